@@ -1,0 +1,41 @@
+/* box-auth.h: who is calling.
+ *
+ * An auth plugin turns a bearer credential into a principal and manages the
+ * credentials it understands.  The admin token is the engine's (it is
+ * deployment configuration); project credentials are the plugin's.
+ * authenticate() is on the hot path of every request: no blocking beyond a
+ * local indexed lookup, and comparisons in constant time.
+ */
+#pragma once
+
+#include "box-plugin.h"
+
+G_BEGIN_DECLS
+
+#define BOX_TYPE_AUTH (box_auth_get_type ())
+G_DECLARE_INTERFACE (BoxAuth, box_auth, BOX, AUTH, GObject)
+
+struct _BoxAuthInterface {
+  GTypeInterface g_iface;
+
+  /* A project principal for @credential, or NULL with BOX_ERROR_UNAUTHORIZED. */
+  BoxPrincipal *(*authenticate) (BoxAuth *self, const char *credential, GError **error);
+  /* A new key for @project; *secret_out is the only copy of the secret. */
+  BoxKey       *(*create_key)   (BoxAuth *self, const char *project, const char *name,
+                                 char **secret_out, GError **error);
+  GPtrArray    *(*list_keys)    (BoxAuth *self, const char *project, GError **error);
+  /* A revoked key stops working at once. */
+  gboolean      (*delete_key)   (BoxAuth *self, const char *project, const char *key_id,
+                                 GError **error);
+
+  gpointer padding[12];
+};
+
+BoxPrincipal *box_auth_authenticate (BoxAuth *self, const char *credential, GError **error);
+BoxKey       *box_auth_create_key   (BoxAuth *self, const char *project, const char *name,
+                                     char **secret_out, GError **error);
+GPtrArray    *box_auth_list_keys    (BoxAuth *self, const char *project, GError **error);
+gboolean      box_auth_delete_key   (BoxAuth *self, const char *project, const char *key_id,
+                                     GError **error);
+
+G_END_DECLS

@@ -1,0 +1,2 @@
+/* box-config.c: to be written */
+#include "config.h"

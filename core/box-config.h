@@ -1,0 +1,74 @@
+/* box-config.h: boxd's configuration.
+ *
+ * Built from, in increasing precedence: the compiled-in defaults, the key
+ * file (/etc/box/boxd.conf or --config), and command-line flags.  The
+ * admin token comes from BOX_ADMIN_TOKEN, else [boxd] admin_token, else a
+ * token generated once into <data-dir>/admin-token (0600).
+ *
+ *   [boxd]
+ *   data_dir=/var/lib/box
+ *   listen=127.0.0.1:7070
+ *   sandbox_domain=sandbox.localhost
+ *   base_url=http://127.0.0.1:7070
+ *   plugin_dir=/usr/lib/x86_64-linux-gnu/box/plugins
+ *   storage=sqlite
+ *   auth=keys
+ *   hypervisor=auto
+ *   network=
+ *   broker=
+ *   secret_key_file=<data-dir>/secret.key
+ *   secret_key=true
+ *   admin_token=
+ *   dbus=system|session|none
+ *
+ *   [plugin.<name>]
+ *   ... read by the plugin with box_plugin_get_config()
+ */
+#pragma once
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef enum {
+  BOX_DBUS_SYSTEM,
+  BOX_DBUS_SESSION,
+  BOX_DBUS_NONE,
+} BoxDBusMode;
+
+typedef struct {
+  char        *config_file;       /* the key file read, or NULL */
+  char        *data_dir;
+  char        *listen;            /* host:port */
+  char        *sandbox_domain;
+  char        *base_url;          /* the API's public base URL */
+  char        *plugin_dir;
+  char        *storage;           /* plugin names */
+  char        *auth;
+  char        *hypervisor;        /* "auto": the real one installed, see box-engine.c */
+  char        *network;           /* "" = none */
+  char        *broker;            /* "" = none */
+  char        *secret_key_file;
+  gboolean     secret_key;        /* FALSE: run without (secrets answer 501) */
+  char        *admin_token;       /* resolved by box_config_resolve() */
+  char        *admin_token_file;  /* set when the token was read from or generated into a file */
+  BoxDBusMode  dbus;
+  GKeyFile    *keyfile;           /* never NULL; plugin groups */
+} BoxConfig;
+
+BoxConfig *box_config_new        (void);
+void       box_config_free       (BoxConfig *config);
+/* Reads @path (NULL: the default path, silently absent) into @config. */
+gboolean   box_config_load_file  (BoxConfig *config, const char *path, GError **error);
+/* Parses boxd's flags (overriding the file); handles --help. */
+gboolean   box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **error);
+/* Fills what is derived: data dir created 0700, base_url from listen,
+ * admin token resolved (env, file, generated). */
+gboolean   box_config_resolve    (BoxConfig *config, GError **error);
+/* The [plugin.<name>] value, or @fallback */
+char      *box_config_get_plugin_value (BoxConfig *config, const char *plugin, const char *key,
+                                        const char *fallback);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxConfig, box_config_free)
+
+G_END_DECLS

@@ -1,0 +1,2 @@
+/* box-dbus-daemon.c: to be written */
+#include "config.h"

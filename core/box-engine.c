@@ -1,0 +1,2 @@
+/* box-engine.c: to be written */
+#include "config.h"

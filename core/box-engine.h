@@ -1,0 +1,126 @@
+/* box-engine.h: the engine.
+ *
+ * The engine owns the service's state: it loads plugins, keeps the
+ * sandbox state machine, checks every rule that needs state, writes
+ * records through BoxStorage, drives VMs through BoxHypervisor and emits
+ * events.  Transports (HTTP, D-Bus, the adapter, an in-process tool) call
+ * it and only translate.  It lives on the main thread.
+ *
+ * Sync calls touch records only.  Calls that may run a VM operation are
+ * _async/_finish pairs.  Every call that takes a @project answers
+ * BOX_ERROR_NOT_FOUND for another project's resources, exactly as for
+ * absent ones.
+ */
+#pragma once
+
+#include "box-auth.h"
+#include "box-broker.h"
+#include "box-config.h"
+#include "box-hypervisor.h"
+#include "box-network.h"
+#include "box-plugin-loader.h"
+#include "box-storage.h"
+
+G_BEGIN_DECLS
+
+#define BOX_TYPE_ENGINE (box_engine_get_type ())
+G_DECLARE_FINAL_TYPE (BoxEngine, box_engine, BOX, ENGINE, GObject)
+
+typedef enum {
+  BOX_STATE_REQUEST_PAUSE,
+  BOX_STATE_REQUEST_STOP,
+  BOX_STATE_REQUEST_WAKE,
+} BoxStateRequest;
+
+/* Takes ownership of @config. */
+BoxEngine     *box_engine_new                (BoxConfig *config);
+/* Loads plugins, starts them, reconciles sandboxes. */
+gboolean       box_engine_start              (BoxEngine *self, GCancellable *cancellable, GError **error);
+void           box_engine_stop               (BoxEngine *self);
+
+BoxConfig     *box_engine_get_config         (BoxEngine *self);
+BoxPluginLoader *box_engine_get_loader       (BoxEngine *self);
+BoxStorage    *box_engine_get_storage        (BoxEngine *self);
+BoxAuth       *box_engine_get_auth           (BoxEngine *self);
+BoxHypervisor *box_engine_get_hypervisor     (BoxEngine *self);
+BoxNetwork    *box_engine_get_network        (BoxEngine *self);   /* may be NULL */
+BoxBroker     *box_engine_get_broker         (BoxEngine *self);   /* may be NULL */
+/* BoxPlugin*: the started instances */
+GPtrArray     *box_engine_get_plugins        (BoxEngine *self);
+gboolean       box_engine_has_secret_key     (BoxEngine *self);
+
+/* ---- callers ---- */
+
+/* The bearer credential of a request: the admin token or a project key. */
+BoxPrincipal  *box_engine_authenticate       (BoxEngine *self, const char *credential, GError **error);
+
+/* ---- operator ---- */
+
+BoxProject    *box_engine_create_project     (BoxEngine *self, const char *name,
+                                              const char *const *domains, GError **error);
+GPtrArray     *box_engine_list_projects      (BoxEngine *self, GError **error);
+BoxProject    *box_engine_get_project        (BoxEngine *self, const char *name, GError **error);
+BoxProject    *box_engine_set_project_domains (BoxEngine *self, const char *name,
+                                              const char *const *domains, GError **error);
+/* Deletes the project's sandboxes (VMs included), checkpoints, secrets and keys. */
+void           box_engine_delete_project_async (BoxEngine *self, const char *name,
+                                              GCancellable *cancellable, GAsyncReadyCallback callback,
+                                              gpointer user_data);
+gboolean       box_engine_delete_project_finish (BoxEngine *self, GAsyncResult *result, GError **error);
+BoxKey        *box_engine_create_key         (BoxEngine *self, const char *project, const char *name,
+                                              char **secret_out, GError **error);
+GPtrArray     *box_engine_list_keys          (BoxEngine *self, const char *project, GError **error);
+gboolean       box_engine_delete_key         (BoxEngine *self, const char *project, const char *key_id,
+                                              GError **error);
+
+/* ---- sandboxes ---- */
+
+void           box_engine_create_sandbox_async  (BoxEngine *self, const char *project,
+                                                 BoxSandboxCreate *request, GCancellable *cancellable,
+                                                 GAsyncReadyCallback callback, gpointer user_data);
+BoxSandbox    *box_engine_create_sandbox_finish (BoxEngine *self, GAsyncResult *result, GError **error);
+/* @project NULL: every project (operator).  @labels "k" -> "v", all must
+ * match (may be NULL).  @state NULL for any. */
+GPtrArray     *box_engine_list_sandboxes     (BoxEngine *self, const char *project, GHashTable *labels,
+                                              const BoxSandboxState *state, GError **error);
+BoxSandbox    *box_engine_get_sandbox        (BoxEngine *self, const char *project,
+                                              const char *id_or_name, GError **error);
+void           box_engine_update_sandbox_async  (BoxEngine *self, const char *project,
+                                                 const char *id_or_name, BoxSandboxUpdate *update,
+                                                 GCancellable *cancellable, GAsyncReadyCallback callback,
+                                                 gpointer user_data);
+BoxSandbox    *box_engine_update_sandbox_finish (BoxEngine *self, GAsyncResult *result, GError **error);
+void           box_engine_delete_sandbox_async  (BoxEngine *self, const char *project,
+                                                 const char *id_or_name, GCancellable *cancellable,
+                                                 GAsyncReadyCallback callback, gpointer user_data);
+gboolean       box_engine_delete_sandbox_finish (BoxEngine *self, GAsyncResult *result, GError **error);
+void           box_engine_change_state_async    (BoxEngine *self, const char *project,
+                                                 const char *id_or_name, BoxStateRequest request,
+                                                 GCancellable *cancellable, GAsyncReadyCallback callback,
+                                                 gpointer user_data);
+BoxSandbox    *box_engine_change_state_finish   (BoxEngine *self, GAsyncResult *result, GError **error);
+
+/* URLs of a sandbox as the API shows them */
+JsonNode      *box_engine_sandbox_to_json    (BoxEngine *self, const BoxSandbox *sandbox);
+
+/* ---- secrets ---- */
+
+BoxSecret     *box_engine_put_secret         (BoxEngine *self, const char *project, const char *name,
+                                              BoxSecretPut *request, GError **error);
+BoxSecret     *box_engine_get_secret         (BoxEngine *self, const char *project, const char *name,
+                                              GError **error);
+GPtrArray     *box_engine_list_secrets       (BoxEngine *self, const char *project, GError **error);
+gboolean       box_engine_delete_secret      (BoxEngine *self, const char *project, const char *name,
+                                              GError **error);
+
+/* ---- catalogue ---- */
+
+GPtrArray     *box_engine_list_templates     (BoxEngine *self);             /* BoxTemplate* */
+GPtrArray     *box_engine_get_network_defaults (BoxEngine *self);           /* BoxRule* (borrowed) */
+
+/* ---- events ----
+ * ::event (BoxEvent *event) is emitted on the main thread for every event;
+ * subscribers filter by project and sandbox themselves. */
+void           box_engine_emit_event         (BoxEngine *self, BoxEvent *event);
+
+G_END_DECLS

@@ -1,0 +1,52 @@
+/* box-error.h: the one public error domain.
+ *
+ * Every failure that can reach a user carries a BOX_ERROR code; the codes are
+ * the interface specification's error codes.  Other domains (GIO, SQLite,
+ * libvirt, GnuTLS ...) are converted at the boundary where they occur, and
+ * transports map BOX_ERROR to their own form in exactly one place:
+ * box_error_http_status() and box_error_to_json() for HTTP,
+ * box_error_dbus_name() for D-Bus.
+ */
+#pragma once
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+G_BEGIN_DECLS
+
+#define BOX_ERROR (box_error_quark ())
+
+typedef enum {
+  BOX_ERROR_INVALID,             /* 400 invalid */
+  BOX_ERROR_UNAUTHORIZED,        /* 401 unauthorized */
+  BOX_ERROR_PERMISSION_DENIED,   /* 403 permission_denied */
+  BOX_ERROR_NOT_FOUND,           /* 404 not_found */
+  BOX_ERROR_ALREADY_EXISTS,      /* 409 already_exists */
+  BOX_ERROR_CONFLICT,            /* 409 conflict */
+  BOX_ERROR_UNSUPPORTED,         /* 501 unsupported */
+  BOX_ERROR_PORT_CLOSED,         /* 502 port_closed */
+  BOX_ERROR_BROKER_FAILED,       /* 502 broker_failed */
+  BOX_ERROR_CAPACITY,            /* 503 capacity (Retry-After) */
+  BOX_ERROR_SANDBOX_UNAVAILABLE, /* 503 sandbox_unavailable */
+  BOX_ERROR_INTERNAL,            /* 500 internal: a bug or a broken host */
+  BOX_ERROR_LAST
+} BoxErrorCode;
+
+GQuark       box_error_quark        (void);
+
+const char  *box_error_code_name    (BoxErrorCode code);
+guint        box_error_http_status  (BoxErrorCode code);
+const char  *box_error_dbus_name    (BoxErrorCode code);
+
+/* Any GError -> BOX_ERROR; foreign domains become BOX_ERROR_INTERNAL with
+ * the original message prefixed by @context (may be NULL). */
+GError      *box_error_convert      (const GError *error,
+                                     const char   *context);
+
+/* {"error": {"code": ..., "message": ...}} */
+JsonNode    *box_error_to_json      (const GError *error);
+
+/* Seconds a client should wait after BOX_ERROR_CAPACITY. */
+#define BOX_ERROR_RETRY_AFTER_S 5
+
+G_END_DECLS

@@ -1,0 +1,2 @@
+/* box-http-events.c: to be written */
+#include "config.h"

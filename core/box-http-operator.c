@@ -1,0 +1,2 @@
+/* box-http-operator.c: to be written */
+#include "config.h"

@@ -1,0 +1,2 @@
+/* box-http-sandboxes.c: to be written */
+#include "config.h"

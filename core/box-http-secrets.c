@@ -1,0 +1,2 @@
+/* box-http-secrets.c: to be written */
+#include "config.h"

@@ -1,0 +1,2 @@
+/* box-http-server.c: to be written */
+#include "config.h"

@@ -1,0 +1,2 @@
+/* box-http-util.c: to be written */
+#include "config.h"

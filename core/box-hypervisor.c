@@ -1,0 +1,126 @@
+/* box-hypervisor.c: the BoxHypervisor interface; see box-hypervisor.h. */
+#include "config.h"
+
+#include "box-hypervisor.h"
+
+G_DEFINE_INTERFACE (BoxHypervisor, box_hypervisor, G_TYPE_OBJECT)
+
+static void
+box_hypervisor_default_init (BoxHypervisorInterface *iface)
+{
+  /**
+   * BoxHypervisor::vm-lost:
+   * @sandbox_id: the sandbox whose VM died on its own
+   */
+  g_signal_new ("vm-lost", G_TYPE_FROM_INTERFACE (iface), G_SIGNAL_RUN_LAST,
+                0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);
+}
+
+const char *
+box_hypervisor_get_accel (BoxHypervisor *self)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_HYPERVISOR (self), NULL);
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  g_return_val_if_fail (iface->get_accel != NULL, NULL);
+  return iface->get_accel (self);
+}
+
+GPtrArray *
+box_hypervisor_list_templates (BoxHypervisor *self)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_HYPERVISOR (self), NULL);
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  g_return_val_if_fail (iface->list_templates != NULL, NULL);
+  return iface->list_templates (self);
+}
+
+gboolean
+box_hypervisor_check_room (BoxHypervisor *self, const BoxResources *resources, GError **error)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_HYPERVISOR (self), FALSE);
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  if (iface->check_room == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s does not implement check_room", G_OBJECT_TYPE_NAME (self));
+    return FALSE;
+  }
+  return iface->check_room (self, resources, error);
+}
+
+void
+box_hypervisor_run_async (BoxHypervisor *self, BoxVmOp op, const BoxVmRequest *request, GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_if_fail (BOX_IS_HYPERVISOR (self));
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  g_return_if_fail (iface->run_async != NULL);
+  iface->run_async (self, op, request, cancellable, callback, user_data);
+}
+
+gboolean
+box_hypervisor_run_finish (BoxHypervisor *self, GAsyncResult *result, GError **error)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_HYPERVISOR (self), FALSE);
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  if (iface->run_finish == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s does not implement run_finish", G_OBJECT_TYPE_NAME (self));
+    return FALSE;
+  }
+  return iface->run_finish (self, result, error);
+}
+
+GIOStream *
+box_hypervisor_open_channel (BoxHypervisor *self, const char *sandbox_id, GError **error)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_HYPERVISOR (self), NULL);
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  if (iface->open_channel == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s does not implement open_channel", G_OBJECT_TYPE_NAME (self));
+    return NULL;
+  }
+  return iface->open_channel (self, sandbox_id, error);
+}
+
+BoxVmState
+box_hypervisor_query (BoxHypervisor *self, const char *sandbox_id, gint64 *snapshot_at)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_HYPERVISOR (self), BOX_VM_STATE_ABSENT);
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  g_return_val_if_fail (iface->query != NULL, BOX_VM_STATE_ABSENT);
+  return iface->query (self, sandbox_id, snapshot_at);
+}
+
+void
+box_hypervisor_emit_vm_lost (BoxHypervisor *self, const char *sandbox_id)
+{
+  g_return_if_fail (BOX_IS_HYPERVISOR (self));
+  g_signal_emit_by_name (self, "vm-lost", sandbox_id);
+}
+
+const char *
+box_vm_op_to_string (BoxVmOp op)
+{
+  static const char *const names[BOX_VM_OP_LAST] = {
+    "create", "suspend", "resume", "shutdown", "boot", "destroy",
+    "checkpoint", "restore", "delete-checkpoint",
+  };
+
+  if ((guint) op >= BOX_VM_OP_LAST)
+    return "unknown";
+  return names[op];
+}

@@ -1,0 +1,105 @@
+/* box-hypervisor.h: what runs a sandbox.
+ *
+ * The interface is built around snapshots, because that is what makes
+ * sandboxes fast: a create is a fork of a template's memory snapshot, a
+ * pause is a memory snapshot, a checkpoint is a named snapshot, a fork is a
+ * create from a checkpoint.  How a plugin keeps snapshots (hot in a tmpfs
+ * file, cold on disk, in a warm pool) is its own business; the semantics
+ * are the specification's whatever the tier.
+ *
+ * Every VM operation goes through run_async()/run_finish() with a BoxVmOp,
+ * so the set of operations can grow without breaking the ABI.  Operations
+ * on one sandbox are never run concurrently by the engine; operations on
+ * different sandboxes are.  Blocking work belongs on a worker thread.
+ *
+ * The hypervisor keeps its own state for each sandbox ID under its state
+ * directory, so that after a restart query() can tell the engine what is
+ * there (reconciliation).  When a VM dies on its own, the plugin emits
+ * ::vm-lost on the main thread.
+ */
+#pragma once
+
+#include "box-plugin.h"
+#include "box-network.h"
+
+G_BEGIN_DECLS
+
+typedef enum {
+  BOX_VM_OP_CREATE,             /* new VM (template, or fork of from_*); running when done */
+  BOX_VM_OP_SUSPEND,            /* memory + disk snapshot; nothing runs afterwards */
+  BOX_VM_OP_RESUME,             /* from the suspend snapshot; processes as they were */
+  BOX_VM_OP_SHUTDOWN,           /* processes end; the disk is kept */
+  BOX_VM_OP_BOOT,               /* fresh boot on the kept disk */
+  BOX_VM_OP_DESTROY,            /* VM, disk, snapshots and checkpoints gone; idempotent */
+  BOX_VM_OP_CHECKPOINT,         /* keep checkpoint_id (memory or disk only) */
+  BOX_VM_OP_RESTORE,            /* become checkpoint_id; running when done */
+  BOX_VM_OP_DELETE_CHECKPOINT,  /* forget checkpoint_id; idempotent */
+  BOX_VM_OP_LAST
+} BoxVmOp;
+
+typedef enum {
+  BOX_VM_STATE_ABSENT,          /* nothing known: no VM, no disk */
+  BOX_VM_STATE_RUNNING,
+  BOX_VM_STATE_SUSPENDED,       /* a memory snapshot to resume from */
+  BOX_VM_STATE_SHUTOFF,         /* a disk to boot */
+  BOX_VM_STATE_LOST,            /* the VM died; a snapshot may remain (snapshot_at) */
+} BoxVmState;
+
+typedef struct {
+  const char       *sandbox_id;
+  const char       *hostname;          /* the sandbox's name */
+  const char       *template_name;     /* "" with an image */
+  const char       *image;             /* "" with a template */
+  BoxResources      resources;
+  GHashTable       *env;               /* handed to the guest at every start; never snapshotted */
+  const BoxNetAttachment *net;         /* NULL without a network plugin */
+  const char       *checkpoint_id;     /* CHECKPOINT, RESTORE, DELETE_CHECKPOINT */
+  gboolean          memory;            /* CHECKPOINT: memory and disk, or disk only */
+  const char       *from_sandbox_id;   /* CREATE as a fork */
+  const char       *from_checkpoint_id;
+  gpointer          reserved[8];
+} BoxVmRequest;
+
+#define BOX_TYPE_HYPERVISOR (box_hypervisor_get_type ())
+G_DECLARE_INTERFACE (BoxHypervisor, box_hypervisor, BOX, HYPERVISOR, GObject)
+
+struct _BoxHypervisorInterface {
+  GTypeInterface g_iface;
+
+  /* "kvm", "tcg" or "none" (runs no VM) */
+  const char  *(*get_accel)      (BoxHypervisor *self);
+  /* BoxTemplate*, what is really available */
+  GPtrArray   *(*list_templates) (BoxHypervisor *self);
+  /* FALSE with BOX_ERROR_CAPACITY when @resources do not fit now */
+  gboolean     (*check_room)     (BoxHypervisor *self, const BoxResources *resources,
+                                  GError **error);
+  void         (*run_async)      (BoxHypervisor *self, BoxVmOp op, const BoxVmRequest *request,
+                                  GCancellable *cancellable, GAsyncReadyCallback callback,
+                                  gpointer user_data);
+  gboolean     (*run_finish)     (BoxHypervisor *self, GAsyncResult *result, GError **error);
+  /* A stream to the guest agent of a running VM */
+  GIOStream   *(*open_channel)   (BoxHypervisor *self, const char *sandbox_id, GError **error);
+  /* What exists for @sandbox_id; *snapshot_at (may be NULL) the newest snapshot's time or 0 */
+  BoxVmState   (*query)          (BoxHypervisor *self, const char *sandbox_id, gint64 *snapshot_at);
+
+  gpointer padding[16];
+};
+
+const char  *box_hypervisor_get_accel      (BoxHypervisor *self);
+GPtrArray   *box_hypervisor_list_templates (BoxHypervisor *self);
+gboolean     box_hypervisor_check_room     (BoxHypervisor *self, const BoxResources *resources,
+                                            GError **error);
+void         box_hypervisor_run_async      (BoxHypervisor *self, BoxVmOp op,
+                                            const BoxVmRequest *request, GCancellable *cancellable,
+                                            GAsyncReadyCallback callback, gpointer user_data);
+gboolean     box_hypervisor_run_finish     (BoxHypervisor *self, GAsyncResult *result,
+                                            GError **error);
+GIOStream   *box_hypervisor_open_channel   (BoxHypervisor *self, const char *sandbox_id,
+                                            GError **error);
+BoxVmState   box_hypervisor_query          (BoxHypervisor *self, const char *sandbox_id,
+                                            gint64 *snapshot_at);
+const char  *box_vm_op_to_string           (BoxVmOp op);
+/* Emits ::vm-lost; for plugins. */
+void         box_hypervisor_emit_vm_lost   (BoxHypervisor *self, const char *sandbox_id);
+
+G_END_DECLS

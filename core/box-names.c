@@ -1,0 +1,2 @@
+/* box-names.c: to be written */
+#include "config.h"

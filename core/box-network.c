@@ -1,0 +1,85 @@
+/* box-network.c: the BoxNetwork interface; see box-network.h. */
+#include "config.h"
+
+#include "box-network.h"
+
+G_DEFINE_INTERFACE (BoxNetwork, box_network, G_TYPE_OBJECT)
+
+static void
+box_network_default_init (BoxNetworkInterface *iface)
+{}
+
+BoxNetAttachment *
+box_network_attach (BoxNetwork *self, const char *sandbox_id, GError **error)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_NETWORK (self), NULL);
+  iface = BOX_NETWORK_GET_IFACE (self);
+  if (iface->attach == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s does not implement attach", G_OBJECT_TYPE_NAME (self));
+    return NULL;
+  }
+  return iface->attach (self, sandbox_id, error);
+}
+
+gboolean
+box_network_detach (BoxNetwork *self, const char *sandbox_id, GError **error)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_NETWORK (self), FALSE);
+  iface = BOX_NETWORK_GET_IFACE (self);
+  if (iface->detach == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s does not implement detach", G_OBJECT_TYPE_NAME (self));
+    return FALSE;
+  }
+  return iface->detach (self, sandbox_id, error);
+}
+
+gboolean
+box_network_set_egress (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules, GError **error)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_NETWORK (self), FALSE);
+  iface = BOX_NETWORK_GET_IFACE (self);
+  if (iface->set_egress == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s does not implement set_egress", G_OBJECT_TYPE_NAME (self));
+    return FALSE;
+  }
+  return iface->set_egress (self, sandbox_id, rules, error);
+}
+
+void
+box_net_attachment_free (BoxNetAttachment *attachment)
+{
+  if (attachment == NULL)
+    return;
+  g_free (attachment->ifname);
+  g_free (attachment->mac);
+  g_free (attachment->address);
+  g_free (attachment->gateway);
+  g_strfreev (attachment->dns);
+  g_free (attachment);
+}
+
+BoxNetAttachment *
+box_net_attachment_copy (const BoxNetAttachment *attachment)
+{
+  BoxNetAttachment *copy;
+
+  if (attachment == NULL)
+    return NULL;
+  copy = g_new0 (BoxNetAttachment, 1);
+  copy->ifname = g_strdup (attachment->ifname);
+  copy->mac = g_strdup (attachment->mac);
+  copy->address = g_strdup (attachment->address);
+  copy->prefix = attachment->prefix;
+  copy->gateway = g_strdup (attachment->gateway);
+  copy->dns = g_strdupv (attachment->dns);
+  return copy;
+}

@@ -1,0 +1,2 @@
+/* box-plugin-loader.c: to be written */
+#include "config.h"

@@ -1,0 +1,2 @@
+/* box-plugin.c: to be written */
+#include "config.h"

@@ -1,0 +1,2 @@
+/* box-records.c: to be written */
+#include "config.h"

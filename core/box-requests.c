@@ -1,0 +1,2 @@
+/* box-requests.c: to be written */
+#include "config.h"

@@ -1,0 +1,2 @@
+/* box-secret-key.c: to be written */
+#include "config.h"

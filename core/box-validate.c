@@ -1,0 +1,2 @@
+/* box-validate.c: to be written */
+#include "config.h"
