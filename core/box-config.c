@@ -1,2 +1,377 @@
-/* box-config.c: to be written */
+/* box-config.c: defaults < key file < flags; see box-config.h. */
 #include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gi18n.h>
+#include <glib/gstdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "box-config.h"
+#include "box-error.h"
+#include "box-validate.h"
+
+#define DEFAULT_CONFIG_FILE BOX_SYSCONFDIR "/boxd.conf"
+#define DEFAULT_LISTEN "127.0.0.1:7070"
+#define DEFAULT_SANDBOX_DOMAIN "sandbox.localhost"
+
+BoxConfig *
+box_config_new (void)
+{
+  BoxConfig *config = g_new0 (BoxConfig, 1);
+
+  config->data_dir = g_strdup (BOX_LOCALSTATEDIR);
+  config->listen = g_strdup (DEFAULT_LISTEN);
+  config->sandbox_domain = g_strdup (DEFAULT_SANDBOX_DOMAIN);
+  config->plugin_dir = g_strdup (BOX_PLUGINDIR);
+  config->storage = g_strdup ("sqlite");
+  config->auth = g_strdup ("keys");
+  config->hypervisor = g_strdup ("auto");
+  config->network = g_strdup ("");
+  config->broker = g_strdup ("");
+  config->secret_key = TRUE;
+  config->dbus = BOX_DBUS_SYSTEM;
+  config->keyfile = g_key_file_new ();
+  return config;
+}
+
+void
+box_config_free (BoxConfig *config)
+{
+  if (config == NULL)
+    return;
+  g_free (config->config_file);
+  g_free (config->data_dir);
+  g_free (config->listen);
+  g_free (config->sandbox_domain);
+  g_free (config->base_url);
+  g_free (config->plugin_dir);
+  g_free (config->storage);
+  g_free (config->auth);
+  g_free (config->hypervisor);
+  g_free (config->network);
+  g_free (config->broker);
+  g_free (config->secret_key_file);
+  if (config->admin_token != NULL)
+    explicit_bzero (config->admin_token, strlen (config->admin_token));
+  g_free (config->admin_token);
+  g_free (config->admin_token_file);
+  g_key_file_unref (config->keyfile);
+  g_free (config);
+}
+
+static void
+take_string (GKeyFile *keyfile, const char *key, char **field)
+{
+  g_autofree char *value = g_key_file_get_string (keyfile, "boxd", key, NULL);
+
+  if (value != NULL) {
+    g_strstrip (value);
+    g_free (*field);
+    *field = g_steal_pointer (&value);
+  }
+}
+
+static gboolean
+parse_dbus_mode (const char *value, BoxDBusMode *out, GError **error)
+{
+  if (g_strcmp0 (value, "system") == 0)
+    *out = BOX_DBUS_SYSTEM;
+  else if (g_strcmp0 (value, "session") == 0)
+    *out = BOX_DBUS_SESSION;
+  else if (g_strcmp0 (value, "none") == 0)
+    *out = BOX_DBUS_NONE;
+  else {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "dbus must be system, session or none, not \"%s\"", value);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+box_config_load_file (BoxConfig *config, const char *path, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+  g_autofree char *dbus = NULL;
+  const char *file = path != NULL ? path : DEFAULT_CONFIG_FILE;
+
+  if (!g_key_file_load_from_file (config->keyfile, file, G_KEY_FILE_NONE, &local_error)) {
+    if (path == NULL && g_error_matches (local_error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
+      return TRUE;
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "cannot read %s: %s", file,
+                 local_error->message);
+    return FALSE;
+  }
+  g_free (config->config_file);
+  config->config_file = g_strdup (file);
+
+  take_string (config->keyfile, "data_dir", &config->data_dir);
+  take_string (config->keyfile, "listen", &config->listen);
+  take_string (config->keyfile, "sandbox_domain", &config->sandbox_domain);
+  take_string (config->keyfile, "base_url", &config->base_url);
+  take_string (config->keyfile, "plugin_dir", &config->plugin_dir);
+  take_string (config->keyfile, "storage", &config->storage);
+  take_string (config->keyfile, "auth", &config->auth);
+  take_string (config->keyfile, "hypervisor", &config->hypervisor);
+  take_string (config->keyfile, "network", &config->network);
+  take_string (config->keyfile, "broker", &config->broker);
+  take_string (config->keyfile, "secret_key_file", &config->secret_key_file);
+  take_string (config->keyfile, "admin_token", &config->admin_token);
+  if (g_key_file_has_key (config->keyfile, "boxd", "secret_key", NULL)) {
+    config->secret_key = g_key_file_get_boolean (config->keyfile, "boxd", "secret_key", &local_error);
+    if (local_error != NULL) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: secret_key: %s", file,
+                   local_error->message);
+      return FALSE;
+    }
+  }
+  dbus = g_key_file_get_string (config->keyfile, "boxd", "dbus", NULL);
+  if (dbus != NULL && !parse_dbus_mode (g_strstrip (dbus), &config->dbus, error))
+    return FALSE;
+  return TRUE;
+}
+
+gboolean
+box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **error)
+{
+  g_autofree char *config_file = NULL;
+  g_autofree char *data_dir = NULL;
+  g_autofree char *listen = NULL;
+  g_autofree char *sandbox_domain = NULL;
+  g_autofree char *base_url = NULL;
+  g_autofree char *plugin_dir = NULL;
+  g_autofree char *storage = NULL;
+  g_autofree char *auth = NULL;
+  g_autofree char *hypervisor = NULL;
+  g_autofree char *network = NULL;
+  g_autofree char *secret_key_file = NULL;
+  gboolean no_secret_key = FALSE;
+  gboolean session_bus = FALSE;
+  gboolean system_bus = FALSE;
+  gboolean no_dbus = FALSE;
+  gboolean version = FALSE;
+  g_autoptr(GOptionContext) context = NULL;
+  const GOptionEntry entries[] = {
+    { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_file,
+      N_("Read this configuration file (default " DEFAULT_CONFIG_FILE ")"), N_("FILE") },
+    { "data-dir", 'd', 0, G_OPTION_ARG_FILENAME, &data_dir,
+      N_("Keep state in DIR (default " BOX_LOCALSTATEDIR ")"), N_("DIR") },
+    { "listen", 'l', 0, G_OPTION_ARG_STRING, &listen,
+      N_("Serve the HTTP API on HOST:PORT (default " DEFAULT_LISTEN ")"), N_("HOST:PORT") },
+    { "sandbox-domain", 0, 0, G_OPTION_ARG_STRING, &sandbox_domain,
+      N_("Domain under which sandbox URLs live (default " DEFAULT_SANDBOX_DOMAIN ")"), N_("DOMAIN") },
+    { "base-url", 0, 0, G_OPTION_ARG_STRING, &base_url,
+      N_("The API's public base URL (default http://LISTEN)"), N_("URL") },
+    { "plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &plugin_dir,
+      N_("Load plugins from DIR"), N_("DIR") },
+    { "storage", 0, 0, G_OPTION_ARG_STRING, &storage,
+      N_("Storage plugin (default sqlite)"), N_("NAME") },
+    { "auth", 0, 0, G_OPTION_ARG_STRING, &auth,
+      N_("Auth plugin (default keys)"), N_("NAME") },
+    { "hypervisor", 0, 0, G_OPTION_ARG_STRING, &hypervisor,
+      N_("Hypervisor plugin (default auto: the real one installed)"), N_("NAME") },
+    { "network", 0, 0, G_OPTION_ARG_STRING, &network,
+      N_("Network plugin (default none)"), N_("NAME") },
+    { "secret-key-file", 0, 0, G_OPTION_ARG_FILENAME, &secret_key_file,
+      N_("Seal secret values with the key in FILE (created if missing)"), N_("FILE") },
+    { "no-secret-key", 0, 0, G_OPTION_ARG_NONE, &no_secret_key,
+      N_("Run without a secret key: secret routes answer 501 unsupported"), NULL },
+    { "session-bus", 0, 0, G_OPTION_ARG_NONE, &session_bus,
+      N_("Offer the admin interface on the session bus"), NULL },
+    { "system-bus", 0, 0, G_OPTION_ARG_NONE, &system_bus,
+      N_("Offer the admin interface on the system bus (default)"), NULL },
+    { "no-dbus", 0, 0, G_OPTION_ARG_NONE, &no_dbus,
+      N_("Do not offer the D-Bus admin interface"), NULL },
+    { "version", 0, 0, G_OPTION_ARG_NONE, &version,
+      N_("Print the version and exit"), NULL },
+    { NULL }
+  };
+
+  context = g_option_context_new (NULL);
+  g_option_context_set_summary (context,
+                                _("boxd runs isolated microVM sandboxes and serves their API.\n\n"
+                                  "The admin token is read from BOX_ADMIN_TOKEN, else from the\n"
+                                  "configuration's admin_token, else generated into DIR/admin-token."));
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  if (!g_option_context_parse (context, argc, argv, error))
+    return FALSE;
+
+  if (version) {
+    g_print ("boxd %s\n", PACKAGE_VERSION);
+    exit (EXIT_SUCCESS);
+  }
+
+  /* The file first, then the flags on top of it. */
+  if (!box_config_load_file (config, config_file, error))
+    return FALSE;
+
+#define TAKE(flag, field) \
+  if (flag != NULL) { g_free (config->field); config->field = g_steal_pointer (&flag); }
+  TAKE (data_dir, data_dir);
+  TAKE (listen, listen);
+  TAKE (sandbox_domain, sandbox_domain);
+  TAKE (base_url, base_url);
+  TAKE (plugin_dir, plugin_dir);
+  TAKE (storage, storage);
+  TAKE (auth, auth);
+  TAKE (hypervisor, hypervisor);
+  TAKE (network, network);
+  TAKE (secret_key_file, secret_key_file);
+#undef TAKE
+
+  if (no_secret_key)
+    config->secret_key = FALSE;
+  if ((session_bus ? 1 : 0) + (system_bus ? 1 : 0) + (no_dbus ? 1 : 0) > 1) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
+                         _("--session-bus, --system-bus and --no-dbus exclude each other"));
+    return FALSE;
+  }
+  if (session_bus)
+    config->dbus = BOX_DBUS_SESSION;
+  else if (system_bus)
+    config->dbus = BOX_DBUS_SYSTEM;
+  else if (no_dbus)
+    config->dbus = BOX_DBUS_NONE;
+  return TRUE;
+}
+
+/* Reads a token file that must not be readable by others. */
+static char *
+read_private_file (const char *path, GError **error)
+{
+  g_autofree char *contents = NULL;
+  struct stat st;
+
+  if (g_stat (path, &st) != 0) {
+    int saved_errno = errno;
+    g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (saved_errno), "%s: %s", path,
+                 g_strerror (saved_errno));
+    return NULL;
+  }
+  if ((st.st_mode & 0077) != 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_PERMISSION_DENIED,
+                 "%s is readable by others (mode %04o); make it 0600", path,
+                 (guint) (st.st_mode & 07777));
+    return NULL;
+  }
+  if (!g_file_get_contents (path, &contents, NULL, error))
+    return NULL;
+  return g_strdup (g_strstrip (contents));
+}
+
+static gboolean
+write_private_file (const char *path, const char *contents, GError **error)
+{
+  int fd = open (path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  gsize len = strlen (contents);
+  gsize done = 0;
+
+  if (fd < 0) {
+    int saved_errno = errno;
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot create %s: %s", path,
+                 g_strerror (saved_errno));
+    return FALSE;
+  }
+  while (done < len) {
+    ssize_t n = write (fd, contents + done, len - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      int saved_errno = errno;
+      close (fd);
+      g_unlink (path);
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot write %s: %s", path,
+                   g_strerror (saved_errno));
+      return FALSE;
+    }
+    done += (gsize) n;
+  }
+  if (fsync (fd) != 0 || close (fd) != 0) {
+    int saved_errno = errno;
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot write %s: %s", path,
+                 g_strerror (saved_errno));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+box_config_resolve (BoxConfig *config, GError **error)
+{
+  const char *env_token = g_getenv ("BOX_ADMIN_TOKEN");
+
+  if (config->data_dir == NULL || config->data_dir[0] == '\0') {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID, "no data directory configured");
+    return FALSE;
+  }
+  if (!g_path_is_absolute (config->data_dir)) {
+    g_autofree char *cwd = g_get_current_dir ();
+    g_autofree char *abs = g_build_filename (cwd, config->data_dir, NULL);
+    g_free (config->data_dir);
+    config->data_dir = g_steal_pointer (&abs);
+  }
+  if (g_mkdir_with_parents (config->data_dir, 0700) != 0) {
+    int saved_errno = errno;
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot create data directory %s: %s",
+                 config->data_dir, g_strerror (saved_errno));
+    return FALSE;
+  }
+  if (config->listen == NULL || strrchr (config->listen, ':') == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "listen must be HOST:PORT, not \"%s\"",
+                 config->listen != NULL ? config->listen : "");
+    return FALSE;
+  }
+  if (config->base_url == NULL || config->base_url[0] == '\0') {
+    g_free (config->base_url);
+    config->base_url = g_strdup_printf ("http://%s", config->listen);
+  }
+  if (config->secret_key_file == NULL || config->secret_key_file[0] == '\0') {
+    g_free (config->secret_key_file);
+    config->secret_key_file = g_build_filename (config->data_dir, "secret.key", NULL);
+  }
+
+  /* The admin token: environment, configuration, or a generated file. */
+  if (env_token != NULL && env_token[0] != '\0') {
+    g_free (config->admin_token);
+    config->admin_token = g_strdup (env_token);
+  } else if (config->admin_token == NULL || config->admin_token[0] == '\0') {
+    g_autofree char *path = g_build_filename (config->data_dir, "admin-token", NULL);
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *token = read_private_file (path, &local_error);
+
+    if (token == NULL) {
+      if (!g_error_matches (local_error, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+        g_propagate_error (error, g_steal_pointer (&local_error));
+        return FALSE;
+      }
+      g_autofree char *random = box_random_base32 (40);
+      token = g_strdup_printf ("boxadm_%s", random);
+      {
+        g_autofree char *line = g_strdup_printf ("%s\n", token);
+        if (!write_private_file (path, line, error))
+          return FALSE;
+      }
+    }
+    g_free (config->admin_token);
+    config->admin_token = g_steal_pointer (&token);
+    g_free (config->admin_token_file);
+    config->admin_token_file = g_steal_pointer (&path);
+  }
+  if (strlen (config->admin_token) < 16)
+    g_warning ("the admin token is shorter than 16 characters; use a long random token");
+  return TRUE;
+}
+
+char *
+box_config_get_plugin_value (BoxConfig *config, const char *plugin, const char *key,
+                             const char *fallback)
+{
+  g_autofree char *group = g_strdup_printf ("plugin.%s", plugin);
+  g_autofree char *value = g_key_file_get_string (config->keyfile, group, key, NULL);
+
+  if (value == NULL)
+    return g_strdup (fallback);
+  return g_strdup (g_strstrip (value));
+}

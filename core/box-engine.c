@@ -1,2 +1,672 @@
-/* box-engine.c: to be written */
+/* box-engine.c: plugins, callers, projects, keys, secrets, catalogue.
+ *
+ * The sandbox state machine lives in box-engine-sandboxes.c.
+ */
 #include "config.h"
+
+#include <gio/gio.h>
+#include <gnutls/gnutls.h>
+#include <string.h>
+
+#include "box-engine-private.h"
+#include "box-requests.h"
+#include "box-validate.h"
+
+enum {
+  SIGNAL_EVENT,
+  N_SIGNALS
+};
+
+static guint signals[N_SIGNALS];
+
+G_DEFINE_FINAL_TYPE (BoxEngine, box_engine, G_TYPE_OBJECT)
+
+/* Real hypervisors, best first, for hypervisor=auto. */
+static const char *const auto_hypervisors[] = { "libvirt", "qemu", NULL };
+
+static void
+box_engine_finalize (GObject *object)
+{
+  BoxEngine *self = BOX_ENGINE (object);
+
+  box_engine_stop (self);
+  box_engine_sandboxes_finalize (self);
+  g_clear_pointer (&self->plugins, g_ptr_array_unref);
+  g_clear_object (&self->loader);
+  g_clear_pointer (&self->secret_key, box_secret_key_free);
+  g_clear_pointer (&self->network_defaults, g_ptr_array_unref);
+  g_clear_pointer (&self->config, box_config_free);
+  G_OBJECT_CLASS (box_engine_parent_class)->finalize (object);
+}
+
+static void
+box_engine_class_init (BoxEngineClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->finalize = box_engine_finalize;
+
+  /**
+   * BoxEngine::event:
+   * @event: (type gpointer): the BoxEvent, valid during the emission
+   */
+  signals[SIGNAL_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
+                                        0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
+}
+
+static void
+box_engine_init (BoxEngine *self)
+{
+  self->plugins = g_ptr_array_new_with_free_func (g_object_unref);
+  box_engine_sandboxes_init (self);
+}
+
+BoxEngine *
+box_engine_new (BoxConfig *config)
+{
+  BoxEngine *self = g_object_new (BOX_TYPE_ENGINE, NULL);
+
+  self->config = config;
+  return self;
+}
+
+BoxConfig *
+box_engine_get_config (BoxEngine *self)
+{
+  return self->config;
+}
+
+BoxPluginLoader *
+box_engine_get_loader (BoxEngine *self)
+{
+  return self->loader;
+}
+
+BoxStorage *
+box_engine_get_storage (BoxEngine *self)
+{
+  return self->storage;
+}
+
+BoxAuth *
+box_engine_get_auth (BoxEngine *self)
+{
+  return self->auth;
+}
+
+BoxHypervisor *
+box_engine_get_hypervisor (BoxEngine *self)
+{
+  return self->hypervisor;
+}
+
+BoxNetwork *
+box_engine_get_network (BoxEngine *self)
+{
+  return self->network;
+}
+
+BoxBroker *
+box_engine_get_broker (BoxEngine *self)
+{
+  return self->broker;
+}
+
+GPtrArray *
+box_engine_get_plugins (BoxEngine *self)
+{
+  return self->plugins;
+}
+
+gboolean
+box_engine_has_secret_key (BoxEngine *self)
+{
+  return self->secret_key != NULL;
+}
+
+/* ---- start-up ---------------------------------------------------------- */
+
+/* The plugin instance serving @iface_name: one instance per plugin, shared
+ * when a plugin serves several interfaces. */
+static GObject *
+instantiate (BoxEngine *self, const char *iface_name, const char *plugin_name, GError **error)
+{
+  const BoxPluginModule *module;
+  GType iface_type = box_plugin_interface_type (iface_name);
+  BoxPlugin *plugin;
+  guint i;
+
+  for (i = 0; i < self->plugins->len; i++) {
+    BoxPlugin *existing = g_ptr_array_index (self->plugins, i);
+    if (g_strcmp0 (box_plugin_get_name (existing), plugin_name) == 0) {
+      if (!g_type_is_a (G_OBJECT_TYPE (existing), iface_type))
+        break;
+      return G_OBJECT (existing);
+    }
+  }
+
+  module = box_plugin_loader_lookup (self->loader, plugin_name);
+  if (module == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "%s plugin \"%s\" is not installed in %s", iface_name, plugin_name,
+                 self->config->plugin_dir);
+    return NULL;
+  }
+  if (!g_type_is_a (module->type, iface_type)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "plugin \"%s\" does not implement the %s interface", plugin_name, iface_name);
+    return NULL;
+  }
+  plugin = g_object_new (module->type, "name", module->name, "engine", self, NULL);
+  g_ptr_array_add (self->plugins, plugin);
+  return G_OBJECT (plugin);
+}
+
+static const char *
+choose_hypervisor (BoxEngine *self)
+{
+  guint i;
+
+  if (g_strcmp0 (self->config->hypervisor, "auto") != 0)
+    return self->config->hypervisor;
+  for (i = 0; auto_hypervisors[i] != NULL; i++) {
+    if (box_plugin_loader_lookup (self->loader, auto_hypervisors[i]) != NULL)
+      return auto_hypervisors[i];
+  }
+  /* No real hypervisor is installed at all: the records API still works,
+   * but say loudly that no VM will run. */
+  if (box_plugin_loader_lookup (self->loader, "dummy") != NULL) {
+    g_warning ("no real hypervisor plugin is installed in %s; falling back to the dummy "
+               "hypervisor: sandboxes are records only and run no VM",
+               self->config->plugin_dir);
+    return "dummy";
+  }
+  return "libvirt";
+}
+
+static gboolean
+load_network_defaults (BoxEngine *self, GError **error)
+{
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GPtrArray) rules = NULL;
+  JsonNode *root;
+  JsonObject *object;
+  gsize len;
+  const char *data;
+
+  bytes = g_resources_lookup_data ("/org/box/network-defaults.json",
+                                   G_RESOURCE_LOOKUP_FLAGS_NONE, error);
+  if (bytes == NULL)
+    return FALSE;
+  data = g_bytes_get_data (bytes, &len);
+  if (!json_parser_load_from_data (parser, data, (gssize) len, error))
+    return FALSE;
+  root = json_parser_get_root (parser);
+  if (!JSON_NODE_HOLDS_OBJECT (root) ||
+      !json_object_has_member ((object = json_node_get_object (root)), "egress")) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                         "network-defaults.json has no egress list");
+    return FALSE;
+  }
+  rules = box_rules_from_json (json_object_get_member (object, "egress"), error);
+  if (rules == NULL)
+    return FALSE;
+  self->network_defaults = g_steal_pointer (&rules);
+  return TRUE;
+}
+
+gboolean
+box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
+{
+  struct {
+    const char *iface;
+    const char *name;
+  } wanted[] = {
+    { "storage", self->config->storage },
+    { "auth", self->config->auth },
+    { "network", self->config->network },
+    { "hypervisor", NULL },
+    { "broker", self->config->broker },
+  };
+  guint i;
+
+  g_return_val_if_fail (!self->started, FALSE);
+
+  if (!load_network_defaults (self, error))
+    return FALSE;
+
+  self->loader = box_plugin_loader_new ();
+  if (!box_plugin_loader_load_dir (self->loader, self->config->plugin_dir, error))
+    return FALSE;
+  wanted[3].name = choose_hypervisor (self);
+
+  for (i = 0; i < G_N_ELEMENTS (wanted); i++) {
+    GObject *instance;
+
+    if (wanted[i].name == NULL || wanted[i].name[0] == '\0')
+      continue;
+    instance = instantiate (self, wanted[i].iface, wanted[i].name, error);
+    if (instance == NULL)
+      return FALSE;
+    if (g_str_equal (wanted[i].iface, "storage"))
+      self->storage = BOX_STORAGE (instance);
+    else if (g_str_equal (wanted[i].iface, "auth"))
+      self->auth = BOX_AUTH (instance);
+    else if (g_str_equal (wanted[i].iface, "network"))
+      self->network = BOX_NETWORK (instance);
+    else if (g_str_equal (wanted[i].iface, "hypervisor"))
+      self->hypervisor = BOX_HYPERVISOR (instance);
+    else
+      self->broker = BOX_BROKER (instance);
+  }
+  if (self->storage == NULL || self->auth == NULL || self->hypervisor == NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
+                         "storage, auth and hypervisor plugins are required");
+    return FALSE;
+  }
+
+  /* Start in dependency order: storage first; the array is in that order. */
+  for (i = 0; i < self->plugins->len; i++) {
+    BoxPlugin *plugin = g_ptr_array_index (self->plugins, i);
+    g_autoptr(GError) local_error = NULL;
+
+    if (!box_plugin_start (plugin, cancellable, &local_error)) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "plugin %s failed to start: %s",
+                   box_plugin_get_name (plugin), local_error->message);
+      /* stop those already started, newest first */
+      while (i-- > 0)
+        box_plugin_stop (g_ptr_array_index (self->plugins, i));
+      g_ptr_array_set_size (self->plugins, 0);
+      return FALSE;
+    }
+    g_info ("plugin %s started", box_plugin_get_name (plugin));
+  }
+  self->started = TRUE;
+  g_message ("hypervisor: %s (accel %s)", choose_hypervisor (self),
+             box_hypervisor_get_accel (self->hypervisor));
+
+  if (self->config->secret_key) {
+    self->secret_key = box_secret_key_load (self->config->secret_key_file, TRUE, error);
+    if (self->secret_key == NULL)
+      return FALSE;
+  } else {
+    g_message ("running without a secret key: secret routes answer 501 unsupported");
+  }
+
+  if (!box_engine_reconcile (self, error))
+    return FALSE;
+  box_engine_start_ticks (self);
+  return TRUE;
+}
+
+void
+box_engine_stop (BoxEngine *self)
+{
+  guint i;
+
+  if (!self->started)
+    return;
+  self->started = FALSE;
+  if (self->tick_id != 0) {
+    g_source_remove (self->tick_id);
+    self->tick_id = 0;
+  }
+  if (self->vm_lost_id != 0) {
+    g_signal_handler_disconnect (self->hypervisor, self->vm_lost_id);
+    self->vm_lost_id = 0;
+  }
+  for (i = self->plugins->len; i > 0; i--)
+    box_plugin_stop (g_ptr_array_index (self->plugins, i - 1));
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+void
+box_engine_emit_event (BoxEngine *self, BoxEvent *event)
+{
+  g_signal_emit (self, signals[SIGNAL_EVENT], 0, event);
+}
+
+void
+box_engine_emit (BoxEngine *self, const char *type, const BoxSandbox *sandbox, JsonObject *detail)
+{
+  g_autoptr(BoxEvent) event = box_event_new (type, sandbox->project, sandbox->id, detail);
+
+  g_debug ("event %s %s", type, sandbox->id);
+  box_engine_emit_event (self, event);
+}
+
+/* ---- callers ----------------------------------------------------------- */
+
+BoxPrincipal *
+box_engine_authenticate (BoxEngine *self, const char *credential, GError **error)
+{
+  gsize len;
+  gsize admin_len;
+
+  if (credential == NULL || credential[0] == '\0') {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNAUTHORIZED, "a valid API key is required");
+    return NULL;
+  }
+  len = strlen (credential);
+  admin_len = strlen (self->config->admin_token);
+  if (len == admin_len && gnutls_memcmp (credential, self->config->admin_token, len) == 0) {
+    BoxPrincipal *principal = g_new0 (BoxPrincipal, 1);
+    principal->kind = BOX_PRINCIPAL_ADMIN;
+    return principal;
+  }
+  return box_auth_authenticate (self->auth, credential, error);
+}
+
+/* ---- projects and keys ------------------------------------------------- */
+
+static gboolean
+check_domains (BoxEngine *self, const char *project, const char *const *domains, GError **error)
+{
+  g_autoptr(GPtrArray) projects = NULL;
+  guint i, j;
+
+  for (i = 0; domains != NULL && domains[i] != NULL; i++) {
+    if (!box_validate_project_domain (domains[i], error))
+      return FALSE;
+    for (j = 0; j < i; j++) {
+      if (g_str_equal (domains[i], domains[j])) {
+        g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "domain %s is listed twice", domains[i]);
+        return FALSE;
+      }
+    }
+  }
+  projects = box_storage_project_list (self->storage, error);
+  if (projects == NULL)
+    return FALSE;
+  for (i = 0; i < projects->len; i++) {
+    BoxProject *other = g_ptr_array_index (projects, i);
+    if (g_strcmp0 (other->name, project) == 0)
+      continue;
+    for (j = 0; domains != NULL && domains[j] != NULL; j++) {
+      if (g_strv_contains ((const char *const *) other->domains, domains[j])) {
+        g_set_error (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS,
+                     "domain %s already belongs to another project", domains[j]);
+        return FALSE;
+      }
+    }
+  }
+  return TRUE;
+}
+
+BoxProject *
+box_engine_create_project (BoxEngine *self, const char *name, const char *const *domains,
+                           GError **error)
+{
+  g_autoptr(BoxProject) project = NULL;
+  const char *none[] = { NULL };
+
+  if (!box_validate_project_name (name, error))
+    return NULL;
+  if (!check_domains (self, name, domains, error))
+    return NULL;
+  project = g_new0 (BoxProject, 1);
+  project->name = g_strdup (name);
+  project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
+  project->created_at = g_get_real_time ();
+  if (!box_storage_project_insert (self->storage, project, error))
+    return NULL;
+  g_message ("project %s created", name);
+  return g_steal_pointer (&project);
+}
+
+GPtrArray *
+box_engine_list_projects (BoxEngine *self, GError **error)
+{
+  return box_storage_project_list (self->storage, error);
+}
+
+BoxProject *
+box_engine_get_project (BoxEngine *self, const char *name, GError **error)
+{
+  return box_storage_project_get (self->storage, name, error);
+}
+
+BoxProject *
+box_engine_set_project_domains (BoxEngine *self, const char *name, const char *const *domains,
+                                GError **error)
+{
+  g_autoptr(BoxProject) project = box_storage_project_get (self->storage, name, error);
+  const char *none[] = { NULL };
+
+  if (project == NULL)
+    return NULL;
+  if (!check_domains (self, name, domains, error))
+    return NULL;
+  g_strfreev (project->domains);
+  project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
+  if (!box_storage_project_update (self->storage, project, error))
+    return NULL;
+  return g_steal_pointer (&project);
+}
+
+static void
+delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  BoxEngine *self = BOX_ENGINE (source);
+  g_autoptr(GTask) task = user_data;
+  const char *name = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  if (!box_engine_destroy_project_sandboxes_finish (self, result, &error) ||
+      !box_storage_project_delete (self->storage, name, &error)) {
+    g_task_return_error (task, g_steal_pointer (&error));
+    return;
+  }
+  g_message ("project %s deleted", name);
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+box_engine_delete_project_async (BoxEngine *self, const char *name, GCancellable *cancellable,
+                                 GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  g_autoptr(BoxProject) project = NULL;
+  GError *error = NULL;
+
+  g_task_set_source_tag (task, box_engine_delete_project_async);
+  g_task_set_task_data (task, g_strdup (name), g_free);
+  project = box_storage_project_get (self->storage, name, &error);
+  if (project == NULL) {
+    g_task_return_error (task, error);
+    return;
+  }
+  box_engine_destroy_project_sandboxes_async (self, name, cancellable,
+                                              delete_project_sandboxes_cb,
+                                              g_steal_pointer (&task));
+}
+
+gboolean
+box_engine_delete_project_finish (BoxEngine *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+BoxKey *
+box_engine_create_key (BoxEngine *self, const char *project, const char *name, char **secret_out,
+                       GError **error)
+{
+  g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
+
+  if (owner == NULL)
+    return NULL;
+  if (!box_validate_key_name (name, error))
+    return NULL;
+  return box_auth_create_key (self->auth, project, name, secret_out, error);
+}
+
+GPtrArray *
+box_engine_list_keys (BoxEngine *self, const char *project, GError **error)
+{
+  g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
+
+  if (owner == NULL)
+    return NULL;
+  return box_auth_list_keys (self->auth, project, error);
+}
+
+gboolean
+box_engine_delete_key (BoxEngine *self, const char *project, const char *key_id, GError **error)
+{
+  g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
+
+  if (owner == NULL)
+    return FALSE;
+  return box_auth_delete_key (self->auth, project, key_id, error);
+}
+
+/* ---- secrets ----------------------------------------------------------- */
+
+static gboolean
+require_secret_key (BoxEngine *self, GError **error)
+{
+  if (self->secret_key != NULL)
+    return TRUE;
+  g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                       "this deployment has no secret key, so it cannot keep secrets");
+  return FALSE;
+}
+
+gboolean
+box_engine_check_secrets (BoxEngine *self, const char *project, const char *const *secrets,
+                          GError **error)
+{
+  guint i;
+
+  if (secrets == NULL || secrets[0] == NULL)
+    return TRUE;
+  if (!require_secret_key (self, error))
+    return FALSE;
+  for (i = 0; secrets[i] != NULL; i++) {
+    g_autoptr(BoxSecret) secret = NULL;
+    g_autoptr(GError) local_error = NULL;
+
+    if (!box_validate_secret_name (secrets[i], error))
+      return FALSE;
+    secret = box_storage_secret_get (self->storage, project, secrets[i], &local_error);
+    if (secret == NULL) {
+      if (g_error_matches (local_error, BOX_ERROR, BOX_ERROR_NOT_FOUND))
+        g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "invalid secrets: no secret named %s",
+                     secrets[i]);
+      else
+        g_propagate_error (error, g_steal_pointer (&local_error));
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+BoxSecret *
+box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
+                       BoxSecretPut *request, GError **error)
+{
+  g_autoptr(BoxSecret) secret = NULL;
+  g_autoptr(BoxSecret) existing = NULL;
+  g_autofree char *associated = NULL;
+  gint64 now = g_get_real_time ();
+
+  if (!require_secret_key (self, error))
+    return NULL;
+  if (!box_validate_secret_name (name, error))
+    return NULL;
+
+  secret = g_new0 (BoxSecret, 1);
+  secret->name = g_strdup (name);
+  secret->project = g_strdup (project);
+  secret->hosts = g_strdupv (request->hosts);
+  secret->placeholder = box_secret_placeholder (name, request->placeholder_prefix);
+  secret->inject_header = g_strdup (request->inject_header);
+  secret->inject_format = g_strdup (request->inject_format);
+  associated = g_strdup_printf ("%s/%s", project, name);
+  secret->sealed_value = box_secret_key_seal (self->secret_key, associated, request->value,
+                                              strlen (request->value), error);
+  if (secret->sealed_value == NULL)
+    return NULL;
+  existing = box_storage_secret_get (self->storage, project, name, NULL);
+  secret->created_at = existing != NULL ? existing->created_at : now;
+  secret->updated_at = now;
+  if (!box_storage_secret_put (self->storage, secret, error))
+    return NULL;
+  /* The broker (when there is one) picks the new value up at once; see
+   * box_engine_sandboxes for where sandboxes are handed their secrets. */
+  return g_steal_pointer (&secret);
+}
+
+BoxSecret *
+box_engine_get_secret (BoxEngine *self, const char *project, const char *name, GError **error)
+{
+  if (!require_secret_key (self, error))
+    return NULL;
+  return box_storage_secret_get (self->storage, project, name, error);
+}
+
+GPtrArray *
+box_engine_list_secrets (BoxEngine *self, const char *project, GError **error)
+{
+  if (!require_secret_key (self, error))
+    return NULL;
+  return box_storage_secret_list (self->storage, project, error);
+}
+
+gboolean
+box_engine_delete_secret (BoxEngine *self, const char *project, const char *name, GError **error)
+{
+  g_autoptr(BoxSecret) secret = NULL;
+  g_autoptr(GPtrArray) sandboxes = NULL;
+  guint i;
+
+  if (!require_secret_key (self, error))
+    return FALSE;
+  secret = box_storage_secret_get (self->storage, project, name, error);
+  if (secret == NULL)
+    return FALSE;
+  sandboxes = box_storage_sandbox_list (self->storage, project, error);
+  if (sandboxes == NULL)
+    return FALSE;
+  for (i = 0; i < sandboxes->len; i++) {
+    BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
+    if (g_strv_contains ((const char *const *) sandbox->secrets, name)) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT, "secret %s is used by sandbox %s",
+                   name, sandbox->name);
+      return FALSE;
+    }
+  }
+  return box_storage_secret_delete (self->storage, project, name, error);
+}
+
+/* ---- catalogue --------------------------------------------------------- */
+
+GPtrArray *
+box_engine_list_templates (BoxEngine *self)
+{
+  return box_hypervisor_list_templates (self->hypervisor);
+}
+
+GPtrArray *
+box_engine_get_network_defaults (BoxEngine *self)
+{
+  return self->network_defaults;
+}
+
+guint
+box_engine_count_defaults (BoxEngine *self)
+{
+  return self->network_defaults != NULL ? self->network_defaults->len : 0;
+}
+
+JsonNode *
+box_engine_sandbox_to_json (BoxEngine *self, const BoxSandbox *sandbox)
+{
+  g_autoptr(BoxProject) project = box_storage_project_get (self->storage, sandbox->project, NULL);
+
+  return box_sandbox_to_api_json (sandbox, self->config->sandbox_domain,
+                                  project != NULL ? (const char *const *) project->domains : NULL);
+}

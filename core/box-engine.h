@@ -6,6 +6,9 @@
  * events.  Transports (HTTP, D-Bus, the adapter, an in-process tool) call
  * it and only translate.  It lives on the main thread.
  *
+ * Request structs (BoxSandboxCreate, BoxSandboxUpdate, BoxSecretPut) stay
+ * the caller's: the engine copies what it keeps before returning.
+ *
  * Sync calls touch records only.  Calls that may run a VM operation are
  * _async/_finish pairs.  Every call that takes a @project answers
  * BOX_ERROR_NOT_FOUND for another project's resources, exactly as for

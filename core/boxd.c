@@ -1,2 +1,94 @@
+/* boxd: the daemon's main().  It only wires configuration, the engine and
+ * the transports together; everything else lives in libboxcore. */
 #include "config.h"
-int main (void) { return 0; }
+
+#include <errno.h>
+#include <glib-unix.h>
+#include <glib/gi18n.h>
+#include <locale.h>
+#include <sys/prctl.h>
+
+#include "box-dbus-daemon.h"
+#include "box-engine.h"
+#include "box-http-server.h"
+
+static gboolean
+on_signal (gpointer user_data)
+{
+  GMainLoop *loop = user_data;
+
+  g_message (_("shutting down"));
+  g_main_loop_quit (loop);
+  return G_SOURCE_REMOVE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_autoptr(BoxConfig) config = box_config_new ();
+  g_autoptr(BoxEngine) engine = NULL;
+  g_autoptr(BoxHttpServer) http = NULL;
+  g_autoptr(BoxDBusDaemon) dbus = NULL;
+  g_autoptr(GMainLoop) loop = NULL;
+  g_autoptr(GError) error = NULL;
+  BoxConfig *cfg;
+
+  setlocale (LC_ALL, "");
+  bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
+  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+  textdomain (GETTEXT_PACKAGE);
+
+  if (!box_config_parse_args (config, &argc, &argv, &error) ||
+      !box_config_resolve (config, &error)) {
+    g_printerr ("boxd: %s\n", error->message);
+    return 2;
+  }
+
+  /* Processes boxd starts (QEMU, helpers) are reaped by boxd, also when
+   * their parent went first. */
+  if (prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
+    g_debug ("cannot become a child subreaper: %s", g_strerror (errno));
+
+  cfg = config;
+  engine = box_engine_new (g_steal_pointer (&config));
+  if (!box_engine_start (engine, NULL, &error)) {
+    g_printerr ("boxd: %s\n", error->message);
+    return 1;
+  }
+
+  http = box_http_server_new (engine);
+  if (!box_http_server_listen (http, cfg->listen, &error)) {
+    g_printerr (_("boxd: cannot listen on %s: %s\n"), cfg->listen, error->message);
+    box_engine_stop (engine);
+    return 1;
+  }
+
+  if (cfg->dbus != BOX_DBUS_NONE) {
+    dbus = box_dbus_daemon_new (engine);
+    if (!box_dbus_daemon_start (dbus, cfg->dbus == BOX_DBUS_SESSION ? G_BUS_TYPE_SESSION
+                                                                     : G_BUS_TYPE_SYSTEM,
+                                NULL, &error)) {
+      g_printerr (_("boxd: cannot offer the D-Bus admin interface: %s\n"
+                    "boxd: (use --no-dbus to run without it, or --session-bus)\n"),
+                  error->message);
+      box_engine_stop (engine);
+      return 1;
+    }
+  }
+
+  g_message (_("serving the API on http://%s (port %u); data in %s"), cfg->listen,
+             box_http_server_get_port (http), cfg->data_dir);
+  if (cfg->admin_token_file != NULL)
+    g_message (_("admin token in %s"), cfg->admin_token_file);
+
+  loop = g_main_loop_new (NULL, FALSE);
+  g_unix_signal_add (SIGTERM, on_signal, loop);
+  g_unix_signal_add (SIGINT, on_signal, loop);
+  g_main_loop_run (loop);
+
+  if (dbus != NULL)
+    box_dbus_daemon_stop (dbus);
+  box_http_server_shutdown (http);
+  box_engine_stop (engine);
+  return 0;
+}
