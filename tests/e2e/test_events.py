@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+# e2e: GET /v1/events (Server-Sent Events).
+
+import boxtest
+from boxtest import Boxd, Tap
+
+
+def check_event(t, e, etype, sb_id, desc, reason=None, detail=None):
+    if not t.ok(e is not None, '%s: event %s arrives' % (desc, etype)):
+        return
+    t.eq(e.get('event'), etype, '%s: "event: %s" line' % (desc, etype))
+    data = e.get('data')
+    if not t.ok(isinstance(data, dict), '%s: data is a JSON object' % desc, e.get('raw')):
+        return
+    t.ok(set(data.keys()) in ({'type', 'sandbox', 'at'}, {'type', 'sandbox', 'at', 'detail'}),
+         '%s: data has type, sandbox, at (and detail)' % desc, data)
+    t.eq(data.get('type'), etype, '%s: data.type' % desc)
+    t.eq(data.get('sandbox'), sb_id, '%s: data.sandbox is the sandbox id' % desc)
+    t.ok(boxtest.is_utc_ts(data.get('at')), '%s: data.at RFC 3339 UTC' % desc, data.get('at'))
+    if reason is not None:
+        t.eq((data.get('detail') or {}).get('reason'), reason, '%s: detail.reason %s' % (desc, reason))
+    if detail is not None:
+        for k, v in detail.items():
+            t.eq((data.get('detail') or {}).get(k), v, '%s: detail.%s %s' % (desc, k, v))
+
+
+def of(sb_id, etype):
+    return lambda e: e.get('event') == etype and (e.get('data') or {}).get('sandbox') == sb_id
+
+
+def test_events(t):
+    d = Boxd(t).start()
+    try:
+        key = d.project_with_key('alpha')
+        ev = d.events(key)
+        t.ok(ev.wait_connected(5), 'event stream answers its headers before any event')
+        t.eq(ev.status, 200, 'GET /v1/events -> 200')
+        t.ok(ev.headers.get('content-type', '').startswith('text/event-stream'),
+             'Content-Type text/event-stream', ev.headers.get('content-type'))
+
+        s = d.create_sandbox(key, {'name': 'ev1'})
+        e = ev.wait_for(lambda e: (e.get('data') or {}).get('sandbox') == s['id'], 5)
+        check_event(t, e, 'sandbox.created', s['id'], 'create (first event)')
+        e = ev.wait_for(of(s['id'], 'sandbox.running'), 5)
+        check_event(t, e, 'sandbox.running', s['id'], 'create (then running)')
+        t.eq([x.get('event') for x in getattr(ev, 'skipped', [])], [], 'nothing between created and running')
+
+        t.status(d.request('POST', '/v1/sandboxes/ev1/pause', token=key), 200, 'pause')
+        e = ev.wait_for(of(s['id'], 'sandbox.paused'), 5)
+        check_event(t, e, 'sandbox.paused', s['id'], 'pause', reason='request')
+
+        t.status(d.request('POST', '/v1/sandboxes/ev1/wake', token=key), 200, 'wake')
+        e = ev.wait_for(of(s['id'], 'sandbox.running'), 5)
+        check_event(t, e, 'sandbox.running', s['id'], 'wake', detail={'from': 'paused'})
+
+        t.status(d.request('POST', '/v1/sandboxes/ev1/stop', token=key), 200, 'stop')
+        e = ev.wait_for(of(s['id'], 'sandbox.stopped'), 5)
+        check_event(t, e, 'sandbox.stopped', s['id'], 'stop', reason='request')
+
+        t.status(d.request('POST', '/v1/sandboxes/ev1/wake', token=key), 200, 'wake stopped')
+        e = ev.wait_for(of(s['id'], 'sandbox.running'), 5)
+        check_event(t, e, 'sandbox.running', s['id'], 'wake stopped', detail={'from': 'stopped'})
+
+        # no-ops emit nothing
+        t.status(d.request('POST', '/v1/sandboxes/ev1/wake', token=key), 200, 'wake running (no-op)')
+        extra = ev.collect(1.0)
+        t.eq([x.get('event') for x in extra], [], 'a no-op wake emits no event')
+
+        t.status(d.request('DELETE', '/v1/sandboxes/ev1', token=key), 204, 'delete')
+        e = ev.wait_for(of(s['id'], 'sandbox.deleted'), 5)
+        check_event(t, e, 'sandbox.deleted', s['id'], 'delete', reason='request')
+
+        # refused requests emit nothing
+        t.error(d.request('POST', '/v1/sandboxes', {'name': 'Bad'}, token=key), 400, 'invalid', 'refused create')
+        extra = ev.collect(1.0)
+        t.eq([x.get('event') for x in extra], [], 'a refused create emits no event')
+        ev.close()
+
+        # ?sandbox= narrows to one sandbox, by name or id
+        a = d.create_sandbox(key, {'name': 'aa'})
+        b = d.create_sandbox(key, {'name': 'bb'})
+        by_name = d.events(key, 'sandbox=aa')
+        by_id = d.events(key, 'sandbox=%s' % a['id'])
+        t.ok(by_name.wait_connected(5) and by_name.status == 200, '?sandbox=<name> -> 200', by_name.status)
+        t.ok(by_id.wait_connected(5) and by_id.status == 200, '?sandbox=<id> -> 200', by_id.status)
+        for verb in ('pause', 'wake'):
+            d.request('POST', '/v1/sandboxes/bb/%s' % verb, token=key)
+            d.request('POST', '/v1/sandboxes/aa/%s' % verb, token=key)
+        got_name = by_name.collect(1.5)
+        got_id = by_id.collect(0.2)
+        t.eq([(x.get('event'), (x.get('data') or {}).get('sandbox')) for x in got_name],
+             [('sandbox.paused', a['id']), ('sandbox.running', a['id'])],
+             '?sandbox=aa: only aa\'s events, in order')
+        t.eq([(x.get('event'), (x.get('data') or {}).get('sandbox')) for x in got_id],
+             [('sandbox.paused', a['id']), ('sandbox.running', a['id'])],
+             '?sandbox=<id of aa>: only aa\'s events, in order')
+        by_name.close()
+        by_id.close()
+        t.ok(b is not None, 'fixture bb')
+
+        r = d.request('GET', '/v1/events?sandbox=unknown', token=key, timeout=5)
+        t.error(r, 404, 'not_found', 'GET /v1/events?sandbox=unknown')
+        r = d.request('GET', '/v1/events?sandbox=sb-aaaaaaaaaaaa', token=key, timeout=5)
+        t.error(r, 404, 'not_found', 'GET /v1/events?sandbox=<unknown id>')
+        r = d.request('GET', '/v1/events', token='box_' + 'a' * 32, timeout=5)
+        t.error(r, 401, 'unauthorized', 'GET /v1/events with an unknown key')
+
+        # another project's events are not seen
+        key_b = d.project_with_key('bravo')
+        ev_b = d.events(key_b)
+        ev_a = d.events(key)
+        t.ok(ev_b.wait_connected(5) and ev_a.wait_connected(5), 'two project streams open')
+        c = d.create_sandbox(key, {'name': 'cc'})
+        cb = d.create_sandbox(key_b, {'name': 'cc'})
+        d.request('DELETE', '/v1/sandboxes/cc', token=key)
+        got_b = ev_b.collect(1.5)
+        got_a = ev_a.collect(0.2)
+        t.eq(sorted(set((x.get('data') or {}).get('sandbox') for x in got_b)), [cb['id']],
+             'B sees only its own sandbox\'s events')
+        t.eq(sorted(set((x.get('data') or {}).get('sandbox') for x in got_a)), [c['id']],
+             'A sees only its own sandbox\'s events')
+        t.eq([x.get('event') for x in got_a], ['sandbox.created', 'sandbox.running', 'sandbox.deleted'],
+             'A\'s events for create then delete')
+        ev_a.close()
+        ev_b.close()
+
+        # boxd keeps working after streams were closed
+        t.status(d.request('GET', '/v1/sandboxes', token=key), 200, 'boxd still answers after streams closed')
+    finally:
+        d.stop()
+
+
+if __name__ == '__main__':
+    boxtest.main(Tap(), test_events)
