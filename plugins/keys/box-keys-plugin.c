@@ -1,0 +1,243 @@
+/* box-keys-plugin.c: the `keys` auth plugin.
+ *
+ * A project key is "box_" followed by 32 lowercase base32 characters
+ * (160 random bits).  Only the lowercase hex SHA-256 of the whole key is
+ * stored, through the engine's BoxStorage, so a lost key can be replaced
+ * but never shown again.  A plain hash is enough: the secret is random and
+ * long, so there is nothing to brute-force that a slow hash would protect.
+ *
+ * authenticate() is on every request's path: a credential that is not
+ * shaped like a key is refused without touching storage; otherwise one
+ * indexed lookup by hash, and the stored hash is compared with the computed
+ * one in constant time before the key is accepted.  Nothing is cached, so a
+ * deleted key stops working at once.
+ */
+#include "config.h"
+
+#include <gnutls/gnutls.h>
+#include <string.h>
+
+#include "box-engine.h"
+#include "box-validate.h"
+#include "box-keys-plugin.h"
+
+#define BOX_KEYS_PREFIX      "box_"
+#define BOX_KEYS_SECRET_LEN  32
+#define BOX_KEYS_UNAUTHORIZED "a valid API key is required"
+
+struct _BoxKeysPlugin {
+  BoxPlugin   parent_instance;
+  BoxStorage *storage;   /* tests only; otherwise the engine's */
+};
+
+static void box_keys_plugin_auth_init (BoxAuthInterface *iface);
+
+G_DEFINE_FINAL_TYPE_WITH_CODE (BoxKeysPlugin, box_keys_plugin, BOX_TYPE_PLUGIN,
+                               G_IMPLEMENT_INTERFACE (BOX_TYPE_AUTH, box_keys_plugin_auth_init))
+
+gboolean
+box_keys_is_key_shaped (const char *credential)
+{
+  const char *p;
+
+  if (credential == NULL || !g_str_has_prefix (credential, BOX_KEYS_PREFIX))
+    return FALSE;
+  p = credential + strlen (BOX_KEYS_PREFIX);
+  for (guint i = 0; i < BOX_KEYS_SECRET_LEN; i++) {
+    if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '2' && p[i] <= '7')))
+      return FALSE;
+  }
+  return p[BOX_KEYS_SECRET_LEN] == '\0';
+}
+
+char *
+box_keys_hash_secret (const char *secret)
+{
+  g_return_val_if_fail (secret != NULL, NULL);
+  /* GChecksum's string form is lowercase hex */
+  return g_compute_checksum_for_string (G_CHECKSUM_SHA256, secret, -1);
+}
+
+void
+box_keys_plugin_set_storage (BoxKeysPlugin *self, BoxStorage *storage)
+{
+  g_return_if_fail (BOX_IS_KEYS_PLUGIN (self));
+  g_set_object (&self->storage, storage);
+}
+
+static BoxStorage *
+box_keys_plugin_get_storage (BoxKeysPlugin *self, GError **error)
+{
+  BoxEngine *engine;
+  BoxStorage *storage = NULL;
+
+  if (self->storage != NULL)
+    return self->storage;
+  engine = box_plugin_get_engine (BOX_PLUGIN (self));
+  if (engine != NULL)
+    storage = box_engine_get_storage (engine);
+  if (storage == NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                         "the keys plugin has no storage");
+    return NULL;
+  }
+  return storage;
+}
+
+static BoxPrincipal *
+box_keys_plugin_authenticate (BoxAuth *auth, const char *credential, GError **error)
+{
+  BoxKeysPlugin *self = BOX_KEYS_PLUGIN (auth);
+  BoxStorage *storage;
+  BoxPrincipal *principal;
+  g_autofree char *hash = NULL;
+  g_autoptr(BoxKey) key = NULL;
+  g_autoptr(GError) error_local = NULL;
+
+  if (!box_keys_is_key_shaped (credential)) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNAUTHORIZED, BOX_KEYS_UNAUTHORIZED);
+    return NULL;
+  }
+  storage = box_keys_plugin_get_storage (self, error);
+  if (storage == NULL)
+    return NULL;
+
+  hash = box_keys_hash_secret (credential);
+  key = box_storage_key_get_by_hash (storage, hash, &error_local);
+  if (key == NULL) {
+    if (error_local == NULL || g_error_matches (error_local, BOX_ERROR, BOX_ERROR_NOT_FOUND)) {
+      g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNAUTHORIZED, BOX_KEYS_UNAUTHORIZED);
+      return NULL;
+    }
+    g_propagate_error (error, box_error_convert (error_local, "looking up a key"));
+    return NULL;
+  }
+  /* Storage found the row by its index; accept it only when the stored
+   * hash really is ours, compared in constant time. */
+  if (key->hash == NULL || strlen (key->hash) != strlen (hash) ||
+      gnutls_memcmp (key->hash, hash, strlen (hash)) != 0) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNAUTHORIZED, BOX_KEYS_UNAUTHORIZED);
+    return NULL;
+  }
+
+  principal = g_new0 (BoxPrincipal, 1);
+  principal->kind = BOX_PRINCIPAL_KEY;
+  principal->project = g_strdup (key->project);
+  principal->key = g_steal_pointer (&key);
+  return principal;
+}
+
+static BoxKey *
+box_keys_plugin_create_key (BoxAuth *auth, const char *project, const char *name,
+                            char **secret_out, GError **error)
+{
+  BoxKeysPlugin *self = BOX_KEYS_PLUGIN (auth);
+  BoxStorage *storage;
+  g_autoptr(BoxProject) project_record = NULL;
+  g_autoptr(BoxKey) key = NULL;
+  g_autofree char *secret = NULL;
+
+  g_return_val_if_fail (project != NULL, NULL);
+
+  if (!box_validate_key_name (name, error))
+    return NULL;
+  storage = box_keys_plugin_get_storage (self, error);
+  if (storage == NULL)
+    return NULL;
+  project_record = box_storage_project_get (storage, project, error);
+  if (project_record == NULL)
+    return NULL;
+
+  secret = box_generate_key_secret ();
+  g_assert (box_keys_is_key_shaped (secret));
+  key = g_new0 (BoxKey, 1);
+  key->id = box_generate_key_id ();
+  key->name = g_strdup (name);
+  key->project = g_strdup (project);
+  key->hash = box_keys_hash_secret (secret);
+  key->created_at = g_get_real_time ();
+  if (!box_storage_key_insert (storage, key, error))
+    return NULL;
+
+  if (secret_out != NULL)
+    *secret_out = g_steal_pointer (&secret);
+  return g_steal_pointer (&key);
+}
+
+static GPtrArray *
+box_keys_plugin_list_keys (BoxAuth *auth, const char *project, GError **error)
+{
+  BoxKeysPlugin *self = BOX_KEYS_PLUGIN (auth);
+  BoxStorage *storage;
+  g_autoptr(BoxProject) project_record = NULL;
+
+  g_return_val_if_fail (project != NULL, NULL);
+
+  storage = box_keys_plugin_get_storage (self, error);
+  if (storage == NULL)
+    return NULL;
+  project_record = box_storage_project_get (storage, project, error);
+  if (project_record == NULL)
+    return NULL;
+  return box_storage_key_list (storage, project, error);
+}
+
+static gboolean
+box_keys_plugin_delete_key (BoxAuth *auth, const char *project, const char *key_id, GError **error)
+{
+  BoxKeysPlugin *self = BOX_KEYS_PLUGIN (auth);
+  BoxStorage *storage;
+  g_autoptr(GPtrArray) keys = NULL;
+  gboolean found = FALSE;
+
+  g_return_val_if_fail (project != NULL, FALSE);
+  g_return_val_if_fail (key_id != NULL, FALSE);
+
+  storage = box_keys_plugin_get_storage (self, error);
+  if (storage == NULL)
+    return FALSE;
+  /* Another project's key is as absent as a key that never was, whatever
+   * the storage plugin does with the project argument. */
+  keys = box_storage_key_list (storage, project, error);
+  if (keys == NULL)
+    return FALSE;
+  for (guint i = 0; i < keys->len && !found; i++) {
+    const BoxKey *key = g_ptr_array_index (keys, i);
+    found = g_strcmp0 (key->id, key_id) == 0;
+  }
+  if (!found) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "key %s not found", key_id);
+    return FALSE;
+  }
+  return box_storage_key_delete (storage, project, key_id, error);
+}
+
+static void
+box_keys_plugin_auth_init (BoxAuthInterface *iface)
+{
+  iface->authenticate = box_keys_plugin_authenticate;
+  iface->create_key = box_keys_plugin_create_key;
+  iface->list_keys = box_keys_plugin_list_keys;
+  iface->delete_key = box_keys_plugin_delete_key;
+}
+
+static void
+box_keys_plugin_dispose (GObject *object)
+{
+  BoxKeysPlugin *self = BOX_KEYS_PLUGIN (object);
+
+  g_clear_object (&self->storage);
+  G_OBJECT_CLASS (box_keys_plugin_parent_class)->dispose (object);
+}
+
+static void
+box_keys_plugin_class_init (BoxKeysPluginClass *klass)
+{
+  G_OBJECT_CLASS (klass)->dispose = box_keys_plugin_dispose;
+}
+
+static void
+box_keys_plugin_init (BoxKeysPlugin *self)
+{}
+
+BOX_PLUGIN_DEFINE ("keys", "Project API keys, stored as SHA-256 hashes", box_keys_plugin_get_type)
