@@ -16,6 +16,18 @@
 #define DEFAULT_LISTEN "127.0.0.1:7070"
 #define DEFAULT_SANDBOX_DOMAIN "sandbox.localhost"
 
+/* boxd run from its build tree loads the plugins built next to it. */
+static gboolean
+running_uninstalled (void)
+{
+  g_autofree char *exe = g_file_read_link ("/proc/self/exe", NULL);
+  g_autofree char *dir = exe != NULL ? g_path_get_dirname (exe) : NULL;
+  g_autofree char *build_core = g_path_get_dirname (BOX_BUILD_PLUGINDIR);
+  g_autofree char *expected = g_build_filename (build_core, "core", NULL);
+
+  return dir != NULL && g_str_equal (dir, expected);
+}
+
 BoxConfig *
 box_config_new (void)
 {
@@ -24,7 +36,7 @@ box_config_new (void)
   config->data_dir = g_strdup (BOX_LOCALSTATEDIR);
   config->listen = g_strdup (DEFAULT_LISTEN);
   config->sandbox_domain = g_strdup (DEFAULT_SANDBOX_DOMAIN);
-  config->plugin_dir = g_strdup (BOX_PLUGINDIR);
+  config->plugin_dir = g_strdup (running_uninstalled () ? BOX_BUILD_PLUGINDIR : BOX_PLUGINDIR);
   config->storage = g_strdup ("sqlite");
   config->auth = g_strdup ("keys");
   config->hypervisor = g_strdup ("auto");
@@ -128,8 +140,11 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
     }
   }
   dbus = g_key_file_get_string (config->keyfile, "boxd", "dbus", NULL);
-  if (dbus != NULL && !parse_dbus_mode (g_strstrip (dbus), &config->dbus, error))
-    return FALSE;
+  if (dbus != NULL) {
+    if (!parse_dbus_mode (g_strstrip (dbus), &config->dbus, error))
+      return FALSE;
+    config->dbus_required = TRUE;
+  }
   return TRUE;
 }
 
@@ -234,6 +249,8 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
     config->dbus = BOX_DBUS_SYSTEM;
   else if (no_dbus)
     config->dbus = BOX_DBUS_NONE;
+  if (session_bus || system_bus || no_dbus)
+    config->dbus_required = TRUE;
   return TRUE;
 }
 

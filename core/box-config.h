@@ -53,6 +53,7 @@ typedef struct {
   char        *admin_token;       /* resolved by box_config_resolve() */
   char        *admin_token_file;  /* set when the token was read from or generated into a file */
   BoxDBusMode  dbus;
+  gboolean     dbus_required;     /* chosen explicitly: fail when the bus is missing */
   GKeyFile    *keyfile;           /* never NULL; plugin groups */
 } BoxConfig;
 

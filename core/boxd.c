@@ -68,11 +68,17 @@ main (int argc, char **argv)
     if (!box_dbus_daemon_start (dbus, cfg->dbus == BOX_DBUS_SESSION ? G_BUS_TYPE_SESSION
                                                                      : G_BUS_TYPE_SYSTEM,
                                 NULL, &error)) {
-      g_printerr (_("boxd: cannot offer the D-Bus admin interface: %s\n"
+      if (!cfg->dbus_required) {
+        g_warning (_("no D-Bus admin interface: %s"), error->message);
+        g_clear_error (&error);
+        g_clear_object (&dbus);
+      } else {
+        g_printerr (_("boxd: cannot offer the D-Bus admin interface: %s\n"
                     "boxd: (use --no-dbus to run without it, or --session-bus)\n"),
                   error->message);
-      box_engine_stop (engine);
-      return 1;
+        box_engine_stop (engine);
+        return 1;
+      }
     }
   }
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what box needs to build, run and test on Debian 12 (bookworm).
+# Idempotent: packages already present are left alone.  Sourced or run.
+set -euo pipefail
+
+BOX_DEB_PACKAGES=(
+  # build
+  build-essential meson ninja-build pkg-config gettext
+  libglib2.0-dev libglib2.0-dev-bin libsoup-3.0-dev libjson-glib-dev libgnutls28-dev
+  libsqlite3-dev libvirt-dev libarchive-dev
+  # run: libvirt + QEMU for real sandboxes, D-Bus for the admin interface
+  libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dbus
+  # guest images and kernels
+  mmdebstrap e2fsprogs cpio zstd
+  # tests
+  python3 curl jq sqlite3 tmux iproute2 procps
+)
+
+box_install_deps () {
+  local missing=()
+  local pkg
+  for pkg in "${BOX_DEB_PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+      missing+=("$pkg")
+    fi
+  done
+  if [ "${#missing[@]}" -eq 0 ]; then
+    return 0
+  fi
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    sudo="sudo"
+  fi
+  echo "box: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  box_install_deps
+fi

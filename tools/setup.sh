@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One command from a fresh Debian 12 machine to a running boxd:
+# installs the dependencies, builds and installs box, starts boxd with its
+# embedded defaults (SQLite store, key auth) and prints the API URL, where
+# the admin token is, and a working project key.
+#
+#   tools/setup.sh            listen on 127.0.0.1:7070, data in /var/lib/box
+#   BOX_LISTEN=0.0.0.0:7070 BOX_DATA_DIR=/srv/box tools/setup.sh
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+listen="${BOX_LISTEN:-127.0.0.1:7070}"
+data_dir="${BOX_DATA_DIR:-/var/lib/box}"
+prefix="${BOX_PREFIX:-/usr/local}"
+log="${BOX_LOG:-/var/log/boxd.log}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+# shellcheck source=tools/deps.sh
+. "$here/tools/deps.sh"
+box_install_deps
+
+cd "$here"
+if [ ! -f build/build.ninja ]; then
+  meson setup build --prefix="$prefix" --buildtype=debugoptimized >/dev/null
+fi
+ninja -C build >/dev/null
+$sudo meson install -C build --quiet >/dev/null
+$sudo ldconfig
+
+# The admin interface lives on the system bus.  Without systemd nobody has
+# started one; start it, and let boxd own its name.
+$sudo install -D -m 0644 data/org.box.Admin1.conf /etc/dbus-1/system.d/org.box.Admin1.conf
+if [ ! -S /run/dbus/system_bus_socket ]; then
+  $sudo mkdir -p /run/dbus
+  $sudo dbus-daemon --system --fork
+else
+  $sudo dbus-send --system --type=method_call --dest=org.freedesktop.DBus / \
+    org.freedesktop.DBus.ReloadConfig >/dev/null 2>&1 || true
+fi
+
+# Real sandboxes run under libvirt; start its daemons when nobody has.
+if command -v libvirtd >/dev/null && ! pgrep -x libvirtd >/dev/null; then
+  $sudo mkdir -p /var/log/libvirt /run/libvirt
+  pgrep -x virtlogd >/dev/null || $sudo virtlogd -d
+  $sudo libvirtd -d
+fi
+
+# (Re)start boxd.
+if pid="$(pgrep -x boxd)"; then
+  $sudo kill $pid
+  while pgrep -x boxd >/dev/null; do sleep 0.1; done
+fi
+$sudo mkdir -p "$data_dir"
+$sudo touch "$log"
+$sudo sh -c "nohup '$prefix/sbin/boxd' --data-dir '$data_dir' --listen '$listen' >>'$log' 2>&1 &"
+
+url="http://$listen"
+for _ in $(seq 100); do
+  curl -fsS -o /dev/null "$url/v1/templates" -H "Authorization: Bearer -" 2>/dev/null && break
+  code="$(curl -s -o /dev/null -w '%{http_code}' "$url/v1/templates" || true)"
+  [ "$code" = "401" ] && break
+  sleep 0.1
+done
+
+token_file="$data_dir/admin-token"
+if [ -n "${BOX_ADMIN_TOKEN:-}" ]; then
+  token="$BOX_ADMIN_TOKEN"
+else
+  token="$($sudo cat "$token_file")"
+fi
+
+# A project and a key to start with.
+curl -fsS -o /dev/null -X POST "$url/v1/projects" -H "Authorization: Bearer $token" \
+  -H 'Content-Type: application/json' -d '{"name": "default"}' 2>/dev/null || true
+key_json="$(curl -fsS -X POST "$url/v1/projects/default/keys" -H "Authorization: Bearer $token" \
+  -H 'Content-Type: application/json' -d "{\"name\": \"setup-$(date +%s)\"}")"
+key="$(printf '%s' "$key_json" | jq -r .secret)"
+
+cat <<TXT
+boxd is running (log: $log).
+  API URL:      $url
+  admin token:  ${BOX_ADMIN_TOKEN:+from BOX_ADMIN_TOKEN}${BOX_ADMIN_TOKEN:-$token_file}
+  project:      default
+  API key:      $key
+
+Try:
+  export BOX_URL=$url BOX_KEY=$key
+  curl -s -X POST \$BOX_URL/v1/sandboxes -H "Authorization: Bearer \$BOX_KEY" -d '{}'
+TXT
