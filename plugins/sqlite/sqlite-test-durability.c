@@ -1,0 +1,381 @@
+/* sqlite-test-durability.c: the file on disk: persistence, migrations,
+ * refusing unknown files, and surviving kill -9. */
+#include "config.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <poll.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sqlite-test.h"
+
+/* ---- raw SQLite, independent of the plugin ----------------------------- */
+
+static sqlite3 *
+raw_open (const char *path)
+{
+  sqlite3 *db = NULL;
+
+  g_assert_cmpint (sqlite3_open (path, &db), ==, SQLITE_OK);
+  return db;
+}
+
+static void
+raw_exec (sqlite3 *db, const char *sql)
+{
+  char *errmsg = NULL;
+
+  if (sqlite3_exec (db, sql, NULL, NULL, &errmsg) != SQLITE_OK)
+    g_error ("%s: %s", sql, errmsg);
+}
+
+/* The first column of the first row, as text ("" for none). */
+static char *
+raw_query (sqlite3 *db, const char *sql)
+{
+  sqlite3_stmt *stmt = NULL;
+  char *result;
+
+  g_assert_cmpint (sqlite3_prepare_v2 (db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
+  if (sqlite3_step (stmt) == SQLITE_ROW && sqlite3_column_text (stmt, 0) != NULL)
+    result = g_strdup ((const char *) sqlite3_column_text (stmt, 0));
+  else
+    result = g_strdup ("");
+  sqlite3_finalize (stmt);
+  return result;
+}
+
+static void
+raw_insert (sqlite3 *db, const char *sql, const char *const *texts, gsize n_texts)
+{
+  sqlite3_stmt *stmt = NULL;
+
+  g_assert_cmpint (sqlite3_prepare_v2 (db, sql, -1, &stmt, NULL), ==, SQLITE_OK);
+  for (gsize i = 0; i < n_texts; i++)
+    sqlite3_bind_text (stmt, (int) i + 1, texts[i], -1, SQLITE_TRANSIENT);
+  g_assert_cmpint (sqlite3_step (stmt), ==, SQLITE_DONE);
+  sqlite3_finalize (stmt);
+}
+
+static void
+assert_mode_0600 (const char *path)
+{
+  GStatBuf st;
+
+  g_assert_cmpint (g_stat (path, &st), ==, 0);
+  g_assert_cmpint (st.st_mode & 0777, ==, 0600);
+}
+
+/* ---- persistence ------------------------------------------------------- */
+
+void
+test_persistence (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sb = make_sandbox ("sb-aaaaaaaaaaaa", "p", "web", 42);
+  g_autoptr(BoxSandbox) got = NULL;
+  g_autoptr(GBytes) value = g_bytes_new_static ("signing key", 11);
+  g_autoptr(GBytes) got_value = NULL;
+  g_autofree char *wal = g_strconcat (fx->path, "-wal", NULL);
+  g_autofree char *mode = NULL;
+  g_autofree char *want_json = NULL;
+  g_autofree char *got_json = NULL;
+  g_auto(GVariantBuilder) status = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+  g_autoptr(GVariant) status_dict = NULL;
+  const char *status_path = NULL;
+  sqlite3 *raw;
+
+  fx->storage = storage_open (fx->path);
+  g_assert_cmpstr (box_sqlite_plugin_get_path (BOX_SQLITE_PLUGIN (fx->storage)), ==, fx->path);
+  g_assert_true (box_storage_sandbox_insert (fx->storage, sb, &error));
+  g_assert_true (box_storage_meta_set (fx->storage, "signing-key", value, &error));
+  g_assert_no_error (error);
+
+  /* owner-only files, WAL mode */
+  assert_mode_0600 (fx->path);
+  assert_mode_0600 (wal);
+  raw = raw_open (fx->path);
+  mode = raw_query (raw, "PRAGMA journal_mode");
+  g_assert_cmpstr (mode, ==, "wal");
+  sqlite3_close (raw);
+
+  box_plugin_add_status (BOX_PLUGIN (fx->storage), &status);
+  status_dict = g_variant_ref_sink (g_variant_builder_end (&status));
+  g_assert_true (g_variant_lookup (status_dict, "database", "&s", &status_path));
+  g_assert_cmpstr (status_path, ==, fx->path);
+
+  storage_close (&fx->storage);
+  fx->storage = storage_open (fx->path);
+  got = box_storage_sandbox_get (fx->storage, "p", "web", &error);
+  g_assert_no_error (error);
+  want_json = box_sandbox_to_storage_json (sb);
+  got_json = box_sandbox_to_storage_json (got);
+  g_assert_cmpstr (got_json, ==, want_json);
+  got_value = box_storage_meta_get (fx->storage, "signing-key", &error);
+  g_assert_no_error (error);
+  g_assert_true (g_bytes_equal (got_value, value));
+}
+
+/* ---- migrations -------------------------------------------------------- */
+
+/* Version 1 as it shipped, written by hand. */
+static const char v1_schema[] =
+  "CREATE TABLE projects (name TEXT PRIMARY KEY NOT NULL, created_at INTEGER NOT NULL,"
+  "  data TEXT NOT NULL);"
+  "CREATE TABLE keys (id TEXT PRIMARY KEY NOT NULL, project TEXT NOT NULL,"
+  "  hash TEXT NOT NULL UNIQUE, created_at INTEGER NOT NULL, data TEXT NOT NULL);"
+  "CREATE TABLE sandboxes (id TEXT PRIMARY KEY NOT NULL, project TEXT NOT NULL,"
+  "  name TEXT NOT NULL, state TEXT NOT NULL, created_at INTEGER NOT NULL,"
+  "  data TEXT NOT NULL, UNIQUE (project, name));"
+  "CREATE TABLE checkpoints (sandbox_id TEXT NOT NULL, id TEXT NOT NULL,"
+  "  project TEXT NOT NULL, created_at INTEGER NOT NULL, created_seq INTEGER NOT NULL,"
+  "  data TEXT NOT NULL, PRIMARY KEY (sandbox_id, id));"
+  "CREATE TABLE secrets (project TEXT NOT NULL, name TEXT NOT NULL,"
+  "  created_at INTEGER NOT NULL, data TEXT NOT NULL, sealed BLOB,"
+  "  PRIMARY KEY (project, name));"
+  "PRAGMA user_version = 1;";
+
+void
+test_migrate_v1 (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) old = make_sandbox ("sb-oldoldoldold", "p", "old", 10);
+  g_autoptr(BoxSandbox) fresh = make_sandbox ("sb-newnewnewnew", "p", "new", 20);
+  g_autoptr(BoxSandbox) got = NULL;
+  g_autoptr(GBytes) value = g_bytes_new_static ("v", 1);
+  g_autoptr(GPtrArray) list = NULL;
+  g_autofree char *old_json = box_sandbox_to_storage_json (old);
+  g_autofree char *version = NULL;
+  g_autofree char *indexes = NULL;
+  g_autofree char *check = NULL;
+  sqlite3 *raw;
+
+  raw = raw_open (fx->path);
+  raw_exec (raw, v1_schema);
+  {
+    const char *row[] = { old->id, old_json };
+
+    raw_insert (raw, "INSERT INTO sandboxes (id, project, name, state, created_at, data) "
+                     "VALUES (?1, 'p', 'old', 'running', 10, ?2)", row, G_N_ELEMENTS (row));
+  }
+  sqlite3_close (raw);
+
+  fx->storage = storage_open (fx->path);
+  got = box_storage_sandbox_get (fx->storage, "p", "old", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (got->id, ==, old->id);
+  g_assert_true (box_storage_sandbox_insert (fx->storage, fresh, &error));
+  g_assert_true (box_storage_meta_set (fx->storage, "k", value, &error));   /* a v2 table */
+  g_assert_no_error (error);
+  list = box_storage_sandbox_list (fx->storage, "p", &error);
+  g_assert_cmpuint (list->len, ==, 2);
+  storage_close (&fx->storage);
+
+  raw = raw_open (fx->path);
+  version = raw_query (raw, "PRAGMA user_version");
+  g_assert_cmpint (atoi (version), ==, BOX_SQLITE_SCHEMA_VERSION);
+  indexes = raw_query (raw, "SELECT group_concat (name, ',') FROM "
+                            "(SELECT name FROM sqlite_master WHERE type = 'index' "
+                            " AND name NOT LIKE 'sqlite_%' ORDER BY name)");
+  g_assert_cmpstr (indexes, ==, "checkpoints_by_created,checkpoints_by_project,keys_by_project,"
+                                "sandboxes_by_created,sandboxes_by_project,secrets_by_created");
+  check = raw_query (raw, "PRAGMA integrity_check");
+  g_assert_cmpstr (check, ==, "ok");
+  sqlite3_close (raw);
+}
+
+void
+test_future_version (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *future = g_strdup_printf ("CREATE TABLE later (x);"
+                                             "PRAGMA user_version = %d;",
+                                             BOX_SQLITE_SCHEMA_VERSION + 1);
+  g_autofree char *version = NULL;
+  g_autofree char *mode = NULL;
+  sqlite3 *raw;
+
+  raw = raw_open (fx->path);
+  raw_exec (raw, future);
+  sqlite3_close (raw);
+
+  fx->storage = storage_new (fx->path);
+  g_assert_false (box_plugin_start (BOX_PLUGIN (fx->storage), NULL, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_assert_nonnull (strstr (error->message, "newer than this boxd"));
+  g_assert_nonnull (strstr (error->message, fx->path));
+  g_clear_object (&fx->storage);
+
+  /* the file is untouched: same version, journal mode not switched */
+  raw = raw_open (fx->path);
+  version = raw_query (raw, "PRAGMA user_version");
+  g_assert_cmpint (atoi (version), ==, BOX_SQLITE_SCHEMA_VERSION + 1);
+  mode = raw_query (raw, "PRAGMA journal_mode");
+  g_assert_cmpstr (mode, ==, "delete");
+  sqlite3_close (raw);
+}
+
+void
+test_foreign_database (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  sqlite3 *raw;
+
+  raw = raw_open (fx->path);
+  raw_exec (raw, "PRAGMA application_id = 42; CREATE TABLE t (x);");
+  sqlite3_close (raw);
+
+  fx->storage = storage_new (fx->path);
+  g_assert_false (box_plugin_start (BOX_PLUGIN (fx->storage), NULL, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_assert_nonnull (strstr (error->message, "not a box database"));
+}
+
+/* ---- kill -9 ----------------------------------------------------------- */
+
+#define KILL_ROUNDS 5
+#define KILL_AFTER_US (500 * G_TIME_SPAN_MILLISECOND)
+
+/* The child: insert sandboxes as fast as possible; after each insert has
+ * returned, write its ID and a newline to stdout. */
+int
+kill_writer_main (const char *path, const char *round)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxStorage) storage = storage_new (path);
+
+  if (!box_plugin_start (BOX_PLUGIN (storage), NULL, &error)) {
+    g_printerr ("kill writer: %s\n", error->message);
+    return 1;
+  }
+  for (guint n = 0;; n++) {
+    g_autofree char *id = g_strdup_printf ("sb-r%sn%08u", round, n);
+    g_autofree char *name = g_strdup_printf ("w%s-%u", round, n);
+    g_autofree char *line = g_strdup_printf ("%s\n", id);
+    g_autoptr(BoxSandbox) sandbox = make_sandbox (id, "crash", name, g_get_real_time ());
+    gsize len = strlen (line);
+    gsize done = 0;
+
+    if (!box_storage_sandbox_insert (storage, sandbox, &error)) {
+      g_printerr ("kill writer: %s\n", error->message);
+      return 1;
+    }
+    while (done < len) {
+      ssize_t r = write (STDOUT_FILENO, line + done, len - done);
+
+      if (r < 0 && errno == EINTR)
+        continue;
+      if (r <= 0)
+        return 1;
+      done += (gsize) r;
+    }
+  }
+}
+
+/* Reads what is available on @fd into @buf; FALSE at end of file. */
+static gboolean
+read_some (int fd, GString *buf)
+{
+  char chunk[4096];
+  ssize_t r;
+
+  do
+    r = read (fd, chunk, sizeof chunk);
+  while (r < 0 && errno == EINTR);
+  g_assert_cmpint (r, >=, 0);
+  g_string_append_len (buf, chunk, r);
+  return r > 0;
+}
+
+/* Runs one writer, kills it after KILL_AFTER_US; returns the acknowledged IDs. */
+static GStrv
+run_writer_and_kill (const char *path, guint round)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *self_exe = g_file_read_link ("/proc/self/exe", &error);
+  g_autofree char *round_str = g_strdup_printf ("%u", round);
+  const char *argv[] = { self_exe, "--kill-writer", path, round_str, NULL };
+  g_autoptr(GString) out = g_string_new (NULL);
+  gint64 deadline;
+  GPid pid = 0;
+  int out_fd = -1;
+  int status = 0;
+  char *last_newline;
+
+  g_assert_no_error (error);
+  g_assert_true (g_spawn_async_with_pipes (NULL, (char **) argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+                                           NULL, NULL, &pid, NULL, &out_fd, NULL, &error));
+  g_assert_no_error (error);
+
+  deadline = g_get_monotonic_time () + KILL_AFTER_US;
+  for (;;) {
+    gint64 left = deadline - g_get_monotonic_time ();
+    struct pollfd pfd = { .fd = out_fd, .events = POLLIN };
+
+    if (left <= 0)
+      break;
+    if (poll (&pfd, 1, (int) (left / 1000) + 1) > 0 && !read_some (out_fd, out))
+      g_error ("the writer ended by itself: %s", out->str);
+  }
+  g_assert_cmpint (kill (pid, SIGKILL), ==, 0);
+  while (read_some (out_fd, out))
+    ;
+  close (out_fd);
+  g_assert_cmpint (waitpid (pid, &status, 0), ==, pid);
+  g_spawn_close_pid (pid);
+  g_assert_true (WIFSIGNALED (status));
+  g_assert_cmpint (WTERMSIG (status), ==, SIGKILL);
+
+  /* only whole lines are acknowledgements */
+  last_newline = strrchr (out->str, '\n');
+  if (last_newline == NULL)
+    return g_new0 (char *, 1);
+  g_string_truncate (out, last_newline - out->str);
+  return g_strsplit (out->str, "\n", -1);
+}
+
+void
+test_kill9 (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GPtrArray) acked = g_ptr_array_new_with_free_func (g_free);
+
+  for (guint round = 1; round <= KILL_ROUNDS; round++) {
+    g_auto(GStrv) ids = run_writer_and_kill (fx->path, round);
+    g_autofree char *check = NULL;
+    g_autoptr(GError) error = NULL;
+    g_autoptr(GPtrArray) list = NULL;
+    sqlite3 *raw;
+
+    g_test_message ("round %u: %u inserts acknowledged", round, g_strv_length (ids));
+    g_assert_cmpuint (g_strv_length (ids), >, 0);
+    for (char **id = ids; *id != NULL; id++)
+      g_ptr_array_add (acked, g_strdup (*id));
+
+    raw = raw_open (fx->path);
+    check = raw_query (raw, "PRAGMA integrity_check");
+    g_assert_cmpstr (check, ==, "ok");
+    sqlite3_close (raw);
+
+    /* every acknowledged insert, of this round and the earlier ones */
+    fx->storage = storage_open (fx->path);
+    for (guint i = 0; i < acked->len; i++) {
+      g_autoptr(BoxSandbox) got =
+        box_storage_sandbox_get (fx->storage, "crash", g_ptr_array_index (acked, i), &error);
+
+      g_assert_no_error (error);
+      g_assert_cmpstr (got->id, ==, g_ptr_array_index (acked, i));
+    }
+    list = box_storage_sandbox_list (fx->storage, "crash", &error);
+    g_assert_no_error (error);
+    /* at most the one insert in flight when the kill came is extra */
+    g_assert_cmpuint (list->len, >=, acked->len);
+    g_assert_cmpuint (list->len, <=, acked->len + round);
+    storage_close (&fx->storage);
+  }
+}
