@@ -1,2 +1,1342 @@
-/* box-records.c: to be written */
+/* box-records.c: the service's records, their lifetimes and JSON forms. */
 #include "config.h"
+
+#include <string.h>
+#include <gnutls/gnutls.h>
+
+#include "box-error.h"
+#include "box-records.h"
+
+/* ---- Enums <-> strings ------------------------------------------------- */
+
+static const char *const sandbox_states[] = {
+  [BOX_SANDBOX_STATE_CREATING] = "creating",
+  [BOX_SANDBOX_STATE_RUNNING] = "running",
+  [BOX_SANDBOX_STATE_PAUSED] = "paused",
+  [BOX_SANDBOX_STATE_STOPPED] = "stopped",
+  [BOX_SANDBOX_STATE_ERROR] = "error",
+};
+
+static const char *const idle_actions[] = {
+  [BOX_IDLE_ACTION_PAUSE] = "pause",
+  [BOX_IDLE_ACTION_STOP] = "stop",
+  [BOX_IDLE_ACTION_NONE] = "none",
+};
+
+static const char *const deadline_actions[] = {
+  [BOX_DEADLINE_ACTION_DELETE] = "delete",
+  [BOX_DEADLINE_ACTION_PAUSE] = "pause",
+  [BOX_DEADLINE_ACTION_STOP] = "stop",
+};
+
+static gboolean
+enum_from_string (const char *const *names, guint n_names, const char *str, guint *out)
+{
+  guint i;
+
+  if (str == NULL)
+    return FALSE;
+  for (i = 0; i < n_names; i++) {
+    if (g_strcmp0 (names[i], str) == 0) {
+      if (out != NULL)
+        *out = i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+const char *
+box_sandbox_state_to_string (BoxSandboxState state)
+{
+  if ((guint) state >= G_N_ELEMENTS (sandbox_states))
+    return "error";
+  return sandbox_states[state];
+}
+
+gboolean
+box_sandbox_state_from_string (const char *str, BoxSandboxState *out)
+{
+  guint v = 0;
+
+  if (!enum_from_string (sandbox_states, G_N_ELEMENTS (sandbox_states), str, &v))
+    return FALSE;
+  if (out != NULL)
+    *out = (BoxSandboxState) v;
+  return TRUE;
+}
+
+const char *
+box_idle_action_to_string (BoxIdleAction action)
+{
+  if ((guint) action >= G_N_ELEMENTS (idle_actions))
+    return "pause";
+  return idle_actions[action];
+}
+
+gboolean
+box_idle_action_from_string (const char *str, BoxIdleAction *out)
+{
+  guint v = 0;
+
+  if (!enum_from_string (idle_actions, G_N_ELEMENTS (idle_actions), str, &v))
+    return FALSE;
+  if (out != NULL)
+    *out = (BoxIdleAction) v;
+  return TRUE;
+}
+
+const char *
+box_deadline_action_to_string (BoxDeadlineAction action)
+{
+  if ((guint) action >= G_N_ELEMENTS (deadline_actions))
+    return "delete";
+  return deadline_actions[action];
+}
+
+gboolean
+box_deadline_action_from_string (const char *str, BoxDeadlineAction *out)
+{
+  guint v = 0;
+
+  if (!enum_from_string (deadline_actions, G_N_ELEMENTS (deadline_actions), str, &v))
+    return FALSE;
+  if (out != NULL)
+    *out = (BoxDeadlineAction) v;
+  return TRUE;
+}
+
+/* ---- Time -------------------------------------------------------------- */
+
+/* Whole seconds, always UTC with 'Z': the API never needs more, and the
+ * storage form keeps the exact microseconds as integers. */
+char *
+box_time_format (gint64 usec)
+{
+  gint64 secs = usec / G_USEC_PER_SEC;
+  g_autoptr(GDateTime) dt = NULL;
+
+  if (usec < 0 && usec % G_USEC_PER_SEC != 0)
+    secs--;
+  dt = g_date_time_new_from_unix_utc (secs);
+  if (dt == NULL)
+    dt = g_date_time_new_from_unix_utc (0);
+  return g_date_time_format (dt, "%Y-%m-%dT%H:%M:%SZ");
+}
+
+static gboolean
+digits_at (const char *s, guint n)
+{
+  guint i;
+
+  for (i = 0; i < n; i++) {
+    if (!g_ascii_isdigit (s[i]))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* RFC 3339 section 5.6 date-time, checked by hand because
+ * g_date_time_new_from_iso8601() also takes week dates, ordinal dates and
+ * the basic format. */
+static gboolean
+is_rfc3339 (const char *s)
+{
+  const char *p;
+
+  if (!digits_at (s, 4) || s[4] != '-' || !digits_at (s + 5, 2) || s[7] != '-' ||
+      !digits_at (s + 8, 2))
+    return FALSE;
+  if (s[10] != 'T' && s[10] != 't' && s[10] != ' ')
+    return FALSE;
+  if (!digits_at (s + 11, 2) || s[13] != ':' || !digits_at (s + 14, 2) || s[16] != ':' ||
+      !digits_at (s + 17, 2))
+    return FALSE;
+  p = s + 19;
+  if (*p == '.') {
+    p++;
+    if (!g_ascii_isdigit (*p))
+      return FALSE;
+    while (g_ascii_isdigit (*p))
+      p++;
+  }
+  if ((*p == 'Z' || *p == 'z') && p[1] == '\0')
+    return TRUE;
+  if ((*p == '+' || *p == '-') && digits_at (p + 1, 2) && p[3] == ':' && digits_at (p + 4, 2) &&
+      p[6] == '\0')
+    return TRUE;
+  return FALSE;
+}
+
+gboolean
+box_time_parse (const char *str, gint64 *usec_out)
+{
+  g_autoptr(GDateTime) dt = NULL;
+
+  if (str == NULL || !is_rfc3339 (str))
+    return FALSE;
+  /* a NULL default zone makes a value without an offset fail */
+  dt = g_date_time_new_from_iso8601 (str, NULL);
+  if (dt == NULL)
+    return FALSE;
+  if (usec_out != NULL)
+    *usec_out = g_date_time_to_unix (dt) * G_USEC_PER_SEC + g_date_time_get_microsecond (dt);
+  return TRUE;
+}
+
+/* ---- Small helpers ----------------------------------------------------- */
+
+static GHashTable *
+string_map_new (void)
+{
+  return g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+}
+
+static GHashTable *
+string_map_copy (GHashTable *map)
+{
+  GHashTable *copy = string_map_new ();
+  GHashTableIter iter;
+  gpointer key, value;
+
+  if (map == NULL)
+    return copy;
+  g_hash_table_iter_init (&iter, map);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    g_hash_table_insert (copy, g_strdup (key), g_strdup (value));
+  return copy;
+}
+
+static GPtrArray *
+rules_copy (GPtrArray *rules)
+{
+  GPtrArray *copy = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  guint i;
+
+  if (rules == NULL)
+    return copy;
+  for (i = 0; i < rules->len; i++)
+    g_ptr_array_add (copy, box_rule_copy (g_ptr_array_index (rules, i)));
+  return copy;
+}
+
+static char **
+strv_copy_or_empty (char **strv)
+{
+  if (strv == NULL)
+    return g_new0 (char *, 1);
+  return g_strdupv (strv);
+}
+
+static int
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return strcmp (*(const char *const *) a, *(const char *const *) b);
+}
+
+static JsonObject *
+string_map_to_json (GHashTable *map)
+{
+  JsonObject *obj = json_object_new ();
+  g_autofree gpointer *keys = NULL;
+  guint n_keys = 0;
+  guint i;
+
+  if (map == NULL)
+    return obj;
+  keys = g_hash_table_get_keys_as_array (map, &n_keys);
+  qsort (keys, n_keys, sizeof (gpointer), compare_strings);
+  for (i = 0; i < n_keys; i++)
+    json_object_set_string_member (obj, keys[i], g_hash_table_lookup (map, keys[i]));
+  return obj;
+}
+
+static JsonArray *
+strv_to_json (char *const *strv)
+{
+  JsonArray *array = json_array_new ();
+
+  for (guint i = 0; strv != NULL && strv[i] != NULL; i++)
+    json_array_add_string_element (array, strv[i]);
+  return array;
+}
+
+static void
+set_string (JsonObject *obj, const char *member, const char *value)
+{
+  json_object_set_string_member (obj, member, value != NULL ? value : "");
+}
+
+static void
+set_nullable_string (JsonObject *obj, const char *member, const char *value)
+{
+  if (value == NULL)
+    json_object_set_null_member (obj, member);
+  else
+    json_object_set_string_member (obj, member, value);
+}
+
+static void
+set_time (JsonObject *obj, const char *member, gint64 usec)
+{
+  g_autofree char *str = box_time_format (usec);
+
+  json_object_set_string_member (obj, member, str);
+}
+
+static JsonNode *
+node_from_object (JsonObject *obj)
+{
+  JsonNode *node = json_node_new (JSON_NODE_OBJECT);
+
+  json_node_take_object (node, obj);
+  return node;
+}
+
+static char *
+object_to_string (JsonObject *obj)
+{
+  g_autoptr(JsonNode) node = node_from_object (obj);
+
+  return json_to_string (node, FALSE);
+}
+
+static JsonObject *
+resources_to_json (const BoxResources *res)
+{
+  JsonObject *obj = json_object_new ();
+
+  json_object_set_int_member (obj, "cpus", res->cpus);
+  json_object_set_int_member (obj, "memory_mib", res->memory_mib);
+  json_object_set_int_member (obj, "disk_gib", res->disk_gib);
+  return obj;
+}
+
+/* A deep copy: json_node_copy() only references containers. */
+static JsonNode *
+json_node_deep_copy (JsonNode *node)
+{
+  JsonNode *copy;
+
+  if (JSON_NODE_HOLDS_OBJECT (node)) {
+    JsonObject *obj = json_node_get_object (node);
+    JsonObject *out = json_object_new ();
+    JsonObjectIter iter;
+    const char *name;
+    JsonNode *member;
+
+    json_object_iter_init_ordered (&iter, obj);
+    while (json_object_iter_next_ordered (&iter, &name, &member))
+      json_object_set_member (out, name, json_node_deep_copy (member));
+    return node_from_object (out);
+  }
+  if (JSON_NODE_HOLDS_ARRAY (node)) {
+    JsonArray *array = json_node_get_array (node);
+    JsonArray *out = json_array_new ();
+    guint i;
+
+    for (i = 0; i < json_array_get_length (array); i++)
+      json_array_add_element (out, json_node_deep_copy (json_array_get_element (array, i)));
+    copy = json_node_new (JSON_NODE_ARRAY);
+    json_node_take_array (copy, out);
+    return copy;
+  }
+  return json_node_copy (node);
+}
+
+static JsonObject *
+json_object_deep_copy (JsonObject *obj)
+{
+  g_autoptr(JsonNode) node = json_node_new (JSON_NODE_OBJECT);
+  g_autoptr(JsonNode) copy = NULL;
+
+  json_node_set_object (node, obj);
+  copy = json_node_deep_copy (node);
+  return json_object_ref (json_node_get_object (copy));
+}
+
+/* ---- Lifetime ---------------------------------------------------------- */
+
+void
+box_project_free (BoxProject *project)
+{
+  if (project == NULL)
+    return;
+  g_free (project->name);
+  g_strfreev (project->domains);
+  g_free (project);
+}
+
+BoxProject *
+box_project_copy (const BoxProject *project)
+{
+  BoxProject *copy;
+
+  if (project == NULL)
+    return NULL;
+  copy = g_new0 (BoxProject, 1);
+  copy->name = g_strdup (project->name);
+  copy->domains = strv_copy_or_empty (project->domains);
+  copy->created_at = project->created_at;
+  return copy;
+}
+
+void
+box_key_free (BoxKey *key)
+{
+  if (key == NULL)
+    return;
+  g_free (key->id);
+  g_free (key->name);
+  g_free (key->project);
+  g_free (key->hash);
+  g_free (key);
+}
+
+BoxKey *
+box_key_copy (const BoxKey *key)
+{
+  BoxKey *copy;
+
+  if (key == NULL)
+    return NULL;
+  copy = g_new0 (BoxKey, 1);
+  copy->id = g_strdup (key->id);
+  copy->name = g_strdup (key->name);
+  copy->project = g_strdup (key->project);
+  copy->hash = g_strdup (key->hash);
+  copy->created_at = key->created_at;
+  return copy;
+}
+
+void
+box_principal_free (BoxPrincipal *principal)
+{
+  if (principal == NULL)
+    return;
+  g_free (principal->project);
+  box_key_free (principal->key);
+  g_free (principal->sandbox_id);
+  g_free (principal);
+}
+
+void
+box_rule_free (BoxRule *rule)
+{
+  if (rule == NULL)
+    return;
+  g_free (rule->domain);
+  g_free (rule->ports);
+  g_free (rule->include);
+  g_free (rule);
+}
+
+BoxRule *
+box_rule_copy (const BoxRule *rule)
+{
+  BoxRule *copy;
+
+  if (rule == NULL)
+    return NULL;
+  copy = g_new0 (BoxRule, 1);
+  copy->domain = g_strdup (rule->domain);
+  copy->allow = rule->allow;
+  if (rule->ports != NULL && rule->n_ports > 0) {
+    copy->ports = g_memdup2 (rule->ports, sizeof (guint16) * rule->n_ports);
+    copy->n_ports = rule->n_ports;
+  }
+  copy->include = g_strdup (rule->include);
+  return copy;
+}
+
+BoxSandbox *
+box_sandbox_new (void)
+{
+  BoxSandbox *sandbox = g_new0 (BoxSandbox, 1);
+
+  sandbox->template_name = g_strdup ("");
+  sandbox->image = g_strdup ("");
+  sandbox->state = BOX_SANDBOX_STATE_CREATING;
+  sandbox->env = string_map_new ();
+  sandbox->labels = string_map_new ();
+  sandbox->idle_timeout_s = 300;
+  sandbox->idle_action = BOX_IDLE_ACTION_PAUSE;
+  sandbox->http_port = 8080;
+  sandbox->egress = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  sandbox->secrets = g_new0 (char *, 1);
+  sandbox->next_checkpoint = 1;
+  sandbox->next_auto_checkpoint = 1;
+  return sandbox;
+}
+
+void
+box_sandbox_free (BoxSandbox *sandbox)
+{
+  if (sandbox == NULL)
+    return;
+  g_free (sandbox->id);
+  g_free (sandbox->name);
+  g_free (sandbox->project);
+  g_free (sandbox->template_name);
+  g_free (sandbox->image);
+  g_clear_pointer (&sandbox->env, g_hash_table_unref);
+  g_clear_pointer (&sandbox->labels, g_hash_table_unref);
+  g_clear_pointer (&sandbox->egress, g_ptr_array_unref);
+  g_strfreev (sandbox->secrets);
+  g_free (sandbox->node);
+  g_free (sandbox->fork_source);
+  g_free (sandbox);
+}
+
+BoxSandbox *
+box_sandbox_copy (const BoxSandbox *sandbox)
+{
+  BoxSandbox *copy;
+
+  if (sandbox == NULL)
+    return NULL;
+  copy = g_new0 (BoxSandbox, 1);
+  *copy = *sandbox;
+  copy->id = g_strdup (sandbox->id);
+  copy->name = g_strdup (sandbox->name);
+  copy->project = g_strdup (sandbox->project);
+  copy->template_name = g_strdup (sandbox->template_name != NULL ? sandbox->template_name : "");
+  copy->image = g_strdup (sandbox->image != NULL ? sandbox->image : "");
+  copy->env = string_map_copy (sandbox->env);
+  copy->labels = string_map_copy (sandbox->labels);
+  copy->egress = rules_copy (sandbox->egress);
+  copy->secrets = strv_copy_or_empty (sandbox->secrets);
+  copy->node = g_strdup (sandbox->node);
+  copy->fork_source = g_strdup (sandbox->fork_source);
+  return copy;
+}
+
+void
+box_checkpoint_free (BoxCheckpoint *checkpoint)
+{
+  if (checkpoint == NULL)
+    return;
+  g_free (checkpoint->id);
+  g_free (checkpoint->sandbox);
+  g_free (checkpoint->project);
+  g_free (checkpoint->comment);
+  g_free (checkpoint);
+}
+
+BoxCheckpoint *
+box_checkpoint_copy (const BoxCheckpoint *checkpoint)
+{
+  BoxCheckpoint *copy;
+
+  if (checkpoint == NULL)
+    return NULL;
+  copy = g_new0 (BoxCheckpoint, 1);
+  *copy = *checkpoint;
+  copy->id = g_strdup (checkpoint->id);
+  copy->sandbox = g_strdup (checkpoint->sandbox);
+  copy->project = g_strdup (checkpoint->project);
+  copy->comment = g_strdup (checkpoint->comment);
+  return copy;
+}
+
+void
+box_secret_free (BoxSecret *secret)
+{
+  if (secret == NULL)
+    return;
+  g_free (secret->name);
+  g_free (secret->project);
+  g_strfreev (secret->hosts);
+  g_free (secret->placeholder);
+  g_free (secret->inject_header);
+  g_free (secret->inject_format);
+  g_clear_pointer (&secret->sealed_value, g_bytes_unref);
+  g_free (secret);
+}
+
+BoxSecret *
+box_secret_copy (const BoxSecret *secret)
+{
+  BoxSecret *copy;
+
+  if (secret == NULL)
+    return NULL;
+  copy = g_new0 (BoxSecret, 1);
+  *copy = *secret;
+  copy->name = g_strdup (secret->name);
+  copy->project = g_strdup (secret->project);
+  copy->hosts = strv_copy_or_empty (secret->hosts);
+  copy->placeholder = g_strdup (secret->placeholder);
+  copy->inject_header = g_strdup (secret->inject_header);
+  copy->inject_format = g_strdup (secret->inject_format);
+  /* GBytes is immutable: a reference is as good as a copy */
+  copy->sealed_value = secret->sealed_value != NULL ? g_bytes_ref (secret->sealed_value) : NULL;
+  return copy;
+}
+
+void
+box_template_free (BoxTemplate *tmpl)
+{
+  if (tmpl == NULL)
+    return;
+  g_free (tmpl->name);
+  g_free (tmpl->image);
+  g_free (tmpl);
+}
+
+BoxTemplate *
+box_template_copy (const BoxTemplate *tmpl)
+{
+  BoxTemplate *copy;
+
+  if (tmpl == NULL)
+    return NULL;
+  copy = g_new0 (BoxTemplate, 1);
+  copy->name = g_strdup (tmpl->name);
+  copy->image = g_strdup (tmpl->image != NULL ? tmpl->image : "");
+  copy->resources = tmpl->resources;
+  return copy;
+}
+
+/* @detail is copied: the caller keeps its own reference. */
+BoxEvent *
+box_event_new (const char *type, const char *project, const char *sandbox, JsonObject *detail)
+{
+  BoxEvent *event = g_new0 (BoxEvent, 1);
+
+  event->type = g_strdup (type);
+  event->project = g_strdup (project);
+  event->sandbox = g_strdup (sandbox);
+  event->at = g_get_real_time ();
+  event->detail = detail != NULL ? json_object_deep_copy (detail) : NULL;
+  return event;
+}
+
+void
+box_event_free (BoxEvent *event)
+{
+  if (event == NULL)
+    return;
+  g_free (event->type);
+  g_free (event->project);
+  g_free (event->sandbox);
+  g_clear_pointer (&event->detail, json_object_unref);
+  g_free (event);
+}
+
+BoxEvent *
+box_event_copy (const BoxEvent *event)
+{
+  BoxEvent *copy;
+
+  if (event == NULL)
+    return NULL;
+  copy = g_new0 (BoxEvent, 1);
+  copy->type = g_strdup (event->type);
+  copy->project = g_strdup (event->project);
+  copy->sandbox = g_strdup (event->sandbox);
+  copy->at = event->at;
+  copy->detail = event->detail != NULL ? json_object_deep_copy (event->detail) : NULL;
+  return copy;
+}
+
+void
+box_sandbox_create_free (BoxSandboxCreate *req)
+{
+  if (req == NULL)
+    return;
+  g_free (req->name);
+  g_free (req->template_name);
+  g_free (req->image);
+  g_clear_pointer (&req->env, g_hash_table_unref);
+  g_clear_pointer (&req->labels, g_hash_table_unref);
+  g_clear_pointer (&req->egress, g_ptr_array_unref);
+  g_strfreev (req->secrets);
+  g_free (req->from_sandbox);
+  g_free (req->from_checkpoint);
+  g_free (req);
+}
+
+void
+box_sandbox_update_free (BoxSandboxUpdate *req)
+{
+  if (req == NULL)
+    return;
+  g_clear_pointer (&req->env, g_hash_table_unref);
+  g_clear_pointer (&req->labels, g_hash_table_unref);
+  g_clear_pointer (&req->egress, g_ptr_array_unref);
+  g_strfreev (req->secrets);
+  g_free (req);
+}
+
+void
+box_secret_put_free (BoxSecretPut *req)
+{
+  if (req == NULL)
+    return;
+  if (req->value != NULL) {
+    /* gnutls_memset() is not optimised away like a memset() before free() */
+    gnutls_memset (req->value, 0, strlen (req->value));
+    g_free (req->value);
+  }
+  g_strfreev (req->hosts);
+  g_free (req->inject_header);
+  g_free (req->inject_format);
+  g_free (req->placeholder_prefix);
+  g_free (req);
+}
+
+/* ---- API JSON ---------------------------------------------------------- */
+
+JsonNode *
+box_project_to_api_json (const BoxProject *project)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (project != NULL, NULL);
+  set_string (obj, "name", project->name);
+  json_object_set_array_member (obj, "domains", strv_to_json (project->domains));
+  set_time (obj, "created_at", project->created_at);
+  return node_from_object (obj);
+}
+
+JsonNode *
+box_key_to_api_json (const BoxKey *key)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (key != NULL, NULL);
+  set_string (obj, "id", key->id);
+  set_string (obj, "name", key->name);
+  set_string (obj, "project", key->project);
+  set_time (obj, "created_at", key->created_at);
+  return node_from_object (obj);
+}
+
+static JsonObject *
+rule_to_json (const BoxRule *rule, gboolean api)
+{
+  JsonObject *obj = json_object_new ();
+  JsonArray *ports;
+  guint i;
+
+  if (rule->include != NULL) {
+    json_object_set_string_member (obj, "include", rule->include);
+    return obj;
+  }
+  set_string (obj, "domain", rule->domain);
+  json_object_set_string_member (obj, "action", rule->allow ? "allow" : "deny");
+  if (!rule->allow || (!api && rule->n_ports == 0))
+    return obj;
+  ports = json_array_new ();
+  if (rule->n_ports == 0) {
+    json_array_add_int_element (ports, 80);
+    json_array_add_int_element (ports, 443);
+  }
+  for (i = 0; i < rule->n_ports && rule->ports != NULL; i++)
+    json_array_add_int_element (ports, rule->ports[i]);
+  json_object_set_array_member (obj, "ports", ports);
+  return obj;
+}
+
+JsonNode *
+box_rule_to_api_json (const BoxRule *rule)
+{
+  g_return_val_if_fail (rule != NULL, NULL);
+  return node_from_object (rule_to_json (rule, TRUE));
+}
+
+static JsonObject *
+network_to_json (GPtrArray *egress, gboolean api)
+{
+  JsonObject *obj = json_object_new ();
+  JsonArray *rules = json_array_new ();
+  guint i;
+
+  for (i = 0; egress != NULL && i < egress->len; i++)
+    json_array_add_object_element (rules, rule_to_json (g_ptr_array_index (egress, i), api));
+  json_object_set_array_member (obj, "egress", rules);
+  return obj;
+}
+
+char *
+box_sandbox_url (const BoxSandbox *sandbox, const char *sandbox_domain)
+{
+  g_return_val_if_fail (sandbox != NULL, NULL);
+  if (sandbox_domain == NULL || sandbox_domain[0] == '\0')
+    return g_strdup ("");
+  return g_strdup_printf ("https://%s--%s.%s", sandbox->name != NULL ? sandbox->name : "",
+                          sandbox->project != NULL ? sandbox->project : "", sandbox_domain);
+}
+
+/* The fields both forms share, in the specification's order. */
+static void
+sandbox_common_to_json (JsonObject *obj, const BoxSandbox *sandbox, gboolean api)
+{
+  JsonObject *idle = json_object_new ();
+
+  set_string (obj, "id", sandbox->id);
+  set_string (obj, "name", sandbox->name);
+  set_string (obj, "project", sandbox->project);
+  set_string (obj, "template", sandbox->template_name);
+  set_string (obj, "image", sandbox->image);
+  json_object_set_string_member (obj, "state", box_sandbox_state_to_string (sandbox->state));
+  json_object_set_object_member (obj, "resources", resources_to_json (&sandbox->resources));
+  json_object_set_object_member (obj, "env", string_map_to_json (sandbox->env));
+  json_object_set_object_member (obj, "labels", string_map_to_json (sandbox->labels));
+  json_object_set_int_member (idle, "timeout_s", sandbox->idle_timeout_s);
+  json_object_set_string_member (idle, "action", box_idle_action_to_string (sandbox->idle_action));
+  json_object_set_object_member (obj, "idle", idle);
+  if (sandbox->has_deadline) {
+    JsonObject *deadline = json_object_new ();
+
+    if (api)
+      set_time (deadline, "at", sandbox->deadline_at);
+    else
+      json_object_set_int_member (deadline, "at", sandbox->deadline_at);
+    json_object_set_string_member (deadline, "action",
+                                   box_deadline_action_to_string (sandbox->deadline_action));
+    json_object_set_object_member (obj, "deadline", deadline);
+  } else {
+    json_object_set_null_member (obj, "deadline");
+  }
+  json_object_set_boolean_member (obj, "protected", sandbox->protected_);
+  json_object_set_int_member (obj, "http_port", sandbox->http_port);
+  json_object_set_object_member (obj, "network", network_to_json (sandbox->egress, api));
+  json_object_set_array_member (obj, "secrets", strv_to_json (sandbox->secrets));
+}
+
+JsonNode *
+box_sandbox_to_api_json (const BoxSandbox *sandbox, const char *sandbox_domain,
+                         const char *const *project_domains)
+{
+  JsonObject *obj = json_object_new ();
+  JsonArray *urls = json_array_new ();
+  g_autofree char *url = NULL;
+  guint i;
+
+  g_return_val_if_fail (sandbox != NULL, NULL);
+  sandbox_common_to_json (obj, sandbox, TRUE);
+  url = box_sandbox_url (sandbox, sandbox_domain);
+  json_object_set_string_member (obj, "url", url);
+  for (i = 0; project_domains != NULL && project_domains[i] != NULL; i++) {
+    g_autofree char *u = g_strdup_printf ("https://%s.%s", sandbox->name != NULL ? sandbox->name : "",
+                                          project_domains[i]);
+    json_array_add_string_element (urls, u);
+  }
+  json_object_set_array_member (obj, "urls", urls);
+  set_time (obj, "created_at", sandbox->created_at);
+  set_time (obj, "updated_at", sandbox->updated_at);
+  set_time (obj, "last_active_at", sandbox->last_active_at);
+  return node_from_object (obj);
+}
+
+JsonNode *
+box_checkpoint_to_api_json (const BoxCheckpoint *checkpoint)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (checkpoint != NULL, NULL);
+  set_string (obj, "id", checkpoint->id);
+  set_string (obj, "sandbox", checkpoint->sandbox);
+  set_string (obj, "comment", checkpoint->comment);
+  json_object_set_boolean_member (obj, "memory", checkpoint->memory);
+  json_object_set_boolean_member (obj, "auto", checkpoint->auto_);
+  set_time (obj, "created_at", checkpoint->created_at);
+  return node_from_object (obj);
+}
+
+static void
+secret_common_to_json (JsonObject *obj, const BoxSecret *secret)
+{
+  set_string (obj, "name", secret->name);
+  json_object_set_array_member (obj, "hosts", strv_to_json (secret->hosts));
+  set_string (obj, "placeholder", secret->placeholder);
+  if (secret->inject_header != NULL) {
+    JsonObject *inject = json_object_new ();
+
+    json_object_set_string_member (inject, "header", secret->inject_header);
+    set_string (inject, "format", secret->inject_format);
+    json_object_set_object_member (obj, "inject", inject);
+  } else {
+    json_object_set_null_member (obj, "inject");
+  }
+}
+
+JsonNode *
+box_secret_to_api_json (const BoxSecret *secret)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (secret != NULL, NULL);
+  secret_common_to_json (obj, secret);
+  set_time (obj, "created_at", secret->created_at);
+  set_time (obj, "updated_at", secret->updated_at);
+  return node_from_object (obj);
+}
+
+JsonNode *
+box_template_to_api_json (const BoxTemplate *tmpl)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (tmpl != NULL, NULL);
+  set_string (obj, "name", tmpl->name);
+  set_string (obj, "image", tmpl->image);
+  json_object_set_object_member (obj, "resources", resources_to_json (&tmpl->resources));
+  return node_from_object (obj);
+}
+
+JsonNode *
+box_event_to_api_json (const BoxEvent *event)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (event != NULL, NULL);
+  set_string (obj, "type", event->type);
+  set_string (obj, "sandbox", event->sandbox);
+  set_time (obj, "at", event->at);
+  if (event->detail != NULL)
+    json_object_set_object_member (obj, "detail", json_object_deep_copy (event->detail));
+  return node_from_object (obj);
+}
+
+/* ---- Storage JSON: writing --------------------------------------------- */
+
+/* Times are integer microseconds here so that they round-trip exactly.
+ * Readers take a missing member as its default, so a new field needs no
+ * migration of stored records. */
+
+char *
+box_project_to_storage_json (const BoxProject *project)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (project != NULL, NULL);
+  set_string (obj, "name", project->name);
+  json_object_set_array_member (obj, "domains", strv_to_json (project->domains));
+  json_object_set_int_member (obj, "created_at", project->created_at);
+  return object_to_string (obj);
+}
+
+char *
+box_sandbox_to_storage_json (const BoxSandbox *sandbox)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (sandbox != NULL, NULL);
+  sandbox_common_to_json (obj, sandbox, FALSE);
+  json_object_set_int_member (obj, "created_at", sandbox->created_at);
+  json_object_set_int_member (obj, "updated_at", sandbox->updated_at);
+  json_object_set_int_member (obj, "last_active_at", sandbox->last_active_at);
+  set_nullable_string (obj, "node", sandbox->node);
+  json_object_set_int_member (obj, "snapshot_at", sandbox->snapshot_at);
+  json_object_set_int_member (obj, "next_checkpoint", sandbox->next_checkpoint);
+  json_object_set_int_member (obj, "next_auto_checkpoint", sandbox->next_auto_checkpoint);
+  set_nullable_string (obj, "fork_source", sandbox->fork_source);
+  return object_to_string (obj);
+}
+
+char *
+box_checkpoint_to_storage_json (const BoxCheckpoint *checkpoint)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (checkpoint != NULL, NULL);
+  set_string (obj, "id", checkpoint->id);
+  set_string (obj, "sandbox", checkpoint->sandbox);
+  set_string (obj, "project", checkpoint->project);
+  set_nullable_string (obj, "comment", checkpoint->comment);
+  json_object_set_boolean_member (obj, "memory", checkpoint->memory);
+  json_object_set_boolean_member (obj, "auto", checkpoint->auto_);
+  json_object_set_int_member (obj, "created_at", checkpoint->created_at);
+  return object_to_string (obj);
+}
+
+char *
+box_secret_to_storage_json (const BoxSecret *secret)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (secret != NULL, NULL);
+  secret_common_to_json (obj, secret);
+  set_string (obj, "project", secret->project);
+  json_object_set_int_member (obj, "created_at", secret->created_at);
+  json_object_set_int_member (obj, "updated_at", secret->updated_at);
+  return object_to_string (obj);
+}
+
+/* ---- Storage JSON: reading --------------------------------------------- */
+
+typedef struct {
+  const char *what;   /* "sandbox", ... for messages */
+  GError    **error;
+  gboolean    failed;
+} Reader;
+
+static gboolean
+reader_fail (Reader *r, const char *member, const char *expected)
+{
+  if (!r->failed)
+    g_set_error (r->error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                 "stored %s record: member %s is not %s", r->what, member, expected);
+  r->failed = TRUE;
+  return FALSE;
+}
+
+static JsonNode *
+reader_member (Reader *r, JsonObject *obj, const char *member)
+{
+  JsonNode *node;
+
+  if (r->failed || obj == NULL)
+    return NULL;
+  node = json_object_get_member (obj, member);
+  if (node == NULL || JSON_NODE_HOLDS_NULL (node))
+    return NULL;
+  return node;
+}
+
+/* NULL when absent or null */
+static char *
+read_string (Reader *r, JsonObject *obj, const char *member)
+{
+  JsonNode *node = reader_member (r, obj, member);
+
+  if (node == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING) {
+    reader_fail (r, member, "a string");
+    return NULL;
+  }
+  return g_strdup (json_node_get_string (node));
+}
+
+static char *
+read_string_or_empty (Reader *r, JsonObject *obj, const char *member)
+{
+  char *str = read_string (r, obj, member);
+
+  return str != NULL ? str : g_strdup ("");
+}
+
+static gint64
+read_int (Reader *r, JsonObject *obj, const char *member, gint64 min, gint64 max, gint64 def)
+{
+  JsonNode *node = reader_member (r, obj, member);
+  gint64 v;
+
+  if (node == NULL)
+    return def;
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64) {
+    reader_fail (r, member, "an integer");
+    return def;
+  }
+  v = json_node_get_int (node);
+  if (v < min || v > max) {
+    reader_fail (r, member, "in range");
+    return def;
+  }
+  return v;
+}
+
+static gboolean
+read_bool (Reader *r, JsonObject *obj, const char *member, gboolean def)
+{
+  JsonNode *node = reader_member (r, obj, member);
+
+  if (node == NULL)
+    return def;
+  if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_BOOLEAN)
+    return reader_fail (r, member, "a boolean");
+  return json_node_get_boolean (node);
+}
+
+static JsonObject *
+read_object (Reader *r, JsonObject *obj, const char *member)
+{
+  JsonNode *node = reader_member (r, obj, member);
+
+  if (node == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (node)) {
+    reader_fail (r, member, "an object");
+    return NULL;
+  }
+  return json_node_get_object (node);
+}
+
+static JsonArray *
+read_array (Reader *r, JsonObject *obj, const char *member)
+{
+  JsonNode *node = reader_member (r, obj, member);
+
+  if (node == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_ARRAY (node)) {
+    reader_fail (r, member, "an array");
+    return NULL;
+  }
+  return json_node_get_array (node);
+}
+
+static char **
+read_strv (Reader *r, JsonObject *obj, const char *member)
+{
+  JsonArray *array = read_array (r, obj, member);
+  g_autoptr(GPtrArray) out = g_ptr_array_new_with_free_func (g_free);
+  guint i;
+
+  for (i = 0; array != NULL && i < json_array_get_length (array); i++) {
+    JsonNode *node = json_array_get_element (array, i);
+
+    if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING) {
+      reader_fail (r, member, "an array of strings");
+      break;
+    }
+    g_ptr_array_add (out, g_strdup (json_node_get_string (node)));
+  }
+  g_ptr_array_add (out, NULL);
+  return (char **) g_ptr_array_free (g_steal_pointer (&out), FALSE);
+}
+
+static GHashTable *
+read_map (Reader *r, JsonObject *obj, const char *member)
+{
+  JsonObject *map = read_object (r, obj, member);
+  GHashTable *out = string_map_new ();
+  JsonObjectIter iter;
+  const char *name;
+  JsonNode *node;
+
+  if (map == NULL)
+    return out;
+  json_object_iter_init (&iter, map);
+  while (json_object_iter_next (&iter, &name, &node)) {
+    if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_STRING) {
+      reader_fail (r, member, "a map of strings");
+      break;
+    }
+    g_hash_table_replace (out, g_strdup (name), g_strdup (json_node_get_string (node)));
+  }
+  return out;
+}
+
+static void
+read_resources (Reader *r, JsonObject *obj, const char *member, BoxResources *res)
+{
+  JsonObject *o = read_object (r, obj, member);
+
+  res->cpus = read_int (r, o, "cpus", 0, G_MAXUINT, 0);
+  res->memory_mib = read_int (r, o, "memory_mib", 0, G_MAXUINT, 0);
+  res->disk_gib = read_int (r, o, "disk_gib", 0, G_MAXUINT, 0);
+}
+
+static BoxRule *
+read_rule (Reader *r, JsonObject *obj)
+{
+  g_autoptr(BoxRule) rule = g_new0 (BoxRule, 1);
+  g_autofree char *action = NULL;
+  JsonArray *ports;
+  guint i;
+
+  rule->include = read_string (r, obj, "include");
+  if (rule->include != NULL)
+    return g_steal_pointer (&rule);
+  rule->domain = read_string_or_empty (r, obj, "domain");
+  action = read_string (r, obj, "action");
+  rule->allow = g_strcmp0 (action, "deny") != 0;
+  ports = read_array (r, obj, "ports");
+  if (ports != NULL && json_array_get_length (ports) > 0) {
+    rule->n_ports = json_array_get_length (ports);
+    rule->ports = g_new0 (guint16, rule->n_ports);
+    for (i = 0; i < rule->n_ports; i++) {
+      JsonNode *node = json_array_get_element (ports, i);
+
+      if (!JSON_NODE_HOLDS_VALUE (node) || json_node_get_value_type (node) != G_TYPE_INT64 ||
+          json_node_get_int (node) < 0 || json_node_get_int (node) > G_MAXUINT16) {
+        reader_fail (r, "ports", "an array of ports");
+        break;
+      }
+      rule->ports[i] = (guint16) json_node_get_int (node);
+    }
+  }
+  return g_steal_pointer (&rule);
+}
+
+static JsonObject *
+parse_storage (const char *json, const char *what, GError **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) local_error = NULL;
+  JsonNode *root;
+
+  if (json == NULL || !json_parser_load_from_data (parser, json, -1, &local_error)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "stored %s record is not JSON: %s", what,
+                 local_error != NULL ? local_error->message : "none");
+    return NULL;
+  }
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "stored %s record is not an object", what);
+    return NULL;
+  }
+  return json_object_ref (json_node_get_object (root));
+}
+
+BoxProject *
+box_project_from_storage_json (const char *json, GError **error)
+{
+  g_autoptr(JsonObject) obj = parse_storage (json, "project", error);
+  g_autoptr(BoxProject) project = NULL;
+  Reader r = { "project", error, FALSE };
+
+  if (obj == NULL)
+    return NULL;
+  project = g_new0 (BoxProject, 1);
+  project->name = read_string_or_empty (&r, obj, "name");
+  project->domains = read_strv (&r, obj, "domains");
+  project->created_at = read_int (&r, obj, "created_at", G_MININT64, G_MAXINT64, 0);
+  if (r.failed)
+    return NULL;
+  return g_steal_pointer (&project);
+}
+
+static gboolean
+read_enum (Reader *r, JsonObject *obj, const char *member, const char *const *names,
+           guint n_names, guint *out)
+{
+  g_autofree char *str = read_string (r, obj, member);
+
+  if (str == NULL)
+    return TRUE;
+  if (!enum_from_string (names, n_names, str, out))
+    return reader_fail (r, member, "a known value");
+  return TRUE;
+}
+
+static void
+read_sandbox_network (Reader *r, JsonObject *obj, BoxSandbox *sandbox)
+{
+  JsonObject *network = read_object (r, obj, "network");
+  JsonArray *egress = read_array (r, network, "egress");
+  guint i;
+
+  for (i = 0; egress != NULL && i < json_array_get_length (egress) && !r->failed; i++) {
+    JsonNode *node = json_array_get_element (egress, i);
+
+    if (!JSON_NODE_HOLDS_OBJECT (node)) {
+      reader_fail (r, "network.egress", "an array of rules");
+      break;
+    }
+    g_ptr_array_add (sandbox->egress, read_rule (r, json_node_get_object (node)));
+  }
+}
+
+BoxSandbox *
+box_sandbox_from_storage_json (const char *json, GError **error)
+{
+  g_autoptr(JsonObject) obj = parse_storage (json, "sandbox", error);
+  g_autoptr(BoxSandbox) sandbox = NULL;
+  Reader r = { "sandbox", error, FALSE };
+  JsonObject *idle, *deadline;
+  guint v;
+
+  if (obj == NULL)
+    return NULL;
+  sandbox = box_sandbox_new ();
+  sandbox->id = read_string_or_empty (&r, obj, "id");
+  sandbox->name = read_string_or_empty (&r, obj, "name");
+  sandbox->project = read_string_or_empty (&r, obj, "project");
+  g_free (sandbox->template_name);
+  sandbox->template_name = read_string_or_empty (&r, obj, "template");
+  g_free (sandbox->image);
+  sandbox->image = read_string_or_empty (&r, obj, "image");
+  v = sandbox->state;
+  read_enum (&r, obj, "state", sandbox_states, G_N_ELEMENTS (sandbox_states), &v);
+  sandbox->state = v;
+  read_resources (&r, obj, "resources", &sandbox->resources);
+  g_hash_table_unref (sandbox->env);
+  sandbox->env = read_map (&r, obj, "env");
+  g_hash_table_unref (sandbox->labels);
+  sandbox->labels = read_map (&r, obj, "labels");
+  idle = read_object (&r, obj, "idle");
+  sandbox->idle_timeout_s = read_int (&r, idle, "timeout_s", 0, G_MAXUINT, sandbox->idle_timeout_s);
+  v = sandbox->idle_action;
+  read_enum (&r, idle, "action", idle_actions, G_N_ELEMENTS (idle_actions), &v);
+  sandbox->idle_action = v;
+  deadline = read_object (&r, obj, "deadline");
+  if (deadline != NULL) {
+    sandbox->has_deadline = TRUE;
+    sandbox->deadline_at = read_int (&r, deadline, "at", G_MININT64, G_MAXINT64, 0);
+    v = sandbox->deadline_action;
+    read_enum (&r, deadline, "action", deadline_actions, G_N_ELEMENTS (deadline_actions), &v);
+    sandbox->deadline_action = v;
+  }
+  sandbox->protected_ = read_bool (&r, obj, "protected", FALSE);
+  sandbox->http_port = read_int (&r, obj, "http_port", 0, G_MAXUINT16, sandbox->http_port);
+  read_sandbox_network (&r, obj, sandbox);
+  g_strfreev (sandbox->secrets);
+  sandbox->secrets = read_strv (&r, obj, "secrets");
+  sandbox->created_at = read_int (&r, obj, "created_at", G_MININT64, G_MAXINT64, 0);
+  sandbox->updated_at = read_int (&r, obj, "updated_at", G_MININT64, G_MAXINT64, 0);
+  sandbox->last_active_at = read_int (&r, obj, "last_active_at", G_MININT64, G_MAXINT64, 0);
+  sandbox->node = read_string (&r, obj, "node");
+  sandbox->snapshot_at = read_int (&r, obj, "snapshot_at", G_MININT64, G_MAXINT64, 0);
+  sandbox->next_checkpoint = read_int (&r, obj, "next_checkpoint", 0, G_MAXUINT, 1);
+  sandbox->next_auto_checkpoint = read_int (&r, obj, "next_auto_checkpoint", 0, G_MAXUINT, 1);
+  sandbox->fork_source = read_string (&r, obj, "fork_source");
+  if (r.failed)
+    return NULL;
+  return g_steal_pointer (&sandbox);
+}
+
+BoxCheckpoint *
+box_checkpoint_from_storage_json (const char *json, GError **error)
+{
+  g_autoptr(JsonObject) obj = parse_storage (json, "checkpoint", error);
+  g_autoptr(BoxCheckpoint) checkpoint = NULL;
+  Reader r = { "checkpoint", error, FALSE };
+
+  if (obj == NULL)
+    return NULL;
+  checkpoint = g_new0 (BoxCheckpoint, 1);
+  checkpoint->id = read_string_or_empty (&r, obj, "id");
+  checkpoint->sandbox = read_string_or_empty (&r, obj, "sandbox");
+  checkpoint->project = read_string_or_empty (&r, obj, "project");
+  checkpoint->comment = read_string (&r, obj, "comment");
+  checkpoint->memory = read_bool (&r, obj, "memory", FALSE);
+  checkpoint->auto_ = read_bool (&r, obj, "auto", FALSE);
+  checkpoint->created_at = read_int (&r, obj, "created_at", G_MININT64, G_MAXINT64, 0);
+  if (r.failed)
+    return NULL;
+  return g_steal_pointer (&checkpoint);
+}
+
+BoxSecret *
+box_secret_from_storage_json (const char *json, GBytes *sealed_value, GError **error)
+{
+  g_autoptr(JsonObject) obj = parse_storage (json, "secret", error);
+  g_autoptr(BoxSecret) secret = NULL;
+  Reader r = { "secret", error, FALSE };
+  JsonObject *inject;
+
+  if (obj == NULL)
+    return NULL;
+  secret = g_new0 (BoxSecret, 1);
+  secret->name = read_string_or_empty (&r, obj, "name");
+  secret->project = read_string_or_empty (&r, obj, "project");
+  secret->hosts = read_strv (&r, obj, "hosts");
+  secret->placeholder = read_string_or_empty (&r, obj, "placeholder");
+  inject = read_object (&r, obj, "inject");
+  if (inject != NULL) {
+    secret->inject_header = read_string_or_empty (&r, inject, "header");
+    secret->inject_format = read_string_or_empty (&r, inject, "format");
+  }
+  secret->created_at = read_int (&r, obj, "created_at", G_MININT64, G_MAXINT64, 0);
+  secret->updated_at = read_int (&r, obj, "updated_at", G_MININT64, G_MAXINT64, 0);
+  if (r.failed)
+    return NULL;
+  secret->sealed_value = sealed_value != NULL ? g_bytes_ref (sealed_value) : NULL;
+  return g_steal_pointer (&secret);
+}
