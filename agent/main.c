@@ -1,0 +1,569 @@
+/* box guest agent: main loop and the connection to the host.
+ *
+ *   box-agent                 PID 1 (or in the initramfs as /init)
+ *   box-agent --port PATH     serve on a character device (testing)
+ *   box-agent --connect PATH  serve on a Unix socket, connecting to PATH (host tests)
+ */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/random.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "chan.h"
+
+static struct {
+  int fd;              /* the port, -1 while closed */
+  bool is_socket;      /* --connect: a Unix socket (EOF = host gone for good) */
+  char path[300];      /* device to (re)open */
+  bool connected;      /* host side open (no POLLHUP) */
+  BaBuf out, in;
+  char boot_id[40];
+  int64_t started_ms;
+} conn = { .fd = -1 };
+
+int64_t
+ba_now_ms (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (int64_t) ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+ba_log (const char *fmt, ...)
+{
+  char buf[512];
+  va_list ap;
+  int n;
+  va_start (ap, fmt);
+  n = vsnprintf (buf, sizeof buf - 1, fmt, ap);
+  va_end (ap);
+  if (n < 0)
+    return;
+  if (n > (int) sizeof buf - 2)
+    n = sizeof buf - 2;
+  buf[n++] = '\n';
+  fputs ("box-agent: ", stderr);
+  fwrite (buf, 1, (size_t) n, stderr);
+  fflush (stderr);
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+void
+ba_send (uint8_t type, uint8_t stream, uint32_t chan, const void *data, size_t len)
+{
+  uint8_t h[BA_HEADER_SIZE];
+  BaFrame f = { .type = type, .stream = stream, .chan = chan, .len = (uint32_t) len };
+  ba_frame_encode (&f, h);
+  ba_buf_append (&conn.out, h, sizeof h);
+  ba_buf_append (&conn.out, data, len);
+}
+
+void
+ba_send_json (uint32_t chan, BaBuf *json)
+{
+  if (!json->oom)
+    ba_send (BA_CTRL, 0, chan, json->data, json->len);
+  ba_buf_clear (json);
+}
+
+size_t
+ba_out_pending (void)
+{
+  return conn.out.len;
+}
+
+static void
+flush_out (void)
+{
+  while (conn.fd >= 0 && conn.out.len > 0) {
+    ssize_t w = write (conn.fd, conn.out.data, conn.out.len);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return; /* EAGAIN (host not reading / not connected): wait for POLLOUT */
+    ba_buf_consume (&conn.out, (size_t) w);
+  }
+}
+
+static void
+reply_ok (int64_t id, BaBuf *b)
+{
+  ba_jw_begin (b);
+  ba_jw_int (b, "id", id);
+  ba_jw_bool (b, "ok", true);
+}
+
+static void
+reply_err (int64_t id, const char *code, const char *msg)
+{
+  BaBuf b = { 0 };
+  reply_ok (id, &b);
+  b.len -= 4; /* "true" -> false */
+  ba_buf_append (&b, "false", 5);
+  ba_jw_key (&b, "error");
+  ba_jw_begin (&b);
+  ba_jw_str (&b, "code", code);
+  ba_jw_str (&b, "message", msg);
+  ba_jw_end (&b);
+  ba_jw_end (&b);
+  ba_send_json (0, &b);
+}
+
+static void
+add_identity (BaBuf *b)
+{
+  ba_jw_int (b, "version", BA_VERSION);
+  ba_jw_str (b, "agent", BA_AGENT_VERSION);
+  ba_jw_str (b, "boot_id", conn.boot_id);
+  ba_jw_int (b, "uptime_ms", ba_now_ms () - conn.started_ms);
+  ba_jw_int (b, "window", BA_DEFAULT_WINDOW);
+}
+
+static void
+send_ready (void)
+{
+  BaBuf b = { 0 };
+  ba_jw_begin (&b);
+  ba_jw_str (&b, "event", "ready");
+  add_identity (&b);
+  ba_jw_end (&b);
+  ba_send_json (0, &b);
+}
+
+/* ---- operations on channel 0 ---------------------------------------------- */
+
+static void
+op_hello (int64_t id, const BaJson *m)
+{
+  int64_t window = 0;
+  const char *nonce = ba_json_get_str (m, "nonce");
+  BaBuf b = { 0 };
+  /* A hello starts a new host connection: whatever the previous one had
+   * queued or half-sent is dropped (the host resynchronises on the reply),
+   * and its channels are closed. */
+  ba_buf_consume (&conn.out, conn.out.len);
+  ba_chan_close_all ();
+  if (ba_json_get_int (m, "window", &window) && window > 0 && window <= (int64_t) 64 << 20)
+    ba_chan_set_window ((uint32_t) window);
+  reply_ok (id, &b);
+  add_identity (&b);
+  if (nonce != NULL)
+    ba_jw_str (&b, "nonce", nonce);
+  ba_jw_end (&b);
+  ba_send_json (0, &b);
+}
+
+static void
+op_set_time (int64_t id, const BaJson *m)
+{
+  int64_t ns;
+  struct timespec ts;
+  BaBuf b = { 0 };
+  if (!ba_json_get_int (m, "unix_ns", &ns) || ns <= 0) {
+    reply_err (id, "invalid", "unix_ns must be a positive integer");
+    return;
+  }
+  ts.tv_sec = ns / 1000000000;
+  ts.tv_nsec = ns % 1000000000;
+  if (clock_settime (CLOCK_REALTIME, &ts) < 0) {
+    reply_err (id, "failed", strerror (errno));
+    return;
+  }
+  reply_ok (id, &b);
+  ba_jw_end (&b);
+  ba_send_json (0, &b);
+}
+
+static void
+op_reseed (int64_t id, const BaJson *m)
+{
+  const BaJson *d = ba_json_get (m, "data");
+  struct {
+    struct rand_pool_info info;
+    uint8_t buf[512];
+  } req;
+  long n;
+  int fd;
+  BaBuf b = { 0 };
+  if (d == NULL || d->type != BA_JSTR || d->slen > 680 ||
+      (n = ba_base64_decode (d->s, d->slen, req.buf)) < 16) {
+    reply_err (id, "invalid", "data must be base64 of 16 to 512 bytes");
+    return;
+  }
+  req.info.entropy_count = (int) n * 8;
+  req.info.buf_size = (int) n;
+  fd = open ("/dev/urandom", O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || ioctl (fd, RNDADDENTROPY, &req.info) < 0) {
+    reply_err (id, "failed", strerror (errno));
+    if (fd >= 0)
+      close (fd);
+    return;
+  }
+  close (fd);
+  explicit_bzero (req.buf, sizeof req.buf);
+  reply_ok (id, &b);
+  ba_jw_int (&b, "bytes", n);
+  ba_jw_end (&b);
+  ba_send_json (0, &b);
+}
+
+static void
+dispatch (const BaJson *m)
+{
+  int64_t id = 0, chan = 0;
+  const char *op = ba_json_get_str (m, "op");
+  const char *err = NULL;
+  BaBuf b = { 0 };
+
+  if (!ba_json_get_int (m, "id", &id) || op == NULL) {
+    reply_err (id, "invalid", "a request needs an integer id and an op");
+    return;
+  }
+  if (strcmp (op, "hello") == 0) {
+    op_hello (id, m);
+  } else if (strcmp (op, "ping") == 0) {
+    reply_ok (id, &b);
+    ba_jw_int (&b, "uptime_ms", ba_now_ms () - conn.started_ms);
+    ba_jw_int (&b, "channels", ba_chan_count ());
+    ba_jw_end (&b);
+    ba_send_json (0, &b);
+  } else if (strcmp (op, "set-time") == 0) {
+    op_set_time (id, m);
+  } else if (strcmp (op, "reseed-random") == 0) {
+    op_reseed (id, m);
+  } else if (strcmp (op, "set-env") == 0) {
+    if (!ba_env_set_sandbox (ba_json_get (m, "env"))) {
+      reply_err (id, "invalid", "env must map variable names to strings");
+      return;
+    }
+    reply_ok (id, &b);
+    ba_jw_end (&b);
+    ba_send_json (0, &b);
+  } else if (strcmp (op, "set-hostname") == 0 || strcmp (op, "configure-network") == 0) {
+    const char *host = ba_json_get_str (m, "hostname");
+    if (host != NULL && !ba_set_hostname (host, &err)) {
+      reply_err (id, "invalid", err);
+      return;
+    }
+    if (strcmp (op, "configure-network") == 0 && !ba_net_configure (m, &err)) {
+      reply_err (id, "failed", err);
+      return;
+    }
+    reply_ok (id, &b);
+    ba_jw_end (&b);
+    ba_send_json (0, &b);
+  } else if (strcmp (op, "grow-fs") == 0) {
+    int64_t before = 0, after = 0;
+    if (!ba_grow_rootfs (&before, &after, &err)) {
+      reply_err (id, "failed", err);
+      return;
+    }
+    reply_ok (id, &b);
+    ba_jw_int (&b, "old_blocks", before);
+    ba_jw_int (&b, "new_blocks", after);
+    ba_jw_end (&b);
+    ba_send_json (0, &b);
+  } else if (strcmp (op, "sync") == 0) {
+    sync ();
+    reply_ok (id, &b);
+    ba_jw_end (&b);
+    ba_send_json (0, &b);
+  } else if (strcmp (op, "exec") == 0) {
+    if (!ba_json_get_int (m, "chan", &chan) || chan <= 0 || chan > 0x7fffffff) {
+      reply_err (id, "invalid", "chan must be 1 to 2^31-1");
+      return;
+    }
+    ba_chan_exec (id, (uint32_t) chan, m);
+  } else if (strcmp (op, "poweroff") == 0) {
+    reply_ok (id, &b);
+    ba_jw_end (&b);
+    ba_send_json (0, &b);
+    flush_out ();
+    sync ();
+    if (getpid () == 1)
+      reboot (RB_POWER_OFF);
+    exit (0);
+  } else {
+    reply_err (id, "unknown_op", op);
+  }
+}
+
+static void
+handle_frame (const BaFrame *f, const uint8_t *payload)
+{
+  if (f->chan != 0) {
+    ba_chan_frame (f, payload);
+    return;
+  }
+  if (f->type == BA_CTRL) {
+    const char *err = NULL;
+    BaJson *m = ba_json_parse ((const char *) payload, f->len, &err);
+    if (m == NULL || m->type != BA_JOBJ) {
+      ba_log ("bad control message: %s", err != NULL ? err : "not an object");
+      reply_err (0, "invalid", err != NULL ? err : "not an object");
+    } else {
+      dispatch (m);
+    }
+    ba_json_free (m);
+  }
+}
+
+static void
+process_input (void)
+{
+  size_t off = 0;
+  while (off < conn.in.len) {
+    BaFrame f;
+    int r = ba_frame_decode (conn.in.data + off, conn.in.len - off, &f);
+    if (r < 0) {
+      size_t skip = ba_frame_resync (conn.in.data + off + 1, conn.in.len - off - 1) + 1;
+      ba_log ("resync: skipped %zu bytes", skip);
+      off += skip;
+      continue;
+    }
+    if (r == 0 || conn.in.len - off < BA_HEADER_SIZE + (size_t) f.len)
+      break;
+    handle_frame (&f, conn.in.data + off + BA_HEADER_SIZE);
+    off += BA_HEADER_SIZE + f.len;
+  }
+  ba_buf_consume (&conn.in, off);
+}
+
+/* ---- the port ------------------------------------------------------------- */
+
+static bool
+find_port (char *out, size_t outlen)
+{
+  DIR *d = opendir ("/sys/class/virtio-ports");
+  struct dirent *e;
+  bool found = false;
+  if (access ("/dev/virtio-ports/" BA_PORT_NAME, F_OK) == 0) {
+    snprintf (out, outlen, "/dev/virtio-ports/" BA_PORT_NAME);
+    if (d != NULL)
+      closedir (d);
+    return true;
+  }
+  if (d == NULL)
+    return false;
+  while (!found && (e = readdir (d)) != NULL) {
+    char p[300], name[64] = "";
+    FILE *f;
+    if (e->d_name[0] == '.')
+      continue;
+    snprintf (p, sizeof p, "/sys/class/virtio-ports/%s/name", e->d_name);
+    f = fopen (p, "re");
+    if (f == NULL)
+      continue;
+    if (fgets (name, sizeof name, f) != NULL) {
+      name[strcspn (name, "\n")] = 0;
+      if (strcmp (name, BA_PORT_NAME) == 0) {
+        snprintf (out, outlen, "/dev/%s", e->d_name);
+        found = true;
+      }
+    }
+    fclose (f);
+  }
+  closedir (d);
+  return found;
+}
+
+static bool
+open_port (void)
+{
+  if (conn.fd >= 0)
+    return true;
+  if (conn.path[0] == 0 && !find_port (conn.path, sizeof conn.path))
+    return false;
+  conn.fd = open (conn.path, O_RDWR | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (conn.fd < 0) {
+    if (errno != EBUSY)
+      ba_log ("open %s: %s", conn.path, strerror (errno));
+    return false;
+  }
+  return true;
+}
+
+static void
+connect_socket (const char *path)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  snprintf (sa.sun_path, sizeof sa.sun_path, "%s", path);
+  if (fd < 0 || connect (fd, (struct sockaddr *) &sa, sizeof sa) < 0) {
+    ba_log ("connect %s: %s", path, strerror (errno));
+    exit (1);
+  }
+  fcntl (fd, F_SETFL, O_NONBLOCK);
+  conn.fd = fd;
+  conn.is_socket = true;
+}
+
+static void
+make_boot_id (void)
+{
+  FILE *f = fopen ("/proc/sys/kernel/random/boot_id", "re");
+  if (f == NULL || fgets (conn.boot_id, sizeof conn.boot_id, f) == NULL)
+    snprintf (conn.boot_id, sizeof conn.boot_id, "pid-%d", (int) getpid ());
+  conn.boot_id[strcspn (conn.boot_id, "\n")] = 0;
+  if (f != NULL)
+    fclose (f);
+}
+
+static void
+reap (void)
+{
+  int status;
+  pid_t pid;
+  while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
+    ba_chan_child_exited (pid, status);
+}
+
+static void
+serve (void)
+{
+  sigset_t set;
+  int sfd;
+  int64_t retry_at = 0;
+
+  sigemptyset (&set);
+  sigaddset (&set, SIGCHLD);
+  sigprocmask (SIG_BLOCK, &set, NULL);
+  sfd = signalfd (-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+  signal (SIGPIPE, SIG_IGN);
+  if (getpid () != 1)
+    prctl (PR_SET_CHILD_SUBREAPER, 1);
+
+  while (true) {
+    struct pollfd pfd[3 + 3 * 256];
+    int n = 0, timeout, nch;
+    int64_t now = ba_now_ms ();
+
+    if (conn.fd < 0 && now >= retry_at) {
+      if (open_port ())
+        conn.connected = false;
+      else
+        retry_at = now + 100;
+    }
+    pfd[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
+    pfd[n++] = (struct pollfd) { .fd = conn.fd >= 0 && (conn.connected || now >= retry_at) ? conn.fd : -1,
+                                 .events = POLLIN | (conn.out.len > 0 ? POLLOUT : 0) };
+    nch = ba_chan_poll_prepare (pfd + n, (int) (sizeof pfd / sizeof pfd[0]) - n);
+    n += nch;
+
+    timeout = ba_chan_timeout (now);
+    if (conn.fd < 0 || !conn.connected) {
+      int t = (int) (retry_at > now ? retry_at - now : 50);
+      if (timeout < 0 || t < timeout)
+        timeout = t;
+    }
+    if (poll (pfd, (nfds_t) n, timeout) < 0 && errno != EINTR) {
+      ba_log ("poll: %s", strerror (errno));
+      continue;
+    }
+    now = ba_now_ms ();
+
+    if (pfd[0].revents != 0) {
+      struct signalfd_siginfo si;
+      while (read (sfd, &si, sizeof si) == sizeof si)
+        ;
+    }
+    reap ();
+
+    if (pfd[1].fd >= 0 && pfd[1].revents != 0) {
+      short re = pfd[1].revents;
+      if (re & POLLIN) {
+        uint8_t buf[65536];
+        ssize_t r = read (conn.fd, buf, sizeof buf);
+        if (r > 0) {
+          ba_buf_append (&conn.in, buf, (size_t) r);
+          process_input ();
+        } else if (r == 0 && conn.is_socket) {
+          ba_log ("host closed the socket");
+          exit (0);
+        }
+      }
+      if ((re & POLLHUP) && !(re & POLLIN)) {
+        /* virtio-serial: the host side is not connected. Keep what we
+         * queued; look again a little later. A restore or a reconnecting
+         * host shows up as the HUP going away. */
+        if (conn.is_socket) {
+          ba_log ("host hung up");
+          exit (0);
+        }
+        if (conn.connected)
+          ba_log ("host disconnected");
+        conn.connected = false;
+        ba_buf_consume (&conn.in, conn.in.len);
+        retry_at = now + 50;
+      } else if (!conn.connected) {
+        conn.connected = true;
+        send_ready ();
+      }
+      if (re & (POLLERR | POLLNVAL)) {
+        close (conn.fd);
+        conn.fd = -1;
+        conn.connected = false;
+        retry_at = now + 100;
+      }
+    } else if (conn.fd >= 0 && !conn.connected && now >= retry_at) {
+      struct pollfd p = { .fd = conn.fd, .events = POLLIN };
+      if (poll (&p, 1, 0) >= 0 && !(p.revents & POLLHUP)) {
+        conn.connected = true;
+        send_ready ();
+      } else {
+        retry_at = now + 50;
+      }
+    }
+
+    ba_chan_poll_handle (pfd + 2, nch);
+    ba_chan_tick (now);
+    if (conn.connected)
+      flush_out ();
+  }
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *connect_path = NULL;
+
+  for (int i = 1; i < argc; i++) {
+    if (strcmp (argv[i], "--port") == 0 && i + 1 < argc)
+      snprintf (conn.path, sizeof conn.path, "%s", argv[++i]);
+    else if (strcmp (argv[i], "--connect") == 0 && i + 1 < argc)
+      connect_path = argv[++i];
+    else if (strcmp (argv[i], "--version") == 0) {
+      printf ("box-agent %s (protocol %d)\n", BA_AGENT_VERSION, BA_VERSION);
+      return 0;
+    }
+  }
+  if (getpid () == 1 && access ("/lib/box/modules/modules.load", F_OK) == 0 && access ("/etc/os-release", F_OK) != 0)
+    ba_init_stage1 (argc, argv); /* in the initramfs; does not return */
+  conn.started_ms = ba_now_ms ();
+  if (getpid () == 1)
+    ba_init_stage2 ();
+  make_boot_id ();
+  if (connect_path != NULL)
+    connect_socket (connect_path);
+  serve ();
+  return 0;
+}
