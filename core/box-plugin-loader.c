@@ -297,7 +297,7 @@ box_plugin_loader_load_dir (BoxPluginLoader *self, const char *dir, GError **err
 
     if (box_plugin_loader_load_file (self, path, &error_file) == NULL) {
       g_log_structured (G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
-                        "BOX_PLUGIN_PATH", "%s", path,
+                        "BOX_PLUGIN_PATH", path,
                         "MESSAGE", "plugin %s refused: %s", path, error_file->message);
     }
   }

@@ -1,0 +1,752 @@
+/* box-dummy-plugin.c: the `dummy` hypervisor, which runs no VM.
+ *
+ * A test double with the semantics of a real hypervisor plugin: every
+ * operation is a state change on a per-sandbox record (running, suspended,
+ * shutoff or lost, the newest snapshot's time and the checkpoints), written
+ * to <state-dir>/<sandbox id>.json so that query() answers after a restart
+ * exactly as a real plugin must.  Operations complete asynchronously, on a
+ * main-loop source, after an optional delay.
+ *
+ *   [plugin.dummy]
+ *   delay_ms=0            artificial latency of every operation
+ *   max_cpus=4096         capacity, counted over RUNNING VMs
+ *   max_memory_mib=16777216
+ *   fail_create=false     CREATE fails with BOX_ERROR_INTERNAL "injected failure"
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+
+#include "box-dummy-plugin.h"
+
+#define BOX_DUMMY_MAX_CPUS_DEFAULT        "4096"
+#define BOX_DUMMY_MAX_MEMORY_MIB_DEFAULT  "16777216"   /* 16 TiB */
+#define BOX_DUMMY_DELAY_MS_MAX            600000
+
+typedef struct {
+  gboolean memory;
+  gint64   created_at;
+} BoxDummyCheckpoint;
+
+typedef struct {
+  char         *id;
+  BoxVmState    state;
+  gint64        snapshot_at;
+  BoxResources  resources;
+  GHashTable   *checkpoints;   /* id -> BoxDummyCheckpoint* */
+} BoxDummyVm;
+
+struct _BoxDummyPlugin {
+  BoxPlugin   parent_instance;
+  GHashTable *vms;             /* sandbox id -> BoxDummyVm* */
+  gboolean    loaded;          /* the state directory has been read */
+};
+
+static void box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface);
+
+G_DEFINE_FINAL_TYPE_WITH_CODE (BoxDummyPlugin, box_dummy_plugin, BOX_TYPE_PLUGIN,
+                               G_IMPLEMENT_INTERFACE (BOX_TYPE_HYPERVISOR,
+                                                      box_dummy_plugin_hypervisor_init))
+
+static const char *const box_dummy_state_names[] = {
+  [BOX_VM_STATE_ABSENT] = "absent",
+  [BOX_VM_STATE_RUNNING] = "running",
+  [BOX_VM_STATE_SUSPENDED] = "suspended",
+  [BOX_VM_STATE_SHUTOFF] = "shutoff",
+  [BOX_VM_STATE_LOST] = "lost",
+};
+
+static BoxDummyVm *
+box_dummy_vm_new (const char *id)
+{
+  BoxDummyVm *vm = g_new0 (BoxDummyVm, 1);
+
+  vm->id = g_strdup (id);
+  vm->checkpoints = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  return vm;
+}
+
+static void
+box_dummy_vm_free (BoxDummyVm *vm)
+{
+  g_free (vm->id);
+  g_hash_table_unref (vm->checkpoints);
+  g_free (vm);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxDummyVm, box_dummy_vm_free)
+
+/* Sandbox IDs become file names: nothing but [a-z0-9-]. */
+static gboolean
+box_dummy_id_is_valid (const char *id)
+{
+  if (id == NULL || id[0] == '\0' || strlen (id) > 64)
+    return FALSE;
+  for (const char *p = id; *p != '\0'; p++) {
+    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && *p != '-')
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- configuration ---- */
+
+static gboolean
+box_dummy_config_uint (BoxDummyPlugin *self, const char *key, const char *fallback,
+                       guint64 max, guint64 *value, GError **error)
+{
+  g_autofree char *str = box_plugin_get_config (BOX_PLUGIN (self), key, fallback);
+  g_autoptr(GError) error_local = NULL;
+
+  if (!g_ascii_string_to_unsigned (str, 10, 0, max, value, &error_local)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "[plugin.%s] %s: %s", box_plugin_get_name (BOX_PLUGIN (self)), key,
+                 error_local->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+box_dummy_config_bool (BoxDummyPlugin *self, const char *key, gboolean *value, GError **error)
+{
+  g_autofree char *str = box_plugin_get_config (BOX_PLUGIN (self), key, "false");
+
+  if (g_ascii_strcasecmp (str, "true") == 0 || g_strcmp0 (str, "1") == 0) {
+    *value = TRUE;
+    return TRUE;
+  }
+  if (g_ascii_strcasecmp (str, "false") == 0 || g_strcmp0 (str, "0") == 0) {
+    *value = FALSE;
+    return TRUE;
+  }
+  g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+               "[plugin.%s] %s: \"%s\" is not true or false",
+               box_plugin_get_name (BOX_PLUGIN (self)), key, str);
+  return FALSE;
+}
+
+/* ---- state on disk ---- */
+
+static char *
+box_dummy_vm_path (BoxDummyPlugin *self, const char *id)
+{
+  const char *dir = box_plugin_get_state_dir (BOX_PLUGIN (self));
+  g_autofree char *basename = NULL;
+
+  if (dir == NULL)
+    return NULL;
+  basename = g_strconcat (id, ".json", NULL);
+  return g_build_filename (dir, basename, NULL);
+}
+
+static gboolean
+box_dummy_vm_save (BoxDummyPlugin *self, BoxDummyVm *vm, GError **error)
+{
+  g_autoptr(JsonBuilder) builder = json_builder_new ();
+  g_autoptr(JsonGenerator) generator = json_generator_new ();
+  g_autoptr(JsonNode) root = NULL;
+  g_autofree char *path = box_dummy_vm_path (self, vm->id);
+  g_autofree char *data = NULL;
+  g_autoptr(GError) error_local = NULL;
+  GHashTableIter iter;
+  gpointer key, value;
+
+  if (path == NULL)
+    return TRUE;   /* no engine, no data directory: memory only */
+
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "state");
+  json_builder_add_string_value (builder, box_dummy_state_names[vm->state]);
+  json_builder_set_member_name (builder, "snapshot_at");
+  json_builder_add_int_value (builder, vm->snapshot_at);
+  json_builder_set_member_name (builder, "cpus");
+  json_builder_add_int_value (builder, vm->resources.cpus);
+  json_builder_set_member_name (builder, "memory_mib");
+  json_builder_add_int_value (builder, vm->resources.memory_mib);
+  json_builder_set_member_name (builder, "disk_gib");
+  json_builder_add_int_value (builder, vm->resources.disk_gib);
+  json_builder_set_member_name (builder, "checkpoints");
+  json_builder_begin_object (builder);
+  g_hash_table_iter_init (&iter, vm->checkpoints);
+  while (g_hash_table_iter_next (&iter, &key, &value)) {
+    const BoxDummyCheckpoint *checkpoint = value;
+    json_builder_set_member_name (builder, key);
+    json_builder_begin_object (builder);
+    json_builder_set_member_name (builder, "memory");
+    json_builder_add_boolean_value (builder, checkpoint->memory);
+    json_builder_set_member_name (builder, "created_at");
+    json_builder_add_int_value (builder, checkpoint->created_at);
+    json_builder_end_object (builder);
+  }
+  json_builder_end_object (builder);
+  json_builder_end_object (builder);
+
+  root = json_builder_get_root (builder);
+  json_generator_set_root (generator, root);
+  data = json_generator_to_data (generator, NULL);
+  if (!g_file_set_contents_full (path, data, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
+                                 &error_local)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                 "cannot save the state of %s: %s", vm->id, error_local->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static BoxDummyVm *
+box_dummy_vm_load (const char *id, const char *path, GError **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(BoxDummyVm) vm = box_dummy_vm_new (id);
+  JsonObject *object;
+  JsonObject *checkpoints;
+  const char *state;
+  GList *members;
+
+  if (!json_parser_load_from_mapped_file (parser, path, error))
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL, "not a JSON object");
+    return NULL;
+  }
+  object = json_node_get_object (json_parser_get_root (parser));
+  state = json_object_get_string_member_with_default (object, "state", "");
+  vm->state = BOX_VM_STATE_ABSENT;
+  for (guint i = BOX_VM_STATE_RUNNING; i < G_N_ELEMENTS (box_dummy_state_names); i++) {
+    if (g_strcmp0 (state, box_dummy_state_names[i]) == 0)
+      vm->state = i;
+  }
+  if (vm->state == BOX_VM_STATE_ABSENT) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "unknown state \"%s\"", state);
+    return NULL;
+  }
+  vm->snapshot_at = json_object_get_int_member_with_default (object, "snapshot_at", 0);
+  vm->resources.cpus = json_object_get_int_member_with_default (object, "cpus", 0);
+  vm->resources.memory_mib = json_object_get_int_member_with_default (object, "memory_mib", 0);
+  vm->resources.disk_gib = json_object_get_int_member_with_default (object, "disk_gib", 0);
+  if (json_object_has_member (object, "checkpoints") &&
+      JSON_NODE_HOLDS_OBJECT (json_object_get_member (object, "checkpoints"))) {
+    checkpoints = json_object_get_object_member (object, "checkpoints");
+    members = json_object_get_members (checkpoints);
+    for (GList *l = members; l != NULL; l = l->next) {
+      JsonNode *node = json_object_get_member (checkpoints, l->data);
+      BoxDummyCheckpoint *checkpoint;
+
+      if (!JSON_NODE_HOLDS_OBJECT (node))
+        continue;
+      checkpoint = g_new0 (BoxDummyCheckpoint, 1);
+      checkpoint->memory = json_object_get_boolean_member_with_default (json_node_get_object (node),
+                                                                        "memory", FALSE);
+      checkpoint->created_at = json_object_get_int_member_with_default (json_node_get_object (node),
+                                                                        "created_at", 0);
+      g_hash_table_insert (vm->checkpoints, g_strdup (l->data), checkpoint);
+    }
+    g_list_free (members);
+  }
+  return g_steal_pointer (&vm);
+}
+
+/* Reads every <id>.json of the state directory once. */
+static void
+box_dummy_plugin_ensure_loaded (BoxDummyPlugin *self)
+{
+  const char *dir;
+  g_autoptr(GDir) gdir = NULL;
+  g_autoptr(GError) error = NULL;
+  const char *entry;
+
+  if (self->loaded)
+    return;
+  self->loaded = TRUE;
+  dir = box_plugin_get_state_dir (BOX_PLUGIN (self));
+  if (dir == NULL)
+    return;
+  gdir = g_dir_open (dir, 0, &error);
+  if (gdir == NULL) {
+    g_warning ("cannot read the dummy hypervisor's state in %s: %s", dir, error->message);
+    return;
+  }
+  while ((entry = g_dir_read_name (gdir)) != NULL) {
+    g_autofree char *id = NULL;
+    g_autofree char *path = NULL;
+    g_autoptr(GError) error_vm = NULL;
+    BoxDummyVm *vm;
+
+    if (!g_str_has_suffix (entry, ".json"))
+      continue;
+    id = g_strndup (entry, strlen (entry) - strlen (".json"));
+    if (!box_dummy_id_is_valid (id))
+      continue;
+    path = g_build_filename (dir, entry, NULL);
+    vm = box_dummy_vm_load (id, path, &error_vm);
+    if (vm == NULL) {
+      g_warning ("ignoring the dummy hypervisor's state in %s: %s", path, error_vm->message);
+      continue;
+    }
+    g_hash_table_replace (self->vms, vm->id, vm);
+  }
+}
+
+static BoxDummyVm *
+box_dummy_plugin_lookup (BoxDummyPlugin *self, const char *id)
+{
+  box_dummy_plugin_ensure_loaded (self);
+  return g_hash_table_lookup (self->vms, id);
+}
+
+static void
+box_dummy_plugin_forget (BoxDummyPlugin *self, const char *id)
+{
+  g_autofree char *path = box_dummy_vm_path (self, id);
+
+  g_hash_table_remove (self->vms, id);
+  if (path != NULL && g_unlink (path) != 0 && errno != ENOENT)
+    g_warning ("cannot remove %s: %s", path, g_strerror (errno));
+}
+
+/* ---- capacity ---- */
+
+/* Whether @resources fit next to every RUNNING VM but @except. */
+static gboolean
+box_dummy_plugin_has_room (BoxDummyPlugin *self, const BoxResources *resources,
+                           const char *except, GError **error)
+{
+  guint64 max_cpus = 0;
+  guint64 max_memory = 0;
+  guint64 cpus = resources->cpus;
+  guint64 memory = resources->memory_mib;
+  GHashTableIter iter;
+  gpointer value;
+
+  if (!box_dummy_config_uint (self, "max_cpus", BOX_DUMMY_MAX_CPUS_DEFAULT, G_MAXUINT32,
+                              &max_cpus, error) ||
+      !box_dummy_config_uint (self, "max_memory_mib", BOX_DUMMY_MAX_MEMORY_MIB_DEFAULT,
+                              G_MAXUINT32, &max_memory, error))
+    return FALSE;
+
+  box_dummy_plugin_ensure_loaded (self);
+  g_hash_table_iter_init (&iter, self->vms);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    const BoxDummyVm *vm = value;
+    if (vm->state != BOX_VM_STATE_RUNNING || g_strcmp0 (vm->id, except) == 0)
+      continue;
+    cpus += vm->resources.cpus;
+    memory += vm->resources.memory_mib;
+  }
+  if (cpus > max_cpus || memory > max_memory) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_CAPACITY,
+                 "no node has room for %u CPUs and %u MiB",
+                 resources->cpus, resources->memory_mib);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- operations ---- */
+
+typedef struct {
+  BoxVmOp       op;
+  char         *sandbox_id;
+  BoxResources  resources;
+  char         *checkpoint_id;
+  gboolean      memory;
+  char         *from_sandbox_id;
+  char         *from_checkpoint_id;
+} BoxDummyOp;
+
+static void
+box_dummy_op_free (BoxDummyOp *op)
+{
+  g_free (op->sandbox_id);
+  g_free (op->checkpoint_id);
+  g_free (op->from_sandbox_id);
+  g_free (op->from_checkpoint_id);
+  g_free (op);
+}
+
+static gboolean
+box_dummy_not_found (const char *id, GError **error)
+{
+  g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no VM for sandbox %s", id);
+  return FALSE;
+}
+
+static gboolean
+box_dummy_conflict (const BoxDummyOp *op, const BoxDummyVm *vm, GError **error)
+{
+  g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT, "cannot %s the %s VM of sandbox %s",
+               box_vm_op_to_string (op->op), box_dummy_state_names[vm->state], vm->id);
+  return FALSE;
+}
+
+/* Makes @vm run, if there is room for it. */
+static gboolean
+box_dummy_start_vm (BoxDummyPlugin *self, BoxDummyVm *vm, GError **error)
+{
+  if (!box_dummy_plugin_has_room (self, &vm->resources, vm->id, error))
+    return FALSE;
+  vm->state = BOX_VM_STATE_RUNNING;
+  return TRUE;
+}
+
+static gboolean
+box_dummy_create (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
+{
+  g_autoptr(BoxDummyVm) vm = NULL;
+  gboolean fail = FALSE;
+
+  if (!box_dummy_config_bool (self, "fail_create", &fail, error))
+    return FALSE;
+  if (fail) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL, "injected failure");
+    return FALSE;
+  }
+  if (box_dummy_plugin_lookup (self, op->sandbox_id) != NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS,
+                 "a VM for sandbox %s exists", op->sandbox_id);
+    return FALSE;
+  }
+  if (op->from_sandbox_id != NULL) {
+    BoxDummyVm *source = box_dummy_plugin_lookup (self, op->from_sandbox_id);
+    if (source == NULL)
+      return box_dummy_not_found (op->from_sandbox_id, error);
+    if (op->from_checkpoint_id != NULL &&
+        !g_hash_table_contains (source->checkpoints, op->from_checkpoint_id)) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no checkpoint %s of sandbox %s",
+                   op->from_checkpoint_id, op->from_sandbox_id);
+      return FALSE;
+    }
+  }
+  vm = box_dummy_vm_new (op->sandbox_id);
+  vm->resources = op->resources;
+  if (!box_dummy_start_vm (self, vm, error) || !box_dummy_vm_save (self, vm, error))
+    return FALSE;
+  g_hash_table_replace (self->vms, vm->id, vm);
+  g_steal_pointer (&vm);
+  return TRUE;
+}
+
+static gboolean
+box_dummy_checkpoint (BoxDummyPlugin *self, const BoxDummyOp *op, BoxDummyVm *vm,
+                      GError **error)
+{
+  BoxDummyCheckpoint *checkpoint;
+
+  if (op->checkpoint_id == NULL || op->checkpoint_id[0] == '\0') {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID, "a checkpoint needs an ID");
+    return FALSE;
+  }
+  if (g_hash_table_contains (vm->checkpoints, op->checkpoint_id)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS, "checkpoint %s of sandbox %s exists",
+                 op->checkpoint_id, vm->id);
+    return FALSE;
+  }
+  /* memory needs something in memory: a running VM or a suspend snapshot */
+  if (op->memory && vm->state != BOX_VM_STATE_RUNNING && vm->state != BOX_VM_STATE_SUSPENDED)
+    return box_dummy_conflict (op, vm, error);
+  checkpoint = g_new0 (BoxDummyCheckpoint, 1);
+  checkpoint->memory = op->memory;
+  checkpoint->created_at = g_get_real_time ();
+  g_hash_table_insert (vm->checkpoints, g_strdup (op->checkpoint_id), checkpoint);
+  return TRUE;
+}
+
+/* One operation as a state change; @vm is the sandbox's record or NULL. */
+static gboolean
+box_dummy_apply (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
+{
+  BoxDummyVm *vm;
+
+  if (op->op == BOX_VM_OP_CREATE)
+    return box_dummy_create (self, op, error);
+
+  vm = box_dummy_plugin_lookup (self, op->sandbox_id);
+  switch (op->op) {
+  case BOX_VM_OP_DESTROY:
+    box_dummy_plugin_forget (self, op->sandbox_id);
+    return TRUE;
+  case BOX_VM_OP_DELETE_CHECKPOINT:
+    if (vm == NULL || op->checkpoint_id == NULL ||
+        !g_hash_table_remove (vm->checkpoints, op->checkpoint_id))
+      return TRUE;
+    return box_dummy_vm_save (self, vm, error);
+  default:
+    break;
+  }
+  if (vm == NULL)
+    return box_dummy_not_found (op->sandbox_id, error);
+
+  switch (op->op) {
+  case BOX_VM_OP_SUSPEND:
+    if (vm->state == BOX_VM_STATE_SUSPENDED)
+      return TRUE;
+    if (vm->state != BOX_VM_STATE_RUNNING)
+      return box_dummy_conflict (op, vm, error);
+    vm->state = BOX_VM_STATE_SUSPENDED;
+    vm->snapshot_at = g_get_real_time ();
+    break;
+  case BOX_VM_OP_RESUME:
+    if (vm->state == BOX_VM_STATE_RUNNING)
+      return TRUE;
+    if (vm->state == BOX_VM_STATE_SHUTOFF ||
+        (vm->state == BOX_VM_STATE_LOST && vm->snapshot_at == 0))
+      return box_dummy_conflict (op, vm, error);
+    if (!box_dummy_start_vm (self, vm, error))
+      return FALSE;
+    break;
+  case BOX_VM_OP_SHUTDOWN:
+    if (vm->state == BOX_VM_STATE_SHUTOFF)
+      return TRUE;
+    vm->state = BOX_VM_STATE_SHUTOFF;
+    vm->snapshot_at = 0;
+    break;
+  case BOX_VM_OP_BOOT:
+    if (vm->state == BOX_VM_STATE_RUNNING)
+      return TRUE;
+    if (!box_dummy_start_vm (self, vm, error))
+      return FALSE;
+    vm->snapshot_at = 0;
+    break;
+  case BOX_VM_OP_CHECKPOINT:
+    if (!box_dummy_checkpoint (self, op, vm, error))
+      return FALSE;
+    break;
+  case BOX_VM_OP_RESTORE:
+    if (op->checkpoint_id == NULL || !g_hash_table_contains (vm->checkpoints, op->checkpoint_id)) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no checkpoint %s of sandbox %s",
+                   op->checkpoint_id != NULL ? op->checkpoint_id : "(none)", vm->id);
+      return FALSE;
+    }
+    if (vm->state != BOX_VM_STATE_RUNNING && !box_dummy_start_vm (self, vm, error))
+      return FALSE;
+    break;
+  default:
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "the dummy hypervisor cannot %s", box_vm_op_to_string (op->op));
+    return FALSE;
+  }
+  return box_dummy_vm_save (self, vm, error);
+}
+
+static gboolean
+box_dummy_plugin_run_cb (gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  BoxDummyPlugin *self = g_task_get_source_object (task);
+  const BoxDummyOp *op = g_task_get_task_data (task);
+  GCancellable *cancellable = g_task_get_cancellable (task);
+  g_autoptr(GError) error = NULL;
+
+  if (cancellable != NULL && g_cancellable_is_cancelled (cancellable)) {
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INTERNAL, "%s of %s was cancelled",
+                             box_vm_op_to_string (op->op), op->sandbox_id);
+    return G_SOURCE_REMOVE;
+  }
+  if (!box_dummy_apply (self, op, &error)) {
+    g_task_return_error (task, g_steal_pointer (&error));
+    return G_SOURCE_REMOVE;
+  }
+  g_debug ("dummy: %s %s done", box_vm_op_to_string (op->op), op->sandbox_id);
+  g_task_return_boolean (task, TRUE);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+box_dummy_plugin_run_async (BoxHypervisor *hypervisor, BoxVmOp vm_op, const BoxVmRequest *request,
+                            GCancellable *cancellable, GAsyncReadyCallback callback,
+                            gpointer user_data)
+{
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  g_autoptr(GSource) source = NULL;
+  g_autoptr(GError) error = NULL;
+  BoxDummyOp *op;
+  guint64 delay_ms = 0;
+
+  g_task_set_source_tag (task, box_dummy_plugin_run_async);
+  g_task_set_name (task, "box_dummy_plugin_run_async");
+
+  if (request == NULL || !box_dummy_id_is_valid (request->sandbox_id)) {
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INVALID, "bad sandbox ID \"%s\"",
+                             request != NULL && request->sandbox_id != NULL ?
+                             request->sandbox_id : "");
+    return;
+  }
+  if (!box_dummy_config_uint (self, "delay_ms", "0", BOX_DUMMY_DELAY_MS_MAX, &delay_ms, &error)) {
+    g_task_return_error (task, g_steal_pointer (&error));
+    return;
+  }
+
+  /* The request is only valid during this call. */
+  op = g_new0 (BoxDummyOp, 1);
+  op->op = vm_op;
+  op->sandbox_id = g_strdup (request->sandbox_id);
+  op->resources = request->resources;
+  op->checkpoint_id = g_strdup (request->checkpoint_id);
+  op->memory = request->memory;
+  op->from_sandbox_id = g_strdup (request->from_sandbox_id);
+  op->from_checkpoint_id = g_strdup (request->from_checkpoint_id);
+  g_task_set_task_data (task, op, (GDestroyNotify) box_dummy_op_free);
+
+  source = delay_ms > 0 ? g_timeout_source_new ((guint) delay_ms) : g_idle_source_new ();
+  g_task_attach_source (task, source, box_dummy_plugin_run_cb);
+}
+
+static gboolean
+box_dummy_plugin_run_finish (BoxHypervisor *hypervisor, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, hypervisor), FALSE);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == box_dummy_plugin_run_async,
+                        FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+/* ---- the rest of BoxHypervisor ---- */
+
+static const char *
+box_dummy_plugin_get_accel (BoxHypervisor *hypervisor)
+{
+  return "none";
+}
+
+static BoxTemplate *
+box_dummy_template_new (const char *name, guint cpus, guint memory_mib, guint disk_gib)
+{
+  BoxTemplate *tmpl = g_new0 (BoxTemplate, 1);
+
+  tmpl->name = g_strdup (name);
+  tmpl->image = g_strdup ("");
+  tmpl->resources.cpus = cpus;
+  tmpl->resources.memory_mib = memory_mib;
+  tmpl->resources.disk_gib = disk_gib;
+  return tmpl;
+}
+
+static GPtrArray *
+box_dummy_plugin_list_templates (BoxHypervisor *hypervisor)
+{
+  GPtrArray *templates = g_ptr_array_new_with_free_func ((GDestroyNotify) box_template_free);
+
+  g_ptr_array_add (templates, box_dummy_template_new ("base", 2, 2048, 20));
+  g_ptr_array_add (templates, box_dummy_template_new ("e2b", 2, 1024, 20));
+  return templates;
+}
+
+static gboolean
+box_dummy_plugin_check_room (BoxHypervisor *hypervisor, const BoxResources *resources,
+                             GError **error)
+{
+  g_return_val_if_fail (resources != NULL, FALSE);
+  return box_dummy_plugin_has_room (BOX_DUMMY_PLUGIN (hypervisor), resources, NULL, error);
+}
+
+static GIOStream *
+box_dummy_plugin_open_channel (BoxHypervisor *hypervisor, const char *sandbox_id, GError **error)
+{
+  g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                       "the dummy hypervisor runs no VM");
+  return NULL;
+}
+
+static BoxVmState
+box_dummy_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id, gint64 *snapshot_at)
+{
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
+  BoxDummyVm *vm = NULL;
+
+  if (box_dummy_id_is_valid (sandbox_id))
+    vm = box_dummy_plugin_lookup (self, sandbox_id);
+  if (snapshot_at != NULL)
+    *snapshot_at = vm != NULL ? vm->snapshot_at : 0;
+  return vm != NULL ? vm->state : BOX_VM_STATE_ABSENT;
+}
+
+gboolean
+box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
+{
+  BoxDummyVm *vm;
+  g_autoptr(GError) error = NULL;
+
+  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
+
+  vm = box_dummy_id_is_valid (sandbox_id) ? box_dummy_plugin_lookup (self, sandbox_id) : NULL;
+  if (vm == NULL)
+    return FALSE;
+  vm->state = BOX_VM_STATE_LOST;
+  if (!box_dummy_vm_save (self, vm, &error))
+    g_warning ("%s", error->message);
+  box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (self), sandbox_id);
+  return TRUE;
+}
+
+static void
+box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface)
+{
+  iface->get_accel = box_dummy_plugin_get_accel;
+  iface->list_templates = box_dummy_plugin_list_templates;
+  iface->check_room = box_dummy_plugin_check_room;
+  iface->run_async = box_dummy_plugin_run_async;
+  iface->run_finish = box_dummy_plugin_run_finish;
+  iface->open_channel = box_dummy_plugin_open_channel;
+  iface->query = box_dummy_plugin_query;
+}
+
+/* ---- BoxPlugin ---- */
+
+static gboolean
+box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **error)
+{
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (plugin);
+  guint64 value = 0;
+  gboolean fail = FALSE;
+
+  /* refuse a bad configuration now rather than at the first operation */
+  if (!box_dummy_config_uint (self, "delay_ms", "0", BOX_DUMMY_DELAY_MS_MAX, &value, error) ||
+      !box_dummy_config_uint (self, "max_cpus", BOX_DUMMY_MAX_CPUS_DEFAULT, G_MAXUINT32,
+                              &value, error) ||
+      !box_dummy_config_uint (self, "max_memory_mib", BOX_DUMMY_MAX_MEMORY_MIB_DEFAULT,
+                              G_MAXUINT32, &value, error) ||
+      !box_dummy_config_bool (self, "fail_create", &fail, error))
+    return FALSE;
+  box_dummy_plugin_ensure_loaded (self);
+  return TRUE;
+}
+
+static void
+box_dummy_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
+{
+  g_variant_builder_add (dict, "{sv}", "accel", g_variant_new_string ("none"));
+}
+
+static void
+box_dummy_plugin_finalize (GObject *object)
+{
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (object);
+
+  g_hash_table_unref (self->vms);
+  G_OBJECT_CLASS (box_dummy_plugin_parent_class)->finalize (object);
+}
+
+static void
+box_dummy_plugin_class_init (BoxDummyPluginClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  BoxPluginClass *plugin_class = BOX_PLUGIN_CLASS (klass);
+
+  object_class->finalize = box_dummy_plugin_finalize;
+  plugin_class->start = box_dummy_plugin_start;
+  plugin_class->add_status = box_dummy_plugin_add_status;
+}
+
+static void
+box_dummy_plugin_init (BoxDummyPlugin *self)
+{
+  self->vms = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                     (GDestroyNotify) box_dummy_vm_free);
+}
+
+BOX_PLUGIN_DEFINE ("dummy", "A hypervisor that runs no VM (a test double)",
+                   box_dummy_plugin_get_type)
