@@ -23,6 +23,7 @@ typedef struct {
   char           *sandbox_id;   /* NULL: every sandbox of the project */
   gulong          event_id;
   gulong          finished_id;
+  gulong          disconnected_id;
   guint           keepalive_id;
 } BoxHttpEventStream;
 
@@ -32,6 +33,7 @@ stream_free (BoxHttpEventStream *stream)
   box_http_server_remove_stream (stream->req->server, stream);
   g_clear_signal_handler (&stream->event_id, stream->req->engine);
   g_clear_signal_handler (&stream->finished_id, stream->req->msg);
+  g_clear_signal_handler (&stream->disconnected_id, stream->req->msg);
   g_clear_handle_id (&stream->keepalive_id, g_source_remove);
   g_free (stream->project);
   g_free (stream->sandbox_id);
@@ -76,7 +78,8 @@ on_keepalive (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-/* The client went away, or the answer was completed. */
+/* The client went away, or the answer was completed ("finished" or
+ * "disconnected", whichever comes first). */
 static void
 on_finished (SoupServerMessage *msg, gpointer user_data)
 {
@@ -133,6 +136,8 @@ box_http_events (BoxHttpRequest *req)
   stream->sandbox_id = g_steal_pointer (&sandbox_id);
   stream->event_id = g_signal_connect (req->engine, "event", G_CALLBACK (on_engine_event), stream);
   stream->finished_id = g_signal_connect (req->msg, "finished", G_CALLBACK (on_finished), stream);
+  stream->disconnected_id = g_signal_connect (req->msg, "disconnected",
+                                              G_CALLBACK (on_finished), stream);
   stream->keepalive_id = g_timeout_add_seconds (KEEPALIVE_INTERVAL_S, on_keepalive, stream);
   box_http_server_add_stream (req->server, stream, stream_close);
 }

@@ -40,6 +40,7 @@ box_http_request_unref (BoxHttpRequest *req)
   if (req->finished_id != 0) {
     /* attached: the reference is ours */
     g_signal_handler_disconnect (req->msg, req->finished_id);
+    g_signal_handler_disconnect (req->msg, req->disconnected_id);
     g_object_unref (req->msg);
   }
   if (req->kept_free != NULL)
@@ -67,6 +68,8 @@ box_http_request_attach (BoxHttpRequest *req)
   g_object_ref (req->msg);
   req->finished_id = g_signal_connect (req->msg, "finished",
                                        G_CALLBACK (on_message_finished), req);
+  req->disconnected_id = g_signal_connect (req->msg, "disconnected",
+                                           G_CALLBACK (on_message_finished), req);
 }
 
 BoxHttpRequest *

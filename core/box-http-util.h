@@ -57,6 +57,7 @@ struct _BoxHttpRequest {
   gboolean            paused;
   gboolean            finished;     /* the message is done (answered or the client left) */
   gulong              finished_id;
+  gulong              disconnected_id;
   gpointer            kept;         /* see box_http_request_keep() */
   GDestroyNotify      kept_free;
 };
