@@ -485,9 +485,13 @@ box_dbus_daemon_start (BoxDBusDaemon *self, GBusType bus_type, GDBusConnection *
   }
   self->skeleton = g_steal_pointer (&skeleton);
 
-  self->owner_id = g_bus_own_name_on_connection (self->connection, BOX_DBUS_NAME,
-                                                 G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE,
-                                                 name_acquired_cb, name_lost_cb, NULL, NULL);
+  /* A peer-to-peer connection (no unique name) has no bus to own a name on:
+   * the peer talks to the object directly. */
+  if (g_dbus_connection_get_unique_name (self->connection) != NULL) {
+    self->owner_id = g_bus_own_name_on_connection (self->connection, BOX_DBUS_NAME,
+                                                   G_BUS_NAME_OWNER_FLAGS_DO_NOT_QUEUE,
+                                                   name_acquired_cb, name_lost_cb, NULL, NULL);
+  }
   return TRUE;
 }
 
