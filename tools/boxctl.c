@@ -193,6 +193,13 @@ or_none (const char *value)
 
 /* ---- commands ---------------------------------------------------------- */
 
+/* for g_ptr_array_sort(), which passes pointers to the elements */
+static gint
+compare_strings (gconstpointer a, gconstpointer b)
+{
+  return g_strcmp0 (*(const char *const *) a, *(const char *const *) b);
+}
+
 static JsonNode *
 status_to_json (GVariant *status)
 {
@@ -295,7 +302,7 @@ cmd_status (BoxCtl *ctl, char **args, GError **error)
     g_variant_unref (value);
   }
   if (extra->len > 0) {
-    g_ptr_array_sort (extra, (GCompareFunc) g_strcmp0);
+    g_ptr_array_sort (extra, compare_strings);
     g_print ("\n%s\n", _("Plugin status:"));
     for (guint i = 0; i < extra->len; i++)
       g_print ("  %s\n", (const char *) g_ptr_array_index (extra, i));

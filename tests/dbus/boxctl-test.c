@@ -3,7 +3,8 @@
  * A GTestDBus session bus; boxd runs as a subprocess with --session-bus,
  * the dummy hypervisor and the build tree's plugins; each test runs
  * `boxctl --session ...` and checks its output and exit status (0 ok,
- * 1 daemon error, 2 usage, 3 boxd unreachable).
+ * 1 daemon error, 2 usage, 3 boxd unreachable).  The one sandbox is made
+ * over boxd's HTTP API with a key boxctl created.
  */
 #include "config.h"
 
@@ -19,6 +20,7 @@ static GTestDBus   *test_bus;
 static GSubprocess *boxd;
 static char        *data_dir;
 static char        *boxctl_path;
+static guint16      http_port;
 
 typedef struct {
   int   status;
@@ -151,6 +153,62 @@ test_unreachable (void)
 
 /* ---- against boxd ------------------------------------------------------ */
 
+/* A port nobody listens on right now, for boxd's HTTP API. */
+static guint16
+pick_free_port (void)
+{
+  g_autoptr(GSocket) socket = NULL;
+  g_autoptr(GInetAddress) loopback = g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4);
+  g_autoptr(GSocketAddress) any = g_inet_socket_address_new (loopback, 0);
+  g_autoptr(GSocketAddress) bound = NULL;
+  g_autoptr(GError) error = NULL;
+
+  socket = g_socket_new (G_SOCKET_FAMILY_IPV4, G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, &error);
+  g_assert_no_error (error);
+  g_socket_bind (socket, any, FALSE, &error);
+  g_assert_no_error (error);
+  bound = g_socket_get_local_address (socket, &error);
+  g_assert_no_error (error);
+  return g_inet_socket_address_get_port (G_INET_SOCKET_ADDRESS (bound));
+}
+
+/* A plain HTTP/1.1 POST to boxd; returns the status code. */
+static guint
+http_post (const char *path, const char *bearer, const char *body)
+{
+  g_autoptr(GSocketClient) client = g_socket_client_new ();
+  g_autoptr(GSocketConnection) connection = NULL;
+  g_autoptr(GString) reply = g_string_new (NULL);
+  g_autofree char *request = NULL;
+  g_autoptr(GError) error = NULL;
+  char buffer[4096];
+  gssize n;
+  guint status = 0;
+
+  connection = g_socket_client_connect_to_host (client, "127.0.0.1", http_port, NULL, &error);
+  g_assert_no_error (error);
+  request = g_strdup_printf ("POST %s HTTP/1.1\r\n"
+                             "Host: 127.0.0.1:%u\r\n"
+                             "Authorization: Bearer %s\r\n"
+                             "Content-Type: application/json\r\n"
+                             "Content-Length: %" G_GSIZE_FORMAT "\r\n"
+                             "Connection: close\r\n"
+                             "\r\n"
+                             "%s",
+                             path, http_port, bearer, strlen (body), body);
+  g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (connection)),
+                             request, strlen (request), NULL, NULL, &error);
+  g_assert_no_error (error);
+  while ((n = g_input_stream_read (g_io_stream_get_input_stream (G_IO_STREAM (connection)),
+                                   buffer, sizeof buffer, NULL, &error)) > 0)
+    g_string_append_len (reply, buffer, n);
+  g_assert_no_error (error);
+  g_test_message ("POST %s -> %s", path, reply->str);
+  g_assert_true (g_str_has_prefix (reply->str, "HTTP/1.1 "));
+  status = (guint) g_ascii_strtoull (reply->str + strlen ("HTTP/1.1 "), NULL, 10);
+  return status;
+}
+
 static gboolean boxd_exited;
 
 static void
@@ -175,6 +233,7 @@ start_boxd (void)
   const char *plugin_dir = g_getenv ("BOX_PLUGIN_DIR");
   g_autoptr(GError) error = NULL;
   gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+  g_autofree char *listen = NULL;
 
   if (plugin_dir == NULL)
     plugin_dir = BOX_BUILD_PLUGINDIR;
@@ -182,9 +241,11 @@ start_boxd (void)
   g_subprocess_launcher_take_stdout_fd (launcher, dup (STDERR_FILENO));
   g_subprocess_launcher_setenv (launcher, "BOX_ADMIN_TOKEN", "boxctl-test-admin-token-0123", TRUE);
   g_subprocess_launcher_set_child_setup (launcher, die_with_parent, NULL, NULL);
+  http_port = pick_free_port ();
+  listen = g_strdup_printf ("127.0.0.1:%u", http_port);
   boxd = g_subprocess_launcher_spawn (launcher, &error, boxd_path,
                                       "--data-dir", data_dir,
-                                      "--listen", "127.0.0.1:0",
+                                      "--listen", listen,
                                       "--session-bus",
                                       "--hypervisor", "dummy",
                                       "--plugin-dir", plugin_dir,
@@ -413,24 +474,83 @@ test_keys (void)
   g_assert_cmpint (cleanup.status, ==, 0);
 }
 
+static JsonObject *
+find_sandbox (JsonNode *root, const char *name)
+{
+  JsonArray *sandboxes = json_object_get_array_member (json_node_get_object (root), "sandboxes");
+
+  for (guint i = 0; i < json_array_get_length (sandboxes); i++) {
+    JsonObject *sandbox = json_array_get_object_element (sandboxes, i);
+
+    if (g_strcmp0 (json_object_get_string_member (sandbox, "name"), name) == 0)
+      return sandbox;
+  }
+  return NULL;
+}
+
 static void
 test_sandboxes (void)
 {
+  g_auto(BoxctlRun) none = { 0 };
+  g_auto(BoxctlRun) none_json = { 0 };
+  g_auto(BoxctlRun) project = { 0 };
+  g_auto(BoxctlRun) key = { 0 };
   g_auto(BoxctlRun) table = { 0 };
   g_auto(BoxctlRun) json = { 0 };
+  g_auto(BoxctlRun) del = { 0 };
+  g_auto(BoxctlRun) after = { 0 };
+  g_autoptr(JsonNode) none_root = NULL;
   g_autoptr(JsonNode) root = NULL;
-  JsonArray *sandboxes;
+  g_autoptr(JsonNode) after_root = NULL;
+  g_autoptr(JsonNode) key_root = NULL;
+  JsonObject *sandbox;
+  const char *secret;
+
+  boxctl (&none, "--session", "sandboxes", NULL);
+  g_assert_cmpint (none.status, ==, 0);
+  g_assert_nonnull (strstr (none.out, "No sandboxes"));
+  boxctl (&none_json, "--session", "--json", "sandboxes", NULL);
+  g_assert_cmpint (none_json.status, ==, 0);
+  none_root = parse_json (none_json.out);
+  g_assert_cmpuint (json_array_get_length (json_object_get_array_member (
+                      json_node_get_object (none_root), "sandboxes")), ==, 0);
+
+  /* a sandbox made the way a user makes one: a key from boxctl, then the API */
+  boxctl (&project, "--session", "project-create", "boxes", NULL);
+  g_assert_cmpint (project.status, ==, 0);
+  boxctl (&key, "--session", "--json", "key-create", "boxes", "maker", NULL);
+  g_assert_cmpint (key.status, ==, 0);
+  key_root = parse_json (key.out);
+  secret = json_object_get_string_member (json_node_get_object (key_root), "secret");
+  g_assert_true (g_regex_match_simple ("^box_[a-z2-7]{32}$", secret, 0, 0));
+  g_assert_cmpuint (http_post ("/v1/sandboxes", secret, "{\"name\": \"web\"}"), ==, 201);
 
   boxctl (&table, "--session", "sandboxes", NULL);
   g_assert_cmpint (table.status, ==, 0);
-  g_assert_nonnull (strstr (table.out, "No sandboxes"));
+  g_assert_nonnull (strstr (table.out, "STATE"));
+  g_assert_nonnull (strstr (table.out, "web"));
+  g_assert_nonnull (strstr (table.out, "boxes"));
+  g_assert_nonnull (strstr (table.out, "sb-"));
 
   boxctl (&json, "--session", "--json", "sandboxes", NULL);
   g_assert_cmpint (json.status, ==, 0);
   root = parse_json (json.out);
-  sandboxes = json_object_get_array_member (json_node_get_object (root), "sandboxes");
-  g_assert_nonnull (sandboxes);
-  g_assert_cmpuint (json_array_get_length (sandboxes), ==, 0);
+  sandbox = find_sandbox (root, "web");
+  g_assert_nonnull (sandbox);
+  g_assert_cmpstr (json_object_get_string_member (sandbox, "project"), ==, "boxes");
+  g_assert_cmpstr (json_object_get_string_member (sandbox, "template"), ==, "base");
+  g_assert_true (g_str_has_prefix (json_object_get_string_member (sandbox, "id"), "sb-"));
+  g_assert_cmpint (json_object_get_int_member (sandbox, "cpus"), >, 0);
+  g_assert_cmpint (json_object_get_int_member (sandbox, "memory_mib"), >, 0);
+  g_assert_true (json_object_has_member (sandbox, "state"));
+
+  /* the project goes, and its sandbox with it */
+  boxctl (&del, "--session", "project-delete", "boxes", NULL);
+  g_assert_cmpint (del.status, ==, 0);
+  boxctl (&after, "--session", "--json", "sandboxes", NULL);
+  g_assert_cmpint (after.status, ==, 0);
+  after_root = parse_json (after.out);
+  g_assert_null (find_sandbox (after_root, "web"));
 }
 
 /* ---- set-up ------------------------------------------------------------ */
