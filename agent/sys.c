@@ -102,6 +102,7 @@ ba_init_stage1 (int argc, char **argv)
   try_mount ("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
   try_mount ("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
   t0 = ba_now_ms ();
+  ba_log ("stage1: started");
   load_modules ("/lib/box/modules");
   root = ba_cmdline_get ("root");
   if (root == NULL)
