@@ -172,11 +172,19 @@ gboolean
 box_time_parse (const char *str, gint64 *usec_out)
 {
   g_autoptr(GDateTime) dt = NULL;
+  g_autofree char *copy = NULL;
+  gsize len;
 
   if (str == NULL || !is_rfc3339 (str))
     return FALSE;
+  /* GLib wants 'T' and 'Z' where RFC 3339 also allows 't', ' ' and 'z' */
+  copy = g_strdup (str);
+  len = strlen (copy);
+  copy[10] = 'T';
+  if (copy[len - 1] == 'z')
+    copy[len - 1] = 'Z';
   /* a NULL default zone makes a value without an offset fail */
-  dt = g_date_time_new_from_iso8601 (str, NULL);
+  dt = g_date_time_new_from_iso8601 (copy, NULL);
   if (dt == NULL)
     return FALSE;
   if (usec_out != NULL)
