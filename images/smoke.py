@@ -34,7 +34,7 @@ def qemu_cmd(img, disk, sock, accel, mem=1024):
             "-device", "virtio-serial-pci",
             "-chardev", "socket,id=agent,path=%s,server=on,wait=off" % sock,
             "-device", "virtserialport,chardev=agent,name=org.box.agent.0",
-            "-nic", "none"]
+            "-nic", "user,model=virtio-net-pci,mac=52:54:00:12:34:56"]
 
 
 def timed(fn, n=20):
@@ -120,6 +120,12 @@ def main():
         check("rootfs grown to the disk", size > 2.5 * (1 << 30), "%d bytes" % size)
         r = a.exec_run(["grep", "-cE", "^tmpfs (/tmp|/run|/dev/shm) tmpfs ", "/proc/mounts"])
         check("/tmp, /run and /dev/shm are tmpfs", r["stdout"] == b"3\n", repr(r["stdout"]))
+        a.request("configure-network", address="10.0.2.15/24", gateway="10.0.2.2", dns=["10.0.2.3"],
+                  mac="52:54:00:ab:cd:ef", hostname="smoke")
+        r = a.exec_run(["sh", "-c", "ip -4 -o addr show eth0; ip route; ip -o link show eth0; cat /etc/resolv.conf"])
+        out = r["stdout"].decode()
+        check("configure-network", "10.0.2.15/24" in out and "default via 10.0.2.2" in out
+              and "52:54:00:ab:cd:ef" in out and "nameserver 10.0.2.3" in out, out.replace("\n", " | "))
         a.request("set-time", unix_ns=time.time_ns())
         r = a.exec_run(["date", "+%s"])
         check("set-time", abs(int(r["stdout"]) - time.time()) < 5, r["stdout"].decode().strip())
