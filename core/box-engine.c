@@ -229,6 +229,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     { "hypervisor", NULL },
     { "broker", self->config->broker },
   };
+  const char *hypervisor_name;
   guint i;
 
   g_return_val_if_fail (!self->started, FALSE);
@@ -239,7 +240,8 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
   self->loader = box_plugin_loader_new ();
   if (!box_plugin_loader_load_dir (self->loader, self->config->plugin_dir, error))
     return FALSE;
-  wanted[3].name = choose_hypervisor (self);
+  hypervisor_name = choose_hypervisor (self);
+  wanted[3].name = hypervisor_name;
 
   for (i = 0; i < G_N_ELEMENTS (wanted); i++) {
     GObject *instance;
@@ -283,7 +285,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     g_info ("plugin %s started", box_plugin_get_name (plugin));
   }
   self->started = TRUE;
-  g_message ("hypervisor: %s (accel %s)", choose_hypervisor (self),
+  g_message ("hypervisor: %s (accel %s)", hypervisor_name,
              box_hypervisor_get_accel (self->hypervisor));
 
   if (self->config->secret_key) {
