@@ -70,7 +70,7 @@ box_example_plugin_stop (BoxPlugin *plugin)
   g_debug ("example auth plugin stopped");
 }
 
-/* add_status() adds to what `boxctl status` (the D-Bus Status) shows. */
+/* add_status() adds to what the D-Bus GetStatus method (`boxctl status`) shows. */
 static void
 box_example_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
 {

@@ -149,7 +149,11 @@ box_keys_plugin_create_key (BoxAuth *auth, const char *project, const char *name
     return NULL;
 
   secret = box_generate_key_secret ();
-  g_assert (box_keys_is_key_shaped (secret));
+  if (!box_keys_is_key_shaped (secret)) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                         "the key generator made a malformed key");
+    return NULL;
+  }
   key = g_new0 (BoxKey, 1);
   key->id = box_generate_key_id ();
   key->name = g_strdup (name);
