@@ -25,6 +25,30 @@ def check(name, cond, detail=""):
         failures.append(name)
 
 
+def qmp(path, *cmds):
+    import json as _j
+    import socket as _s
+    c = _s.socket(_s.AF_UNIX)
+    c.connect(path)
+    f = c.makefile("rw")
+    f.readline()
+    out = []
+    for cmd in ("qmp_capabilities",) + cmds:
+        name, _, arg = cmd.partition(" ")
+        msg = {"execute": name}
+        if arg:
+            msg["arguments"] = _j.loads(arg)
+        f.write(_j.dumps(msg) + "\n")
+        f.flush()
+        while True:
+            r = _j.loads(f.readline())
+            if "return" in r or "error" in r:
+                out.append(r)
+                break
+    c.close()
+    return out
+
+
 def qemu_cmd(img, disk, sock, accel, mem=1024):
     return ["qemu-system-x86_64", "-accel", accel, "-machine", "q35", "-cpu", "max" if accel == "tcg" else "host",
             "-m", str(mem), "-smp", "2", "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
@@ -62,7 +86,8 @@ def main():
     subprocess.run(["truncate", "-s", "3G", disk], check=True)
     log = open(os.path.join(work, "console.log"), "wb")
     t0 = time.monotonic()
-    vm = subprocess.Popen(qemu_cmd(args.image, disk, sock, args.accel), stdin=subprocess.DEVNULL,
+    vm = subprocess.Popen(qemu_cmd(args.image, disk, sock, args.accel) +
+                          ["-qmp", "unix:%s,server=on,wait=off" % os.path.join(work, "qmp.sock")], stdin=subprocess.DEVNULL,
                           stdout=log, stderr=subprocess.STDOUT)
     try:
         a = boxagent.connect_unix(sock, timeout=30)
@@ -158,6 +183,7 @@ def main():
         a.hello()
         check("reconnect + hello", a.request("ping")["ok"], "%.0f ms" % ((time.monotonic() - t) * 1000))
 
+        a.exec_run(["sh", "-c", "echo before snapshot > /tmp/marker"])
         ping = timed(lambda: a.request("ping"))
         true = timed(lambda: a.exec_run(["true"]))
         static = timed(lambda: a.exec_run(["/usr/lib/box/box-agent", "--version"]))
@@ -167,6 +193,38 @@ def main():
         print("  exec true           p50 %7.2f ms  p95 %7.2f ms" % true)
         print("  exec static binary  p50 %7.2f ms  p95 %7.2f ms" % static)
         print("  16 MiB output            %7.0f ms" % (big_s * 1000))
+        # memory snapshot (migration to a file) and restore into a new QEMU
+        qs = os.path.join(work, "qmp.sock")
+        state = os.path.join(work, "state.bin")
+        qmp(qs, "stop", 'migrate {"uri": "exec:cat > %s"}' % state)
+        for _ in range(600):
+            st = qmp(qs, "query-migrate")[-1]["return"].get("status")
+            if st in ("completed", "failed"):
+                break
+            time.sleep(0.05)
+        check("snapshot saved", st == "completed", st)
+        vm.kill()
+        vm.wait()
+        a.sock.close()
+        t = time.monotonic()
+        vm = subprocess.Popen(qemu_cmd(args.image, disk, sock, args.accel) +
+                              ["-qmp", "unix:%s,server=on,wait=off" % qs, "-incoming", "exec:cat %s" % state],
+                              stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+        a = boxagent.connect_unix(sock, timeout=30)
+        for _ in range(600):
+            try:
+                st = qmp(qs, "query-status")[-1]["return"]["status"]
+            except OSError:
+                st = "starting"
+            if st not in ("inmigrate", "starting"):
+                break
+            time.sleep(0.02)
+        if st != "running":
+            qmp(qs, "cont")
+        a.hello()
+        r = a.exec_run(["cat", "/tmp/marker"])
+        check("agent carries on after restore", r["stdout"] == b"before snapshot\n", repr(r["stdout"]))
+        print("  restore + hello + exec   %7.0f ms (full migration stream)" % ((time.monotonic() - t) * 1000))
         a.request("poweroff")
     finally:
         try:
