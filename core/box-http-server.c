@@ -21,6 +21,7 @@ struct _BoxHttpServer {
   SoupServer *soup;
   GHashTable *streams;      /* stream -> BoxHttpStreamClose */
   gboolean    shut_down;
+  gboolean    close_connections;
 };
 
 G_DEFINE_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
@@ -199,6 +200,25 @@ on_request_chunk (SoupServerMessage *msg, GBytes *chunk, gpointer user_data)
     req->body_too_large = TRUE;
 }
 
+/* libsoup before 3.3 never notices that a client closed an idle
+ * keep-alive connection: the socket stays in CLOSE_WAIT until the server
+ * is freed (upstream fixed it with the connection rework of 3.3.0), so a
+ * long-running boxd would run out of descriptors.  With such a libsoup,
+ * every answer closes its connection. */
+static gboolean
+libsoup_leaks_idle_connections (void)
+{
+  return soup_get_major_version () == 3 && soup_get_minor_version () < 3;
+}
+
+static void
+maybe_close_connection (BoxHttpServer *self, SoupServerMessage *msg)
+{
+  if (self->close_connections)
+    soup_message_headers_replace (soup_server_message_get_response_headers (msg),
+                                  "Connection", "close");
+}
+
 /* Routing, authentication and the query, before the body is read. */
 static void
 early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
@@ -215,6 +235,7 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
   GPtrArray *query_params;
   BoxHttpAuth auth;
 
+  maybe_close_connection (self, msg);
   if (segments == NULL) {
     soup_message_body_set_accumulate (body, FALSE);
     box_http_reply_error_literal (msg, BOX_ERROR_INVALID, "malformed escape in the path");
@@ -281,6 +302,8 @@ handler (SoupServer *server, SoupServerMessage *msg, const char *path,
 {
   g_autoptr(BoxHttpRequest) req = g_object_steal_data (G_OBJECT (msg), REQUEST_KEY);
 
+  /* again: a "100 Continue" in between clears the response headers */
+  maybe_close_connection (BOX_HTTP_SERVER (user_data), msg);
   if (req == NULL) {
     /* the early handler always leaves one when it does not answer */
     box_http_reply_error_literal (msg, BOX_ERROR_INTERNAL, "request was not routed");
@@ -448,4 +471,5 @@ static void
 box_http_server_init (BoxHttpServer *self)
 {
   self->streams = g_hash_table_new (NULL, NULL);
+  self->close_connections = libsoup_leaks_idle_connections ();
 }
