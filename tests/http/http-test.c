@@ -573,6 +573,80 @@ test_secrets (void)
   assert_error (gone, 404, "not_found", NULL);
 }
 
+/* ---- engine-driven errors and clients that leave ----------------------- */
+
+static void
+set_dummy (const char *key, const char *value)
+{
+  GKeyFile *keyfile = box_engine_get_config (engine)->keyfile;
+
+  if (value != NULL)
+    g_key_file_set_string (keyfile, "plugin.dummy", key, value);
+  else
+    g_key_file_remove_key (keyfile, "plugin.dummy", key, NULL);
+}
+
+static void
+test_capacity (void)
+{
+  g_autoptr(Reply) full = NULL;
+
+  set_dummy ("max_cpus", "1");
+  full = call ("POST", "/v1/sandboxes", key_alpha, "{\"name\": \"too-big\"}");
+  set_dummy ("max_cpus", NULL);
+  assert_error (full, 503, "capacity", NULL);
+  g_assert_cmpstr (soup_message_headers_get_one (full->headers, "Retry-After"), ==, "5");
+}
+
+static void
+left_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = soup_session_send_and_read_finish (SOUP_SESSION (source), result,
+                                                               &error);
+  gboolean *done = user_data;
+
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  *done = TRUE;
+}
+
+static gboolean
+cancel_cb (gpointer user_data)
+{
+  g_cancellable_cancel (user_data);
+  return G_SOURCE_REMOVE;
+}
+
+/* The client leaves while the engine works: the answer goes nowhere, and
+ * the engine's work is not undone. */
+static void
+test_client_leaves (void)
+{
+  g_autoptr(SoupMessage) msg = new_message ("POST", "/v1/sandboxes", key_alpha);
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr(GBytes) body = g_bytes_new_static ("{\"name\": \"left\"}", 16);
+  g_autoptr(Reply) created = NULL;
+  g_autoptr(Reply) deleted = NULL;
+  gboolean done = FALSE;
+  gboolean slept = FALSE;
+
+  set_dummy ("delay_ms", "500");
+  soup_message_set_request_body_from_bytes (msg, "application/json", body);
+  soup_session_send_and_read_async (session, msg, G_PRIORITY_DEFAULT, cancellable, left_cb, &done);
+  g_timeout_add (100, cancel_cb, cancellable);
+  g_assert_true (iterate_until (&done));
+  /* the engine finishes the create meanwhile */
+  g_timeout_add (1200, timeout_cb, &slept);
+  g_assert_true (iterate_until (&slept));
+  set_dummy ("delay_ms", NULL);
+
+  created = call ("GET", "/v1/sandboxes/left", key_alpha, NULL);
+  g_assert_cmpuint (created->status, ==, 200);
+  g_assert_cmpstr (json_object_get_string_member (reply_object (created), "state"), ==, "running");
+  deleted = call ("DELETE", "/v1/sandboxes/left", key_alpha, NULL);
+  g_assert_cmpuint (deleted->status, ==, 204);
+}
+
 /* ---- events ------------------------------------------------------------ */
 
 typedef struct {
@@ -903,6 +977,8 @@ main (int argc, char **argv)
   g_test_add_func ("/http/sandboxes", test_sandboxes);
   g_test_add_func ("/http/catalogue", test_catalogue);
   g_test_add_func ("/http/secrets", test_secrets);
+  g_test_add_func ("/http/capacity", test_capacity);
+  g_test_add_func ("/http/client-leaves", test_client_leaves);
   g_test_add_func ("/http/events", test_events);
   g_test_add_func ("/http/events-one-sandbox", test_events_one_sandbox);
   /* last: it shuts the server down */
