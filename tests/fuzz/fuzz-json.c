@@ -75,6 +75,14 @@ decode (JsonNode *node)
 
   if (create != NULL)
     exercise_records (create);
+  if (update != NULL)
+    g_assert (!update->has_deadline || update->deadline_set);
+  if (put != NULL) {
+    g_autofree char *placeholder = box_secret_placeholder ("NAME", put->placeholder_prefix);
+
+    g_assert (put->value != NULL && put->hosts != NULL && put->hosts[0] != NULL);
+    g_assert (g_str_has_suffix (placeholder, "__box_name__"));
+  }
   box_project_create_from_json (node, &name, &domains, NULL);
   box_project_create_from_json (node, NULL, &patch_domains, NULL);
   box_key_create_from_json (node, &key_name, NULL);
@@ -82,6 +90,8 @@ decode (JsonNode *node)
   if (network != NULL && JSON_NODE_HOLDS_OBJECT (network)) {
     g_autoptr(GPtrArray) rules =
       box_rules_from_json (json_object_get_member (json_node_get_object (network), "egress"), NULL);
+
+    g_assert (rules == NULL || box_validate_rules (rules, 0, NULL) || rules->len > BOX_EGRESS_RULES_MAX);
   }
   {
     g_autoptr(GPtrArray) rules = box_rules_from_json (node, NULL);
@@ -118,6 +128,16 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       g_autofree char *again = box_sandbox_to_storage_json (sb);
 
       g_assert (api != NULL && again != NULL);
+    }
+    if (project != NULL) {
+      g_autoptr(JsonNode) api = box_project_to_api_json (project);
+
+      g_assert (api != NULL);
+    }
+    if (checkpoint != NULL) {
+      g_autoptr(JsonNode) api = box_checkpoint_to_api_json (checkpoint);
+
+      g_assert (api != NULL);
     }
     if (secret != NULL) {
       g_autoptr(JsonNode) api = box_secret_to_api_json (secret);

@@ -190,6 +190,7 @@ test_refuses_open_file (Fixture *f, gconstpointer data)
   const guint modes[] = { 0640, 0604, 0660, 0644, 0610 };
   guint i;
 
+  g_assert_nonnull (key);
   for (i = 0; i < G_N_ELEMENTS (modes); i++) {
     g_autoptr(GError) error = NULL;
     g_autoptr(BoxSecretKey) refused = NULL;
