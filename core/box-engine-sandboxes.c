@@ -44,7 +44,7 @@ typedef struct {
   gboolean          force;       /* delete even when protected */
   BoxSandboxUpdate *update;
   BoxSandboxState   from;        /* the state before a transition */
-  BoxNetAttachment *net;
+  GPtrArray        *egress;     /* expanded rules for the VM request */
 } Op;
 
 static void
@@ -54,7 +54,7 @@ op_free (Op *op)
   g_free (op->id);
   g_clear_pointer (&op->sandbox, box_sandbox_free);
   g_clear_pointer (&op->update, box_sandbox_update_free);
-  g_clear_pointer (&op->net, box_net_attachment_free);
+  g_clear_pointer (&op->egress, g_ptr_array_unref);
   g_free (op);
 }
 
@@ -169,17 +169,24 @@ emit (BoxEngine *self, const char *type, const BoxSandbox *sandbox, const char *
   box_engine_emit (self, type, sandbox, detail);
 }
 
+static GPtrArray *expand_rules (BoxEngine *self, GPtrArray *egress);
+
+/* @op keeps the expanded rules alive while the request is in use. */
 static void
-fill_vm_request (BoxVmRequest *request, const BoxSandbox *sandbox, const BoxNetAttachment *net)
+fill_vm_request (BoxEngine *self, BoxVmRequest *request, Op *op)
 {
+  const BoxSandbox *sandbox = op->sandbox;
+
   memset (request, 0, sizeof (*request));
+  if (op->egress == NULL)
+    op->egress = expand_rules (self, sandbox->egress);
   request->sandbox_id = sandbox->id;
   request->hostname = sandbox->name;
   request->template_name = sandbox->template_name;
   request->image = sandbox->image;
   request->resources = sandbox->resources;
   request->env = sandbox->env;
-  request->net = net;
+  request->egress = op->egress;
 }
 
 /* Writes @sandbox (updated_at moved) and refreshes the runtime. */
@@ -245,31 +252,6 @@ expand_rules (BoxEngine *self, GPtrArray *egress)
     }
   }
   return rules;
-}
-
-/* Sets up the sandbox's network before it runs; NULL net without a plugin. */
-static gboolean
-attach_network (BoxEngine *self, Op *op, GError **error)
-{
-  g_autoptr(GPtrArray) rules = NULL;
-
-  if (self->network == NULL)
-    return TRUE;
-  g_clear_pointer (&op->net, box_net_attachment_free);
-  op->net = box_network_attach (self->network, op->sandbox->id, error);
-  if (op->net == NULL)
-    return FALSE;
-  rules = expand_rules (self, op->sandbox->egress);
-  return box_network_set_egress (self->network, op->sandbox->id, rules, error);
-}
-
-static void
-detach_network (BoxEngine *self, const char *id)
-{
-  g_autoptr(GError) error = NULL;
-
-  if (self->network != NULL && !box_network_detach (self->network, id, &error))
-    g_warning ("sandbox %s: cannot detach its network: %s", id, error->message);
 }
 
 /* ---- operations: common flow ------------------------------------------- */
@@ -340,9 +322,8 @@ create_failed (BoxEngine *self, GTask *task, GError *error)
   if (is_create_refusal (error)) {
     BoxVmRequest request;
 
-    fill_vm_request (&request, sandbox, NULL);
+    fill_vm_request (self, &request, op);
     box_hypervisor_run_async (self->hypervisor, BOX_VM_OP_DESTROY, &request, NULL, NULL, NULL);
-    detach_network (self, sandbox->id);
     if (!box_storage_sandbox_delete (self->storage, sandbox->project, sandbox->id, &local_error))
       g_warning ("sandbox %s: cannot delete the failed create: %s", sandbox->id,
                  local_error->message);
@@ -561,12 +542,11 @@ box_engine_create_sandbox_async (BoxEngine *self, const char *project,
   runtime_get (self, op->id)->base.busy = TRUE;   /* nobody can know it yet */
   emit (self, "sandbox.created", op->sandbox, NULL, NULL);
 
-  if (!box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error) ||
-      !attach_network (self, op, &error)) {
+  if (!box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
     create_failed (self, task, error);
     return;
   }
-  fill_vm_request (&vm, op->sandbox, op->net);
+  fill_vm_request (self, &vm, op);
   if (op->sandbox->fork_source != NULL) {
     g_auto(GStrv) parts = g_strsplit (op->sandbox->fork_source, "/", 2);
     vm.from_sandbox_id = parts[0];
@@ -669,7 +649,6 @@ state_done (GObject *source, GAsyncResult *result, gpointer user_data)
     sandbox->state = BOX_SANDBOX_STATE_STOPPED;
     sandbox->snapshot_at = 0;
     type = "sandbox.stopped";
-    detach_network (self, sandbox->id);
     break;
   case BOX_STATE_REQUEST_WAKE:
   default:
@@ -755,13 +734,12 @@ run_state (BoxEngine *self, GTask *task)
     return;
   }
   if ((vm_op == BOX_VM_OP_RESUME || vm_op == BOX_VM_OP_BOOT) &&
-      (!box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error) ||
-       !attach_network (self, op, &error))) {
+      !box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
     op_finish_error (self, task, error);
     return;
   }
   op->from = op->sandbox->state;
-  fill_vm_request (&vm, op->sandbox, op->net);
+  fill_vm_request (self, &vm, op);
   box_hypervisor_run_async (self->hypervisor, vm_op, &vm, NULL, state_done, task);
 }
 
@@ -891,7 +869,6 @@ delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
     op_finish_error (self, task, error);
     return;
   }
-  detach_network (self, op->id);
   if (!box_storage_sandbox_delete (self->storage, op->sandbox->project, op->id, &error)) {
     op_finish_error (self, task, error);
     return;
@@ -914,7 +891,7 @@ run_delete (BoxEngine *self, GTask *task)
                                   op->sandbox->name));
     return;
   }
-  fill_vm_request (&vm, op->sandbox, NULL);
+  fill_vm_request (self, &vm, op);
   box_hypervisor_run_async (self->hypervisor, BOX_VM_OP_DESTROY, &vm, NULL, delete_done, task);
 }
 

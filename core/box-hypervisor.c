@@ -79,19 +79,19 @@ box_hypervisor_run_finish (BoxHypervisor *self, GAsyncResult *result, GError **e
   return iface->run_finish (self, result, error);
 }
 
-GIOStream *
-box_hypervisor_open_channel (BoxHypervisor *self, const char *sandbox_id, GError **error)
+BoxAgentClient *
+box_hypervisor_get_agent (BoxHypervisor *self, const char *sandbox_id, GError **error)
 {
   BoxHypervisorInterface *iface;
 
   g_return_val_if_fail (BOX_IS_HYPERVISOR (self), NULL);
   iface = BOX_HYPERVISOR_GET_IFACE (self);
-  if (iface->open_channel == NULL) {
+  if (iface->get_agent == NULL) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement open_channel", G_OBJECT_TYPE_NAME (self));
+                 "%s does not implement get_agent", G_OBJECT_TYPE_NAME (self));
     return NULL;
   }
-  return iface->open_channel (self, sandbox_id, error);
+  return iface->get_agent (self, sandbox_id, error);
 }
 
 BoxVmState

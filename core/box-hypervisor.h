@@ -16,11 +16,22 @@
  * directory, so that after a restart query() can tell the engine what is
  * there (reconciliation).  When a VM dies on its own, the plugin emits
  * ::vm-lost on the main thread.
+ *
+ * The hypervisor plugin owns each running VM's connection to its guest
+ * agent (it needs it itself: set-time, set-env and reseeding after a
+ * restore or fork) and hands the engine the connected client with
+ * get_agent().  It also owns the VM's network attachment: it calls the
+ * engine's BoxNetwork (box_engine_get_network()) to attach and detach the
+ * VM, since only it knows when a tap device must exist (a warm pool of
+ * pre-started VMs attaches before the sandbox exists, then rebinds), and
+ * applies request->egress before the guest's network comes up.
  */
 #pragma once
 
 #include "box-plugin.h"
 #include "box-network.h"
+
+typedef struct _BoxAgentClient BoxAgentClient;   /* box-agent-client.h */
 
 G_BEGIN_DECLS
 
@@ -52,7 +63,7 @@ typedef struct {
   const char       *image;             /* "" with a template */
   BoxResources      resources;
   GHashTable       *env;               /* handed to the guest at every start; never snapshotted */
-  const BoxNetAttachment *net;         /* NULL without a network plugin */
+  GPtrArray        *egress;            /* BoxRule*, "defaults" expanded; empty = whole internet */
   const char       *checkpoint_id;     /* CHECKPOINT, RESTORE, DELETE_CHECKPOINT */
   gboolean          memory;            /* CHECKPOINT: memory and disk, or disk only */
   const char       *from_sandbox_id;   /* CREATE as a fork */
@@ -77,8 +88,10 @@ struct _BoxHypervisorInterface {
                                   GCancellable *cancellable, GAsyncReadyCallback callback,
                                   gpointer user_data);
   gboolean     (*run_finish)     (BoxHypervisor *self, GAsyncResult *result, GError **error);
-  /* A stream to the guest agent of a running VM */
-  GIOStream   *(*open_channel)   (BoxHypervisor *self, const char *sandbox_id, GError **error);
+  /* The connected agent client of a running VM (a new reference), or
+   * NULL with BOX_ERROR_SANDBOX_UNAVAILABLE (not running) or
+   * BOX_ERROR_UNSUPPORTED (a hypervisor that runs no VM). */
+  BoxAgentClient *(*get_agent)   (BoxHypervisor *self, const char *sandbox_id, GError **error);
   /* What exists for @sandbox_id; *snapshot_at (may be NULL) the newest snapshot's time or 0 */
   BoxVmState   (*query)          (BoxHypervisor *self, const char *sandbox_id, gint64 *snapshot_at);
 
@@ -94,7 +107,7 @@ void         box_hypervisor_run_async      (BoxHypervisor *self, BoxVmOp op,
                                             GAsyncReadyCallback callback, gpointer user_data);
 gboolean     box_hypervisor_run_finish     (BoxHypervisor *self, GAsyncResult *result,
                                             GError **error);
-GIOStream   *box_hypervisor_open_channel   (BoxHypervisor *self, const char *sandbox_id,
+BoxAgentClient *box_hypervisor_get_agent  (BoxHypervisor *self, const char *sandbox_id,
                                             GError **error);
 BoxVmState   box_hypervisor_query          (BoxHypervisor *self, const char *sandbox_id,
                                             gint64 *snapshot_at);

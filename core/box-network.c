@@ -25,6 +25,21 @@ box_network_attach (BoxNetwork *self, const char *sandbox_id, GError **error)
 }
 
 gboolean
+box_network_rebind (BoxNetwork *self, const char *old_id, const char *new_id, GError **error)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_NETWORK (self), FALSE);
+  iface = BOX_NETWORK_GET_IFACE (self);
+  if (iface->rebind == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s does not implement rebind", G_OBJECT_TYPE_NAME (self));
+    return FALSE;
+  }
+  return iface->rebind (self, old_id, new_id, error);
+}
+
+gboolean
 box_network_detach (BoxNetwork *self, const char *sandbox_id, GError **error)
 {
   BoxNetworkInterface *iface;

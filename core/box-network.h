@@ -1,7 +1,7 @@
 /* box-network.h: a sandbox's network.
  *
  * A network plugin gives each sandbox an interface (a tap device the
- * hypervisor plugs in), its addresses and NAT to the internet, keeps
+ * hypervisor plugs in; the hypervisor plugin calls attach/rebind/detach), its addresses and NAT to the internet, keeps
  * sandboxes away from the node, the local networks and each other, and
  * enforces egress rules.  set_egress() gets the rules with "defaults"
  * already expanded; an empty array means the whole internet.
@@ -33,6 +33,9 @@ struct _BoxNetworkInterface {
 
   /* Set up (or find again, after a restart) the sandbox's interface. */
   BoxNetAttachment *(*attach)     (BoxNetwork *self, const char *sandbox_id, GError **error);
+  /* Give the attachment made for @old_id (e.g. a warm pool slot) to @new_id. */
+  gboolean          (*rebind)     (BoxNetwork *self, const char *old_id, const char *new_id,
+                                   GError **error);
   /* Tear it down; idempotent. */
   gboolean          (*detach)     (BoxNetwork *self, const char *sandbox_id, GError **error);
   /* BoxRule*, expanded; applies at once and cuts what the rules no longer allow. */
@@ -43,6 +46,8 @@ struct _BoxNetworkInterface {
 };
 
 BoxNetAttachment *box_network_attach     (BoxNetwork *self, const char *sandbox_id, GError **error);
+gboolean          box_network_rebind     (BoxNetwork *self, const char *old_id, const char *new_id,
+                                          GError **error);
 gboolean          box_network_detach     (BoxNetwork *self, const char *sandbox_id, GError **error);
 gboolean          box_network_set_egress (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules,
                                           GError **error);

@@ -643,8 +643,8 @@ box_dummy_plugin_check_room (BoxHypervisor *hypervisor, const BoxResources *reso
   return box_dummy_plugin_has_room (BOX_DUMMY_PLUGIN (hypervisor), resources, NULL, error);
 }
 
-static GIOStream *
-box_dummy_plugin_open_channel (BoxHypervisor *hypervisor, const char *sandbox_id, GError **error)
+static BoxAgentClient *
+box_dummy_plugin_get_agent (BoxHypervisor *hypervisor, const char *sandbox_id, GError **error)
 {
   g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
                        "the dummy hypervisor runs no VM");
@@ -690,7 +690,7 @@ box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface)
   iface->check_room = box_dummy_plugin_check_room;
   iface->run_async = box_dummy_plugin_run_async;
   iface->run_finish = box_dummy_plugin_run_finish;
-  iface->open_channel = box_dummy_plugin_open_channel;
+  iface->get_agent = box_dummy_plugin_get_agent;
   iface->query = box_dummy_plugin_query;
 }
 

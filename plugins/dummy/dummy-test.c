@@ -175,7 +175,7 @@ test_dummy_basics (Fixture *fixture, gconstpointer user_data)
   g_assert_cmpuint (tmpl->resources.memory_mib, ==, 1024);
   g_assert_cmpuint (tmpl->resources.disk_gib, ==, 20);
 
-  g_assert_null (box_hypervisor_open_channel (fixture->hv, "sb-a", &error));
+  g_assert_null (box_hypervisor_get_agent (fixture->hv, "sb-a", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED);
   g_assert_cmpstr (error->message, ==, "the dummy hypervisor runs no VM");
 
