@@ -577,16 +577,49 @@ test_events_one_sandbox (void)
   sse_close (client);
 }
 
-/* Shutdown ends open streams: the client sees the end of the answer. */
+static void
+shutdown_create_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = soup_session_send_and_read_finish (SOUP_SESSION (source), result,
+                                                               &error);
+  gboolean *done = user_data;
+
+  /* the connection was closed under the request */
+  g_assert_nonnull (error);
+  *done = TRUE;
+}
+
+/* Shutdown ends open streams (the client sees the end of the answer) and
+ * the connections of requests that wait for the engine, whose answers
+ * then go nowhere. */
 static void
 test_events_shutdown (void)
 {
   SseClient *client = sse_open ("/v1/events", key_beta);
   g_autofree char *first = sse_next (client);
+  g_autoptr(SoupMessage) msg = new_message ("POST", "/v1/sandboxes", key_beta);
+  g_autoptr(GBytes) body = g_bytes_new_static ("{\"name\": \"late\"}", 16);
+  gboolean done = FALSE;
+  gboolean slept = FALSE;
 
   g_assert_cmpstr (first, ==, ": connected");
+  set_dummy ("delay_ms", "300");
+  soup_message_set_request_body_from_bytes (msg, "application/json", body);
+  soup_session_send_and_read_async (http_client_session (), msg, G_PRIORITY_DEFAULT, NULL,
+                                    shutdown_create_cb, &done);
+  /* until the engine has the create in hand */
+  g_timeout_add (100, timeout_cb, &slept);
+  g_assert_true (iterate_until (&slept));
+
   box_http_server_shutdown (server);
   g_assert_true (iterate_until (&client->eof));
+  g_assert_true (iterate_until (&done));
+  /* the engine answers after the shutdown */
+  slept = FALSE;
+  g_timeout_add (700, timeout_cb, &slept);
+  g_assert_true (iterate_until (&slept));
+  set_dummy ("delay_ms", NULL);
   sse_close (client);
 }
 
