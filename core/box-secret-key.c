@@ -195,7 +195,8 @@ box_secret_key_load (const char *path, gboolean create, GError **error)
 
   g_return_val_if_fail (path != NULL, NULL);
 
-  fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  /* a symlink is followed: fstat() below checks the file it names */
+  fd = open (path, O_RDONLY | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && create) {
     if (create_key_file (path, bytes, error)) {
       key = secret_key_new (bytes, error);
@@ -205,7 +206,7 @@ box_secret_key_load (const char *path, gboolean create, GError **error)
     if (errno != EEXIST)
       return NULL;
     /* lost a race with another creator: read theirs */
-    fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    fd = open (path, O_RDONLY | O_CLOEXEC);
   }
   if (fd < 0) {
     saved = errno;
