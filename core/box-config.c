@@ -170,13 +170,13 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   g_autoptr(GOptionContext) context = NULL;
   const GOptionEntry entries[] = {
     { "config", 'c', 0, G_OPTION_ARG_FILENAME, &config_file,
-      N_("Read this configuration file (default " DEFAULT_CONFIG_FILE ")"), N_("FILE") },
+      N_("Read this configuration file (default /etc/box/boxd.conf)"), N_("FILE") },
     { "data-dir", 'd', 0, G_OPTION_ARG_FILENAME, &data_dir,
-      N_("Keep state in DIR (default " BOX_LOCALSTATEDIR ")"), N_("DIR") },
+      N_("Keep state in DIR (default /var/lib/box)"), N_("DIR") },
     { "listen", 'l', 0, G_OPTION_ARG_STRING, &listen,
-      N_("Serve the HTTP API on HOST:PORT (default " DEFAULT_LISTEN ")"), N_("HOST:PORT") },
+      N_("Serve the HTTP API on HOST:PORT (default 127.0.0.1:7070)"), N_("HOST:PORT") },
     { "sandbox-domain", 0, 0, G_OPTION_ARG_STRING, &sandbox_domain,
-      N_("Domain under which sandbox URLs live (default " DEFAULT_SANDBOX_DOMAIN ")"), N_("DOMAIN") },
+      N_("Domain under which sandbox URLs live (default sandbox.localhost)"), N_("DOMAIN") },
     { "base-url", 0, 0, G_OPTION_ARG_STRING, &base_url,
       N_("The API's public base URL (default http://LISTEN)"), N_("URL") },
     { "plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &plugin_dir,

@@ -408,7 +408,9 @@ sandbox_from_request (BoxEngine *self, const char *project, const BoxSandboxCrea
 
   sandbox->id = box_generate_sandbox_id ();
   sandbox->project = g_strdup (project);
+  g_free (sandbox->template_name);
   sandbox->template_name = g_strdup (tmpl->name);
+  g_free (sandbox->image);
   sandbox->image = g_strdup ("");
   sandbox->state = BOX_SANDBOX_STATE_CREATING;
   sandbox->resources.cpus = req->resources.cpus != 0 ? req->resources.cpus : tmpl->resources.cpus;

@@ -143,15 +143,22 @@ box_http_request_project (BoxHttpRequest *req)
   return req->principal->project;
 }
 
+/* JSON bodies come as application/json (or any +json type).  A missing
+ * type, text/plain and curl's default for -d
+ * (application/x-www-form-urlencoded) are read as JSON too, so that
+ * `curl -d '{...}'` works; types that announce something else entirely
+ * (multipart, octet-stream ...) are refused. */
 static gboolean
 content_type_is_json (SoupMessageHeaders *headers)
 {
   const char *content_type = soup_message_headers_get_content_type (headers, NULL);
 
-  /* a missing Content-Type is taken as JSON */
   if (content_type == NULL)
     return soup_message_headers_get_one (headers, "Content-Type") == NULL;
-  return g_ascii_strcasecmp (content_type, "application/json") == 0;
+  return g_ascii_strcasecmp (content_type, "application/json") == 0 ||
+         g_str_has_suffix (content_type, "+json") ||
+         g_ascii_strcasecmp (content_type, "text/plain") == 0 ||
+         g_ascii_strcasecmp (content_type, "application/x-www-form-urlencoded") == 0;
 }
 
 JsonNode *
@@ -170,8 +177,8 @@ box_http_request_body (BoxHttpRequest *req, gboolean empty_ok, GError **error)
   bytes = soup_message_body_flatten (body);
   data = g_bytes_get_data (bytes, &len);
   if (len > 0 && !content_type_is_json (soup_server_message_get_request_headers (req->msg))) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
-                         "Content-Type must be application/json");
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "Content-Type must be application/json, not %s",
+                 soup_message_headers_get_content_type (soup_server_message_get_request_headers (req->msg), NULL));
     return NULL;
   }
   return box_json_parse_body (data != NULL ? data : "", len, empty_ok, error);

@@ -226,7 +226,7 @@ gboolean    box_deadline_action_from_string (const char *str, BoxDeadlineAction 
 
 /* ---- Time -------------------------------------------------------------- */
 
-/* RFC 3339 UTC, e.g. "2026-11-22T00:58:55Z"; fractional seconds when non-zero. */
+/* RFC 3339 UTC in whole seconds, e.g. "2026-11-22T00:58:55Z". */
 char       *box_time_format               (gint64 usec);
 /* Parses RFC 3339 (any offset); FALSE when malformed. */
 gboolean    box_time_parse                (const char *str, gint64 *usec_out);

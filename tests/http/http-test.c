@@ -275,7 +275,7 @@ test_bodies (void)
 {
   g_autoptr(Reply) unknown = call ("POST", "/v1/sandboxes", key_alpha, "{\"bogus\": 1}");
   g_autoptr(Reply) malformed = call ("POST", "/v1/sandboxes", key_alpha, "{\"name\": ");
-  g_autoptr(Reply) wrong_type = call_full ("POST", "/v1/sandboxes", key_alpha, "text/plain",
+  g_autoptr(Reply) wrong_type = call_full ("POST", "/v1/sandboxes", key_alpha, "multipart/form-data",
                                            "{}", 2);
   g_autoptr(Reply) with_params = call_full ("POST", "/v1/projects", ADMIN_TOKEN,
                                             "application/json; charset=utf-8",
@@ -291,7 +291,7 @@ test_bodies (void)
   assert_error (unknown, 400, "invalid", "bad request body: json: unknown field bogus");
   assert_error (malformed, 400, "invalid", NULL);
   g_assert_true (g_str_has_prefix (error_message (malformed), "bad request body: "));
-  assert_error (wrong_type, 400, "invalid", "Content-Type must be application/json");
+  assert_error (wrong_type, 400, "invalid", "Content-Type must be application/json, not multipart/form-data");
   g_assert_cmpuint (with_params->status, ==, 201);
   assert_error (pause_body, 400, "invalid", "bad request body: json: unknown field now");
   assert_error (pause_array, 400, "invalid", NULL);
