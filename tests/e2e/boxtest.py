@@ -421,12 +421,12 @@ class EventStream:
             ev = {}
             data = []
             while True:
-                line = resp.fp.readline()
+                line = resp.readline()
                 if not line:
                     break
                 line = line.decode('utf-8', 'replace').rstrip('\r\n')
                 if line == '':
-                    if data or ev:
+                    if data:
                         text = '\n'.join(data)
                         try:
                             parsed = json.loads(text)

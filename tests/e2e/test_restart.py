@@ -2,6 +2,7 @@
 # e2e: records survive a restart (SIGTERM) and a SIGKILL in the middle of a
 # burst of writes: every acknowledged write is there afterwards.
 
+import random
 import sqlite3
 import threading
 import time
@@ -125,8 +126,10 @@ def test_kill9_burst(t):
     threads = [threading.Thread(target=creator, daemon=True), threading.Thread(target=patcher, daemon=True)]
     for th in threads:
         th.start()
-    end = time.time() + 8
-    while time.time() < end and (len(acked_creates) < 25 or acked_patch[0] < 25):
+    goal = random.randint(20, 80)
+    t.comment('killing after about %d acknowledged writes of each kind' % goal)
+    end = time.time() + 15
+    while time.time() < end and (len(acked_creates) < goal or acked_patch[0] < goal):
         time.sleep(0.05)
     d.kill9()
     stop.set()

@@ -244,8 +244,7 @@ def test_patch(t):
         for body, desc in bad:
             t.error(d.request('PATCH', '/v1/sandboxes/pat', body, token=key), 400, 'invalid', 'PATCH ' + desc)
         r = d.request('PATCH', '/v1/sandboxes/pat', {'bogus': 1}, token=key)
-        t.error(r, 400, 'invalid', 'PATCH unknown field', message=[
-            'bad request body: json: unknown field bogus', 'bad request body: json: unknown field "bogus"'])
+        t.error(r, 400, 'invalid', 'PATCH unknown field', message='bad request body: json: unknown field bogus')
         t.error(d.request('PATCH', '/v1/sandboxes/pat', raw='{', token=key), 400, 'invalid', 'PATCH malformed JSON')
         # a refused PATCH with a valid part changes nothing either
         t.error(d.request('PATCH', '/v1/sandboxes/pat', {'labels': {'ok': 'v'}, 'idle': {'timeout_s': 1}},

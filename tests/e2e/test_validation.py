@@ -10,7 +10,7 @@ UNKNOWN_FIELD = 'bad request body: json: unknown field %s'
 
 
 def unknown_field_msgs(name):
-    return [UNKNOWN_FIELD % name, UNKNOWN_FIELD % ('"%s"' % name)]
+    return UNKNOWN_FIELD % name
 
 
 def test_create_validation(t):
@@ -119,11 +119,11 @@ def test_create_validation(t):
         t.error(d.request('POST', '/v1/sandboxes', {'name': 'okname', 'colour': 'red'}, token=key), 400,
                 'invalid', 'create: unknown field colour after a good one', message=unknown_field_msgs('colour'))
         r = d.request('POST', '/v1/sandboxes', {'idle': {'timeout_s': 60, 'sleepy': True}}, token=key)
-        t.error(r, 400, 'invalid', 'create: unknown field inside idle', message_contains='unknown field')
+        t.error(r, 400, 'invalid', 'create: unknown field inside idle', message=unknown_field_msgs('sleepy'))
         t.ok('sleepy' in ((r[2] or {}).get('error') or {}).get('message', ''), 'message names sleepy', r[3])
         r = d.request('POST', '/v1/sandboxes', {'network': {'egress': [{'domain': 'a.com', 'action': 'allow',
                                                                           'proto': 'udp'}]}}, token=key)
-        t.error(r, 400, 'invalid', 'create: unknown field inside a rule', message_contains='unknown field')
+        t.error(r, 400, 'invalid', 'create: unknown field inside a rule', message=unknown_field_msgs('proto'))
         t.ok('proto' in ((r[2] or {}).get('error') or {}).get('message', ''), 'message names proto', r[3])
 
         # malformed bodies
