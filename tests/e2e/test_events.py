@@ -126,8 +126,13 @@ def test_events(t):
 
         # boxd keeps working after streams were closed
         t.status(d.request('GET', '/v1/sandboxes', token=key), 200, 'boxd still answers after streams closed')
+        # SIGTERM with a stream open: boxd exits 0 and the stream ends
+        left_open = d.events(key)
+        t.ok(left_open.wait_connected(5) and left_open.status == 200, 'a stream left open')
     finally:
-        d.stop()
+        d.stop('boxd stops on SIGTERM with exit code 0 while an event stream is open')
+    left_open.thread.join(10)
+    t.ok(not left_open.thread.is_alive(), 'the open stream ended when boxd stopped')
 
 
 if __name__ == '__main__':

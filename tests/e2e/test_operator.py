@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 # e2e: operator routes (projects, keys), authentication and whoami.
 
+import threading
+
 import boxtest
 from boxtest import Boxd, Tap
 
@@ -82,6 +84,8 @@ def test_projects(t):
         # delete: takes sandboxes and keys along
         key = d.make_key('beta')['secret']
         sb = d.create_sandbox(key, {'name': 'doomed', 'protected': True})
+        t.status(d.request('PUT', '/v1/secrets/DOOMED', {'value': 'v', 'hosts': ['a.example.com']}, token=key),
+                 (200, 201), 'a secret in beta')
         r = d.admin('DELETE', '/v1/projects/beta')
         t.status(r, 204, 'DELETE /v1/projects/beta (with a protected sandbox)')
         t.error(d.admin('GET', '/v1/projects/beta'), 404, 'not_found', 'GET deleted project')
@@ -97,6 +101,21 @@ def test_projects(t):
         t.eq(ids, [], 'a re-created project does not see the deleted one\'s sandboxes')
         t.error(d.request('GET', '/v1/sandboxes/%s' % sb['id'], token=key2), 404, 'not_found',
                 'sandbox of the deleted project is gone')
+        t.error(d.request('GET', '/v1/secrets/DOOMED', token=key2), 404, 'not_found',
+                'secret of the deleted project is gone')
+
+        # concurrent creates of one project name: exactly one wins
+        results = []
+
+        def racer():
+            results.append(d.admin('POST', '/v1/projects', {'name': 'racy'}))
+
+        threads = [threading.Thread(target=racer) for _ in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        t.eq(sorted(r[0] for r in results), [201] + [409] * 7, '8 concurrent POST /v1/projects racy: one 201')
     finally:
         d.stop()
 

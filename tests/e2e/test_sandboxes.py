@@ -3,6 +3,7 @@
 # pause/stop/wake with the dummy hypervisor, templates, network defaults.
 
 import datetime
+import threading
 import time
 
 import boxtest
@@ -112,6 +113,32 @@ def test_create_defaults(t):
         t.status(r, 201, 'name with digits and single dashes')
         r = d.request('POST', '/v1/sandboxes', {'name': '9lives'}, token=key)
         t.status(r, 201, 'name starting with a digit')
+
+        # explicit null / empty objects mean the defaults
+        r = d.request('POST', '/v1/sandboxes', {'deadline': None, 'idle': {}, 'network': {}, 'env': {},
+                                                'labels': {}, 'secrets': []}, token=key)
+        t.status(r, 201, 'create with deadline null, idle {}, network {}')
+        x = r[2] or {}
+        t.ok(x.get('deadline', 'x') is None and x.get('idle') == {'timeout_s': 300, 'action': 'pause'}
+             and x.get('network') == {'egress': []}, 'null and {} give the defaults', x)
+
+        # concurrent creates of one name: exactly one wins
+        results = []
+
+        def racer():
+            results.append(d.request('POST', '/v1/sandboxes', {'name': 'race'}, token=key))
+
+        threads = [threading.Thread(target=racer) for _ in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        t.eq(sorted(r[0] for r in results), [201] + [409] * 7, '8 concurrent creates of one name: one 201, seven 409')
+        t.ok(all((r[2] or {}).get('error', {}).get('code') == 'already_exists' for r in results if r[0] == 409),
+             'the losers get already_exists')
+        r = d.request('GET', '/v1/sandboxes', token=key)
+        t.eq(len([x for x in (r[2] or {}).get('sandboxes', []) if x.get('name') == 'race']), 1,
+             'one sandbox named race listed')
     finally:
         d.stop()
 
@@ -307,6 +334,13 @@ def test_delete_and_states(t):
         t.status(r, 204, 'DELETE stopped sandbox')
         s3 = d.create_sandbox(key, {'name': 'pz'})
         t.status(d.request('POST', '/v1/sandboxes/pz/pause', token=key), 200, 'pause pz')
+        r = d.request('PATCH', '/v1/sandboxes/pz', {'labels': {'a': 'b'}, 'env': {'E': '1'},
+                                                     'network': {'egress': [{'domain': 'a.com', 'action': 'allow'}]}},
+                      token=key)
+        t.status(r, 200, 'PATCH a paused sandbox')
+        t.eq((r[2] or {}).get('state'), 'paused', 'PATCH does not wake a paused sandbox')
+        t.eq((d.request('GET', '/v1/sandboxes/pz', token=key)[2] or {}).get('labels'), {'a': 'b'},
+             'PATCH of a paused sandbox kept')
         t.status(d.request('DELETE', '/v1/sandboxes/%s' % s3['id'], token=key), 204, 'DELETE paused sandbox')
         t.eq(d.sandbox_ids(key), [], 'nothing left')
     finally:

@@ -94,6 +94,13 @@ def test_secrets(t):
             ('S', {'value': 'v', 'hosts': ['h.example.com'], 'placeholder_prefix': 'p' * 65}, 'prefix of 65 chars'),
             ('S', {'value': 'v', 'hosts': 'h.example.com'}, 'hosts a string'),
             ('S', {'value': 5, 'hosts': ['h.example.com']}, 'value a number'),
+            ('S', {'value': 'v', 'hosts': ['https://h.example.com']}, 'host with a scheme'),
+            ('S', {'value': 'v', 'hosts': ['h.example.com:8443']}, 'host with a port (443 only)'),
+            ('S', {'value': 'v', 'hosts': ['*']}, 'host * (not *.<suffix>)'),
+            ('S', {'value': 'v', 'hosts': ['a.com'], 'name': 'S'}, 'name in the body (unknown field)'),
+            ('S', {'value': 'v', 'hosts': ['a.com'], 'inject': {'header': 'Bad Header', 'format': '{value}'}},
+             'inject header with a space'),
+            ('S', {'value': 'v', 'hosts': ['a.com'], 'inject': {'header': 'X-A'}}, 'inject without format'),
         ]
         for name, body, desc in bad:
             t.error(d.request('PUT', '/v1/secrets/%s' % name, body, token=key), 400, 'invalid', 'PUT secret: ' + desc)
@@ -110,6 +117,11 @@ def test_secrets(t):
                                                        'placeholder_prefix': 'p' * 64}, token=key),
                  (200, 201), 'PUT value of 8192 bytes, prefix of 64 chars, name _X9')
         t.status(d.request('DELETE', '/v1/secrets/%s' % ('A' * 64), token=key), 204, 'DELETE the 64-char one')
+        r = d.request('PUT', '/v1/secrets/PATHS', {'value': 'v', 'hosts': ['*.example.com/api/v1', 'example.org/x']},
+                      token=key)
+        t.status(r, (200, 201), 'PUT hosts with path prefixes')
+        t.eq((r[2] or {}).get('hosts'), ['*.example.com/api/v1', 'example.org/x'], 'hosts with paths echoed')
+        t.status(d.request('DELETE', '/v1/secrets/PATHS', token=key), 204, 'DELETE PATHS')
 
         # use by sandboxes
         r = d.request('POST', '/v1/sandboxes', {'name': 'user', 'secrets': ['GITHUB_TOKEN']}, token=key)

@@ -100,6 +100,9 @@ def test_create_validation(t):
             ({'from': {'sandbox': 'taken', 'checkpoint': 'v1'}, 'image': DIGEST}, 'from with image'),
             ({'from': {'sandbox': 'taken', 'checkpoint': 'v1'}, 'resources': {'cpus': 2}},
              'from with resources'),
+            ({'from': {'sandbox': 'taken'}}, 'from without checkpoint'),
+            ({'from': {'sandbox': 'taken', 'checkpoint': 'v1', 'x': 1}}, 'from with an unknown field'),
+            ({'from': 'taken'}, 'from a string'),
         ]
         for body, desc in cases:
             t.error(d.request('POST', '/v1/sandboxes', body, token=key), 400, 'invalid', 'create: ' + desc)
@@ -112,6 +115,8 @@ def test_create_validation(t):
                           token=key), 404, 'not_found', 'create: from an unknown sandbox')
         t.error(d.request('POST', '/v1/sandboxes', {'from': {'sandbox': 'sb-aaaaaaaaaaaa', 'checkpoint': 'v1'}},
                           token=key), 404, 'not_found', 'create: from an unknown sandbox id')
+        t.error(d.request('POST', '/v1/sandboxes', {'from': {'sandbox': 'taken', 'checkpoint': 'v1'}},
+                          token=key), 404, 'not_found', 'create: from a checkpoint the sandbox does not have')
 
         # unknown fields, top level and nested
         t.error(d.request('POST', '/v1/sandboxes', {'bogus': 1}, token=key), 400, 'invalid',
