@@ -1,0 +1,23 @@
+/* box-records-private.h: helpers shared by box-records.c (lifetimes and the
+ * API form) and box-records-storage.c (the storage form).  Not installed. */
+#pragma once
+
+#include "box-records.h"
+
+G_BEGIN_DECLS
+
+/* enum value -> name */
+extern const char *const box_records_sandbox_states[5];
+extern const char *const box_records_idle_actions[3];
+extern const char *const box_records_deadline_actions[3];
+
+GHashTable *box_records_string_map_new (void);
+JsonArray *box_records_strv_to_json (char *const *strv);
+void box_records_set_string (JsonObject *obj, const char *member, const char *value);
+void box_records_set_nullable_string (JsonObject *obj, const char *member, const char *value);
+char *box_records_object_to_string (JsonObject *obj);
+gboolean box_records_enum_from_string (const char *const *names, guint n_names, const char *str, guint *out);
+void box_records_sandbox_common_to_json (JsonObject *obj, const BoxSandbox *sandbox, gboolean api);
+void box_records_secret_common_to_json (JsonObject *obj, const BoxSecret *secret);
+
+G_END_DECLS
