@@ -121,6 +121,11 @@ class Tap:
         sys.stdout.flush()
         return bool(cond)
 
+    def skip(self, desc, reason):
+        self.n += 1
+        print('ok %d - %s # SKIP %s' % (self.n, desc.replace('#', '(hash)'), reason))
+        sys.stdout.flush()
+
     def eq(self, got, want, desc):
         return self.ok(got == want, desc, 'expected %r\ngot      %r' % (want, got))
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 # e2e: boxd --help and where the admin token comes from.
 
+import json
 import os
+import shutil
 import stat
 import subprocess
 
@@ -71,5 +73,48 @@ def test_generated_token(t):
         d.stop()
 
 
+def test_with_curl(t):
+    curl = shutil.which('curl')
+    if curl is None:
+        t.skip('curl drives boxd', 'curl not installed')
+        return
+    d = Boxd(t).start()
+    try:
+        key = d.project_with_key('alpha')
+        base = 'http://127.0.0.1:%d' % d.port
+
+        def run(*args):
+            p = subprocess.run([curl, '-sS', '-w', '\n%{http_code}'] + list(args), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=30)
+            out = p.stdout.decode('utf-8', 'replace')
+            body, _, code = out.rpartition('\n')
+            try:
+                parsed = json.loads(body) if body else None
+            except ValueError:
+                parsed = None
+            return code, parsed, body
+
+        # curl -d sends application/x-www-form-urlencoded: still read as JSON
+        code, body, raw = run('-H', 'Authorization: Bearer ' + key, '-d', '{"name": "curled"}',
+                              base + '/v1/sandboxes')
+        t.eq(code, '201', 'curl -d \'{"name": "curled"}\' /v1/sandboxes -> 201')
+        t.eq((body or {}).get('name'), 'curled', 'curl: the sandbox is named curled')
+        code, body, raw = run('-H', 'Authorization: Bearer ' + key, base + '/v1/sandboxes/curled')
+        t.eq(code, '200', 'curl GET /v1/sandboxes/curled -> 200')
+        code, body, raw = run(base + '/v1/sandboxes')
+        t.eq(code, '401', 'curl without a key -> 401')
+        t.eq(body, {'error': {'code': 'unauthorized', 'message': 'a valid API key is required'}},
+             'curl without a key: the error body')
+        code, body, raw = run('-X', 'DELETE', '-H', 'Authorization: Bearer ' + key, base + '/v1/sandboxes/curled')
+        t.eq(code, '204', 'curl -X DELETE -> 204')
+        code, body, raw = run('-H', 'Authorization: Bearer ' + key, '-H', 'Content-Type: application/xml',
+                              '-d', '{}', base + '/v1/sandboxes')
+        t.eq(code, '400', 'curl with Content-Type application/xml -> 400')
+        t.eq(((body or {}).get('error') or {}).get('code'), 'invalid', 'code invalid for a non-JSON type')
+        t.eq(d.sandbox_ids(key), [], 'nothing left behind')
+    finally:
+        d.stop()
+
+
 if __name__ == '__main__':
-    boxtest.main(Tap(), test_help, test_env_token_wins, test_generated_token)
+    boxtest.main(Tap(), test_help, test_env_token_wins, test_generated_token, test_with_curl)
