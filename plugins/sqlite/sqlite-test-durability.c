@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <glib/gstdio.h>
+#include <gmodule.h>
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -13,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "box-engine.h"
 #include "sqlite-test.h"
 
 /* ---- raw SQLite, independent of the plugin ----------------------------- */
@@ -120,6 +122,72 @@ test_persistence (Fixture *fx, gconstpointer data)
   got_value = box_storage_meta_get (fx->storage, "signing-key", &error);
   g_assert_no_error (error);
   g_assert_true (g_bytes_equal (got_value, value));
+}
+
+/* Without the path property: <data-dir>/sqlite/box.db, or [plugin.sqlite] path=. */
+void
+test_engine_paths (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  BoxConfig *config = box_config_new ();
+  g_autoptr(BoxEngine) engine = NULL;
+  g_autoptr(BoxStorage) storage = NULL;
+  g_autofree char *state_dir = g_build_filename (fx->dir, "sqlite", NULL);
+  g_autofree char *default_path = g_build_filename (state_dir, "box.db", NULL);
+  g_autofree char *custom_path = g_build_filename (fx->dir, "custom.db", NULL);
+  GStatBuf st;
+
+  g_free (config->data_dir);
+  config->data_dir = g_strdup (fx->dir);
+  engine = box_engine_new (config);
+
+  storage = g_object_new (BOX_TYPE_SQLITE_PLUGIN, "name", "sqlite", "engine", engine, NULL);
+  g_assert_true (box_plugin_start (BOX_PLUGIN (storage), NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (box_sqlite_plugin_get_path (BOX_SQLITE_PLUGIN (storage)), ==, default_path);
+  g_assert_cmpint (g_stat (state_dir, &st), ==, 0);
+  g_assert_cmpint (st.st_mode & 0777, ==, 0700);
+  assert_mode_0600 (default_path);
+  storage_close (&storage);
+
+  g_key_file_set_string (config->keyfile, "plugin.sqlite", "path", custom_path);
+  storage = g_object_new (BOX_TYPE_SQLITE_PLUGIN, "name", "sqlite", "engine", engine, NULL);
+  g_assert_true (box_plugin_start (BOX_PLUGIN (storage), NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (box_sqlite_plugin_get_path (BOX_SQLITE_PLUGIN (storage)), ==, custom_path);
+  assert_mode_0600 (custom_path);
+  storage_close (&storage);
+}
+
+/* The built module exports its entry point and describes itself.  (Its
+ * type is not registered here: this binary has the same type built in.) */
+void
+test_module (Fixture *fx, gconstpointer data)
+{
+  const char *plugin_dir = g_getenv ("BOX_PLUGIN_DIR");
+  g_autofree char *path = NULL;
+  GModule *module = NULL;
+  BoxPluginQueryFunc query = NULL;
+  const BoxPluginInfo *info;
+  gpointer other = NULL;
+
+  if (plugin_dir == NULL) {
+    g_test_skip ("BOX_PLUGIN_DIR is not set");
+    return;
+  }
+  path = g_build_filename (plugin_dir, "box-plugin-sqlite.so", NULL);
+  module = g_module_open (path, G_MODULE_BIND_LAZY | G_MODULE_BIND_LOCAL);
+  if (module == NULL)
+    g_error ("%s: %s", path, g_module_error ());
+  g_assert_true (g_module_symbol (module, BOX_PLUGIN_QUERY_SYMBOL, (gpointer *) &query));
+  info = query ();
+  g_assert_cmpuint (info->abi_version, ==, BOX_PLUGIN_ABI_VERSION);
+  g_assert_cmpstr (info->name, ==, "sqlite");
+  g_assert_nonnull (info->get_type);
+  /* nothing else is exported */
+  g_assert_false (g_module_symbol (module, "box_sqlite_db_open", &other));
+  g_assert_false (g_module_symbol (module, "box_sqlite_plugin_get_type", &other));
+  g_module_close (module);
 }
 
 /* ---- migrations -------------------------------------------------------- */

@@ -673,6 +673,8 @@ main (int argc, char **argv)
   ADD ("project-cascade", test_project_cascade, NULL);
   ADD ("not-started", test_not_started, "closed");
   ADD ("persistence", test_persistence, "closed");
+  ADD ("engine-paths", test_engine_paths, "closed");
+  ADD ("module", test_module, "closed");
   ADD ("migrate-from-v1", test_migrate_v1, "closed");
   ADD ("refuse-future-version", test_future_version, "closed");
   ADD ("refuse-foreign-database", test_foreign_database, "closed");

@@ -25,6 +25,8 @@ BoxSandbox *make_sandbox     (const char *id, const char *project, const char *n
 /* sqlite-test-durability.c */
 int         kill_writer_main        (const char *path, const char *round);
 void        test_persistence        (Fixture *fx, gconstpointer data);
+void        test_engine_paths       (Fixture *fx, gconstpointer data);
+void        test_module             (Fixture *fx, gconstpointer data);
 void        test_migrate_v1         (Fixture *fx, gconstpointer data);
 void        test_future_version     (Fixture *fx, gconstpointer data);
 void        test_foreign_database   (Fixture *fx, gconstpointer data);
