@@ -213,7 +213,7 @@ class _Section:
 class Boxd:
     """One boxd process on a data dir."""
 
-    def __init__(self, tap, data_dir=None, admin_token='', extra_args=(), env_token=True):
+    def __init__(self, tap, data_dir=None, admin_token='', extra_args=(), env_token=True, env=None):
         self.tap = tap
         self.own_dir = None
         if data_dir is None:
@@ -223,6 +223,7 @@ class Boxd:
         self.admin_token = admin_token if admin_token else random_token()
         self.env_token = env_token
         self.extra_args = list(extra_args)
+        self.extra_env = dict(env or {})
         self.proc = None
         self.port = None
         self.logs = []       # every log file of this object's processes
@@ -239,6 +240,7 @@ class Boxd:
         env.pop('BOX_ADMIN_TOKEN', None)
         if self.env_token:
             env['BOX_ADMIN_TOKEN'] = self.admin_token
+        env.update(self.extra_env)
         logdir = self.own_dir or tempfile.mkdtemp(prefix='box-e2e-log-')
         self.log_path = os.path.join(logdir, 'boxd-%d.log' % (len(self.logs) + 1))
         self.logs.append(self.log_path)

@@ -85,6 +85,9 @@ def test_restart(t):
     finally:
         d.stop('boxd stops on SIGTERM with exit code 0 (second run)')
     t.eq(boxtest.grep_dir(d.data_dir, SECRET_VALUE.encode()), [], 'secret value not in plaintext on disk')
+    for k in (key, key2['secret'], key_b):
+        t.eq(boxtest.grep_dir(d.data_dir, k.encode()), [], 'key %s... not stored on disk (only its hash)' % k[:8])
+        t.ok(k not in d.log_text(), 'key %s... not in boxd\'s log' % k[:8])
 
 
 def test_kill9_burst(t):

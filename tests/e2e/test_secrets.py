@@ -12,7 +12,8 @@ VALUE2 = 'e2e-SECOND-91bd02aa7e6c-do-not-leak'
 
 
 def test_secrets(t):
-    d = Boxd(t).start()
+    # every debug message on, so that the log check below sees everything boxd could log
+    d = Boxd(t, env={'G_MESSAGES_DEBUG': 'all'}).start()
     try:
         key = d.project_with_key('alpha')
         r = d.request('PUT', '/v1/secrets/GITHUB_TOKEN', {'value': VALUE, 'hosts': ['api.github.com']}, token=key)
