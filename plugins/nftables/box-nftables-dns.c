@@ -1,0 +1,654 @@
+/* box-nftables-dns.c: the sandboxes' DNS forwarder; see box-nftables-dns.h.
+ *
+ * UDP: each query gets its own upstream socket (a fresh source port, so a
+ * forged answer must guess it), a 2 s timer per attempt, up to
+ * MAX(2, n_upstreams) attempts over the upstreams in turn, then SERVFAIL.
+ * At most BOX_DNS_MAX_PENDING queries are in flight; more are dropped (the
+ * client retries).
+ * TCP: each connection is served by a small thread pool with blocking
+ * sockets (10 s timeouts), relaying length-prefixed messages over one
+ * upstream TCP connection.
+ */
+#include "config.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+#include "box-error.h"
+#include "box-nftables-dns.h"
+
+#define BOX_DNS_MAX_PENDING       1024
+#define BOX_DNS_ATTEMPT_MS        2000
+#define BOX_DNS_TCP_TIMEOUT_S     10
+#define BOX_DNS_TCP_THREADS       8
+#define BOX_DNS_TCP_BACKLOG       64
+#define BOX_DNS_RESOLV_RECHECK_US (5 * G_USEC_PER_SEC)
+#define BOX_DNS_MAX_MESSAGE       65535
+
+struct _BoxNftablesDns {
+  GMutex         lock;            /* allowed, upstreams, resolv_* */
+  GHashTable    *allowed;         /* guint32 addresses (a set) */
+  GPtrArray     *upstreams;       /* GSocketAddress* */
+  gboolean       from_resolv_conf;
+  char          *resolv_conf;
+  gint64         resolv_checked;
+  gint64         resolv_mtime;
+
+  GSocket       *udp;
+  GSocket       *tcp;
+  GMainContext  *context;
+  GMainLoop     *loop;
+  GThread       *thread;
+  GThreadPool   *tcp_pool;
+  GCancellable  *cancellable;
+  GHashTable    *pending;         /* BoxDnsQuery* set; forwarder thread only */
+};
+
+typedef struct {
+  BoxNftablesDns *dns;
+  GSocket        *sock;
+  GSocketAddress *client;
+  GBytes         *query;
+  guint           attempt;
+  guint           max_attempts;
+  GSource        *read_source;
+  GSource        *timer;
+} BoxDnsQuery;
+
+/* ---- pure helpers ---- */
+
+gssize
+box_nftables_dns_question_end (const guint8 *msg, gsize len)
+{
+  gsize off = 12, name_len = 0;
+
+  if (msg == NULL || len < 12 || msg[4] != 0 || msg[5] != 1)
+    return -1;
+  for (;;) {
+    guint8 label;
+
+    if (off >= len)
+      return -1;
+    label = msg[off];
+    if (label == 0) {
+      off++;
+      break;
+    }
+    if ((label & 0xc0) != 0)
+      return -1;   /* no compression or extended labels in a query's question */
+    name_len += label + 1;
+    if (name_len > 255)
+      return -1;
+    off += 1 + label;
+  }
+  if (off + 4 > len)
+    return -1;
+  return (gssize) (off + 4);
+}
+
+GBytes *
+box_nftables_dns_servfail (const guint8 *query, gsize len)
+{
+  gssize end = box_nftables_dns_question_end (query, len);
+  guint8 *answer;
+
+  if (end < 0 || (query[2] & 0x80) != 0)
+    return NULL;
+  answer = g_memdup2 (query, (gsize) end);
+  answer[2] = 0x80 | (query[2] & 0x79);     /* QR, keep opcode and RD */
+  answer[3] = 0x80 | 2;                     /* RA, RCODE SERVFAIL */
+  memset (answer + 6, 0, 6);                /* no answers, authority, additional */
+  return g_bytes_new_take (answer, (gsize) end);
+}
+
+char **
+box_nftables_dns_parse_resolv_conf (const char *contents)
+{
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  g_auto(GStrv) lines = g_strsplit (contents != NULL ? contents : "", "\n", -1);
+
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_auto(GStrv) words = g_strsplit_set (g_strstrip (lines[i]), " \t", -1);
+    guint n = 0;
+    const char *first = NULL, *second = NULL;
+
+    for (guint j = 0; words[j] != NULL; j++) {
+      if (words[j][0] == '\0')
+        continue;
+      if (n == 0)
+        first = words[j];
+      else if (n == 1)
+        second = words[j];
+      n++;
+    }
+    if (first != NULL && second != NULL && g_str_equal (first, "nameserver"))
+      g_strv_builder_add (builder, second);
+  }
+  return g_strv_builder_end (builder);
+}
+
+/* ---- upstreams ---- */
+
+static GSocketAddress *
+parse_upstream (const char *str, GError **error)
+{
+  g_autoptr(GSocketConnectable) connectable = NULL;
+  g_autoptr(GInetAddress) inet = NULL;
+  g_autofree char *host = NULL;
+  char *percent;
+
+  connectable = g_network_address_parse (str, 53, NULL);
+  if (connectable == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "DNS upstream \"%s\" is not an address or address:port", str);
+    return NULL;
+  }
+  host = g_strdup (g_network_address_get_hostname (G_NETWORK_ADDRESS (connectable)));
+  percent = strchr (host, '%');   /* an IPv6 scope: not for a forwarder */
+  if (percent != NULL)
+    *percent = '\0';
+  inet = g_inet_address_new_from_string (host);
+  if (inet == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "DNS upstream \"%s\" is not an IP address", str);
+    return NULL;
+  }
+  return g_inet_socket_address_new (inet,
+                                    g_network_address_get_port (G_NETWORK_ADDRESS (connectable)));
+}
+
+static GPtrArray *
+parse_upstreams (const char *const *list, GError **error)
+{
+  g_autoptr(GPtrArray) upstreams = g_ptr_array_new_with_free_func (g_object_unref);
+
+  for (guint i = 0; list != NULL && list[i] != NULL; i++) {
+    GSocketAddress *addr = parse_upstream (list[i], error);
+    if (addr == NULL)
+      return NULL;
+    g_ptr_array_add (upstreams, addr);
+  }
+  return g_steal_pointer (&upstreams);
+}
+
+/* With the lock held. */
+static void
+reload_resolv_conf_locked (BoxNftablesDns *dns)
+{
+  gint64 now = g_get_monotonic_time ();
+  g_autofree char *contents = NULL;
+  g_auto(GStrv) servers = NULL;
+  g_autoptr(GPtrArray) upstreams = NULL;
+  struct stat st;
+
+  if (!dns->from_resolv_conf ||
+      (dns->upstreams != NULL && now - dns->resolv_checked < BOX_DNS_RESOLV_RECHECK_US))
+    return;
+  dns->resolv_checked = now;
+  if (stat (dns->resolv_conf, &st) == 0 && dns->upstreams != NULL &&
+      (gint64) st.st_mtime == dns->resolv_mtime)
+    return;
+  dns->resolv_mtime = stat (dns->resolv_conf, &st) == 0 ? (gint64) st.st_mtime : 0;
+  g_file_get_contents (dns->resolv_conf, &contents, NULL, NULL);
+  servers = box_nftables_dns_parse_resolv_conf (contents);
+  upstreams = g_ptr_array_new_with_free_func (g_object_unref);
+  for (guint i = 0; servers[i] != NULL; i++) {
+    GSocketAddress *addr = parse_upstream (servers[i], NULL);
+    if (addr != NULL)
+      g_ptr_array_add (upstreams, addr);
+  }
+  if (upstreams->len == 0) {
+    /* what the C library does without a nameserver line */
+    GSocketAddress *addr = parse_upstream ("127.0.0.1", NULL);
+    g_ptr_array_add (upstreams, addr);
+  }
+  g_clear_pointer (&dns->upstreams, g_ptr_array_unref);
+  dns->upstreams = g_steal_pointer (&upstreams);
+}
+
+/* A new reference to upstream number @attempt (round robin). */
+static GSocketAddress *
+get_upstream (BoxNftablesDns *dns, guint attempt, guint *n_upstreams)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+
+  reload_resolv_conf_locked (dns);
+  *n_upstreams = dns->upstreams->len;
+  return g_object_ref (g_ptr_array_index (dns->upstreams, attempt % dns->upstreams->len));
+}
+
+char *
+box_nftables_dns_describe_upstreams (BoxNftablesDns *dns)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+  GString *out = g_string_new (NULL);
+
+  reload_resolv_conf_locked (dns);
+  for (guint i = 0; i < dns->upstreams->len; i++) {
+    GInetSocketAddress *addr = g_ptr_array_index (dns->upstreams, i);
+    g_autofree char *ip = g_inet_address_to_string (g_inet_socket_address_get_address (addr));
+
+    g_string_append_printf (out, "%s%s:%u", i > 0 ? " " : "", ip,
+                            g_inet_socket_address_get_port (addr));
+  }
+  if (dns->from_resolv_conf)
+    g_string_append_printf (out, " (from %s)", dns->resolv_conf);
+  return g_string_free (out, FALSE);
+}
+
+/* ---- who may ask ---- */
+
+static gboolean
+client_allowed (BoxNftablesDns *dns, GSocketAddress *client)
+{
+  g_autoptr(GMutexLocker) locker = NULL;
+  GInetAddress *inet;
+  guint32 addr;
+
+  if (!G_IS_INET_SOCKET_ADDRESS (client))
+    return FALSE;
+  inet = g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (client));
+  if (g_inet_address_get_family (inet) != G_SOCKET_FAMILY_IPV4)
+    return FALSE;
+  memcpy (&addr, g_inet_address_to_bytes (inet), 4);
+  locker = g_mutex_locker_new (&dns->lock);
+  return g_hash_table_contains (dns->allowed, GUINT_TO_POINTER (g_ntohl (addr)));
+}
+
+void
+box_nftables_dns_allow (BoxNftablesDns *dns, guint32 address)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+
+  g_hash_table_add (dns->allowed, GUINT_TO_POINTER (address));
+}
+
+void
+box_nftables_dns_forget (BoxNftablesDns *dns, guint32 address)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+
+  g_hash_table_remove (dns->allowed, GUINT_TO_POINTER (address));
+}
+
+/* ---- UDP ---- */
+
+static void
+query_free (BoxDnsQuery *q)
+{
+  if (q->read_source != NULL) {
+    g_source_destroy (q->read_source);
+    g_source_unref (q->read_source);
+  }
+  if (q->timer != NULL) {
+    g_source_destroy (q->timer);
+    g_source_unref (q->timer);
+  }
+  if (q->sock != NULL)
+    g_socket_close (q->sock, NULL);
+  g_clear_object (&q->sock);
+  g_clear_object (&q->client);
+  g_clear_pointer (&q->query, g_bytes_unref);
+  g_free (q);
+}
+
+static void
+query_finish (BoxDnsQuery *q, const guint8 *answer, gsize len)
+{
+  if (answer != NULL)
+    g_socket_send_to (q->dns->udp, q->client, (const char *) answer, len, NULL, NULL);
+  g_hash_table_remove (q->dns->pending, q);   /* frees q */
+}
+
+static gboolean query_send (BoxDnsQuery *q);
+
+static gboolean
+query_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
+{
+  BoxDnsQuery *q = user_data;
+  g_autofree guint8 *buf = g_malloc (BOX_DNS_MAX_MESSAGE);
+  const guint8 *query = g_bytes_get_data (q->query, NULL);
+  gssize n;
+
+  n = g_socket_receive (sock, (char *) buf, BOX_DNS_MAX_MESSAGE, NULL, NULL);
+  if (n < 0) {
+    /* e.g. ICMP port unreachable from a dead upstream: try the next one
+     * (query_send destroys this source) */
+    query_send (q);
+    return G_SOURCE_REMOVE;
+  }
+  if (n < 12 || buf[0] != query[0] || buf[1] != query[1] || (buf[2] & 0x80) == 0)
+    return G_SOURCE_CONTINUE;   /* not the answer to this query */
+  query_finish (q, buf, (gsize) n);
+  return G_SOURCE_REMOVE;
+}
+
+static gboolean
+query_timeout_cb (gpointer user_data)
+{
+  BoxDnsQuery *q = user_data;
+
+  query_send (q);
+  return G_SOURCE_REMOVE;
+}
+
+/* Sends attempt number q->attempt, or answers SERVFAIL when all are used.
+ * FALSE when @q is gone. */
+static gboolean
+query_send (BoxDnsQuery *q)
+{
+  while (q->attempt < q->max_attempts) {
+    g_autoptr(GSocketAddress) upstream = NULL;
+    g_autoptr(GSocket) sock = NULL;
+    guint n_upstreams;
+    gsize len;
+    const char *data = g_bytes_get_data (q->query, &len);
+
+    upstream = get_upstream (q->dns, q->attempt, &n_upstreams);
+    q->max_attempts = MAX (2, n_upstreams);
+    q->attempt++;
+    if (q->read_source != NULL) {
+      g_source_destroy (q->read_source);
+      g_clear_pointer (&q->read_source, g_source_unref);
+    }
+    if (q->timer != NULL) {
+      g_source_destroy (q->timer);
+      g_clear_pointer (&q->timer, g_source_unref);
+    }
+    if (q->sock != NULL)
+      g_socket_close (q->sock, NULL);
+    g_clear_object (&q->sock);
+
+    sock = g_socket_new (g_socket_address_get_family (upstream), G_SOCKET_TYPE_DATAGRAM,
+                         G_SOCKET_PROTOCOL_UDP, NULL);
+    if (sock == NULL || !g_socket_connect (sock, upstream, NULL, NULL) ||
+        g_socket_send (sock, data, len, NULL, NULL) < 0)
+      continue;
+    q->sock = g_steal_pointer (&sock);
+    q->read_source = g_socket_create_source (q->sock, G_IO_IN, NULL);
+    g_source_set_callback (q->read_source, G_SOURCE_FUNC (query_readable_cb), q, NULL);
+    g_source_attach (q->read_source, q->dns->context);
+    q->timer = g_timeout_source_new (BOX_DNS_ATTEMPT_MS);
+    g_source_set_callback (q->timer, query_timeout_cb, q, NULL);
+    g_source_attach (q->timer, q->dns->context);
+    return TRUE;
+  }
+  {
+    gsize len;
+    const guint8 *data = g_bytes_get_data (q->query, &len);
+    g_autoptr(GBytes) servfail = box_nftables_dns_servfail (data, len);
+
+    query_finish (q, servfail != NULL ? g_bytes_get_data (servfail, NULL) : NULL,
+                  servfail != NULL ? g_bytes_get_size (servfail) : 0);
+  }
+  return FALSE;
+}
+
+static gboolean
+udp_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
+{
+  BoxNftablesDns *dns = user_data;
+  g_autofree guint8 *buf = g_malloc (BOX_DNS_MAX_MESSAGE);
+
+  for (;;) {
+    g_autoptr(GSocketAddress) client = NULL;
+    g_autoptr(GError) error = NULL;
+    BoxDnsQuery *q;
+    gssize n;
+
+    n = g_socket_receive_from (sock, &client, (char *) buf, BOX_DNS_MAX_MESSAGE, NULL, &error);
+    if (n < 0) {
+      if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK))
+        break;
+      g_debug ("dns: receive: %s", error->message);
+      break;
+    }
+    /* a query (QR clear) from a sandbox we know, with a sane question */
+    if (client == NULL || !client_allowed (dns, client) ||
+        box_nftables_dns_question_end (buf, (gsize) n) < 0 || (buf[2] & 0x80) != 0)
+      continue;
+    if (g_hash_table_size (dns->pending) >= BOX_DNS_MAX_PENDING)
+      continue;
+    q = g_new0 (BoxDnsQuery, 1);
+    q->dns = dns;
+    q->client = g_steal_pointer (&client);
+    q->query = g_bytes_new (buf, (gsize) n);
+    q->max_attempts = 2;
+    g_hash_table_add (dns->pending, q);
+    query_send (q);
+  }
+  return G_SOURCE_CONTINUE;
+}
+
+/* ---- TCP ---- */
+
+static gboolean
+read_message (GInputStream *in, guint8 *buf, gsize *len, GCancellable *cancellable,
+              GError **error)
+{
+  guint8 prefix[2];
+  gsize got = 0;
+
+  if (!g_input_stream_read_all (in, prefix, 2, &got, cancellable, error))
+    return FALSE;
+  if (got != 2) {
+    *len = 0;   /* end of stream */
+    return TRUE;
+  }
+  *len = ((gsize) prefix[0] << 8) | prefix[1];
+  if (*len < 12) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_INVALID_DATA, "short DNS message");
+    return FALSE;
+  }
+  if (!g_input_stream_read_all (in, buf, *len, &got, cancellable, error))
+    return FALSE;
+  if (got != *len) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_PARTIAL_INPUT, "truncated DNS message");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+write_message (GOutputStream *out, const guint8 *buf, gsize len, GCancellable *cancellable,
+               GError **error)
+{
+  guint8 prefix[2] = { (guint8) (len >> 8), (guint8) (len & 0xff) };
+
+  return g_output_stream_write_all (out, prefix, 2, NULL, cancellable, error) &&
+         g_output_stream_write_all (out, buf, len, NULL, cancellable, error);
+}
+
+static void
+tcp_serve (gpointer data, gpointer user_data)
+{
+  g_autoptr(GSocket) sock = data;
+  BoxNftablesDns *dns = user_data;
+  g_autoptr(GSocketConnection) conn = NULL;
+  g_autoptr(GSocketConnection) upstream = NULL;
+  g_autoptr(GSocketClient) connector = g_socket_client_new ();
+  g_autofree guint8 *buf = g_malloc (BOX_DNS_MAX_MESSAGE);
+  g_autoptr(GError) error = NULL;
+
+  g_socket_set_blocking (sock, TRUE);
+  g_socket_set_timeout (sock, BOX_DNS_TCP_TIMEOUT_S);
+  conn = g_socket_connection_factory_create_connection (sock);
+  g_socket_client_set_timeout (connector, BOX_DNS_TCP_TIMEOUT_S);
+
+  for (;;) {
+    gsize len = 0;
+
+    if (!read_message (g_io_stream_get_input_stream (G_IO_STREAM (conn)), buf, &len,
+                       dns->cancellable, &error) || len == 0)
+      break;
+    if (box_nftables_dns_question_end (buf, len) < 0 || (buf[2] & 0x80) != 0)
+      break;
+    if (upstream == NULL) {
+      g_autoptr(GSocketAddress) addr = NULL;
+      guint n_upstreams;
+
+      addr = get_upstream (dns, 0, &n_upstreams);
+      upstream = g_socket_client_connect (connector, G_SOCKET_CONNECTABLE (addr),
+                                          dns->cancellable, &error);
+      if (upstream == NULL) {
+        g_autoptr(GBytes) servfail = box_nftables_dns_servfail (buf, len);
+        if (servfail != NULL)
+          write_message (g_io_stream_get_output_stream (G_IO_STREAM (conn)),
+                         g_bytes_get_data (servfail, NULL), g_bytes_get_size (servfail),
+                         dns->cancellable, NULL);
+        break;
+      }
+      g_socket_set_timeout (g_socket_connection_get_socket (upstream), BOX_DNS_TCP_TIMEOUT_S);
+    }
+    if (!write_message (g_io_stream_get_output_stream (G_IO_STREAM (upstream)), buf, len,
+                        dns->cancellable, &error) ||
+        !read_message (g_io_stream_get_input_stream (G_IO_STREAM (upstream)), buf, &len,
+                       dns->cancellable, &error) || len == 0 ||
+        !write_message (g_io_stream_get_output_stream (G_IO_STREAM (conn)), buf, len,
+                        dns->cancellable, &error))
+      break;
+  }
+  if (error != NULL)
+    g_debug ("dns: tcp: %s", error->message);
+  g_io_stream_close (G_IO_STREAM (conn), NULL, NULL);
+  if (upstream != NULL)
+    g_io_stream_close (G_IO_STREAM (upstream), NULL, NULL);
+}
+
+static gboolean
+tcp_acceptable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
+{
+  BoxNftablesDns *dns = user_data;
+
+  for (;;) {
+    g_autoptr(GSocket) client = g_socket_accept (sock, NULL, NULL);
+    g_autoptr(GSocketAddress) remote = NULL;
+
+    if (client == NULL)
+      break;
+    remote = g_socket_get_remote_address (client, NULL);
+    if (remote == NULL || !client_allowed (dns, remote) ||
+        g_thread_pool_unprocessed (dns->tcp_pool) >= BOX_DNS_TCP_BACKLOG) {
+      g_socket_close (client, NULL);
+      continue;
+    }
+    g_thread_pool_push (dns->tcp_pool, g_steal_pointer (&client), NULL);
+  }
+  return G_SOURCE_CONTINUE;
+}
+
+/* ---- life cycle ---- */
+
+static gpointer
+dns_thread (gpointer user_data)
+{
+  BoxNftablesDns *dns = user_data;
+
+  g_main_context_push_thread_default (dns->context);
+  g_main_loop_run (dns->loop);
+  g_main_context_pop_thread_default (dns->context);
+  return NULL;
+}
+
+static GSocket *
+bind_socket (GSocketType type, guint16 port, GError **error)
+{
+  g_autoptr(GInetAddress) any = g_inet_address_new_any (G_SOCKET_FAMILY_IPV4);
+  g_autoptr(GSocketAddress) addr = g_inet_socket_address_new (any, port);
+  g_autoptr(GSocket) sock = NULL;
+  g_autoptr(GError) local_error = NULL;
+  gboolean tcp = type == G_SOCKET_TYPE_STREAM;
+
+  sock = g_socket_new (G_SOCKET_FAMILY_IPV4, type,
+                       tcp ? G_SOCKET_PROTOCOL_TCP : G_SOCKET_PROTOCOL_UDP, &local_error);
+  /* no address reuse for UDP: GLib would add SO_REUSEPORT, and a second
+   * resolver on the port must fail, not share the queries */
+  if (sock == NULL || !g_socket_bind (sock, addr, tcp, &local_error) ||
+      (tcp && !g_socket_listen (sock, &local_error))) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                 "the sandboxes' resolver cannot listen on %s port %u: %s",
+                 tcp ? "TCP" : "UDP", port, local_error->message);
+    return NULL;
+  }
+  g_socket_set_blocking (sock, FALSE);
+  return g_steal_pointer (&sock);
+}
+
+BoxNftablesDns *
+box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *resolv_conf,
+                      GError **error)
+{
+  g_autoptr(BoxNftablesDns) dns = g_new0 (BoxNftablesDns, 1);
+  GSource *source;
+
+  g_mutex_init (&dns->lock);
+  dns->allowed = g_hash_table_new (NULL, NULL);
+  dns->pending = g_hash_table_new_full (NULL, NULL, (GDestroyNotify) query_free, NULL);
+  dns->resolv_conf = g_strdup (resolv_conf != NULL ? resolv_conf : "/etc/resolv.conf");
+  dns->cancellable = g_cancellable_new ();
+  dns->context = g_main_context_new ();
+  dns->loop = g_main_loop_new (dns->context, FALSE);
+
+  if (upstreams != NULL && upstreams[0] != NULL) {
+    dns->upstreams = parse_upstreams (upstreams, error);
+    if (dns->upstreams == NULL)
+      return NULL;
+  } else {
+    dns->from_resolv_conf = TRUE;
+    reload_resolv_conf_locked (dns);
+  }
+
+  dns->udp = bind_socket (G_SOCKET_TYPE_DATAGRAM, port, error);
+  if (dns->udp == NULL)
+    return NULL;
+  dns->tcp = bind_socket (G_SOCKET_TYPE_STREAM, port, error);
+  if (dns->tcp == NULL)
+    return NULL;
+  dns->tcp_pool = g_thread_pool_new_full (tcp_serve, dns, g_object_unref,
+                                          BOX_DNS_TCP_THREADS, FALSE, error);
+  if (dns->tcp_pool == NULL)
+    return NULL;
+
+  source = g_socket_create_source (dns->udp, G_IO_IN, NULL);
+  g_source_set_callback (source, G_SOURCE_FUNC (udp_readable_cb), dns, NULL);
+  g_source_attach (source, dns->context);
+  g_source_unref (source);
+  source = g_socket_create_source (dns->tcp, G_IO_IN, NULL);
+  g_source_set_callback (source, G_SOURCE_FUNC (tcp_acceptable_cb), dns, NULL);
+  g_source_attach (source, dns->context);
+  g_source_unref (source);
+
+  dns->thread = g_thread_new ("box-nft-dns", dns_thread, dns);
+  return g_steal_pointer (&dns);
+}
+
+void
+box_nftables_dns_free (BoxNftablesDns *dns)
+{
+  if (dns == NULL)
+    return;
+  if (dns->cancellable != NULL)
+    g_cancellable_cancel (dns->cancellable);
+  if (dns->thread != NULL) {
+    g_main_loop_quit (dns->loop);
+    g_thread_join (dns->thread);
+  }
+  /* TCP workers see the cancellation; queued connections are just closed */
+  if (dns->tcp_pool != NULL)
+    g_thread_pool_free (dns->tcp_pool, TRUE, TRUE);
+  g_hash_table_unref (dns->pending);   /* the loop is gone: safe to drop sources */
+  if (dns->udp != NULL)
+    g_socket_close (dns->udp, NULL);
+  if (dns->tcp != NULL)
+    g_socket_close (dns->tcp, NULL);
+  g_clear_object (&dns->udp);
+  g_clear_object (&dns->tcp);
+  g_main_loop_unref (dns->loop);
+  g_main_context_unref (dns->context);
+  g_clear_object (&dns->cancellable);
+  g_clear_pointer (&dns->upstreams, g_ptr_array_unref);
+  g_hash_table_unref (dns->allowed);
+  g_free (dns->resolv_conf);
+  g_mutex_clear (&dns->lock);
+  g_free (dns);
+}

@@ -1,0 +1,168 @@
+/* box-nftables-ruleset.c: ruleset text; see box-nftables-ruleset.h and README.md. */
+#include "config.h"
+
+#include <string.h>
+
+#include "box-nftables-ruleset.h"
+
+static const char *const blocked_builtin[] = {
+  "0.0.0.0/8",        /* "this network" */
+  "10.0.0.0/8",       /* private */
+  "100.64.0.0/10",    /* shared address space (carrier-grade NAT) */
+  "127.0.0.0/8",      /* loopback */
+  "169.254.0.0/16",   /* link-local, cloud metadata services */
+  "172.16.0.0/12",    /* private */
+  "192.168.0.0/16",   /* private */
+  "224.0.0.0/4",      /* multicast */
+  "240.0.0.0/4",      /* reserved, limited broadcast */
+  NULL
+};
+
+const char *const *
+box_nftables_blocked_builtin (void)
+{
+  return blocked_builtin;
+}
+
+gboolean
+box_nftables_table_name_is_valid (const char *table)
+{
+  gsize len = table != NULL ? strlen (table) : 0;
+
+  if (len < 1 || len > 32 || !g_ascii_islower (table[0]))
+    return FALSE;
+  for (gsize i = 0; i < len; i++) {
+    if (!g_ascii_islower (table[i]) && !g_ascii_isdigit (table[i]) && table[i] != '_')
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static void
+append_blocked (GString *out, const BoxNftablesRuleset *ruleset)
+{
+  gboolean first = TRUE;
+
+  for (const char *const *p = blocked_builtin; *p != NULL; p++) {
+    g_string_append_printf (out, "%s%s", first ? "" : ", ", *p);
+    first = FALSE;
+  }
+  for (const char *const *p = ruleset->blocked; p != NULL && *p != NULL; p++)
+    g_string_append_printf (out, ", %s", *p);
+}
+
+char *
+box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
+{
+  GString *out = g_string_new (NULL);
+  const char *t = ruleset->table;
+  guint i;
+
+  g_return_val_if_fail (box_nftables_table_name_is_valid (t), NULL);
+  g_return_val_if_fail (ruleset->ifname_prefix != NULL, NULL);
+
+  /* "table ... {}" creates it if missing, so that "delete" cannot fail;
+   * all of it is one transaction: there is no moment without rules. */
+  g_string_append_printf (out, "table inet %s {}\ndelete table inet %s\n", t, t);
+  g_string_append_printf (out, "table inet %s {\n", t);
+  g_string_append (out,
+    "  set taps { type ifname; }\n"
+    "  set guests { type ifname . ipv4_addr; }\n"
+    "  set blocked { type ipv4_addr; flags interval; auto-merge; elements = { ");
+  append_blocked (out, ruleset);
+  g_string_append (out, " }; }\n");
+
+  /* DNS to the gateway goes to the plugin's resolver. */
+  g_string_append_printf (out,
+    "  chain prerouting {\n"
+    "    type nat hook prerouting priority dstnat; policy accept;\n"
+    "    iifname @taps ip daddr %s meta l4proto { tcp, udp } th dport 53 redirect to :%u\n"
+    "  }\n", ruleset->pool, ruleset->dns_port);
+
+  /* The node itself: only the resolver, reached through the redirect;
+   * the resolver's port is closed to everything else.  A link named like
+   * ours that is not (or not yet) in @taps is dropped: fail closed. */
+  g_string_append_printf (out,
+    "  chain input {\n"
+    "    type filter hook input priority filter - 10; policy accept;\n"
+    "    iifname \"%s*\" iifname != @taps drop\n"
+    "    iifname @taps jump input_from_box\n"
+    "    meta l4proto { tcp, udp } th dport %u drop\n"
+    "  }\n"
+    "  chain input_from_box {\n"
+    "    meta nfproto ipv6 drop\n"
+    "    iifname . ip saddr != @guests drop\n"
+    "    meta l4proto { tcp, udp } th dport %u ct status dnat accept\n"
+    "    ct state established,related accept\n"
+    "    drop\n"
+    "  }\n", ruleset->ifname_prefix, ruleset->dns_port, ruleset->dns_port);
+
+  /* Through the node: out to the internet only; nothing in but replies;
+   * box to box falls under "nothing in". */
+  g_string_append_printf (out,
+    "  chain forward {\n"
+    "    type filter hook forward priority filter - 10; policy accept;\n"
+    "    iifname \"%s*\" iifname != @taps drop\n"
+    "    oifname \"%s*\" oifname != @taps drop\n"
+    "    oifname @taps ct state established,related accept\n"
+    "    oifname @taps drop\n"
+    "    iifname @taps jump forward_from_box\n"
+    "  }\n"
+    "  chain forward_from_box {\n"
+    "    meta nfproto ipv6 drop\n"
+    "    iifname . ip saddr != @guests drop\n"
+    "    ip daddr @blocked drop\n"
+    "    accept\n"
+    "  }\n", ruleset->ifname_prefix, ruleset->ifname_prefix);
+
+  /* From the node's own processes into a sandbox: only replies (the
+   * resolver's answers, ICMP errors). */
+  g_string_append_printf (out,
+    "  chain output {\n"
+    "    type filter hook output priority filter - 10; policy accept;\n"
+    "    oifname \"%s*\" oifname != @taps drop\n"
+    "    oifname @taps ct state established,related accept\n"
+    "    oifname @taps drop\n"
+    "  }\n", ruleset->ifname_prefix);
+
+  g_string_append (out,
+    "  chain postrouting {\n"
+    "    type nat hook postrouting priority srcnat; policy accept;\n"
+    "    iifname @taps oifname != @taps masquerade\n"
+    "  }\n"
+    "}\n");
+
+  for (i = 0; ruleset->members != NULL && i < ruleset->members->len; i++) {
+    const BoxNftablesMember *m = &g_array_index (ruleset->members, BoxNftablesMember, i);
+    g_autofree char *add = box_nftables_ruleset_add_member (t, m->ifname, m->address);
+    g_string_append (out, add);
+  }
+  return g_string_free (out, FALSE);
+}
+
+char *
+box_nftables_ruleset_add_member (const char *table, const char *ifname, const char *address)
+{
+  return g_strdup_printf ("add element inet %s taps { \"%s\" }\n"
+                          "add element inet %s guests { \"%s\" . %s }\n",
+                          table, ifname, table, ifname, address);
+}
+
+char *
+box_nftables_ruleset_remove_member (const char *table, const char *ifname, const char *address)
+{
+  g_autofree char *add = box_nftables_ruleset_add_member (table, ifname, address);
+
+  /* nft 1.0.6 has no "destroy element": adding first makes the delete
+   * succeed whether or not the element was there. */
+  return g_strdup_printf ("%s"
+                          "delete element inet %s taps { \"%s\" }\n"
+                          "delete element inet %s guests { \"%s\" . %s }\n",
+                          add, table, ifname, table, ifname, address);
+}
+
+char *
+box_nftables_ruleset_uninstall (const char *table)
+{
+  return g_strdup_printf ("table inet %s {}\ndelete table inet %s\n", table, table);
+}
