@@ -39,6 +39,15 @@ typedef struct {
   char         **domains;   /* --domain, project-create only */
 } BoxCtl;
 
+static void
+boxctl_clear (BoxCtl *ctl)
+{
+  g_clear_object (&ctl->proxy);
+  g_clear_pointer (&ctl->domains, g_strfreev);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (BoxCtl, boxctl_clear)
+
 typedef gboolean (*BoxCtlFunc) (BoxCtl *ctl, char **args, GError **error);
 
 typedef struct {
@@ -693,7 +702,7 @@ int
 main (int argc, char **argv)
 {
   gboolean session = FALSE;
-  BoxCtl ctl = { 0 };
+  g_auto(BoxCtl) ctl = { 0 };
   g_autoptr(GOptionContext) context = NULL;
   g_autofree char *summary = NULL;
   g_autoptr(GError) error = NULL;
@@ -752,7 +761,5 @@ main (int argc, char **argv)
   else
     status = BOXCTL_EXIT_OK;
 
-  g_clear_object (&ctl.proxy);
-  g_strfreev (ctl.domains);
   return status;
 }
