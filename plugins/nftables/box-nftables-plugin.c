@@ -492,6 +492,10 @@ box_nftables_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError 
   }
   if (!load_config (self, error) || !check_host (error))
     return FALSE;
+  /* a start that failed half-way may be retried */
+  g_clear_pointer (&self->dns, box_nftables_dns_free);
+  g_clear_pointer (&self->nft, box_nftables_nft_free);
+  g_hash_table_remove_all (self->records);
   self->nft = box_nftables_nft_new (error);
   if (self->nft == NULL)
     return FALSE;
