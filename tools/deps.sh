@@ -7,11 +7,11 @@ BOX_DEB_PACKAGES=(
   # build
   build-essential meson ninja-build pkg-config gettext
   libglib2.0-dev libglib2.0-dev-bin libsoup-3.0-dev libjson-glib-dev libgnutls28-dev
-  libsqlite3-dev libvirt-dev libarchive-dev
+  libsqlite3-dev libvirt-dev libarchive-dev libnftables-dev
   # run: libvirt + QEMU for real sandboxes, D-Bus for the admin interface
-  libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dbus
+  libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dbus nftables
   # guest images and kernels
-  mmdebstrap e2fsprogs cpio zstd
+  mmdebstrap e2fsprogs cpio zstd bc
   # tests
   python3 curl jq sqlite3 tmux iproute2 procps
 )
