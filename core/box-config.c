@@ -40,7 +40,7 @@ box_config_new (void)
   config->storage = g_strdup ("sqlite");
   config->auth = g_strdup ("keys");
   config->hypervisor = g_strdup ("auto");
-  config->network = g_strdup ("");
+  config->network = g_strdup ("auto");
   config->broker = g_strdup ("");
   config->secret_key = TRUE;
   config->dbus = BOX_DBUS_SYSTEM;
@@ -188,7 +188,7 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
     { "hypervisor", 0, 0, G_OPTION_ARG_STRING, &hypervisor,
       N_("Hypervisor plugin (default auto: the real one installed)"), N_("NAME") },
     { "network", 0, 0, G_OPTION_ARG_STRING, &network,
-      N_("Network plugin (default none)"), N_("NAME") },
+      N_("Network plugin, or none (default auto: nftables for real VMs)"), N_("NAME") },
     { "secret-key-file", 0, 0, G_OPTION_ARG_FILENAME, &secret_key_file,
       N_("Seal secret values with the key in FILE (created if missing)"), N_("FILE") },
     { "no-secret-key", 0, 0, G_OPTION_ARG_NONE, &no_secret_key,

@@ -14,7 +14,7 @@
  *   storage=sqlite
  *   auth=keys
  *   hypervisor=auto
- *   network=
+ *   network=auto
  *   broker=
  *   secret_key_file=<data-dir>/secret.key
  *   secret_key=true
@@ -46,7 +46,7 @@ typedef struct {
   char        *storage;           /* plugin names */
   char        *auth;
   char        *hypervisor;        /* "auto": the real one installed, see box-engine.c */
-  char        *network;           /* "" = none */
+  char        *network;           /* "auto" (default), "none", or a plugin name */
   char        *broker;            /* "" = none */
   char        *secret_key_file;
   gboolean     secret_key;        /* FALSE: run without (secrets answer 501) */

@@ -184,6 +184,31 @@ choose_hypervisor (BoxEngine *self)
   return "libvirt";
 }
 
+/* network=auto: the nftables plugin when installed and the hypervisor runs
+ * real VMs; none for the dummy hypervisor (it has no VM to connect).
+ * *optional is TRUE when a failing start should leave sandboxes without a
+ * network rather than stop boxd. */
+static const char *
+choose_network (BoxEngine *self, const char *hypervisor, gboolean *optional)
+{
+  const char *wanted = self->config->network;
+
+  *optional = FALSE;
+  if (wanted == NULL || wanted[0] == '\0' || g_str_equal (wanted, "none"))
+    return NULL;
+  if (!g_str_equal (wanted, "auto"))
+    return wanted;
+  if (g_str_equal (hypervisor, "dummy"))
+    return NULL;
+  if (box_plugin_loader_lookup (self->loader, "nftables") != NULL) {
+    *optional = TRUE;
+    return "nftables";
+  }
+  g_warning ("no network plugin is installed in %s: sandboxes get no network",
+             self->config->plugin_dir);
+  return NULL;
+}
+
 static gboolean
 load_network_defaults (BoxEngine *self, GError **error)
 {
@@ -230,6 +255,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     { "broker", self->config->broker },
   };
   const char *hypervisor_name;
+  gboolean network_optional = FALSE;
   guint i;
 
   g_return_val_if_fail (!self->started, FALSE);
@@ -242,6 +268,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     return FALSE;
   hypervisor_name = choose_hypervisor (self);
   wanted[3].name = hypervisor_name;
+  wanted[2].name = choose_network (self, hypervisor_name, &network_optional);
 
   for (i = 0; i < G_N_ELEMENTS (wanted); i++) {
     GObject *instance;
@@ -274,6 +301,13 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     g_autoptr(GError) local_error = NULL;
 
     if (!box_plugin_start (plugin, cancellable, &local_error)) {
+      if (network_optional && G_OBJECT (plugin) == G_OBJECT (self->network)) {
+        g_warning ("network plugin %s cannot start, sandboxes get no network: %s",
+                   box_plugin_get_name (plugin), local_error->message);
+        self->network = NULL;
+        g_ptr_array_remove_index (self->plugins, i--);
+        continue;
+      }
       g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "plugin %s failed to start: %s",
                    box_plugin_get_name (plugin), local_error->message);
       /* stop those already started, newest first */
