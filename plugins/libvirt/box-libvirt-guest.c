@@ -1,0 +1,377 @@
+/* box-libvirt-guest.c: talking to a VM's guest agent after a start or restore.
+ *
+ * The agent listens on the virtio-serial port org.box.agent.0, which
+ * libvirt exposes as a Unix socket in the VM's directory.  After a fork the
+ * guest needs the host's clock, fresh entropy (the Debian cloud kernel has
+ * no VM generation ID), its own hostname and network identity and the
+ * sandbox's environment; after a restore the clock and the environment.
+ * These requests are pipelined: the agent answers them in order, so they
+ * cost one round trip rather than one each.
+ */
+#include "config.h"
+
+#include <gnutls/crypto.h>
+
+#include "box-libvirt-private.h"
+
+#define BOX_LIBVIRT_RESEED_BYTES 64
+
+typedef struct {
+  char               *socket_path;
+  BoxAgentClient     *agent;
+  BoxLibvirtGuestSteps steps;
+  char               *hostname;
+  BoxNetAttachment   *net;
+  GHashTable         *env;
+  guint               timeout_s;
+  GCancellable       *cancellable;    /* ours: the caller's or the timeout cancel it */
+  gulong              caller_handler;
+  GCancellable       *caller;
+  GSource            *timeout;
+  gboolean            timed_out;
+  guint               pending;
+  GError             *error;
+  gint64              started;
+} Setup;
+
+static void
+setup_free (Setup *setup)
+{
+  if (setup->timeout != NULL) {
+    g_source_destroy (setup->timeout);
+    g_source_unref (setup->timeout);
+  }
+  if (setup->caller != NULL) {
+    g_cancellable_disconnect (setup->caller, setup->caller_handler);
+    g_object_unref (setup->caller);
+  }
+  g_clear_object (&setup->cancellable);
+  g_free (setup->socket_path);
+  g_clear_object (&setup->agent);
+  g_free (setup->hostname);
+  g_clear_pointer (&setup->net, box_net_attachment_free);
+  g_clear_pointer (&setup->env, g_hash_table_unref);
+  g_clear_error (&setup->error);
+  g_free (setup);
+}
+
+static gboolean
+setup_timeout_cb (gpointer user_data)
+{
+  Setup *setup = user_data;
+
+  setup->timed_out = TRUE;
+  g_cancellable_cancel (setup->cancellable);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+caller_cancelled_cb (GCancellable *caller, gpointer user_data)
+{
+  GCancellable *ours = user_data;
+
+  g_cancellable_cancel (ours);
+}
+
+/* Any error of the exchange, as a BOX_ERROR. */
+static GError *
+setup_error (Setup *setup, const GError *error, const char *what)
+{
+  if (setup->timed_out)
+    return g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                        "the guest agent did not answer %s within %u s", what,
+                        setup->timeout_s);
+  if (error->domain == BOX_ERROR)
+    return g_error_new (BOX_ERROR, error->code, "%s: %s", what, error->message);
+  return g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE, "%s: %s", what,
+                      error->message);
+}
+
+static void
+setup_return (GTask *task)
+{
+  Setup *setup = g_task_get_task_data (task);
+
+  g_debug ("libvirt: guest %s answered in %.1f ms", setup->socket_path,
+           (g_get_monotonic_time () - setup->started) / 1e3);
+  if (setup->error != NULL)
+    g_task_return_error (task, g_steal_pointer (&setup->error));
+  else
+    g_task_return_pointer (task, g_object_ref (setup->agent), g_object_unref);
+  g_object_unref (task);
+}
+
+static void
+step_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  Setup *setup = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonObject) reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result,
+                                                              &error);
+
+  if (reply == NULL && setup->error == NULL)
+    setup->error = setup_error (setup, error, "preparing the guest");
+  if (--setup->pending == 0)
+    setup_return (task);
+}
+
+static void
+step (GTask *task, const char *op, JsonObject *args)
+{
+  Setup *setup = g_task_get_task_data (task);
+
+  setup->pending++;
+  box_agent_client_call_async (setup->agent, op, args, setup->cancellable, step_done, task);
+}
+
+static JsonObject *
+env_object (GHashTable *env)
+{
+  JsonObject *object = json_object_new ();
+  GHashTableIter iter;
+  gpointer key, value;
+
+  if (env != NULL) {
+    g_hash_table_iter_init (&iter, env);
+    while (g_hash_table_iter_next (&iter, &key, &value))
+      json_object_set_string_member (object, key, value);
+  }
+  return object;
+}
+
+static void
+run_steps (GTask *task)
+{
+  Setup *setup = g_task_get_task_data (task);
+
+  /* one extra count so that replies arriving while we send do not finish early */
+  setup->pending = 1;
+  if (setup->steps & BOX_LIBVIRT_GUEST_TIME) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    json_object_set_int_member (args, "unix_ns", g_get_real_time () * 1000);
+    step (task, "set-time", args);
+  }
+  if (setup->steps & BOX_LIBVIRT_GUEST_RANDOM) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    guint8 bytes[BOX_LIBVIRT_RESEED_BYTES];
+    g_autofree char *data = NULL;
+
+    if (gnutls_rnd (GNUTLS_RND_KEY, bytes, sizeof bytes) != 0) {
+      if (setup->error == NULL)
+        setup->error = g_error_new_literal (BOX_ERROR, BOX_ERROR_INTERNAL,
+                                            "no entropy to reseed the guest with");
+    } else {
+      data = g_base64_encode (bytes, sizeof bytes);
+      json_object_set_string_member (args, "data", data);
+      step (task, "reseed-random", args);
+    }
+  }
+  if ((setup->steps & BOX_LIBVIRT_GUEST_HOSTNAME) && setup->hostname != NULL) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    json_object_set_string_member (args, "hostname", setup->hostname);
+    step (task, "set-hostname", args);
+  }
+  if ((setup->steps & BOX_LIBVIRT_GUEST_NETWORK) && setup->net != NULL) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    g_autoptr(JsonArray) dns = json_array_new ();
+    g_autofree char *address = g_strdup_printf ("%s/%u", setup->net->address,
+                                                setup->net->prefix);
+
+    json_object_set_string_member (args, "iface", "eth0");
+    if (setup->net->mac != NULL)
+      json_object_set_string_member (args, "mac", setup->net->mac);
+    json_object_set_string_member (args, "address", address);
+    if (setup->net->gateway != NULL)
+      json_object_set_string_member (args, "gateway", setup->net->gateway);
+    for (guint i = 0; setup->net->dns != NULL && setup->net->dns[i] != NULL; i++)
+      json_array_add_string_element (dns, setup->net->dns[i]);
+    json_object_set_array_member (args, "dns", g_steal_pointer (&dns));
+    if (setup->hostname != NULL)
+      json_object_set_string_member (args, "hostname", setup->hostname);
+    step (task, "configure-network", args);
+  }
+  if (setup->steps & BOX_LIBVIRT_GUEST_GROW_FS)
+    step (task, "grow-fs", NULL);
+  if (setup->steps & BOX_LIBVIRT_GUEST_ENV) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    json_object_set_object_member (args, "env", env_object (setup->env));
+    step (task, "set-env", args);
+  }
+  if (setup->steps & BOX_LIBVIRT_GUEST_SYNC)
+    step (task, "sync", NULL);
+  if (--setup->pending == 0)
+    setup_return (task);
+}
+
+static void
+hello_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  Setup *setup = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  if (!box_agent_client_connect_finish (BOX_AGENT_CLIENT (source), result, &error)) {
+    setup->error = setup_error (setup, error, "connecting to the guest agent");
+    box_agent_client_close (setup->agent);
+    setup_return (task);
+    return;
+  }
+  run_steps (task);
+}
+
+static void
+socket_connected (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  Setup *setup = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GSocketConnection) connection =
+    g_socket_client_connect_finish (G_SOCKET_CLIENT (source), result, &error);
+
+  if (connection == NULL) {
+    g_autofree char *what = g_strdup_printf ("connecting to %s", setup->socket_path);
+    setup->error = setup_error (setup, error, what);
+    setup_return (task);
+    return;
+  }
+  setup->agent = box_agent_client_new (G_IO_STREAM (connection));
+  box_agent_client_connect_async (setup->agent, setup->cancellable, hello_done, task);
+}
+
+void
+box_libvirt_guest_setup_async (const BoxLibvirtGuestSetup *params, GCancellable *cancellable,
+                               GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (NULL, cancellable, callback, user_data);
+  Setup *setup = g_new0 (Setup, 1);
+
+  g_task_set_source_tag (task, box_libvirt_guest_setup_async);
+  g_task_set_task_data (task, setup, (GDestroyNotify) setup_free);
+  setup->socket_path = g_strdup (params->socket_path);
+  setup->agent = params->agent != NULL ? g_object_ref (params->agent) : NULL;
+  setup->steps = params->steps;
+  setup->hostname = g_strdup (params->hostname);
+  setup->net = params->net != NULL ? box_net_attachment_copy (params->net) : NULL;
+  setup->env = params->env != NULL ? g_hash_table_ref (params->env) : NULL;
+  setup->timeout_s = MAX (params->timeout_s, 1);
+  setup->started = g_get_monotonic_time ();
+  setup->cancellable = g_cancellable_new ();
+  if (cancellable != NULL) {
+    setup->caller = g_object_ref (cancellable);
+    setup->caller_handler = g_cancellable_connect (cancellable, G_CALLBACK (caller_cancelled_cb),
+                                                   setup->cancellable, NULL);
+  }
+  setup->timeout = g_timeout_source_new_seconds (setup->timeout_s);
+  g_source_set_callback (setup->timeout, setup_timeout_cb, setup, NULL);
+  g_source_attach (setup->timeout, g_main_context_get_thread_default ());
+
+  if (setup->agent != NULL) {
+    run_steps (task);
+  } else {
+    g_autoptr(GSocketClient) client = g_socket_client_new ();
+    g_autoptr(GSocketAddress) address = g_unix_socket_address_new (setup->socket_path);
+
+    g_socket_client_connect_async (client, G_SOCKET_CONNECTABLE (address), setup->cancellable,
+                                   socket_connected, task);
+  }
+}
+
+BoxAgentClient *
+box_libvirt_guest_setup_finish (GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+static void
+adopted_hello_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!box_agent_client_connect_finish (BOX_AGENT_CLIENT (source), result, &error))
+    g_message ("libvirt: reconnecting to a guest agent failed: %s", error->message);
+}
+
+BoxAgentClient *
+box_libvirt_guest_connect_now (const char *socket_path, GError **error)
+{
+  g_autoptr(GSocketClient) client = g_socket_client_new ();
+  g_autoptr(GSocketAddress) address = g_unix_socket_address_new (socket_path);
+  g_autoptr(GSocketConnection) connection = NULL;
+  g_autoptr(GError) local_error = NULL;
+  BoxAgentClient *agent;
+
+  /* a local Unix socket: connecting does not wait for the guest */
+  connection = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (address), NULL,
+                                        &local_error);
+  if (connection == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                 "cannot connect to the guest agent: %s", local_error->message);
+    return NULL;
+  }
+  agent = box_agent_client_new (G_IO_STREAM (connection));
+  box_agent_client_connect_async (agent, NULL, adopted_hello_done, NULL);
+  return agent;
+}
+
+/* ---- one request with a deadline ---- */
+
+typedef struct {
+  GCancellable *cancellable;
+  GSource      *timeout;
+} Call;
+
+static void
+call_free (Call *call)
+{
+  g_source_destroy (call->timeout);
+  g_source_unref (call->timeout);
+  g_object_unref (call->cancellable);
+  g_free (call);
+}
+
+static gboolean
+call_timeout_cb (gpointer user_data)
+{
+  g_cancellable_cancel (G_CANCELLABLE (user_data));
+  return G_SOURCE_REMOVE;
+}
+
+static void
+call_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonObject) reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result,
+                                                              &error);
+
+  if (reply == NULL)
+    g_task_return_error (task, box_error_convert (error, "guest agent"));
+  else
+    g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+}
+
+void
+box_libvirt_guest_call_async (BoxAgentClient *agent, const char *op, guint timeout_s,
+                              GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (NULL, NULL, callback, user_data);
+  Call *call = g_new0 (Call, 1);
+
+  g_task_set_source_tag (task, box_libvirt_guest_call_async);
+  g_task_set_task_data (task, call, (GDestroyNotify) call_free);
+  call->cancellable = g_cancellable_new ();
+  call->timeout = g_timeout_source_new_seconds (MAX (timeout_s, 1));
+  g_source_set_callback (call->timeout, call_timeout_cb, call->cancellable, NULL);
+  g_source_attach (call->timeout, g_main_context_get_thread_default ());
+  box_agent_client_call_async (agent, op, NULL, call->cancellable, call_done, task);
+}
+
+gboolean
+box_libvirt_guest_call_finish (GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, NULL), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}

@@ -1,0 +1,579 @@
+/* box-libvirt-plugin.c: the `libvirt` hypervisor, boxd's default.
+ *
+ * One libvirt domain (QEMU, q35, direct kernel boot) per awake sandbox;
+ * creates are forks of a template snapshot taken from a warm pool; pause
+ * is hot (vCPUs stopped) and turns cold (a snapshot file, QEMU ended) after
+ * a while.  plugins/libvirt/README.md explains the design and its figures.
+ *
+ *   [plugin.libvirt]
+ *   uri=qemu:///system     libvirt connection
+ *   image_dir=             guest images (default $BOX_IMAGE_CACHE or /var/cache/box/images)
+ *   vm_dir=/var/lib/libvirt/box   disks, RAM and snapshot files; QEMU's user must reach it
+ *   accel=auto             auto (probe KVM), kvm or tcg
+ *   qemu_user=libvirt-qemu / qemu_group=kvm    QEMU's user (qemu.conf)
+ *   pool_size=2            warm (restored, paused) domains per template snapshot
+ *   hot_pause_s=60         a pause turns into a cold snapshot after this (0: at once)
+ *   max_memory_mib=0       0: the host's memory minus a reserve
+ *   max_cpus=0             0: the host's CPUs times cpu_overcommit
+ *   cpu_overcommit=64
+ *   tb_cache_mib=128       TCG translation cache per VM
+ *   boot_timeout_s=120     cold boot to agent-ready
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "box-libvirt-private.h"
+
+/* Memory left to the host: this much plus 5 % of the total. */
+#define BOX_LIBVIRT_MEMORY_RESERVE_MIB 1024
+
+static void box_libvirt_plugin_hypervisor_init (BoxHypervisorInterface *iface);
+
+G_DEFINE_FINAL_TYPE_WITH_CODE (BoxLibvirtPlugin, box_libvirt_plugin, BOX_TYPE_PLUGIN,
+                               G_IMPLEMENT_INTERFACE (BOX_TYPE_HYPERVISOR,
+                                                      box_libvirt_plugin_hypervisor_init))
+
+/* ---- shared helpers ---- */
+
+typedef struct {
+  BoxLibvirtWorkFunc func;
+  gpointer           data;
+  GDestroyNotify     data_free;
+} Work;
+
+static void
+work_free (Work *work)
+{
+  if (work->data_free != NULL)
+    work->data_free (work->data);
+  g_free (work);
+}
+
+static void
+work_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+{
+  Work *work = task_data;
+  GError *error = NULL;
+
+  if (work->func (BOX_LIBVIRT_PLUGIN (source), work->data, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+void
+box_libvirt_run_in_thread (BoxLibvirtPlugin *self, BoxLibvirtWorkFunc func, gpointer data,
+                           GDestroyNotify data_free, GCancellable *cancellable,
+                           GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  Work *work = g_new0 (Work, 1);
+
+  work->func = func;
+  work->data = data;
+  work->data_free = data_free;
+  g_task_set_source_tag (task, box_libvirt_run_in_thread);
+  g_task_set_task_data (task, work, (GDestroyNotify) work_free);
+  /* GLib's pool for tasks is bounded; libvirt calls block in it */
+  g_task_run_in_thread (task, work_thread);
+}
+
+gboolean
+box_libvirt_run_finish (GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+BoxNetwork *
+box_libvirt_get_network (BoxLibvirtPlugin *self)
+{
+  BoxEngine *engine = box_plugin_get_engine (BOX_PLUGIN (self));
+
+  return engine != NULL ? box_engine_get_network (engine) : NULL;
+}
+
+BoxLibvirtVm *
+box_libvirt_lookup_vm (BoxLibvirtPlugin *self, const char *id)
+{
+  return id != NULL ? g_hash_table_lookup (self->vms, id) : NULL;
+}
+
+BoxLibvirtVm *
+box_libvirt_find_vm_by_domain (BoxLibvirtPlugin *self, const char *domain_name)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  if (!g_str_has_prefix (domain_name, BOX_LIBVIRT_NAME_PREFIX))
+    return NULL;
+  g_hash_table_iter_init (&iter, self->vms);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    BoxLibvirtVm *vm = value;
+    if (g_strcmp0 (vm->vm_id, domain_name + strlen (BOX_LIBVIRT_NAME_PREFIX)) == 0)
+      return vm;
+  }
+  return NULL;
+}
+
+void
+box_libvirt_save_vm (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!box_libvirt_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), &error))
+    g_warning ("libvirt: %s", error->message);
+}
+
+static void
+agent_closed_cb (BoxAgentClient *agent, GError *error, gpointer user_data)
+{
+  BoxLibvirtVm *vm = user_data;
+
+  g_debug ("libvirt: the agent connection of %s closed: %s", vm->id,
+           error != NULL ? error->message : "");
+}
+
+void
+box_libvirt_set_agent (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, BoxAgentClient *agent)
+{
+  if (vm->agent == agent)
+    return;
+  if (vm->agent != NULL) {
+    g_signal_handler_disconnect (vm->agent, vm->agent_closed_id);
+    box_agent_client_close (vm->agent);
+    g_clear_object (&vm->agent);
+    vm->agent_closed_id = 0;
+  }
+  if (agent != NULL) {
+    vm->agent = g_object_ref (agent);
+    vm->agent_closed_id = g_signal_connect (agent, "closed", G_CALLBACK (agent_closed_cb), vm);
+  }
+}
+
+/* ---- per-VM lock ---- */
+
+static gboolean
+lock_granted_cb (gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+
+  g_task_return_boolean (task, TRUE);
+  g_object_unref (task);
+  return G_SOURCE_REMOVE;
+}
+
+void
+box_libvirt_vm_lock_async (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
+                           GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, NULL, callback, user_data);
+
+  g_task_set_source_tag (task, box_libvirt_vm_lock_async);
+  if (vm->busy) {
+    g_queue_push_tail (&vm->waiting, task);
+    return;
+  }
+  vm->busy = TRUE;
+  g_idle_add (lock_granted_cb, task);
+}
+
+void
+box_libvirt_vm_unlock (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
+{
+  GTask *next = g_queue_pop_head (&vm->waiting);
+
+  if (next != NULL) {
+    g_idle_add (lock_granted_cb, next);
+    return;
+  }
+  vm->busy = FALSE;
+  if (vm->gone)
+    box_libvirt_vm_free (vm);
+}
+
+/* ---- events ---- */
+
+static void
+domain_stopped_cb (const char *domain_name, int detail, gpointer user_data)
+{
+  BoxLibvirtPlugin *self = user_data;
+  BoxLibvirtVm *vm = box_libvirt_find_vm_by_domain (self, domain_name);
+
+  if (vm == NULL || vm->expect_stop || !self->started)
+    return;
+  g_debug ("libvirt: domain %s stopped (detail %d)", domain_name, detail);
+  box_libvirt_vm_stopped (self, vm);
+}
+
+/* ---- capacity ---- */
+
+/* Memory (MiB) and CPUs that VMs hold now: a QEMU's private memory as the
+ * kernel counts it (a fork shares the template's pages until it writes
+ * them, so its declared size says little); vCPUs of running VMs. */
+static void
+count_usage (BoxLibvirtPlugin *self, guint64 *memory_mib, guint64 *hot_mib, guint64 *cpus)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  *memory_mib = 0;
+  *hot_mib = 0;
+  *cpus = 0;
+  g_hash_table_iter_init (&iter, self->vms);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    BoxLibvirtVm *vm = value;
+    g_autofree char *domain = NULL;
+    guint64 rss;
+
+    if (vm->state != BOX_VM_STATE_RUNNING &&
+        !(vm->state == BOX_VM_STATE_SUSPENDED && !vm->cold))
+      continue;
+    domain = box_libvirt_vm_domain_name (vm->vm_id);
+    rss = box_libvirt_qemu_rss_mib (domain);
+    if (rss == 0)
+      rss = vm->resources.memory_mib;
+    *memory_mib += rss;
+    if (vm->state == BOX_VM_STATE_RUNNING)
+      *cpus += vm->resources.cpus;
+    else
+      *hot_mib += rss;
+  }
+}
+
+static gint
+compare_paused_at (gconstpointer a, gconstpointer b)
+{
+  const BoxLibvirtVm *vm_a = *(BoxLibvirtVm *const *) a;
+  const BoxLibvirtVm *vm_b = *(BoxLibvirtVm *const *) b;
+
+  return (vm_a->paused_at > vm_b->paused_at) - (vm_a->paused_at < vm_b->paused_at);
+}
+
+/* Hot pauses turn cold, oldest first, until @needed_mib are freed. */
+static void
+reclaim_hot (BoxLibvirtPlugin *self, guint64 needed_mib)
+{
+  g_autoptr(GPtrArray) candidates = g_ptr_array_new ();
+  GHashTableIter iter;
+  gpointer value;
+  guint64 freed = 0;
+
+  g_hash_table_iter_init (&iter, self->vms);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    BoxLibvirtVm *vm = value;
+    if (vm->state == BOX_VM_STATE_SUSPENDED && !vm->cold && !vm->busy)
+      g_ptr_array_add (candidates, vm);
+  }
+  g_ptr_array_sort (candidates, compare_paused_at);
+  for (guint i = 0; i < candidates->len && freed < needed_mib; i++) {
+    BoxLibvirtVm *vm = g_ptr_array_index (candidates, i);
+    g_autofree char *domain = box_libvirt_vm_domain_name (vm->vm_id);
+    guint64 rss = box_libvirt_qemu_rss_mib (domain);
+
+    freed += rss != 0 ? rss : vm->resources.memory_mib;
+    g_message ("libvirt: memory is short; the pause of sandbox %s turns cold", vm->id);
+    if (vm->cold_source != 0) {
+      g_source_remove (vm->cold_source);
+      vm->cold_source = 0;
+    }
+    box_libvirt_vm_make_cold (self, vm);
+  }
+}
+
+static gboolean
+box_libvirt_plugin_check_room (BoxHypervisor *hypervisor, const BoxResources *resources,
+                               GError **error)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (hypervisor);
+  guint64 memory = 0, hot = 0, cpus = 0;
+  guint64 want_memory;
+  guint64 want_cpus;
+
+  g_return_val_if_fail (resources != NULL, FALSE);
+  want_memory = resources->memory_mib != 0 ? resources->memory_mib :
+                (self->image != NULL ? self->image->resources.memory_mib : 0);
+  want_cpus = resources->cpus != 0 ? resources->cpus :
+              (self->image != NULL ? self->image->resources.cpus : 0);
+  count_usage (self, &memory, &hot, &cpus);
+  if (cpus + want_cpus > self->max_cpus ||
+      want_memory > self->max_memory_mib ||
+      memory - hot + want_memory > self->max_memory_mib) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_CAPACITY,
+                 "no node has room for %" G_GUINT64_FORMAT " CPUs and %" G_GUINT64_FORMAT
+                 " MiB (in use: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " CPUs, %"
+                 G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " MiB)", want_cpus, want_memory,
+                 cpus, self->max_cpus, memory, self->max_memory_mib);
+    return FALSE;
+  }
+  /* it fits once hot pauses let go of their memory */
+  if (memory + want_memory > self->max_memory_mib)
+    reclaim_hot (self, memory + want_memory - self->max_memory_mib);
+  return TRUE;
+}
+
+/* ---- the rest of BoxHypervisor ---- */
+
+static const char *
+box_libvirt_plugin_get_accel (BoxHypervisor *hypervisor)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (hypervisor);
+
+  return self->accel != NULL ? self->accel : "tcg";
+}
+
+static GPtrArray *
+box_libvirt_plugin_list_templates (BoxHypervisor *hypervisor)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (hypervisor);
+  GPtrArray *templates = g_ptr_array_new_with_free_func ((GDestroyNotify) box_template_free);
+  g_autoptr(BoxLibvirtImage) image = NULL;
+  BoxTemplate *tmpl;
+
+  /* what is really built now, not what was there at start */
+  image = box_libvirt_image_load (self->config.image_dir != NULL ? self->config.image_dir :
+                                  "/var/cache/box/images", NULL);
+  if (image == NULL)
+    return templates;
+  tmpl = g_new0 (BoxTemplate, 1);
+  tmpl->name = g_strdup ("base");
+  tmpl->image = g_strdup ("");
+  tmpl->resources = image->resources;
+  g_ptr_array_add (templates, tmpl);
+  return templates;
+}
+
+static void
+box_libvirt_plugin_run_async (BoxHypervisor *hypervisor, BoxVmOp op, const BoxVmRequest *request,
+                              GCancellable *cancellable, GAsyncReadyCallback callback,
+                              gpointer user_data)
+{
+  box_libvirt_op_async (BOX_LIBVIRT_PLUGIN (hypervisor), op, request, cancellable, callback,
+                        user_data);
+}
+
+static gboolean
+box_libvirt_plugin_run_finish (BoxHypervisor *hypervisor, GAsyncResult *result, GError **error)
+{
+  return box_libvirt_op_finish (BOX_LIBVIRT_PLUGIN (hypervisor), result, error);
+}
+
+static BoxAgentClient *
+box_libvirt_plugin_get_agent (BoxHypervisor *hypervisor, const char *sandbox_id, GError **error)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (hypervisor);
+  BoxLibvirtVm *vm = box_libvirt_lookup_vm (self, sandbox_id);
+
+  if (vm == NULL || vm->state != BOX_VM_STATE_RUNNING) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                 "sandbox %s has no running VM", sandbox_id);
+    return NULL;
+  }
+  if (vm->agent == NULL || box_agent_client_is_closed (vm->agent)) {
+    /* reconnect: hello goes out now, calls may follow at once */
+    g_autofree char *socket = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, "agent.sock");
+    g_autoptr(BoxAgentClient) agent = box_libvirt_guest_connect_now (socket, error);
+
+    if (agent == NULL)
+      return NULL;
+    box_libvirt_set_agent (self, vm, agent);
+  }
+  return g_object_ref (vm->agent);
+}
+
+static BoxVmState
+box_libvirt_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id,
+                          gint64 *snapshot_at)
+{
+  BoxLibvirtVm *vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (hypervisor), sandbox_id);
+
+  if (snapshot_at != NULL)
+    *snapshot_at = vm != NULL && vm->state == BOX_VM_STATE_SUSPENDED ? vm->snapshot_at : 0;
+  return vm != NULL ? vm->state : BOX_VM_STATE_ABSENT;
+}
+
+static void
+box_libvirt_plugin_hypervisor_init (BoxHypervisorInterface *iface)
+{
+  iface->get_accel = box_libvirt_plugin_get_accel;
+  iface->list_templates = box_libvirt_plugin_list_templates;
+  iface->check_room = box_libvirt_plugin_check_room;
+  iface->run_async = box_libvirt_plugin_run_async;
+  iface->run_finish = box_libvirt_plugin_run_finish;
+  iface->get_agent = box_libvirt_plugin_get_agent;
+  iface->query = box_libvirt_plugin_query;
+}
+
+/* ---- BoxPlugin ---- */
+
+static gboolean
+make_vm_dirs (BoxLibvirtPlugin *self, GError **error)
+{
+  const char *subdirs[] = { "", "vms", "templates" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (subdirs); i++) {
+    g_autofree char *path = g_build_filename (self->config.vm_dir, subdirs[i], NULL);
+
+    if (g_mkdir_with_parents (path, 0711) != 0 || g_chmod (path, 0711) != 0) {
+      int saved_errno = errno;
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot create %s: %s", path,
+                   g_strerror (saved_errno));
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
+box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **error)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (plugin);
+  const char *state_dir = box_plugin_get_state_dir (plugin);
+  g_autofree char *how = NULL;
+  virConnectPtr conn;
+  unsigned long version = 0;
+  guint64 host_memory;
+  BoxLibvirtTemplate *tmpl;
+
+  if (!box_libvirt_config_load (plugin, &self->config, error))
+    return FALSE;
+  self->image = box_libvirt_image_load (self->config.image_dir, error);
+  if (self->image == NULL || !make_vm_dirs (self, error))
+    return FALSE;
+  self->conn = box_libvirt_conn_new (self->config.uri, domain_stopped_cb, self);
+  conn = box_libvirt_conn_get (self->conn, error);
+  if (conn == NULL)
+    return FALSE;
+  if (virConnectGetVersion (conn, &version) < 0) {
+    virConnectClose (conn);
+    return box_libvirt_set_error (error, "cannot read QEMU's version");
+  }
+  virConnectClose (conn);
+  self->qemu_version = g_strdup_printf ("%lu.%lu.%lu", version / 1000000,
+                                        (version / 1000) % 1000, version % 1000);
+  self->accel = box_libvirt_choose_accel (self->config.accel, self->image, state_dir,
+                                          self->qemu_version, &how);
+
+  host_memory = box_libvirt_host_memory_mib ();
+  self->max_memory_mib = self->config.max_memory_mib;
+  if (self->max_memory_mib == 0 && host_memory > BOX_LIBVIRT_MEMORY_RESERVE_MIB)
+    self->max_memory_mib = host_memory - BOX_LIBVIRT_MEMORY_RESERVE_MIB - host_memory / 20;
+  self->max_cpus = self->config.max_cpus;
+  if (self->max_cpus == 0)
+    self->max_cpus = (guint64) box_libvirt_host_cpus () * self->config.cpu_overcommit;
+
+  box_libvirt_templates_sweep (self);
+  box_libvirt_adopt (self);
+  self->started = TRUE;
+
+  tmpl = box_libvirt_template_get (self, self->image->resources.cpus,
+                                   self->image->resources.memory_mib);
+  g_message ("libvirt: %s (%s), QEMU %s, %s; template base (%u CPUs, %u MiB) snapshot %s; "
+             "warm pool %u per template; hot pause %u s; room for %" G_GUINT64_FORMAT
+             " MiB and %" G_GUINT64_FORMAT " vCPUs; %u sandbox VMs known",
+             self->accel, how, self->qemu_version, self->config.uri,
+             self->image->resources.cpus, self->image->resources.memory_mib,
+             box_libvirt_template_describe (tmpl), self->config.pool_size,
+             self->config.hot_pause_s, self->max_memory_mib, self->max_cpus,
+             g_hash_table_size (self->vms));
+  /* make the default template's snapshot and pool now, in the background */
+  if (tmpl->ready)
+    box_libvirt_template_refill (self, tmpl);
+  else if (self->config.pool_size > 0)
+    box_libvirt_template_prepare (self, tmpl);
+  return TRUE;
+}
+
+static void
+box_libvirt_plugin_stop (BoxPlugin *plugin)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (plugin);
+  GHashTableIter iter;
+  gpointer value;
+
+  if (!self->started)
+    return;
+  self->started = FALSE;
+  g_cancellable_cancel (self->cancellable);
+  /* pool domains are cheap to make again; sandboxes' VMs keep running and
+   * are adopted at the next start */
+  box_libvirt_templates_drain (self);
+  g_hash_table_iter_init (&iter, self->vms);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    box_libvirt_set_agent (self, value, NULL);
+}
+
+static void
+box_libvirt_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (plugin);
+  GHashTableIter iter;
+  gpointer value;
+  guint pooled = 0;
+  guint running = 0;
+  guint hot = 0;
+
+  g_hash_table_iter_init (&iter, self->templates);
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    pooled += g_queue_get_length (&((BoxLibvirtTemplate *) value)->slots);
+  g_hash_table_iter_init (&iter, self->vms);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    BoxLibvirtVm *vm = value;
+    running += vm->state == BOX_VM_STATE_RUNNING;
+    hot += vm->state == BOX_VM_STATE_SUSPENDED && !vm->cold;
+  }
+  g_variant_builder_add (dict, "{sv}", "accel",
+                         g_variant_new_string (self->accel != NULL ? self->accel : "tcg"));
+  g_variant_builder_add (dict, "{sv}", "qemu",
+                         g_variant_new_string (self->qemu_version != NULL ?
+                                               self->qemu_version : ""));
+  g_variant_builder_add (dict, "{sv}", "uri",
+                         g_variant_new_string (self->config.uri != NULL ? self->config.uri : ""));
+  g_variant_builder_add (dict, "{sv}", "vms-running", g_variant_new_uint32 (running));
+  g_variant_builder_add (dict, "{sv}", "vms-hot-paused", g_variant_new_uint32 (hot));
+  g_variant_builder_add (dict, "{sv}", "pool-ready", g_variant_new_uint32 (pooled));
+}
+
+static void
+box_libvirt_plugin_finalize (GObject *object)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (object);
+
+  g_hash_table_unref (self->vms);
+  g_hash_table_unref (self->templates);
+  box_libvirt_conn_free (self->conn);
+  box_libvirt_image_free (self->image);
+  box_libvirt_config_clear (&self->config);
+  g_free (self->accel);
+  g_free (self->qemu_version);
+  g_object_unref (self->cancellable);
+  G_OBJECT_CLASS (box_libvirt_plugin_parent_class)->finalize (object);
+}
+
+static void
+box_libvirt_plugin_class_init (BoxLibvirtPluginClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  BoxPluginClass *plugin_class = BOX_PLUGIN_CLASS (klass);
+
+  object_class->finalize = box_libvirt_plugin_finalize;
+  plugin_class->start = box_libvirt_plugin_start;
+  plugin_class->stop = box_libvirt_plugin_stop;
+  plugin_class->add_status = box_libvirt_plugin_add_status;
+}
+
+static void
+box_libvirt_plugin_init (BoxLibvirtPlugin *self)
+{
+  self->vms = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                     (GDestroyNotify) box_libvirt_vm_free);
+  self->templates = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                           (GDestroyNotify) box_libvirt_template_free);
+  self->cancellable = g_cancellable_new ();
+}
+
+BOX_PLUGIN_DEFINE ("libvirt", "QEMU virtual machines through libvirt (the default hypervisor)",
+                   box_libvirt_plugin_get_type)

@@ -1,0 +1,353 @@
+/* box-libvirt-private.h: what the files of the libvirt plugin share.
+ *
+ * Threads: the plugin object, its VMs, templates and pool live on the main
+ * thread.  Blocking libvirt calls run on worker threads
+ * (box_libvirt_run_in_thread) and see only the data handed to them, the
+ * connection (thread-safe) and the configuration (immutable once started).
+ * libvirt's own event loop runs on one more thread; it only posts domain
+ * lifecycle events to the main context.
+ *
+ * Files on disk:
+ *   <state dir>/<sandbox id>.json     what the plugin knows of a sandbox (box-libvirt-state.c)
+ *   <state dir>/accel-<key>           the cached KVM probe (box-libvirt-host.c)
+ *   <vm_dir>/vms/<vm id>/             one VM: disk.qcow2, agent.sock, console.log, cold.mig
+ *   <vm_dir>/templates/<key>/         a template snapshot: disk.qcow2, ram, state, manifest.json
+ * <vm_dir> must be reachable by QEMU's user; the state dir need not be.
+ */
+#pragma once
+
+#include <libvirt/libvirt.h>
+
+#include "box-agent-client.h"
+#include "box-engine.h"
+#include "box-libvirt-plugin.h"
+
+G_BEGIN_DECLS
+
+/* Changes whenever the domain layout changes: template snapshots made by
+ * another recipe cannot be restored into our domains, so it is part of
+ * their key. */
+#define BOX_LIBVIRT_RECIPE      "box-libvirt-1"
+#define BOX_LIBVIRT_RAM_ID      "box-ram"
+#define BOX_LIBVIRT_AGENT_PORT  "org.box.agent.0"
+#define BOX_LIBVIRT_NAME_PREFIX "box-"
+
+/* ---- the guest image -------------------------------------------------- */
+
+typedef struct {
+  char         *dir;            /* the resolved image directory (base-<key>) */
+  char         *key;            /* manifest.json image_key */
+  char         *kernel;
+  char         *initrd;
+  char         *rootfs;         /* raw ext4 */
+  guint64       rootfs_bytes;
+  BoxResources  resources;      /* the template's defaults */
+} BoxLibvirtImage;
+
+void             box_libvirt_image_free (BoxLibvirtImage *image);
+/* Reads <image_dir>/base; the error says how to build it. */
+BoxLibvirtImage *box_libvirt_image_load (const char *image_dir, GError **error);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxLibvirtImage, box_libvirt_image_free)
+
+/* ---- configuration ([plugin.libvirt]) --------------------------------- */
+
+typedef struct {
+  char    *uri;                 /* qemu:///system */
+  char    *image_dir;           /* /var/cache/box/images */
+  char    *vm_dir;              /* /var/lib/libvirt/box */
+  char    *accel;               /* auto, kvm or tcg */
+  char    *qemu_user;           /* libvirt-qemu */
+  char    *qemu_group;          /* kvm */
+  guint    qemu_uid;
+  guint    qemu_gid;
+  guint    pool_size;           /* 2 */
+  guint    hot_pause_s;         /* 60 */
+  guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
+  guint64  max_cpus;            /* 0: CPUs times cpu_overcommit */
+  guint    cpu_overcommit;      /* 64 */
+  guint    tb_cache_mib;        /* TCG translation cache per VM, 64 */
+  guint    boot_timeout_s;      /* 120 */
+} BoxLibvirtConfig;
+
+void     box_libvirt_config_clear (BoxLibvirtConfig *config);
+gboolean box_libvirt_config_load  (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **error);
+
+/* ---- the host ------------------------------------------------------------ */
+
+/* "kvm" or "tcg": from the configuration, a cached probe or a new probe
+ * (QEMU boots @image's kernel with KVM for at most 10 s). */
+char    *box_libvirt_choose_accel (const char *setting, const BoxLibvirtImage *image,
+                                   const char *state_dir, const char *qemu_version,
+                                   char **how);
+guint64  box_libvirt_host_memory_mib (void);
+guint    box_libvirt_host_cpus        (void);
+/* Memory a QEMU really holds (private RSS, MiB), 0 when unknown. */
+guint64  box_libvirt_qemu_rss_mib     (const char *domain_name);
+
+/* ---- domain XML ------------------------------------------------------- */
+
+typedef enum {
+  BOX_LIBVIRT_NIC_NONE,
+  BOX_LIBVIRT_NIC_USER,         /* a template: the device must exist, no traffic */
+  BOX_LIBVIRT_NIC_TAP,          /* the network plugin's tap device */
+} BoxLibvirtNic;
+
+typedef struct {
+  const char    *name;
+  const char    *accel;         /* "kvm" or "tcg" */
+  guint          cpus;
+  guint          memory_mib;
+  const char    *kernel;
+  const char    *initrd;
+  const char    *cmdline;
+  const char    *disk;          /* qcow2 */
+  const char    *agent_socket;
+  const char    *console_log;
+  const char    *ram_path;      /* NULL: anonymous RAM */
+  gboolean       ram_shared;    /* share=on (a template being built) */
+  gboolean       incoming;      /* -incoming defer: a restore follows */
+  BoxLibvirtNic  nic;
+  const char    *tap;
+  const char    *mac;
+  guint          uid;           /* QEMU runs as uid:gid (static DAC label) */
+  guint          gid;
+  guint          tb_cache_mib;
+} BoxLibvirtDomainSpec;
+
+char *box_libvirt_domain_xml     (const BoxLibvirtDomainSpec *spec);
+/* console, hostname and (with @net) the guest's address for a cold boot */
+char *box_libvirt_kernel_cmdline (const char *hostname, const BoxNetAttachment *net);
+
+/* ---- the connection (thread-safe) --------------------------------------- */
+
+/* Called on the main context when a domain stopped (libvirt's STOPPED
+ * lifecycle event with its detail). */
+typedef void (*BoxLibvirtStoppedFunc) (const char *domain_name, int detail, gpointer user_data);
+
+typedef struct _BoxLibvirtConn BoxLibvirtConn;
+
+BoxLibvirtConn *box_libvirt_conn_new  (const char *uri, BoxLibvirtStoppedFunc stopped,
+                                       gpointer user_data);
+/* @stopped is never called after this returns. */
+void            box_libvirt_conn_free (BoxLibvirtConn *conn);
+/* The open connection (a new reference: virConnectClose()); reconnects
+ * after libvirtd went away. */
+virConnectPtr   box_libvirt_conn_get  (BoxLibvirtConn *conn, GError **error);
+/* BOX_ERROR_INTERNAL "@what: <libvirt's last error>"; returns FALSE */
+gboolean        box_libvirt_set_error (GError **error, const char *what);
+
+/* ---- blocking domain work (worker threads) -------------------------------- */
+
+/* Starts a transient domain and limits its memory. */
+virDomainPtr box_libvirt_domain_start   (virConnectPtr conn, const char *xml, gboolean paused,
+                                         guint memory_mib, guint tb_cache_mib, GError **error);
+/* The cgroup memory hard limit of a running domain: its RAM plus QEMU's
+ * own needs (a warning, once, where the host has no memory cgroup). */
+void         box_libvirt_domain_limit_memory (virDomainPtr dom, guint memory_mib,
+                                              guint tb_cache_mib);
+/* NULL when there is no such (running) domain */
+virDomainPtr box_libvirt_domain_lookup  (virConnectPtr conn, const char *name);
+/* Kills the domain if it runs; idempotent. */
+gboolean     box_libvirt_domain_destroy (virConnectPtr conn, const char *name, GError **error);
+/* Waits up to @timeout_ms for the domain to end on its own. */
+gboolean     box_libvirt_domain_wait_gone (virConnectPtr conn, const char *name, guint timeout_ms);
+/* A QMP command through libvirt; @fd (or -1) is passed along.  The reply's
+ * "return" member as JSON text. */
+char        *box_libvirt_qmp            (virDomainPtr dom, const char *command, int fd,
+                                         GError **error);
+/* Device state (and RAM unless it is shared and @ignore_shared) into
+ * @path: QEMU migrates to an fd: it may not spawn (seccomp). */
+gboolean     box_libvirt_migrate_save   (virDomainPtr dom, const char *path,
+                                         gboolean ignore_shared, GError **error);
+/* The reverse into a domain started paused with -incoming defer. */
+gboolean     box_libvirt_migrate_load   (virDomainPtr dom, const char *path,
+                                         gboolean ignore_shared, GError **error);
+gboolean     box_libvirt_run_command    (const char *const *argv, GError **error);
+gboolean     box_libvirt_create_overlay (const char *path, const char *backing,
+                                         const char *backing_format, guint64 size_bytes,
+                                         GError **error);
+gboolean     box_libvirt_remove_tree    (const char *path, GError **error);
+
+/* ---- sandboxes' VMs ------------------------------------------------------- */
+
+typedef struct _BoxLibvirtTemplate BoxLibvirtTemplate;
+
+typedef struct {
+  char          *id;             /* sandbox ID */
+  char          *vm_id;          /* <vm_dir>/vms/<vm id>, domain box-<vm id> */
+  BoxVmState     state;          /* RUNNING, SUSPENDED or SHUTOFF */
+  gboolean       cold;           /* SUSPENDED: in cold.mig, no QEMU */
+  gint64         snapshot_at;
+  gint64         paused_at;      /* monotonic, for hot -> cold */
+  BoxResources   resources;
+  char          *template_key;   /* "" after a cold boot */
+  char          *hostname;
+  gboolean       nic;
+
+  /* main thread only, not saved */
+  BoxAgentClient *agent;
+  gulong          agent_closed_id;
+  gboolean        busy;
+  GQueue          waiting;       /* GTask* waiting for busy to clear */
+  guint           cold_source;
+  gboolean        expect_stop;   /* our own operation ends the domain */
+  gboolean        gone;          /* destroyed; freed once nobody waits for it */
+} BoxLibvirtVm;
+
+BoxLibvirtVm *box_libvirt_vm_new        (const char *id);
+void          box_libvirt_vm_free       (BoxLibvirtVm *vm);
+char         *box_libvirt_vm_domain_name (const char *vm_id);
+char         *box_libvirt_vm_path       (const char *vm_dir, const char *vm_id, const char *file);
+char         *box_libvirt_new_vm_id     (void);
+gboolean      box_libvirt_id_is_valid   (const char *id);
+/* <state dir>/<id>.json */
+gboolean      box_libvirt_vm_save       (const BoxLibvirtVm *vm, const char *state_dir,
+                                         GError **error);
+BoxLibvirtVm *box_libvirt_vm_load       (const char *id, const char *path, GError **error);
+void          box_libvirt_vm_forget     (const char *id, const char *state_dir);
+
+/* ---- the plugin ------------------------------------------------------------ */
+
+struct _BoxLibvirtPlugin {
+  BoxPlugin          parent_instance;
+
+  BoxLibvirtConfig   config;
+  BoxLibvirtImage   *image;
+  BoxLibvirtConn    *conn;
+  char              *accel;          /* "kvm", "tcg" */
+  char              *qemu_version;   /* "7.2.22" */
+  guint64            max_memory_mib;
+  guint64            max_cpus;
+  gboolean           started;
+  GCancellable      *cancellable;    /* cancelled at stop */
+
+  GHashTable        *vms;            /* sandbox id -> BoxLibvirtVm* */
+  GHashTable        *templates;      /* key -> BoxLibvirtTemplate* */
+};
+
+typedef gboolean (*BoxLibvirtWorkFunc) (BoxLibvirtPlugin *self, gpointer data, GError **error);
+
+/* Runs @func on a worker thread; @callback on the main context. */
+void      box_libvirt_run_in_thread (BoxLibvirtPlugin *self, BoxLibvirtWorkFunc func,
+                                     gpointer data, GDestroyNotify data_free,
+                                     GCancellable *cancellable, GAsyncReadyCallback callback,
+                                     gpointer user_data);
+gboolean  box_libvirt_run_finish    (GAsyncResult *result, GError **error);
+
+BoxNetwork *box_libvirt_get_network (BoxLibvirtPlugin *self);
+BoxLibvirtVm *box_libvirt_lookup_vm (BoxLibvirtPlugin *self, const char *id);
+BoxLibvirtVm *box_libvirt_find_vm_by_domain (BoxLibvirtPlugin *self, const char *domain_name);
+void      box_libvirt_save_vm       (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+void      box_libvirt_set_agent     (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
+                                     BoxAgentClient *agent);
+
+/* Per-VM serialisation: @callback runs (on the main context) once no other
+ * job holds @vm; box_libvirt_vm_unlock() lets the next one in. */
+void      box_libvirt_vm_lock_async (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
+                                     GAsyncReadyCallback callback, gpointer user_data);
+void      box_libvirt_vm_unlock     (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+
+/* ---- the guest agent (box-libvirt-guest.c) -------------------------------- */
+
+typedef enum {
+  BOX_LIBVIRT_GUEST_TIME     = 1 << 0,   /* set-time */
+  BOX_LIBVIRT_GUEST_RANDOM   = 1 << 1,   /* reseed-random */
+  BOX_LIBVIRT_GUEST_HOSTNAME = 1 << 2,   /* set-hostname */
+  BOX_LIBVIRT_GUEST_NETWORK  = 1 << 3,   /* configure-network */
+  BOX_LIBVIRT_GUEST_GROW_FS  = 1 << 4,   /* grow-fs */
+  BOX_LIBVIRT_GUEST_ENV      = 1 << 5,   /* set-env */
+  BOX_LIBVIRT_GUEST_SYNC     = 1 << 6,   /* sync */
+} BoxLibvirtGuestSteps;
+
+typedef struct {
+  const char             *socket_path;
+  BoxAgentClient         *agent;        /* connected already, or NULL to connect */
+  BoxLibvirtGuestSteps    steps;
+  const char             *hostname;
+  const BoxNetAttachment *net;
+  GHashTable             *env;
+  guint                   timeout_s;
+} BoxLibvirtGuestSetup;
+
+/* Connects (hello) when needed, then runs the steps (pipelined); the
+ * connected client. */
+void            box_libvirt_guest_setup_async  (const BoxLibvirtGuestSetup *setup,
+                                                GCancellable *cancellable,
+                                                GAsyncReadyCallback callback, gpointer user_data);
+BoxAgentClient *box_libvirt_guest_setup_finish (GAsyncResult *result, GError **error);
+/* A client on the socket with hello under way (calls may follow at once),
+ * for adopting a running VM. */
+BoxAgentClient *box_libvirt_guest_connect_now  (const char *socket_path, GError **error);
+/* One request, answered or not within @timeout_s. */
+void            box_libvirt_guest_call_async   (BoxAgentClient *agent, const char *op,
+                                                guint timeout_s, GAsyncReadyCallback callback,
+                                                gpointer user_data);
+gboolean        box_libvirt_guest_call_finish  (GAsyncResult *result, GError **error);
+
+/* ---- templates and the warm pool (box-libvirt-template.c) ------------------ */
+
+struct _BoxLibvirtTemplate {
+  char          *key;
+  guint          cpus;
+  guint          memory_mib;
+  gboolean       nic;
+  char          *dir;
+  gboolean       ready;
+  gboolean       building;
+  GPtrArray     *waiters;        /* GTask*, waiting for the build */
+  GQueue         slots;          /* BoxLibvirtSlot*, restored and paused */
+  guint          filling;
+};
+
+typedef struct {
+  char               *vm_id;
+  char               *net_id;    /* the network attachment's ID until claimed */
+  BoxNetAttachment   *net;
+  BoxLibvirtTemplate *tmpl;      /* borrowed */
+  guint64             disk_bytes;
+  gboolean            paused;
+  BoxAgentClient     *agent;     /* connected, warmed up */
+} BoxLibvirtSlot;
+
+void      box_libvirt_slot_free        (BoxLibvirtSlot *slot);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxLibvirtSlot, box_libvirt_slot_free)
+void      box_libvirt_template_free    (BoxLibvirtTemplate *tmpl);
+/* The template snapshot for these sizes (made on first use). */
+BoxLibvirtTemplate *box_libvirt_template_get (BoxLibvirtPlugin *self, guint cpus,
+                                              guint memory_mib);
+/* A restored, paused domain of @tmpl: from the pool, else started now
+ * (building the template snapshot first when needed). */
+void      box_libvirt_template_take_slot_async  (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl,
+                                                 guint64 disk_bytes, GCancellable *cancellable,
+                                                 GAsyncReadyCallback callback,
+                                                 gpointer user_data);
+BoxLibvirtSlot *box_libvirt_template_take_slot_finish (GAsyncResult *result, GError **error);
+/* The slot became a sandbox's VM (its pool record goes). */
+void      box_libvirt_template_slot_claimed (BoxLibvirtPlugin *self, BoxLibvirtSlot *slot);
+/* Ends the slot's domain, removes its files and network (blocking, briefly). */
+void      box_libvirt_template_slot_discard (BoxLibvirtPlugin *self, BoxLibvirtSlot *slot);
+/* Makes the snapshot in the background when it is missing. */
+void      box_libvirt_template_prepare (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
+/* Starts filling the pools up to pool_size in the background. */
+void      box_libvirt_template_refill  (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
+/* Ends every pool domain (at stop) and removes the leftovers of a previous run. */
+void      box_libvirt_templates_drain  (BoxLibvirtPlugin *self);
+void      box_libvirt_templates_sweep  (BoxLibvirtPlugin *self);
+/* "ready", "building" or "absent", for the log and status */
+const char *box_libvirt_template_describe (BoxLibvirtTemplate *tmpl);
+
+/* ---- operations (box-libvirt-ops.c) --------------------------------------- */
+
+void      box_libvirt_op_async         (BoxLibvirtPlugin *self, BoxVmOp op,
+                                        const BoxVmRequest *request, GCancellable *cancellable,
+                                        GAsyncReadyCallback callback, gpointer user_data);
+gboolean  box_libvirt_op_finish        (BoxLibvirtPlugin *self, GAsyncResult *result,
+                                        GError **error);
+/* A domain stopped on its own: the VM is lost (::vm-lost). */
+void      box_libvirt_vm_stopped       (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+/* Hot pause -> cold snapshot, in the background. */
+void      box_libvirt_vm_make_cold     (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+/* Adopts what a previous run left (state files and libvirt's domains). */
+void      box_libvirt_adopt            (BoxLibvirtPlugin *self);
+
+G_END_DECLS

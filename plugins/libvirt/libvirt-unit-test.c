@@ -1,0 +1,265 @@
+/* libvirt-unit-test.c: the libvirt plugin's pure parts, without a VM:
+ * the domain XML, the kernel command line, the per-sandbox state file, IDs,
+ * the configuration and the image manifest. */
+#include "config.h"
+
+#include <glib/gstdio.h>
+
+#include "box-libvirt-private.h"
+
+static void
+assert_contains (const char *haystack, const char *needle)
+{
+  if (strstr (haystack, needle) == NULL)
+    g_error ("\"%s\" not found in:\n%s", needle, haystack);
+}
+
+static void
+assert_lacks (const char *haystack, const char *needle)
+{
+  if (strstr (haystack, needle) != NULL)
+    g_error ("\"%s\" unexpectedly found in:\n%s", needle, haystack);
+}
+
+static BoxLibvirtDomainSpec
+base_spec (void)
+{
+  BoxLibvirtDomainSpec spec = {
+    .name = "box-abc",
+    .accel = "tcg",
+    .cpus = 2,
+    .memory_mib = 2048,
+    .kernel = "/img/vmlinuz",
+    .initrd = "/img/initrd.img",
+    .cmdline = "console=ttyS0 box.hostname=a&b",
+    .disk = "/vms/abc/disk.qcow2",
+    .agent_socket = "/vms/abc/agent.sock",
+    .console_log = "/vms/abc/console.log",
+    .uid = 64055,
+    .gid = 107,
+    .tb_cache_mib = 128,
+  };
+  return spec;
+}
+
+static void
+test_xml_fork (void)
+{
+  BoxLibvirtDomainSpec spec = base_spec ();
+  g_autofree char *xml = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonParser) unused = NULL;
+
+  spec.ram_path = "/tpl/ram";
+  spec.ram_shared = FALSE;
+  spec.incoming = TRUE;
+  spec.nic = BOX_LIBVIRT_NIC_TAP;
+  spec.tap = "box-tap1";
+  spec.mac = "52:54:00:aa:bb:cc";
+  xml = box_libvirt_domain_xml (&spec);
+
+  assert_contains (xml, "<domain type='qemu'");
+  assert_contains (xml, "<name>box-abc</name>");
+  assert_contains (xml, "<memory unit='MiB'>2048</memory>");
+  assert_contains (xml, "<vcpu>2</vcpu>");
+  assert_contains (xml, "<global_quota>200000</global_quota>");
+  assert_contains (xml, "machine='q35'");
+  assert_contains (xml, "<kernel>/img/vmlinuz</kernel>");
+  /* escaped */
+  assert_contains (xml, "box.hostname=a&amp;b");
+  assert_contains (xml, "<tb-cache unit='MiB'>128</tb-cache>");
+  assert_contains (xml, "<label>+64055:+107</label>");
+  assert_contains (xml, "relabel='no'");
+  assert_contains (xml, "<source file='/vms/abc/disk.qcow2'/>");
+  assert_contains (xml, "<interface type='ethernet'>");
+  assert_contains (xml, "<target dev='box-tap1' managed='no'/>");
+  assert_contains (xml, "<mac address='52:54:00:aa:bb:cc'/>");
+  assert_contains (xml, "name='org.box.agent.0'");
+  assert_contains (xml, "<source mode='bind' path='/vms/abc/agent.sock'/>");
+  assert_contains (xml, "memory-backend-file,id=box-ram,size=2048M,mem-path=/tpl/ram,share=off");
+  assert_contains (xml, "memory-backend=box-ram");
+  assert_contains (xml, "<qemu:arg value='-incoming'/>");
+  assert_contains (xml, "<qemu:arg value='defer'/>");
+}
+
+static void
+test_xml_variants (void)
+{
+  BoxLibvirtDomainSpec spec = base_spec ();
+  g_autofree char *boot = NULL;
+  g_autofree char *tmpl = NULL;
+  g_autofree char *kvm = NULL;
+
+  /* a cold boot: anonymous RAM of our own id, no incoming, no NIC */
+  boot = box_libvirt_domain_xml (&spec);
+  assert_contains (boot, "memory-backend-ram,id=box-ram,size=2048M");
+  assert_lacks (boot, "-incoming");
+  assert_lacks (boot, "<interface");
+
+  /* a template being built: shared RAM file, a NIC without a tap */
+  spec.ram_path = "/tpl/ram";
+  spec.ram_shared = TRUE;
+  spec.nic = BOX_LIBVIRT_NIC_USER;
+  tmpl = box_libvirt_domain_xml (&spec);
+  assert_contains (tmpl, "mem-path=/tpl/ram,share=on");
+  assert_contains (tmpl, "<interface type='user'>");
+  assert_contains (tmpl, "<model type='virtio'/>");
+
+  spec.accel = "kvm";
+  kvm = box_libvirt_domain_xml (&spec);
+  assert_contains (kvm, "<domain type='kvm'");
+  assert_contains (kvm, "host-passthrough");
+  assert_lacks (kvm, "tb-cache");
+}
+
+static void
+test_cmdline (void)
+{
+  char *dns[] = { "10.0.0.1", "10.0.0.2", NULL };
+  BoxNetAttachment net = {
+    .ifname = "tap0", .mac = "52:54:00:00:00:02", .address = "10.1.2.6", .prefix = 30,
+    .gateway = "10.1.2.5", .dns = dns,
+  };
+  g_autofree char *plain = box_libvirt_kernel_cmdline ("my-box", NULL);
+  g_autofree char *with_net = box_libvirt_kernel_cmdline ("my-box", &net);
+
+  g_assert_cmpstr (plain, ==, "console=ttyS0 panic=-1 quiet box.hostname=my-box");
+  g_assert_cmpstr (with_net, ==, "console=ttyS0 panic=-1 quiet box.hostname=my-box "
+                   "box.ip=10.1.2.6/30 box.gw=10.1.2.5 box.dns=10.0.0.1");
+}
+
+static void
+test_ids (void)
+{
+  g_autofree char *a = box_libvirt_new_vm_id ();
+  g_autofree char *b = box_libvirt_new_vm_id ();
+  g_autofree char *domain = box_libvirt_vm_domain_name (a);
+  g_autofree char *path = box_libvirt_vm_path ("/v", a, "disk.qcow2");
+  g_autofree char *expected = g_strdup_printf ("/v/vms/%s/disk.qcow2", a);
+
+  g_assert_cmpuint (strlen (a), ==, 12);
+  g_assert_true (box_libvirt_id_is_valid (a));
+  g_assert_cmpstr (a, !=, b);
+  g_assert_true (g_str_has_prefix (domain, "box-"));
+  g_assert_cmpstr (path, ==, expected);
+  g_assert_true (box_libvirt_id_is_valid ("sb-abcdefghijkl"));
+  g_assert_false (box_libvirt_id_is_valid (""));
+  g_assert_false (box_libvirt_id_is_valid ("../etc"));
+  g_assert_false (box_libvirt_id_is_valid ("SB-1"));
+  g_assert_false (box_libvirt_id_is_valid (NULL));
+}
+
+static void
+test_state_file (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("box-libvirt-unit-XXXXXX", &error);
+  g_autofree char *path = NULL;
+  BoxLibvirtVm *vm;
+  BoxLibvirtVm *loaded;
+
+  g_assert_no_error (error);
+  vm = box_libvirt_vm_new ("sb-aaaaaaaaaaaa");
+  vm->vm_id = g_strdup ("bbbbbbbbbbbb");
+  vm->state = BOX_VM_STATE_SUSPENDED;
+  vm->cold = TRUE;
+  vm->snapshot_at = 1234567;
+  vm->resources = (BoxResources) { 3, 1536, 7 };
+  g_free (vm->template_key);
+  vm->template_key = g_strdup ("0123456789abcdef");
+  g_free (vm->hostname);
+  vm->hostname = g_strdup ("happy-box");
+  vm->nic = TRUE;
+  g_assert_true (box_libvirt_vm_save (vm, dir, &error));
+  g_assert_no_error (error);
+
+  path = g_build_filename (dir, "sb-aaaaaaaaaaaa.json", NULL);
+  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", path, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (loaded);
+  g_assert_cmpstr (loaded->vm_id, ==, "bbbbbbbbbbbb");
+  g_assert_cmpint (loaded->state, ==, BOX_VM_STATE_SUSPENDED);
+  g_assert_true (loaded->cold);
+  g_assert_cmpint (loaded->snapshot_at, ==, 1234567);
+  g_assert_cmpuint (loaded->resources.cpus, ==, 3);
+  g_assert_cmpuint (loaded->resources.memory_mib, ==, 1536);
+  g_assert_cmpuint (loaded->resources.disk_gib, ==, 7);
+  g_assert_cmpstr (loaded->template_key, ==, "0123456789abcdef");
+  g_assert_cmpstr (loaded->hostname, ==, "happy-box");
+  g_assert_true (loaded->nic);
+  box_libvirt_vm_free (loaded);
+
+  /* a broken file is an error, not a crash */
+  g_assert_true (g_file_set_contents (path, "{\"vm\": \"../x\"}", -1, NULL));
+  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", path, &error);
+  g_assert_null (loaded);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_clear_error (&error);
+  g_assert_true (g_file_set_contents (path, "{\"vm\": \"bbbbbbbbbbbb\", \"state\": \"odd\"}",
+                                      -1, NULL));
+  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", path, &error);
+  g_assert_null (loaded);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+
+  box_libvirt_vm_forget ("sb-aaaaaaaaaaaa", dir);
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  box_libvirt_vm_free (vm);
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
+static void
+test_image (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("box-libvirt-image-XXXXXX", &error);
+  g_autofree char *real = NULL;
+  g_autofree char *link = NULL;
+  g_autoptr(BoxLibvirtImage) image = NULL;
+  const char *files[] = { "vmlinuz", "initrd.img", "rootfs.ext4" };
+
+  g_assert_no_error (error);
+  /* nothing built: the error says how to build it */
+  image = box_libvirt_image_load (dir, &error);
+  g_assert_null (image);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_assert_nonnull (strstr (error->message, "images/build-base.sh"));
+  g_clear_error (&error);
+
+  real = g_build_filename (dir, "base-1234", NULL);
+  link = g_build_filename (dir, "base", NULL);
+  g_assert_cmpint (g_mkdir (real, 0755), ==, 0);
+  g_assert_cmpint (symlink ("base-1234", link), ==, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (files); i++) {
+    g_autofree char *path = g_build_filename (real, files[i], NULL);
+    g_assert_true (g_file_set_contents (path, "12345678", -1, NULL));
+  }
+  {
+    g_autofree char *manifest = g_build_filename (real, "manifest.json", NULL);
+    g_assert_true (g_file_set_contents (manifest,
+                                        "{\"image_key\": \"k1\", \"resources\": "
+                                        "{\"cpus\": 2, \"memory_mib\": 2048, \"disk_gib\": 20}}",
+                                        -1, NULL));
+  }
+  image = box_libvirt_image_load (dir, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (image->key, ==, "k1");
+  g_assert_cmpuint (image->rootfs_bytes, ==, 8);
+  g_assert_cmpuint (image->resources.memory_mib, ==, 2048);
+  g_assert_true (g_str_has_suffix (image->kernel, "base-1234/vmlinuz"));
+  box_libvirt_remove_tree (dir, &error);
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/libvirt/xml/fork", test_xml_fork);
+  g_test_add_func ("/libvirt/xml/variants", test_xml_variants);
+  g_test_add_func ("/libvirt/cmdline", test_cmdline);
+  g_test_add_func ("/libvirt/ids", test_ids);
+  g_test_add_func ("/libvirt/state-file", test_state_file);
+  g_test_add_func ("/libvirt/image", test_image);
+  return g_test_run ();
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Start virtlogd and libvirtd when they are not running (hosts without
+# systemd), then wait until libvirtd answers on its socket.  Idempotent:
+# running it again while both run does nothing.
+#
+#   tools/libvirtd-up.sh          exit 0 when libvirtd answers
+#   BOX_LIBVIRTD_TIMEOUT=30       seconds to wait for the socket (default 20)
+#
+# libvirt daemonizes each QEMU, so a QEMU that ends is reaped by whoever
+# adopts orphans.  Where that is a PID 1 that reaps lazily (these machines'
+# reaps every ~2 s), every VM destroy waits for it: libvirt polls the pid
+# until it is gone.  So libvirtd runs under a small supervisor that is a
+# child subreaper (prctl PR_SET_CHILD_SUBREAPER) and reaps at once; it
+# exits when libvirtd does.  With systemd, use its units instead
+# (libvirtd.service, virtlogd.service): systemd reaps at once.
+set -euo pipefail
+
+timeout="${BOX_LIBVIRTD_TIMEOUT:-20}"
+sock=/run/libvirt/libvirt-sock
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+
+say() { echo "libvirtd-up: $*" >&2; }
+
+if ! command -v libvirtd >/dev/null || ! command -v virtlogd >/dev/null; then
+  say "libvirtd or virtlogd is not installed (Debian: apt-get install libvirt-daemon-system)"
+  exit 1
+fi
+
+answers() {
+  [ -S "$sock" ] && virsh -q -c qemu:///system version >/dev/null 2>&1
+}
+
+if answers; then
+  exit 0
+fi
+
+# The supervisor: subreaper, starts libvirtd in the foreground, reaps every
+# child (libvirtd's orphaned QEMUs included) until libvirtd ends.
+supervisor='
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)   # PR_SET_CHILD_SUBREAPER
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+signal.signal(signal.SIGTERM, lambda *a: os.kill(pid, signal.SIGTERM))
+while True:
+    try:
+        child, status = os.wait()
+    except ChildProcessError:
+        break
+    except InterruptedError:
+        continue
+    if child == pid:
+        code = os.waitstatus_to_exitcode(status)
+        # keep reaping the orphans still around, then leave
+        while True:
+            try:
+                os.wait()
+            except ChildProcessError:
+                sys.exit(code if code >= 0 else 1)
+'
+
+$sudo mkdir -p /var/log/libvirt /run/libvirt
+# pgrep -x matches the process name exactly: never another program's.
+if ! pgrep -x virtlogd >/dev/null; then
+  $sudo virtlogd -d
+fi
+if ! pgrep -x libvirtd >/dev/null; then
+  if command -v python3 >/dev/null; then
+    $sudo setsid python3 -c "$supervisor" libvirtd \
+      </dev/null >>/var/log/libvirt/libvirtd-supervisor.log 2>&1 &
+  else
+    say "no python3: libvirtd runs without a reaping supervisor (VM destroys may be slow)"
+    $sudo libvirtd -d
+  fi
+fi
+
+deadline=$(( $(date +%s) + timeout ))
+until answers; do
+  if [ "$(date +%s)" -ge "$deadline" ]; then
+    say "libvirtd did not answer on $sock within ${timeout}s (see /var/log/libvirt/libvirtd.log)"
+    exit 1
+  fi
+  sleep 0.1
+done
