@@ -27,7 +27,7 @@ G_BEGIN_DECLS
 /* Changes whenever the domain layout changes: template snapshots made by
  * another recipe cannot be restored into our domains, so it is part of
  * their key. */
-#define BOX_LIBVIRT_RECIPE      "box-libvirt-1"
+#define BOX_LIBVIRT_RECIPE      "box-libvirt-2"
 #define BOX_LIBVIRT_RAM_ID      "box-ram"
 #define BOX_LIBVIRT_AGENT_PORT  "org.box.agent.0"
 #define BOX_LIBVIRT_NAME_PREFIX "box-"
@@ -88,7 +88,7 @@ guint64  box_libvirt_qemu_rss_mib     (const char *domain_name);
 
 typedef enum {
   BOX_LIBVIRT_NIC_NONE,
-  BOX_LIBVIRT_NIC_USER,         /* a template: the device must exist, no traffic */
+  BOX_LIBVIRT_NIC_LOOSE,        /* a template: the device must exist, no traffic */
   BOX_LIBVIRT_NIC_TAP,          /* the network plugin's tap device */
 } BoxLibvirtNic;
 
@@ -335,6 +335,22 @@ void      box_libvirt_templates_drain  (BoxLibvirtPlugin *self);
 void      box_libvirt_templates_sweep  (BoxLibvirtPlugin *self);
 /* "ready", "building" or "absent", for the log and status */
 const char *box_libvirt_template_describe (BoxLibvirtTemplate *tmpl);
+
+/* between box-libvirt-template.c and box-libvirt-pool.c */
+#define BOX_LIBVIRT_POOL_NET_PREFIX "pool-"
+/* <state dir>/pool/<vm id> while a pool or build domain exists */
+void      box_libvirt_pool_record_add    (BoxLibvirtPlugin *self, const char *vm_id);
+void      box_libvirt_pool_record_remove (BoxLibvirtPlugin *self, const char *vm_id);
+void      box_libvirt_template_spec      (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl,
+                                          BoxLibvirtDomainSpec *spec);
+/* 0711: QEMU's user reaches the files, nobody lists them */
+gboolean  box_libvirt_make_vm_dir        (const char *path, GError **error);
+gboolean  box_libvirt_give_to_qemu       (BoxLibvirtPlugin *self, const char *path, GError **error);
+void      box_libvirt_template_build     (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
+/* A fork of @tmpl for @waiter (a take_slot task, taken) or the pool; its
+ * disk has @disk_bytes (0: the template's default size). */
+void      box_libvirt_pool_fill          (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl,
+                                          GTask *waiter, guint64 disk_bytes);
 
 /* ---- operations (box-libvirt-ops.c) --------------------------------------- */
 

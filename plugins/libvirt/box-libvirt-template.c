@@ -31,10 +31,6 @@
 
 #include "box-libvirt-private.h"
 
-#define BOX_LIBVIRT_POOL_NET_PREFIX "pool-"
-/* Pool disks start this much above the image, so that warming up grows
- * the filesystem once. */
-#define BOX_LIBVIRT_WARM_GROW_BYTES ((guint64) 128 << 20)
 
 /* ---- records of pool and build domains ---- */
 
@@ -48,8 +44,8 @@ pool_record_path (BoxLibvirtPlugin *self, const char *vm_id)
   return g_build_filename (state_dir, "pool", vm_id, NULL);
 }
 
-static void
-pool_record_add (BoxLibvirtPlugin *self, const char *vm_id)
+void
+box_libvirt_pool_record_add (BoxLibvirtPlugin *self, const char *vm_id)
 {
   g_autofree char *path = pool_record_path (self, vm_id);
   g_autofree char *dir = NULL;
@@ -62,8 +58,8 @@ pool_record_add (BoxLibvirtPlugin *self, const char *vm_id)
     g_warning ("libvirt: cannot record pool VM %s", vm_id);
 }
 
-static void
-pool_record_remove (BoxLibvirtPlugin *self, const char *vm_id)
+void
+box_libvirt_pool_record_remove (BoxLibvirtPlugin *self, const char *vm_id)
 {
   g_autofree char *path = pool_record_path (self, vm_id);
 
@@ -136,8 +132,8 @@ box_libvirt_template_get (BoxLibvirtPlugin *self, guint cpus, guint memory_mib)
 }
 
 /* Fills in what every domain of @tmpl has in common. */
-static void
-template_spec (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, BoxLibvirtDomainSpec *spec)
+void
+box_libvirt_template_spec (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, BoxLibvirtDomainSpec *spec)
 {
   memset (spec, 0, sizeof *spec);
   spec->accel = self->accel;
@@ -150,8 +146,8 @@ template_spec (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, BoxLibvirtDomai
   spec->tb_cache_mib = self->config.tb_cache_mib;
 }
 
-static gboolean
-make_dir (const char *path, GError **error)
+gboolean
+box_libvirt_make_vm_dir (const char *path, GError **error)
 {
   /* QEMU's user must be able to reach the files; nobody may list them */
   if (g_mkdir_with_parents (path, 0711) != 0 || g_chmod (path, 0711) != 0) {
@@ -163,8 +159,8 @@ make_dir (const char *path, GError **error)
   return TRUE;
 }
 
-static gboolean
-give_to_qemu (BoxLibvirtPlugin *self, const char *path, GError **error)
+gboolean
+box_libvirt_give_to_qemu (BoxLibvirtPlugin *self, const char *path, GError **error)
 {
   if (chown (path, self->config.qemu_uid, self->config.qemu_gid) != 0 ||
       g_chmod (path, 0600) != 0) {
@@ -215,10 +211,10 @@ build_boot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   virDomainPtr dom;
   int fd;
 
-  if (!box_libvirt_remove_tree (build->tmp_dir, error) || !make_dir (build->tmp_dir, error) ||
+  if (!box_libvirt_remove_tree (build->tmp_dir, error) || !box_libvirt_make_vm_dir (build->tmp_dir, error) ||
       !box_libvirt_create_overlay (disk, self->image->rootfs, "raw", self->image->rootfs_bytes,
                                    error) ||
-      !give_to_qemu (self, disk, error))
+      !box_libvirt_give_to_qemu (self, disk, error))
     return FALSE;
   /* the RAM file: sparse, QEMU's, kept after the VM ends */
   fd = open (ram, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -231,7 +227,7 @@ build_boot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     return FALSE;
   }
   close (fd);
-  if (!give_to_qemu (self, ram, error))
+  if (!box_libvirt_give_to_qemu (self, ram, error))
     return FALSE;
   conn = box_libvirt_conn_get (self->conn, error);
   if (conn == NULL)
@@ -318,8 +314,6 @@ build_cleanup_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   return box_libvirt_remove_tree (build->tmp_dir, error);
 }
 
-static void fill_start (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *waiter,
-                        guint64 disk_bytes);
 
 static void
 build_finish (Build *build)
@@ -330,7 +324,7 @@ build_finish (Build *build)
 
   tmpl->waiters = g_ptr_array_new ();
   tmpl->building = FALSE;
-  pool_record_remove (self, build->build_id);
+  box_libvirt_pool_record_remove (self, build->build_id);
   if (build->failure == NULL) {
     tmpl->ready = TRUE;
     g_message ("libvirt: template snapshot %s (%u CPUs, %u MiB) made in %.1f s", tmpl->key,
@@ -347,8 +341,7 @@ build_finish (Build *build)
     } else {
       guint64 disk_bytes = GPOINTER_TO_SIZE (g_object_get_data (G_OBJECT (task),
                                                                 "box-disk-bytes"));
-      fill_start (self, tmpl, task, MIN (disk_bytes, self->image->rootfs_bytes +
-                                                      BOX_LIBVIRT_WARM_GROW_BYTES));
+      box_libvirt_pool_fill (self, tmpl, task, disk_bytes);
     }
   }
   if (build->failure == NULL)
@@ -426,8 +419,8 @@ build_booted (GObject *source, GAsyncResult *result, gpointer user_data)
   box_libvirt_guest_setup_async (&setup, NULL, build_agent_ready, build);
 }
 
-static void
-build_start (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
+void
+box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
 {
   Build *build;
   BoxLibvirtDomainSpec spec;
@@ -455,7 +448,7 @@ build_start (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
   console = g_build_filename (build->tmp_dir, "console.log", NULL);
   cmdline = box_libvirt_kernel_cmdline ("box", NULL);
 
-  template_spec (self, tmpl, &spec);
+  box_libvirt_template_spec (self, tmpl, &spec);
   spec.name = build->domain;
   spec.cmdline = cmdline;
   spec.disk = disk;
@@ -463,441 +456,12 @@ build_start (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
   spec.console_log = console;
   spec.ram_path = ram;
   spec.ram_shared = TRUE;
-  spec.nic = tmpl->nic ? BOX_LIBVIRT_NIC_USER : BOX_LIBVIRT_NIC_NONE;
+  spec.nic = tmpl->nic ? BOX_LIBVIRT_NIC_LOOSE : BOX_LIBVIRT_NIC_NONE;
   build->xml = box_libvirt_domain_xml (&spec);
 
   g_message ("libvirt: making the template snapshot %s (%u CPUs, %u MiB, %s): one cold boot",
              tmpl->key, tmpl->cpus, tmpl->memory_mib, self->accel);
-  pool_record_add (self, build->build_id);
+  box_libvirt_pool_record_add (self, build->build_id);
   box_libvirt_run_in_thread (self, build_boot_work, build, NULL, NULL, build_booted, build);
 }
 
-/* ---- filling a pool slot: a restored, warmed up, paused fork ----
- *
- * Under TCG a restored guest runs every code path for the first time
- * through the translator: the first set-hostname or grow-fs after a restore
- * takes 60-100 ms, the second 1-6 ms.  And an agent whose host side was
- * away polls for it every 50 ms.  So a pool domain is not only restored: it
- * runs briefly with our agent connection open, goes through what a create
- * will ask of it (clock, entropy, hostname, network, growing the disk a
- * little, env), and is paused again, its connection kept.  A create then
- * costs a resume and one pipelined round of requests on warm code.
- */
-
-typedef struct {
-  BoxLibvirtPlugin   *self;       /* a reference */
-  BoxLibvirtTemplate *tmpl;
-  BoxLibvirtSlot     *slot;
-  char               *xml;
-  char               *domain;
-  GTask              *waiter;     /* NULL: for the pool */
-  gint64              started;
-  guint               pending;    /* resume and guest setup run together */
-  GError             *error;
-} Fill;
-
-static void
-fill_free (Fill *fill)
-{
-  g_object_unref (fill->self);
-  g_clear_pointer (&fill->slot, box_libvirt_slot_free);
-  g_free (fill->xml);
-  g_free (fill->domain);
-  g_clear_error (&fill->error);
-  g_free (fill);
-}
-
-static gboolean
-fill_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
-{
-  Fill *fill = data;
-  const char *vm_dir = self->config.vm_dir;
-  const char *vm_id = fill->slot->vm_id;
-  g_autofree char *dir = box_libvirt_vm_path (vm_dir, vm_id, NULL);
-  g_autofree char *disk = box_libvirt_vm_path (vm_dir, vm_id, "disk.qcow2");
-  g_autofree char *backing = g_build_filename (fill->tmpl->dir, "disk.qcow2", NULL);
-  g_autofree char *state = g_build_filename (fill->tmpl->dir, "state", NULL);
-  virConnectPtr conn;
-  virDomainPtr dom;
-  gboolean ok;
-
-  if (!make_dir (dir, error) ||
-      !box_libvirt_create_overlay (disk, backing, "qcow2", self->image->rootfs_bytes, error) ||
-      !give_to_qemu (self, disk, error))
-    return FALSE;
-  conn = box_libvirt_conn_get (self->conn, error);
-  if (conn == NULL)
-    return FALSE;
-  dom = box_libvirt_domain_start (conn, fill->xml, TRUE, fill->tmpl->memory_mib,
-                                  self->config.tb_cache_mib, error);
-  ok = dom != NULL && box_libvirt_migrate_load (dom, state, TRUE, error);
-  if (ok && fill->slot->disk_bytes > self->image->rootfs_bytes &&
-      virDomainBlockResize (dom, "vda", fill->slot->disk_bytes,
-                            VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0)
-    ok = box_libvirt_set_error (error, "cannot grow the disk");
-  if (dom != NULL)
-    virDomainFree (dom);
-  if (!ok)
-    box_libvirt_domain_destroy (conn, fill->domain, NULL);
-  virConnectClose (conn);
-  return ok;
-}
-
-/* Resumes or pauses the slot's domain (@data: the Fill, slot->paused says which). */
-static gboolean
-fill_run_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
-{
-  Fill *fill = data;
-  virConnectPtr conn = box_libvirt_conn_get (self->conn, error);
-  virDomainPtr dom;
-  gboolean ok;
-
-  if (conn == NULL)
-    return FALSE;
-  dom = box_libvirt_domain_lookup (conn, fill->domain);
-  virConnectClose (conn);
-  if (dom == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "the pool VM %s went away",
-                 fill->domain);
-    return FALSE;
-  }
-  if (fill->slot->paused)
-    ok = virDomainResume (dom) == 0 || box_libvirt_set_error (error, "cannot resume a pool VM");
-  else
-    ok = virDomainSuspend (dom) == 0 || box_libvirt_set_error (error, "cannot pause a pool VM");
-  virDomainFree (dom);
-  return ok;
-}
-
-/* Ends a slot's domain and removes its files (blocking, briefly). */
-static void
-slot_discard (BoxLibvirtPlugin *self, BoxLibvirtSlot *slot)
-{
-  g_autofree char *domain = box_libvirt_vm_domain_name (slot->vm_id);
-  g_autofree char *dir = box_libvirt_vm_path (self->config.vm_dir, slot->vm_id, NULL);
-  g_autoptr(GError) error = NULL;
-  virConnectPtr conn = box_libvirt_conn_get (self->conn, NULL);
-  BoxNetwork *network = box_libvirt_get_network (self);
-
-  if (slot->agent != NULL)
-    box_agent_client_close (slot->agent);
-  if (conn != NULL) {
-    box_libvirt_domain_destroy (conn, domain, NULL);
-    virConnectClose (conn);
-  }
-  if (!box_libvirt_remove_tree (dir, &error))
-    g_warning ("libvirt: %s", error->message);
-  if (network != NULL && slot->net_id != NULL) {
-    g_clear_error (&error);
-    if (!box_network_detach (network, slot->net_id, &error))
-      g_warning ("libvirt: detaching %s: %s", slot->net_id, error->message);
-  }
-  pool_record_remove (self, slot->vm_id);
-}
-
-static void
-fill_done (Fill *fill)
-{
-  BoxLibvirtPlugin *self = fill->self;
-  BoxLibvirtTemplate *tmpl = fill->tmpl;
-
-  if (fill->waiter == NULL)
-    tmpl->filling--;
-  if (fill->error != NULL) {
-    slot_discard (self, fill->slot);
-    if (fill->waiter != NULL) {
-      g_task_return_error (fill->waiter, g_steal_pointer (&fill->error));
-      g_object_unref (fill->waiter);
-    } else {
-      g_warning ("libvirt: cannot fill the warm pool of template %s: %s", tmpl->key,
-                 fill->error->message);
-    }
-    fill_free (fill);
-    return;
-  }
-  g_debug ("libvirt: pool VM %s ready in %.0f ms", fill->slot->vm_id,
-           (g_get_monotonic_time () - fill->started) / 1e3);
-  if (fill->waiter != NULL) {
-    g_task_return_pointer (fill->waiter, g_steal_pointer (&fill->slot),
-                           (GDestroyNotify) box_libvirt_slot_free);
-    g_object_unref (fill->waiter);
-  } else if (!self->started) {
-    slot_discard (self, fill->slot);
-  } else {
-    g_queue_push_tail (&tmpl->slots, g_steal_pointer (&fill->slot));
-    box_libvirt_template_refill (self, tmpl);
-  }
-  fill_free (fill);
-}
-
-static void
-fill_paused (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Fill *fill = user_data;
-
-  if (!box_libvirt_run_finish (result, &fill->error))
-    g_prefix_error (&fill->error, "warming up a pool VM: ");
-  else
-    fill->slot->paused = TRUE;
-  fill_done (fill);
-}
-
-/* Both the resume and the guest's warm-up are done. */
-static void
-fill_warm_step_done (Fill *fill)
-{
-  if (--fill->pending > 0)
-    return;
-  if (fill->error != NULL) {
-    fill_done (fill);
-    return;
-  }
-  box_libvirt_run_in_thread (fill->self, fill_run_work, fill, NULL, NULL, fill_paused, fill);
-}
-
-static void
-fill_resumed (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Fill *fill = user_data;
-  GError *error = NULL;
-
-  if (!box_libvirt_run_finish (result, &error)) {
-    if (fill->error == NULL)
-      fill->error = error;
-    else
-      g_error_free (error);
-  } else {
-    fill->slot->paused = FALSE;
-  }
-  fill_warm_step_done (fill);
-}
-
-static void
-fill_warmed (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Fill *fill = user_data;
-  GError *error = NULL;
-
-  fill->slot->agent = box_libvirt_guest_setup_finish (result, &error);
-  if (fill->slot->agent == NULL) {
-    if (fill->error == NULL)
-      fill->error = error;
-    else
-      g_error_free (error);
-  }
-  fill_warm_step_done (fill);
-}
-
-static void
-fill_restored (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Fill *fill = user_data;
-  g_autofree char *socket = box_libvirt_vm_path (fill->self->config.vm_dir, fill->slot->vm_id,
-                                                 "agent.sock");
-  BoxLibvirtGuestSetup setup = {
-    .socket_path = socket,
-    .steps = BOX_LIBVIRT_GUEST_TIME | BOX_LIBVIRT_GUEST_RANDOM | BOX_LIBVIRT_GUEST_HOSTNAME |
-             BOX_LIBVIRT_GUEST_ENV,
-    .hostname = "box",
-    .net = fill->slot->net,
-    .env = NULL,
-    .timeout_s = 60,
-  };
-
-  if (!box_libvirt_run_finish (result, &fill->error)) {
-    fill_done (fill);
-    return;
-  }
-  fill->slot->paused = TRUE;
-  if (fill->slot->net != NULL)
-    setup.steps |= BOX_LIBVIRT_GUEST_NETWORK;
-  if (fill->slot->disk_bytes > fill->self->image->rootfs_bytes)
-    setup.steps |= BOX_LIBVIRT_GUEST_GROW_FS;
-  /* connect first: the agent then sees its host the moment it runs */
-  fill->pending = 2;
-  box_libvirt_guest_setup_async (&setup, NULL, fill_warmed, fill);
-  box_libvirt_run_in_thread (fill->self, fill_run_work, fill, NULL, NULL, fill_resumed, fill);
-}
-
-/* Starts a fork of @tmpl: for @waiter (a take_slot task, taken) or the
- * pool.  Its disk starts at @disk_bytes (0: the pool's size). */
-static void
-fill_start (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *waiter, guint64 disk_bytes)
-{
-  Fill *fill = g_new0 (Fill, 1);
-  BoxNetwork *network = box_libvirt_get_network (self);
-  BoxLibvirtDomainSpec spec;
-  g_autoptr(GError) error = NULL;
-  g_autofree char *disk = NULL;
-  g_autofree char *socket = NULL;
-  g_autofree char *console = NULL;
-  g_autofree char *ram = NULL;
-  g_autofree char *cmdline = box_libvirt_kernel_cmdline ("box", NULL);
-
-  fill->self = g_object_ref (self);
-  fill->tmpl = tmpl;
-  fill->waiter = waiter;
-  fill->started = g_get_monotonic_time ();
-  fill->slot = g_new0 (BoxLibvirtSlot, 1);
-  fill->slot->vm_id = box_libvirt_new_vm_id ();
-  fill->slot->tmpl = tmpl;
-  fill->slot->disk_bytes = disk_bytes != 0 ? disk_bytes :
-                           self->image->rootfs_bytes + BOX_LIBVIRT_WARM_GROW_BYTES;
-  fill->domain = box_libvirt_vm_domain_name (fill->slot->vm_id);
-  if (network != NULL) {
-    fill->slot->net_id = g_strconcat (BOX_LIBVIRT_POOL_NET_PREFIX, fill->slot->vm_id, NULL);
-    fill->slot->net = box_network_attach (network, fill->slot->net_id, &error);
-    if (fill->slot->net == NULL) {
-      g_clear_pointer (&fill->slot->net_id, g_free);
-      if (waiter != NULL) {
-        g_task_return_error (waiter, box_error_convert (error, "network"));
-        g_object_unref (waiter);
-      } else {
-        g_warning ("libvirt: cannot attach a pool VM to the network: %s", error->message);
-      }
-      fill_free (fill);
-      return;
-    }
-  }
-  disk = box_libvirt_vm_path (self->config.vm_dir, fill->slot->vm_id, "disk.qcow2");
-  socket = box_libvirt_vm_path (self->config.vm_dir, fill->slot->vm_id, "agent.sock");
-  console = box_libvirt_vm_path (self->config.vm_dir, fill->slot->vm_id, "console.log");
-  ram = g_build_filename (tmpl->dir, "ram", NULL);
-  template_spec (self, tmpl, &spec);
-  spec.name = fill->domain;
-  spec.cmdline = cmdline;
-  spec.disk = disk;
-  spec.agent_socket = socket;
-  spec.console_log = console;
-  spec.ram_path = ram;
-  spec.ram_shared = FALSE;
-  spec.incoming = TRUE;
-  if (fill->slot->net != NULL) {
-    spec.nic = BOX_LIBVIRT_NIC_TAP;
-    spec.tap = fill->slot->net->ifname;
-    spec.mac = fill->slot->net->mac;
-  }
-  fill->xml = box_libvirt_domain_xml (&spec);
-  if (waiter == NULL)
-    tmpl->filling++;
-  pool_record_add (self, fill->slot->vm_id);
-  box_libvirt_run_in_thread (self, fill_work, fill, NULL, NULL, fill_restored, fill);
-}
-
-void
-box_libvirt_template_prepare (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
-{
-  if (!tmpl->ready)
-    build_start (self, tmpl);
-}
-
-void
-box_libvirt_template_refill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
-{
-  /* one at a time: a fill costs a libvirt domain start, and foreground
-   * operations share the host's CPUs with it */
-  if (!self->started || !tmpl->ready || tmpl->filling > 0 ||
-      g_queue_get_length (&tmpl->slots) >= self->config.pool_size)
-    return;
-  fill_start (self, tmpl, NULL, 0);
-}
-
-void
-box_libvirt_template_take_slot_async (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl,
-                                      guint64 disk_bytes, GCancellable *cancellable,
-                                      GAsyncReadyCallback callback, gpointer user_data)
-{
-  GTask *task = g_task_new (self, cancellable, callback, user_data);
-  BoxLibvirtSlot *slot = g_queue_peek_head (&tmpl->slots);
-
-  g_task_set_source_tag (task, box_libvirt_template_take_slot_async);
-  g_object_set_data (G_OBJECT (task), "box-disk-bytes", GSIZE_TO_POINTER (disk_bytes));
-  /* a pool disk is a little larger than the image: a smaller disk needs its own */
-  if (slot != NULL && slot->disk_bytes <= disk_bytes) {
-    g_queue_pop_head (&tmpl->slots);
-    g_task_return_pointer (task, slot, (GDestroyNotify) box_libvirt_slot_free);
-    g_object_unref (task);
-    box_libvirt_template_refill (self, tmpl);
-    return;
-  }
-  if (!tmpl->ready) {
-    g_ptr_array_add (tmpl->waiters, task);
-    build_start (self, tmpl);
-    return;
-  }
-  fill_start (self, tmpl, task, MIN (disk_bytes, self->image->rootfs_bytes +
-                                                  BOX_LIBVIRT_WARM_GROW_BYTES));
-}
-
-BoxLibvirtSlot *
-box_libvirt_template_take_slot_finish (GAsyncResult *result, GError **error)
-{
-  return g_task_propagate_pointer (G_TASK (result), error);
-}
-
-void
-box_libvirt_template_slot_claimed (BoxLibvirtPlugin *self, BoxLibvirtSlot *slot)
-{
-  pool_record_remove (self, slot->vm_id);
-}
-
-void
-box_libvirt_template_slot_discard (BoxLibvirtPlugin *self, BoxLibvirtSlot *slot)
-{
-  slot_discard (self, slot);
-}
-
-void
-box_libvirt_templates_drain (BoxLibvirtPlugin *self)
-{
-  GHashTableIter iter;
-  gpointer value;
-
-  g_hash_table_iter_init (&iter, self->templates);
-  while (g_hash_table_iter_next (&iter, NULL, &value)) {
-    BoxLibvirtTemplate *tmpl = value;
-    BoxLibvirtSlot *slot;
-
-    while ((slot = g_queue_pop_head (&tmpl->slots)) != NULL) {
-      slot_discard (self, slot);
-      box_libvirt_slot_free (slot);
-    }
-  }
-}
-
-void
-box_libvirt_templates_sweep (BoxLibvirtPlugin *self)
-{
-  const char *state_dir = box_plugin_get_state_dir (BOX_PLUGIN (self));
-  g_autofree char *pool_dir = NULL;
-  g_autofree char *templates_dir = g_build_filename (self->config.vm_dir, "templates", NULL);
-  g_autoptr(GDir) dir = NULL;
-  const char *entry;
-
-  if (state_dir == NULL)
-    return;
-  pool_dir = g_build_filename (state_dir, "pool", NULL);
-  dir = g_dir_open (pool_dir, 0, NULL);
-  while (dir != NULL && (entry = g_dir_read_name (dir)) != NULL) {
-    g_autoptr(BoxLibvirtSlot) slot = g_new0 (BoxLibvirtSlot, 1);
-    g_autoptr(GDir) tdir = NULL;
-    g_autofree char *suffix = NULL;
-    const char *tentry;
-
-    if (!box_libvirt_id_is_valid (entry))
-      continue;
-    slot->vm_id = g_strdup (entry);
-    slot->net_id = g_strconcat (BOX_LIBVIRT_POOL_NET_PREFIX, entry, NULL);
-    g_message ("libvirt: removing pool VM %s left by a previous run", entry);
-    slot_discard (self, slot);
-    /* a template build it was */
-    suffix = g_strconcat (".tmp-", entry, NULL);
-    tdir = g_dir_open (templates_dir, 0, NULL);
-    while (tdir != NULL && (tentry = g_dir_read_name (tdir)) != NULL) {
-      if (g_str_has_suffix (tentry, suffix)) {
-        g_autofree char *path = g_build_filename (templates_dir, tentry, NULL);
-        box_libvirt_remove_tree (path, NULL);
-      }
-    }
-  }
-}

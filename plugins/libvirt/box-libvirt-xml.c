@@ -119,9 +119,11 @@ box_libvirt_domain_xml (const BoxLibvirtDomainSpec *spec)
                      "      <model type='virtio'/>\n"
                      "    </interface>\n");
     break;
-  case BOX_LIBVIRT_NIC_USER:
+  case BOX_LIBVIRT_NIC_LOOSE:
+    /* a tap of libvirt's own that nothing routes to: a template only needs
+     * the device ('user' would add slirp's state to the snapshot) */
     g_string_append (xml,
-                     "    <interface type='user'>\n"
+                     "    <interface type='ethernet'>\n"
                      "      <mac address='52:54:00:00:00:01'/>\n"
                      "      <model type='virtio'/>\n"
                      "    </interface>\n");

@@ -99,10 +99,11 @@ test_xml_variants (void)
   /* a template being built: shared RAM file, a NIC without a tap */
   spec.ram_path = "/tpl/ram";
   spec.ram_shared = TRUE;
-  spec.nic = BOX_LIBVIRT_NIC_USER;
+  spec.nic = BOX_LIBVIRT_NIC_LOOSE;
   tmpl = box_libvirt_domain_xml (&spec);
   assert_contains (tmpl, "mem-path=/tpl/ram,share=on");
-  assert_contains (tmpl, "<interface type='user'>");
+  assert_contains (tmpl, "<interface type='ethernet'>");
+  assert_lacks (tmpl, "managed='no'");
   assert_contains (tmpl, "<model type='virtio'/>");
 
   spec.accel = "kvm";

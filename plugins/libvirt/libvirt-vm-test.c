@@ -47,7 +47,7 @@ new_engine (const char *data_dir)
   config->data_dir = g_strdup (data_dir);
   engine = box_engine_new (config);
   set_config (engine, "vm_dir", suite.vm_dir);
-  set_config (engine, "pool_size", "1");
+  set_config (engine, "pool_size", "2");
   return engine;
 }
 
@@ -116,14 +116,21 @@ run_op (BoxHypervisor *hv, BoxVmOp op, const char *id, guint disk_gib, GError **
 }
 
 static gdouble
-run_ok (BoxHypervisor *hv, BoxVmOp op, const char *id)
+run_ok_disk (BoxHypervisor *hv, BoxVmOp op, const char *id, guint disk_gib)
 {
   g_autoptr(GError) error = NULL;
   gint64 start = g_get_monotonic_time ();
 
-  if (!run_op (hv, op, id, 3, &error))
+  if (!run_op (hv, op, id, disk_gib, &error))
     g_error ("%s %s: %s", box_vm_op_to_string (op), id, error->message);
   return (g_get_monotonic_time () - start) / 1e3;
+}
+
+/* with the template's disk size */
+static gdouble
+run_ok (BoxHypervisor *hv, BoxVmOp op, const char *id)
+{
+  return run_ok_disk (hv, op, id, 20);
 }
 
 /* Runs argv in the sandbox as box; stdout, with the exit code in *code. */
@@ -223,7 +230,7 @@ test_create (void)
   ms = run_ok (suite.hv, BOX_VM_OP_CREATE, SANDBOX_A);
   g_test_message ("first create: %.0f ms", ms);
   g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, NULL), ==, BOX_VM_STATE_RUNNING);
-  g_assert_false (run_op (suite.hv, BOX_VM_OP_CREATE, SANDBOX_A, 3, &error));
+  g_assert_false (run_op (suite.hv, BOX_VM_OP_CREATE, SANDBOX_A, 20, &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS);
 
   uid = sh (suite.hv, SANDBOX_A, "id -u");
@@ -232,10 +239,32 @@ test_create (void)
   g_assert_cmpstr (hostname, ==, "vm-test-a");
   env = sh (suite.hv, SANDBOX_A, "echo $BOX_TEST_VAR");
   g_assert_cmpstr (env, ==, "from-the-sandbox");
-  /* 3 GiB asked: the guest sees about that much (the image is 2 GiB) */
+  /* the template's 20 GiB: the guest sees about that much (the image is 2 GiB) */
   size = sh (suite.hv, SANDBOX_A, "df -B1 --output=size / | tail -1");
-  g_assert_cmpuint (g_ascii_strtoull (size, NULL, 10), >, (guint64) 5 << 29);
-  g_assert_cmpuint (g_ascii_strtoull (size, NULL, 10), <=, (guint64) 3 << 30);
+  g_assert_cmpuint (g_ascii_strtoull (size, NULL, 10), >, (guint64) 19 << 30);
+  g_assert_cmpuint (g_ascii_strtoull (size, NULL, 10), <=, (guint64) 20 << 30);
+}
+
+/* Another size than the pool's: smaller (a domain of its own) and larger
+ * (a pool domain grown further). */
+static void
+test_disk_sizes (void)
+{
+  const guint sizes[] = { 4, 24 };
+
+  for (guint i = 0; i < G_N_ELEMENTS (sizes); i++) {
+    g_autofree char *size = NULL;
+    g_autofree char *host = NULL;
+    gdouble ms = run_ok_disk (suite.hv, BOX_VM_OP_CREATE, SANDBOX_B, sizes[i]);
+
+    size = sh (suite.hv, SANDBOX_B, "df -B1 --output=size / | tail -1");
+    g_assert_cmpuint (g_ascii_strtoull (size, NULL, 10), >, ((guint64) sizes[i] << 30) * 9 / 10);
+    g_assert_cmpuint (g_ascii_strtoull (size, NULL, 10), <=, (guint64) sizes[i] << 30);
+    host = sh (suite.hv, SANDBOX_B, "hostname");
+    g_assert_cmpstr (host, ==, "vm-test-b");
+    g_test_message ("create with %u GiB: %.0f ms", sizes[i], ms);
+    run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_B);
+  }
 }
 
 static void
@@ -462,7 +491,7 @@ test_bench (void)
     g_autofree char *host = NULL;
 
     /* let the pool refill, as between two users' creates */
-    g_usleep (G_USEC_PER_SEC);
+    g_usleep (2 * G_USEC_PER_SEC);
     ms = run_ok (suite.hv, BOX_VM_OP_CREATE, SANDBOX_B);
     g_array_append_val (creates, ms);
     host = sh (suite.hv, SANDBOX_B, "hostname");
@@ -518,14 +547,15 @@ main (int argc, char **argv)
   g_assert_cmpint (g_mkdir_with_parents (suite.data_dir, 0700), ==, 0);
   suite.engine = new_engine (suite.data_dir);
   suite.hv = new_plugin (suite.engine);
-  run_op (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_A, 3, &error);
+  run_op (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_A, 20, &error);
   g_assert_no_error (error);
-  run_op (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_B, 3, &error);
+  run_op (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_B, 20, &error);
   g_assert_no_error (error);
 
   g_test_add_func ("/libvirt-vm/start", test_start);
   g_test_add_func ("/libvirt-vm/create", test_create);
   g_test_add_func ("/libvirt-vm/exec-round-trip", test_exec_round_trip);
+  g_test_add_func ("/libvirt-vm/disk-sizes", test_disk_sizes);
   g_test_add_func ("/libvirt-vm/pause-wake", test_pause_wake);
   g_test_add_func ("/libvirt-vm/pause-cold", test_pause_cold);
   g_test_add_func ("/libvirt-vm/stop-boot", test_stop_boot);
@@ -539,8 +569,8 @@ main (int argc, char **argv)
   /* nothing of ours may stay behind, whatever failed */
   if (suite.hv != NULL) {
     g_autoptr(GError) cleanup_error = NULL;
-    run_op (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_A, 3, &cleanup_error);
-    run_op (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_B, 3, NULL);
+    run_op (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_A, 20, &cleanup_error);
+    run_op (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_B, 20, NULL);
     stop_plugin (&suite.hv);
   }
   g_clear_object (&suite.engine);

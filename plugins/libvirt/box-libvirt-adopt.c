@@ -1,0 +1,112 @@
+/* box-libvirt-adopt.c: what a previous run left.
+ *
+ * At start the plugin reads its state files and asks libvirt about each
+ * VM: a running domain is adopted (the agent connection is opened again,
+ * its hello goes out at once), a paused one stays hot-paused and gets its
+ * cold timer back, a cold snapshot must still be on disk, and a domain
+ * that is gone leaves its disk (SHUTOFF).  The engine's reconciliation
+ * then compares its records with query().
+ */
+#include "config.h"
+
+#include <libvirt/virterror.h>
+#include <string.h>
+
+#include "box-libvirt-op.h"
+
+void
+box_libvirt_adopt (BoxLibvirtPlugin *self)
+{
+  const char *state_dir = box_plugin_get_state_dir (BOX_PLUGIN (self));
+  g_autoptr(GDir) dir = NULL;
+  g_autoptr(GError) error = NULL;
+  virConnectPtr conn;
+  const char *entry;
+
+  if (state_dir == NULL)
+    return;
+  conn = box_libvirt_conn_get (self->conn, &error);
+  if (conn == NULL) {
+    g_warning ("libvirt: %s", error->message);
+    return;
+  }
+  dir = g_dir_open (state_dir, 0, NULL);
+  while (dir != NULL && (entry = g_dir_read_name (dir)) != NULL) {
+    g_autofree char *id = NULL;
+    g_autofree char *path = NULL;
+    g_autofree char *domain = NULL;
+    g_autofree char *cold = NULL;
+    g_autoptr(GError) vm_error = NULL;
+    BoxLibvirtVm *vm;
+    virDomainPtr dom;
+    int state = VIR_DOMAIN_NOSTATE;
+    int reason = 0;
+
+    if (!g_str_has_suffix (entry, ".json"))
+      continue;
+    id = g_strndup (entry, strlen (entry) - strlen (".json"));
+    if (!box_libvirt_id_is_valid (id))
+      continue;
+    path = g_build_filename (state_dir, entry, NULL);
+    vm = box_libvirt_vm_load (id, path, &vm_error);
+    if (vm == NULL) {
+      g_warning ("libvirt: ignoring %s: %s", path, vm_error->message);
+      continue;
+    }
+    g_hash_table_replace (self->vms, vm->id, vm);
+    domain = box_libvirt_vm_domain_name (vm->vm_id);
+    dom = box_libvirt_domain_lookup (conn, domain);
+    if (dom != NULL && (virDomainIsActive (dom) != 1 ||
+                        virDomainGetState (dom, &state, &reason, 0) < 0))
+      state = VIR_DOMAIN_NOSTATE;
+    if (dom != NULL)
+      virDomainFree (dom);
+    virResetLastError ();
+
+    if (vm->state == BOX_VM_STATE_SUSPENDED && vm->cold) {
+      cold = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, "cold.mig");
+      if (!g_file_test (cold, G_FILE_TEST_IS_REGULAR)) {
+        g_message ("libvirt: sandbox %s: its cold snapshot is gone; its disk is kept", id);
+        vm->state = BOX_VM_STATE_SHUTOFF;
+        vm->cold = FALSE;
+        vm->snapshot_at = 0;
+        box_libvirt_save_vm (self, vm);
+      }
+      continue;
+    }
+    if (vm->state == BOX_VM_STATE_SHUTOFF)
+      continue;
+    if (state == VIR_DOMAIN_RUNNING) {
+      g_autofree char *socket = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id,
+                                                     "agent.sock");
+      g_autoptr(BoxAgentClient) agent = box_libvirt_guest_connect_now (socket, &vm_error);
+
+      if (vm->state != BOX_VM_STATE_RUNNING) {
+        vm->state = BOX_VM_STATE_RUNNING;
+        vm->snapshot_at = 0;
+        box_libvirt_save_vm (self, vm);
+      }
+      if (agent == NULL)
+        g_warning ("libvirt: sandbox %s: %s", id, vm_error->message);
+      box_libvirt_set_agent (self, vm, agent);
+      g_message ("libvirt: adopted the running VM %s of sandbox %s", domain, id);
+    } else if (state == VIR_DOMAIN_PAUSED) {
+      if (vm->state != BOX_VM_STATE_SUSPENDED) {
+        /* boxd died between the pause and its record */
+        vm->state = BOX_VM_STATE_SUSPENDED;
+        vm->snapshot_at = g_get_real_time ();
+        box_libvirt_save_vm (self, vm);
+      }
+      vm->paused_at = g_get_monotonic_time ();
+      box_libvirt_schedule_cold (self, vm);
+      g_message ("libvirt: adopted the paused VM %s of sandbox %s", domain, id);
+    } else {
+      g_message ("libvirt: the VM %s of sandbox %s is gone; its disk is kept", domain, id);
+      vm->state = BOX_VM_STATE_SHUTOFF;
+      vm->snapshot_at = 0;
+      box_libvirt_save_vm (self, vm);
+      box_libvirt_detach_network (self, id);
+    }
+  }
+  virConnectClose (conn);
+}

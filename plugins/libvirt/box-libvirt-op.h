@@ -1,0 +1,61 @@
+/* box-libvirt-op.h: an operation on a VM, shared by box-libvirt-ops.c
+ * (dispatch, pause, resume, stop, boot, destroy), box-libvirt-create.c and
+ * box-libvirt-adopt.c.  Internal to the plugin. */
+#pragma once
+
+#include "box-libvirt-private.h"
+
+G_BEGIN_DECLS
+
+/* the guest's answers after a resume or restore */
+#define BOX_LIBVIRT_AGENT_TIMEOUT_S 30
+
+typedef enum {
+  BOX_LIBVIRT_JOB_ENGINE,        /* an operation of the engine */
+  BOX_LIBVIRT_JOB_COLD,          /* a hot pause turns cold */
+  BOX_LIBVIRT_JOB_LOST,          /* the domain stopped on its own */
+} BoxLibvirtJobKind;
+
+typedef struct {
+  BoxLibvirtPlugin *self;        /* a reference */
+  BoxLibvirtJobKind kind;
+  BoxVmOp           op;
+  char             *id;
+  char             *hostname;
+  BoxResources      resources;
+  GHashTable       *env;
+  BoxLibvirtVm     *vm;          /* borrowed: in self->vms, or new (create) */
+  BoxLibvirtSlot   *slot;
+  BoxNetAttachment *net;
+  char             *domain;
+  char             *xml;
+  gboolean          resize;
+  gboolean          locked;
+  gint64            started;
+} BoxLibvirtOp;
+
+BoxLibvirtOp *box_libvirt_task_op          (GTask *task);
+/* Ends @task (taking @error, or success) and releases the VM's lock. */
+void          box_libvirt_op_return        (GTask *task, GError *error);
+/* <vm_dir>/vms/<vm id>/@file of the operation's VM */
+char         *box_libvirt_op_file          (BoxLibvirtOp *op, const char *file);
+void          box_libvirt_detach_network   (BoxLibvirtPlugin *self, const char *id);
+/* Worker threads: grow the disk when op->resize, resume; end the domain and
+ * remove the VM's files. */
+gboolean      box_libvirt_resume_work      (BoxLibvirtPlugin *self, gpointer data, GError **error);
+gboolean      box_libvirt_destroy_work     (BoxLibvirtPlugin *self, gpointer data, GError **error);
+/* After hot_pause_s, a hot pause turns cold. */
+void          box_libvirt_schedule_cold    (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+void          box_libvirt_op_free          (BoxLibvirtOp *op);
+/* The steps of each operation, once the VM's lock is held
+ * (box-libvirt-ops.c, box-libvirt-create.c). */
+void          box_libvirt_create_start     (GTask *task);
+void          box_libvirt_suspend_start    (GTask *task);
+void          box_libvirt_cold_start       (GTask *task);
+void          box_libvirt_resume_start     (GTask *task);
+void          box_libvirt_boot_start       (GTask *task);
+void          box_libvirt_shutdown_start   (GTask *task);
+void          box_libvirt_destroy_start    (GTask *task);
+void          box_libvirt_lost_start       (GTask *task);
+
+G_END_DECLS
