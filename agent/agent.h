@@ -1,6 +1,7 @@
 /* box guest agent: shared declarations. */
 #pragma once
 
+#include <poll.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -35,3 +36,26 @@ bool ba_grow_rootfs (int64_t *old_blocks, int64_t *new_blocks, const char **err)
 void ba_send (uint8_t type, uint8_t stream, uint32_t chan, const void *data, size_t len);
 void ba_send_json (uint32_t chan, BaBuf *json);
 size_t ba_out_pending (void);
+/* Output is read from sources only while the queue is below this. */
+#define BA_OUT_QUEUE_HIGH (128u << 10)
+/* A host connection is up: a hello was answered and the host side has not
+ * gone away since. */
+bool ba_host_ready (void);
+
+/* Replies on channel 0: ba_reply_begin() writes {"id":N,"ok":true; add
+ * members, then ba_jw_end() and ba_send_json (0, b). */
+void ba_reply_begin (BaBuf *b, int64_t id);
+void ba_reply_ok (int64_t id); /* {"id":N,"ok":true} */
+void ba_reply_error (int64_t id, const char *code, const char *msg);
+/* The error code for an errno value (doc: Conventions). */
+const char *ba_errno_code (int err);
+
+/* The poll set, rebuilt every turn of the main loop: modules add their
+ * descriptors with a callback; objects a callback may touch must stay
+ * allocated until the end of the turn (they are marked dead and swept). */
+typedef void (*BaPollFn) (void *obj, int tag, short revents);
+void ba_poll_add (int fd, short events, BaPollFn fn, void *obj, int tag);
+
+/* Paths the tests override (--api-socket, --hooks-dir); NULL: none. */
+extern const char *ba_api_socket_path;
+extern const char *ba_hooks_dir;

@@ -3,6 +3,9 @@
  *   box-agent                 PID 1 (or in the initramfs as /init)
  *   box-agent --port PATH     serve on a character device (testing)
  *   box-agent --connect PATH  serve on a Unix socket, connecting to PATH (host tests)
+ * Options for tests: --api-socket PATH (the in-sandbox socket; PID 1 uses
+ * /run/box/api.sock), --hooks-dir DIR (presuspend hooks; PID 1 uses
+ * /var/lib/box/hooks/presuspend.d).
  */
 
 #include <dirent.h>
@@ -27,16 +30,68 @@
 
 #include "agent.h"
 #include "chan.h"
+#include "fs.h"
+#include "hooks.h"
+#include "net.h"
+#include "session.h"
+#include "work.h"
 
 static struct {
   int fd;              /* the port, -1 while closed */
   bool is_socket;      /* --connect: a Unix socket (EOF = host gone for good) */
   char path[300];      /* device to (re)open */
   bool connected;      /* host side open (no POLLHUP) */
+  bool ready;          /* a hello was answered on this connection */
   BaBuf out, in;
   char boot_id[40];
   int64_t started_ms;
 } conn = { .fd = -1 };
+
+const char *ba_api_socket_path;
+const char *ba_hooks_dir;
+
+bool
+ba_host_ready (void)
+{
+  return conn.fd >= 0 && conn.connected && conn.ready;
+}
+
+/* ---- the poll set ------------------------------------------------------- */
+
+typedef struct {
+  BaPollFn fn;
+  void *obj;
+  int tag;
+} PollEntry;
+
+static struct {
+  struct pollfd *pfd;
+  PollEntry *ent;
+  int n, cap;
+} pset;
+
+void
+ba_poll_add (int fd, short events, BaPollFn fn, void *obj, int tag)
+{
+  if (fd < 0)
+    return;
+  if (pset.n == pset.cap) {
+    int cap = pset.cap ? pset.cap * 2 : 64;
+    struct pollfd *p = realloc (pset.pfd, sizeof *p * (size_t) cap);
+    PollEntry *e;
+    if (p == NULL)
+      return;
+    pset.pfd = p;
+    e = realloc (pset.ent, sizeof *e * (size_t) cap);
+    if (e == NULL)
+      return;
+    pset.ent = e;
+    pset.cap = cap;
+  }
+  pset.pfd[pset.n] = (struct pollfd) { .fd = fd, .events = events };
+  pset.ent[pset.n] = (PollEntry) { .fn = fn, .obj = obj, .tag = tag };
+  pset.n++;
+}
 
 int64_t
 ba_now_ms (void)
@@ -104,21 +159,30 @@ flush_out (void)
   }
 }
 
-static void
-reply_ok (int64_t id, BaBuf *b)
+void
+ba_reply_begin (BaBuf *b, int64_t id)
 {
   ba_jw_begin (b);
   ba_jw_int (b, "id", id);
   ba_jw_bool (b, "ok", true);
 }
 
-static void
-reply_err (int64_t id, const char *code, const char *msg)
+void
+ba_reply_ok (int64_t id)
 {
   BaBuf b = { 0 };
-  reply_ok (id, &b);
-  b.len -= 4; /* "true" -> false */
-  ba_buf_append (&b, "false", 5);
+  ba_reply_begin (&b, id);
+  ba_jw_end (&b);
+  ba_send_json (0, &b);
+}
+
+void
+ba_reply_error (int64_t id, const char *code, const char *msg)
+{
+  BaBuf b = { 0 };
+  ba_jw_begin (&b);
+  ba_jw_int (&b, "id", id);
+  ba_jw_bool (&b, "ok", false);
   ba_jw_key (&b, "error");
   ba_jw_begin (&b);
   ba_jw_str (&b, "code", code);
@@ -128,6 +192,32 @@ reply_err (int64_t id, const char *code, const char *msg)
   ba_send_json (0, &b);
 }
 
+const char *
+ba_errno_code (int err)
+{
+  switch (err) {
+  case ENOENT:
+  case ENOTDIR:
+    return "not_found";
+  case EACCES:
+  case EPERM:
+  case EROFS:
+    return "permission_denied";
+  case EEXIST:
+    return "already_exists";
+  case ENOTEMPTY:
+    return "conflict";
+  case EISDIR:
+  case EINVAL:
+  case ENAMETOOLONG:
+  case EXDEV:
+  case ELOOP:
+    return "invalid";
+  default:
+    return "failed";
+  }
+}
+
 static void
 add_identity (BaBuf *b)
 {
@@ -135,7 +225,7 @@ add_identity (BaBuf *b)
   ba_jw_str (b, "agent", BA_AGENT_VERSION);
   ba_jw_str (b, "boot_id", conn.boot_id);
   ba_jw_int (b, "uptime_ms", ba_now_ms () - conn.started_ms);
-  ba_jw_int (b, "window", BA_DEFAULT_WINDOW);
+  ba_jw_int (b, "window", ba_chan_get_window ());
 }
 
 static void
@@ -164,7 +254,8 @@ op_hello (int64_t id, const BaJson *m)
   ba_chan_close_all ();
   if (ba_json_get_int (m, "window", &window) && window > 0 && window <= (int64_t) 64 << 20)
     ba_chan_set_window ((uint32_t) window);
-  reply_ok (id, &b);
+  conn.ready = true;
+  ba_reply_begin (&b, id);
   add_identity (&b);
   if (nonce != NULL)
     ba_jw_str (&b, "nonce", nonce);
@@ -179,16 +270,16 @@ op_set_time (int64_t id, const BaJson *m)
   struct timespec ts;
   BaBuf b = { 0 };
   if (!ba_json_get_int (m, "unix_ns", &ns) || ns <= 0) {
-    reply_err (id, "invalid", "unix_ns must be a positive integer");
+    ba_reply_error (id, "invalid", "unix_ns must be a positive integer");
     return;
   }
   ts.tv_sec = ns / 1000000000;
   ts.tv_nsec = ns % 1000000000;
   if (clock_settime (CLOCK_REALTIME, &ts) < 0) {
-    reply_err (id, "failed", strerror (errno));
+    ba_reply_error (id, "failed", strerror (errno));
     return;
   }
-  reply_ok (id, &b);
+  ba_reply_begin (&b, id);
   ba_jw_end (&b);
   ba_send_json (0, &b);
 }
@@ -206,21 +297,21 @@ op_reseed (int64_t id, const BaJson *m)
   BaBuf b = { 0 };
   if (d == NULL || d->type != BA_JSTR || d->slen > 680 ||
       (n = ba_base64_decode (d->s, d->slen, req.buf)) < 16) {
-    reply_err (id, "invalid", "data must be base64 of 16 to 512 bytes");
+    ba_reply_error (id, "invalid", "data must be base64 of 16 to 512 bytes");
     return;
   }
   req.info.entropy_count = (int) n * 8;
   req.info.buf_size = (int) n;
   fd = open ("/dev/urandom", O_WRONLY | O_CLOEXEC);
   if (fd < 0 || ioctl (fd, RNDADDENTROPY, &req.info) < 0) {
-    reply_err (id, "failed", strerror (errno));
+    ba_reply_error (id, "failed", strerror (errno));
     if (fd >= 0)
       close (fd);
     return;
   }
   close (fd);
   explicit_bzero (req.buf, sizeof req.buf);
-  reply_ok (id, &b);
+  ba_reply_begin (&b, id);
   ba_jw_int (&b, "bytes", n);
   ba_jw_end (&b);
   ba_send_json (0, &b);
@@ -235,13 +326,13 @@ dispatch (const BaJson *m)
   BaBuf b = { 0 };
 
   if (!ba_json_get_int (m, "id", &id) || op == NULL) {
-    reply_err (id, "invalid", "a request needs an integer id and an op");
+    ba_reply_error (id, "invalid", "a request needs an integer id and an op");
     return;
   }
   if (strcmp (op, "hello") == 0) {
     op_hello (id, m);
   } else if (strcmp (op, "ping") == 0) {
-    reply_ok (id, &b);
+    ba_reply_begin (&b, id);
     ba_jw_int (&b, "uptime_ms", ba_now_ms () - conn.started_ms);
     ba_jw_int (&b, "channels", ba_chan_count ());
     ba_jw_end (&b);
@@ -252,49 +343,58 @@ dispatch (const BaJson *m)
     op_reseed (id, m);
   } else if (strcmp (op, "set-env") == 0) {
     if (!ba_env_set_sandbox (ba_json_get (m, "env"))) {
-      reply_err (id, "invalid", "env must map variable names to strings");
+      ba_reply_error (id, "invalid", "env must map variable names to strings");
       return;
     }
-    reply_ok (id, &b);
+    ba_reply_begin (&b, id);
     ba_jw_end (&b);
     ba_send_json (0, &b);
   } else if (strcmp (op, "set-hostname") == 0 || strcmp (op, "configure-network") == 0) {
     const char *host = ba_json_get_str (m, "hostname");
     if (host != NULL && !ba_set_hostname (host, &err)) {
-      reply_err (id, "invalid", err);
+      ba_reply_error (id, "invalid", err);
       return;
     }
     if (strcmp (op, "configure-network") == 0 && !ba_net_configure (m, &err)) {
-      reply_err (id, "failed", err);
+      ba_reply_error (id, "failed", err);
       return;
     }
-    reply_ok (id, &b);
+    ba_reply_begin (&b, id);
     ba_jw_end (&b);
     ba_send_json (0, &b);
   } else if (strcmp (op, "grow-fs") == 0) {
     int64_t before = 0, after = 0;
     if (!ba_grow_rootfs (&before, &after, &err)) {
-      reply_err (id, "failed", err);
+      ba_reply_error (id, "failed", err);
       return;
     }
-    reply_ok (id, &b);
+    ba_reply_begin (&b, id);
     ba_jw_int (&b, "old_blocks", before);
     ba_jw_int (&b, "new_blocks", after);
     ba_jw_end (&b);
     ba_send_json (0, &b);
   } else if (strcmp (op, "sync") == 0) {
     sync ();
-    reply_ok (id, &b);
+    ba_reply_begin (&b, id);
     ba_jw_end (&b);
     ba_send_json (0, &b);
   } else if (strcmp (op, "exec") == 0) {
     if (!ba_json_get_int (m, "chan", &chan) || chan <= 0 || chan > 0x7fffffff) {
-      reply_err (id, "invalid", "chan must be 1 to 2^31-1");
+      ba_reply_error (id, "invalid", "chan must be 1 to 2^31-1");
       return;
     }
     ba_chan_exec (id, (uint32_t) chan, m);
+  } else if (strcmp (op, "attach") == 0 || strcmp (op, "sessions") == 0 ||
+             strcmp (op, "session-signal") == 0 || strcmp (op, "detach-all") == 0) {
+    ba_session_op (id, op, m);
+  } else if (strncmp (op, "fs-", 3) == 0) {
+    ba_fs_op (id, op, m);
+  } else if (strcmp (op, "ports") == 0 || strcmp (op, "port-connect") == 0) {
+    ba_net_op (id, op, m);
+  } else if (strcmp (op, "presuspend") == 0) {
+    ba_hooks_presuspend (id, m);
   } else if (strcmp (op, "poweroff") == 0) {
-    reply_ok (id, &b);
+    ba_reply_begin (&b, id);
     ba_jw_end (&b);
     ba_send_json (0, &b);
     flush_out ();
@@ -303,7 +403,7 @@ dispatch (const BaJson *m)
       reboot (RB_POWER_OFF);
     exit (0);
   } else {
-    reply_err (id, "unknown_op", op);
+    ba_reply_error (id, "unknown_op", op);
   }
 }
 
@@ -319,7 +419,7 @@ handle_frame (const BaFrame *f, const uint8_t *payload)
     BaJson *m = ba_json_parse ((const char *) payload, f->len, &err);
     if (m == NULL || m->type != BA_JOBJ) {
       ba_log ("bad control message: %s", err != NULL ? err : "not an object");
-      reply_err (0, "invalid", err != NULL ? err : "not an object");
+      ba_reply_error (0, "invalid", err != NULL ? err : "not an object");
     } else {
       dispatch (m);
     }
@@ -433,16 +533,81 @@ reap (void)
 {
   int status;
   pid_t pid;
-  while ((pid = waitpid (-1, &status, WNOHANG)) > 0)
+  while ((pid = waitpid (-1, &status, WNOHANG)) > 0) {
     ba_chan_child_exited (pid, status);
+    ba_session_child_exited (pid, status);
+    ba_work_child_exited (pid, status);
+  }
+}
+
+static int sfd = -1;
+
+static void
+on_signal (void *obj, int tag, short revents)
+{
+  struct signalfd_siginfo si;
+  while (read (sfd, &si, sizeof si) == sizeof si)
+    ;
+}
+
+/* The host side went away (or a new connection starts): end the channels
+ * of the previous one. */
+static void
+host_gone (int64_t now, int64_t *retry_at)
+{
+  bool was = conn.connected;
+  if (was)
+    ba_log ("host disconnected");
+  conn.connected = false;
+  conn.ready = false;
+  ba_buf_consume (&conn.in, conn.in.len);
+  if (was)
+    ba_chan_close_all ();
+  *retry_at = now + 50;
+}
+
+static int64_t retry_at;
+
+static void
+on_port (void *obj, int tag, short re)
+{
+  int64_t now = ba_now_ms ();
+  if (re & POLLIN) {
+    uint8_t buf[65536];
+    ssize_t r = read (conn.fd, buf, sizeof buf);
+    if (r > 0) {
+      ba_buf_append (&conn.in, buf, (size_t) r);
+      process_input ();
+    } else if (r == 0 && conn.is_socket) {
+      ba_log ("host closed the socket");
+      exit (0);
+    }
+  }
+  if ((re & POLLHUP) && !(re & POLLIN)) {
+    /* virtio-serial: the host side is not connected. Look again a little
+     * later. A restore or a reconnecting host shows up as the HUP going
+     * away. */
+    if (conn.is_socket) {
+      ba_log ("host hung up");
+      exit (0);
+    }
+    host_gone (now, &retry_at);
+  } else if (!conn.connected) {
+    conn.connected = true;
+    send_ready ();
+  }
+  if (re & (POLLERR | POLLNVAL)) {
+    close (conn.fd);
+    conn.fd = -1;
+    host_gone (now, &retry_at);
+    retry_at = now + 100;
+  }
 }
 
 static void
 serve (void)
 {
   sigset_t set;
-  int sfd;
-  int64_t retry_at = 0;
 
   sigemptyset (&set);
   sigaddset (&set, SIGCHLD);
@@ -451,11 +616,13 @@ serve (void)
   signal (SIGPIPE, SIG_IGN);
   if (getpid () != 1)
     prctl (PR_SET_CHILD_SUBREAPER, 1);
+  if (ba_api_socket_path != NULL)
+    ba_net_listen (ba_api_socket_path);
 
   while (true) {
-    struct pollfd pfd[3 + 3 * 256];
-    int n = 0, timeout, nch;
+    int timeout, t;
     int64_t now = ba_now_ms ();
+    bool poll_port;
 
     if (conn.fd < 0 && now >= retry_at) {
       if (open_port ())
@@ -463,68 +630,44 @@ serve (void)
       else
         retry_at = now + 100;
     }
-    pfd[n++] = (struct pollfd) { .fd = sfd, .events = POLLIN };
-    pfd[n++] = (struct pollfd) { .fd = conn.fd >= 0 && (conn.connected || now >= retry_at) ? conn.fd : -1,
-                                 .events = POLLIN | (conn.out.len > 0 ? POLLOUT : 0) };
-    nch = ba_chan_poll_prepare (pfd + n, (int) (sizeof pfd / sizeof pfd[0]) - n);
-    n += nch;
+    /* send what is ready before waiting: output from session rings */
+    ba_session_pump ();
+
+    pset.n = 0;
+    ba_poll_add (sfd, POLLIN, on_signal, NULL, 0);
+    poll_port = conn.fd >= 0 && (conn.connected || now >= retry_at);
+    if (poll_port)
+      ba_poll_add (conn.fd, POLLIN | (conn.out.len > 0 ? POLLOUT : 0), on_port, NULL, 0);
+    ba_chan_poll_prepare ();
+    ba_session_poll_prepare ();
+    ba_work_poll_prepare ();
+    ba_net_poll_prepare ();
 
     timeout = ba_chan_timeout (now);
+    t = ba_session_timeout (now);
+    if (t >= 0 && (timeout < 0 || t < timeout))
+      timeout = t;
+    t = ba_net_timeout (now);
+    if (t >= 0 && (timeout < 0 || t < timeout))
+      timeout = t;
     if (conn.fd < 0 || !conn.connected) {
-      int t = (int) (retry_at > now ? retry_at - now : 50);
+      t = (int) (retry_at > now ? retry_at - now : 50);
       if (timeout < 0 || t < timeout)
         timeout = t;
     }
-    if (poll (pfd, (nfds_t) n, timeout) < 0 && errno != EINTR) {
+    if (poll (pset.pfd, (nfds_t) pset.n, timeout) < 0 && errno != EINTR) {
       ba_log ("poll: %s", strerror (errno));
       continue;
     }
     now = ba_now_ms ();
 
-    if (pfd[0].revents != 0) {
-      struct signalfd_siginfo si;
-      while (read (sfd, &si, sizeof si) == sizeof si)
-        ;
-    }
+    /* the callbacks run in order; objects they end are only marked dead */
+    for (int i = 0; i < pset.n; i++)
+      if (pset.pfd[i].revents != 0)
+        pset.ent[i].fn (pset.ent[i].obj, pset.ent[i].tag, pset.pfd[i].revents);
     reap ();
 
-    if (pfd[1].fd >= 0 && pfd[1].revents != 0) {
-      short re = pfd[1].revents;
-      if (re & POLLIN) {
-        uint8_t buf[65536];
-        ssize_t r = read (conn.fd, buf, sizeof buf);
-        if (r > 0) {
-          ba_buf_append (&conn.in, buf, (size_t) r);
-          process_input ();
-        } else if (r == 0 && conn.is_socket) {
-          ba_log ("host closed the socket");
-          exit (0);
-        }
-      }
-      if ((re & POLLHUP) && !(re & POLLIN)) {
-        /* virtio-serial: the host side is not connected. Keep what we
-         * queued; look again a little later. A restore or a reconnecting
-         * host shows up as the HUP going away. */
-        if (conn.is_socket) {
-          ba_log ("host hung up");
-          exit (0);
-        }
-        if (conn.connected)
-          ba_log ("host disconnected");
-        conn.connected = false;
-        ba_buf_consume (&conn.in, conn.in.len);
-        retry_at = now + 50;
-      } else if (!conn.connected) {
-        conn.connected = true;
-        send_ready ();
-      }
-      if (re & (POLLERR | POLLNVAL)) {
-        close (conn.fd);
-        conn.fd = -1;
-        conn.connected = false;
-        retry_at = now + 100;
-      }
-    } else if (conn.fd >= 0 && !conn.connected && now >= retry_at) {
+    if (!poll_port && conn.fd >= 0 && !conn.connected && now >= retry_at) {
       struct pollfd p = { .fd = conn.fd, .events = POLLIN };
       if (poll (&p, 1, 0) >= 0 && !(p.revents & POLLHUP)) {
         conn.connected = true;
@@ -534,8 +677,11 @@ serve (void)
       }
     }
 
-    ba_chan_poll_handle (pfd + 2, nch);
     ba_chan_tick (now);
+    ba_session_tick (now);
+    ba_net_tick (now);
+    ba_work_sweep ();
+    ba_chan_sweep ();
     if (conn.connected)
       flush_out ();
   }
@@ -551,6 +697,10 @@ main (int argc, char **argv)
       snprintf (conn.path, sizeof conn.path, "%s", argv[++i]);
     else if (strcmp (argv[i], "--connect") == 0 && i + 1 < argc)
       connect_path = argv[++i];
+    else if (strcmp (argv[i], "--api-socket") == 0 && i + 1 < argc)
+      ba_api_socket_path = argv[++i];
+    else if (strcmp (argv[i], "--hooks-dir") == 0 && i + 1 < argc)
+      ba_hooks_dir = argv[++i];
     else if (strcmp (argv[i], "--version") == 0) {
       printf ("box-agent %s (protocol %d)\n", BA_AGENT_VERSION, BA_VERSION);
       return 0;
@@ -559,8 +709,13 @@ main (int argc, char **argv)
   if (getpid () == 1 && access ("/lib/box/modules/modules.load", F_OK) == 0 && access ("/etc/os-release", F_OK) != 0)
     ba_init_stage1 (argc, argv); /* in the initramfs; does not return */
   conn.started_ms = ba_now_ms ();
-  if (getpid () == 1)
+  if (getpid () == 1) {
     ba_init_stage2 ();
+    if (ba_api_socket_path == NULL)
+      ba_api_socket_path = "/run/box/api.sock";
+    if (ba_hooks_dir == NULL)
+      ba_hooks_dir = "/var/lib/box/hooks/presuspend.d";
+  }
   make_boot_id ();
   if (connect_path != NULL)
     connect_socket (connect_path);

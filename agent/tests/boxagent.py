@@ -42,6 +42,7 @@ class Agent:
         self.next_chan = 1
         self.pending = []      # frames read while waiting for something else
         self.skipped = 0
+        self.precredited = {}
 
     # -- frames --
     def send(self, ftype, stream, chan, payload=b""):
@@ -98,8 +99,6 @@ class Agent:
                         if not m.get("ok"):
                             raise AgentError(m["error"]["code"], m["error"]["message"])
                         return m
-                    if "event" in m:
-                        continue
                 kept.append(f)
         finally:
             self.pending.extend(kept)
@@ -127,6 +126,94 @@ class Agent:
                 if m.get("id") == rid and m.get("nonce") == nonce:
                     self.pending = []
                     return m
+
+    def next_frame(self, chan, timeout=30):
+        """The next frame of one channel (channel 0: events), leaving the
+        frames of other channels queued."""
+        for i, f in enumerate(self.pending):
+            if f[2] == chan:
+                return self.pending.pop(i)
+        deadline = time.monotonic() + timeout
+        while True:
+            f = self._read_frame(deadline)
+            if f[2] == chan:
+                return f
+            self.pending.append(f)
+
+    def event(self, name, timeout=30):
+        """The next channel-0 event called name (others are dropped)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            t, s, ch, p = self.next_frame(0, max(0.001, deadline - time.monotonic()))
+            if t == CTRL:
+                m = json.loads(p)
+                if m.get("event") == name:
+                    return m
+
+    def open(self, op, **kw):
+        """A request that opens a channel: returns (chan, reply)."""
+        chan = kw.pop("chan", None)
+        if chan is None:
+            chan = self.next_chan
+            self.next_chan += 1
+        r = self.request(op, chan=chan, **kw)
+        return chan, r
+
+    def _wait_credit(self, chan, timeout=30):
+        for i, f in enumerate(self.pending):
+            if f[2] == chan and f[0] in (CREDIT, CLOSE):
+                return self.pending.pop(i)
+        deadline = time.monotonic() + timeout
+        while True:
+            f = self._read_frame(deadline)
+            if f[2] == chan and f[0] in (CREDIT, CLOSE):
+                return f
+            if f[2] == chan and f[0] == DATA:
+                # keep output flowing meanwhile (collect() knows)
+                self.send(CREDIT, 0, chan, struct.pack("<I", len(f[3])))
+                self.precredited[chan] = self.precredited.get(chan, 0) + len(f[3])
+            self.pending.append(f)
+
+    def send_data(self, chan, data, credit):
+        """Send bytes on stream 0 within credit (a one-element list, updated),
+        waiting for CREDIT as needed (other frames stay queued)."""
+        off = 0
+        while off < len(data):
+            while credit[0] <= 0:
+                t, s, ch, p = self._wait_credit(chan)
+                if t == CLOSE:
+                    self.pending.insert(0, (t, s, ch, p))
+                    raise EOFError("channel closed while sending")
+                credit[0] += struct.unpack("<I", p)[0]
+            n = min(32768, credit[0], len(data) - off)
+            self.send(DATA, 0, chan, data[off:off + n])
+            off += n
+            credit[0] -= n
+
+    def collect(self, chan, timeout=60, credit=True, until=None):
+        """Frames of chan until CLOSE (or until(result) is true): returns
+        {"data": {1: bytes, 2: bytes}, "eof": set, "events": [ctrl], "closed": bool}."""
+        res = {"data": {1: b"", 2: b""}, "eof": set(), "events": [], "closed": False, "credit": 0}
+        deadline = time.monotonic() + timeout
+        while not res["closed"] and not (until and until(res)):
+            t, s, ch, p = self.next_frame(chan, max(0.001, deadline - time.monotonic()))
+            if t == DATA:
+                res["data"][s] = res["data"].get(s, b"") + p
+                pre = self.precredited.get(chan, 0)
+                if pre >= len(p):
+                    self.precredited[chan] = pre - len(p)
+                elif credit:
+                    self.precredited[chan] = 0
+                    self.send(CREDIT, 0, chan, struct.pack("<I", len(p) - pre))
+            elif t == EOF:
+                res["eof"].add(s)
+            elif t == CTRL:
+                res["events"].append(json.loads(p))
+            elif t == CREDIT:
+                res["credit"] += struct.unpack("<I", p)[0]
+            elif t == CLOSE:
+                res["closed"] = True
+        return res
 
     # -- exec --
     def exec_start(self, argv, **kw):

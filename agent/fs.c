@@ -1,0 +1,621 @@
+/* box guest agent: file operations. Each op body runs in a worker child
+ * (work.c) that already switched to the requested user: plain system calls
+ * then get the kernel's permission checks. */
+
+#include "fs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/sendfile.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "chan.h"
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+void
+ba_fs_write_all (int fd, const void *p, size_t n)
+{
+  while (n > 0) {
+    ssize_t w = write (fd, p, n);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      _exit (3); /* the agent closed the pipe: the host abandoned the call */
+    p = (const uint8_t *) p + w;
+    n -= (size_t) w;
+  }
+}
+
+bool
+ba_fs_path_arg (BaWorkCtx *w, const BaJson *req, const char *key, char *out, size_t outlen)
+{
+  const BaJson *v = ba_json_get (req, key);
+  size_t o = 0;
+  if (v == NULL || v->type != BA_JSTR || v->slen == 0 || strlen (v->s) != v->slen) {
+    ba_work_error (w, "invalid", "%s must be an absolute path", key);
+    return false;
+  }
+  if (v->s[0] != '/') {
+    ba_work_error (w, "invalid", "%s must be an absolute path: %s", key, v->s);
+    return false;
+  }
+  if (v->slen >= outlen || v->slen >= PATH_MAX) {
+    ba_work_error (w, "invalid", "%s is too long", key);
+    return false;
+  }
+  for (size_t i = 0; i < v->slen; i++) {
+    if (v->s[i] == '/' && o > 0 && out[o - 1] == '/')
+      continue;
+    out[o++] = v->s[i];
+  }
+  if (o > 1 && out[o - 1] == '/')
+    o--;
+  out[o] = 0;
+  return true;
+}
+
+static const char *
+base_name (const char *path)
+{
+  const char *s = strrchr (path, '/');
+  return s == NULL ? path : (s[1] != 0 ? s + 1 : path);
+}
+
+void
+ba_fs_stat_json (BaBuf *b, const char *key, const char *path, const struct stat *st, const char *target)
+{
+  char link[PATH_MAX + 1], mtime[40];
+  struct tm tm;
+  time_t t = st->st_mtime;
+  const char *type = S_ISREG (st->st_mode) ? "file" : S_ISDIR (st->st_mode) ? "dir" : S_ISLNK (st->st_mode) ? "symlink" : "other";
+
+  if (key != NULL)
+    ba_jw_key (b, key);
+  ba_jw_begin (b);
+  ba_jw_str (b, "path", path);
+  ba_jw_str (b, "name", strcmp (path, "/") == 0 ? "/" : base_name (path));
+  ba_jw_str (b, "type", type);
+  ba_jw_int (b, "size", (int64_t) st->st_size);
+  ba_jw_key (b, "mode");
+  ba_buf_printf (b, "\"%04o\"", (unsigned) (st->st_mode & 07777));
+  gmtime_r (&t, &tm);
+  strftime (mtime, sizeof mtime, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  ba_jw_str (b, "mtime", mtime);
+  if (S_ISLNK (st->st_mode)) {
+    if (target == NULL) {
+      ssize_t n = readlink (path, link, sizeof link - 1);
+      link[n > 0 ? n : 0] = 0;
+      target = link;
+    }
+    ba_jw_str (b, "target", target);
+  }
+  ba_jw_end (b);
+}
+
+/* "0755", "755" or an integer; false when present and bad. */
+static bool
+mode_arg (BaWorkCtx *w, const BaJson *req, uint32_t dflt, uint32_t *mode, bool *given)
+{
+  const BaJson *v = ba_json_get (req, "mode");
+  *mode = dflt;
+  if (given != NULL)
+    *given = v != NULL;
+  if (v == NULL)
+    return true;
+  if (v->type == BA_JNUM && v->is_int && v->i >= 0 && v->i <= 07777) {
+    *mode = (uint32_t) v->i;
+    return true;
+  }
+  if (v->type == BA_JSTR && v->slen >= 1 && v->slen <= 5) {
+    uint32_t m = 0;
+    size_t i;
+    for (i = 0; i < v->slen && v->s[i] >= '0' && v->s[i] <= '7'; i++)
+      m = m * 8 + (uint32_t) (v->s[i] - '0');
+    if (i == v->slen && m <= 07777) {
+      *mode = m;
+      return true;
+    }
+  }
+  ba_work_error (w, "invalid", "mode must be an octal string such as \"0644\"");
+  return false;
+}
+
+int
+ba_fs_mkdirs (const char *path)
+{
+  char p[PATH_MAX];
+  struct stat st;
+  size_t n = strlen (path);
+  if (n >= sizeof p)
+    return ENAMETOOLONG;
+  if (n <= 1)
+    return 0;
+  memcpy (p, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (p[i] != '/' && p[i] != 0)
+      continue;
+    p[i] = 0;
+    if (mkdir (p, 0755) < 0) {
+      if (errno != EEXIST)
+        return errno;
+      if (stat (p, &st) < 0 || !S_ISDIR (st.st_mode))
+        return ENOTDIR;
+    }
+    p[i] = i < n ? '/' : 0;
+  }
+  return 0;
+}
+
+/* ---- request/reply ops ----------------------------------------------------- */
+
+static void
+reply_stat (BaWorkCtx *w, const char *path)
+{
+  struct stat st;
+  BaBuf b = { 0 };
+  if (lstat (path, &st) < 0) {
+    ba_work_errno (w, errno, "stat", path);
+    return;
+  }
+  ba_work_reply_begin (&b);
+  ba_fs_stat_json (&b, "stat", path, &st, NULL);
+  ba_work_reply_end (w, &b);
+}
+
+static void
+op_stat (BaWorkCtx *w, const BaJson *req)
+{
+  char path[PATH_MAX];
+  if (ba_fs_path_arg (w, req, "path", path, sizeof path))
+    reply_stat (w, path);
+}
+
+static int
+cmp_names (const void *a, const void *b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* The names in a directory, sorted; NULL with errno on failure. */
+static char **
+list_names (int dfd, size_t *count)
+{
+  DIR *d = fdopendir (dup (dfd));
+  struct dirent *e;
+  char **v = NULL;
+  size_t n = 0, cap = 0;
+  if (d == NULL)
+    return NULL;
+  while ((errno = 0, e = readdir (d)) != NULL) {
+    if (strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0)
+      continue;
+    if (n + 1 >= cap) {
+      char **nv;
+      cap = cap ? cap * 2 : 64;
+      nv = realloc (v, sizeof *v * cap);
+      if (nv == NULL)
+        _exit (4);
+      v = nv;
+    }
+    v[n++] = strdup (e->d_name);
+  }
+  closedir (d);
+  if (v == NULL && (v = calloc (1, sizeof *v)) == NULL)
+    _exit (4);
+  qsort (v, n, sizeof *v, cmp_names);
+  v[n] = NULL;
+  *count = n;
+  return v;
+}
+
+static void
+op_list (BaWorkCtx *w, const BaJson *req)
+{
+  char path[PATH_MAX], sub[PATH_MAX + NAME_MAX + 2];
+  bool chan = ba_json_get (req, "chan") != NULL;
+  struct stat st;
+  size_t n = 0;
+  char **names;
+  int dfd;
+  BaBuf b = { 0 };
+
+  if (!ba_fs_path_arg (w, req, "path", path, sizeof path))
+    return;
+  if (lstat (path, &st) < 0) {
+    ba_work_errno (w, errno, "stat", path);
+    return;
+  }
+  if (!S_ISDIR (st.st_mode)) {
+    ba_work_error (w, "invalid", "not a directory: %s", path);
+    return;
+  }
+  dfd = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  names = dfd >= 0 ? list_names (dfd, &n) : NULL;
+  if (names == NULL) {
+    ba_work_errno (w, errno, "list", path);
+    return;
+  }
+  if (chan)
+    ba_work_reply_ok (w);
+  else {
+    ba_work_reply_begin (&b);
+    ba_jw_key (&b, "entries");
+    ba_buf_append (&b, "[", 1);
+  }
+  for (size_t i = 0; i < n; i++) {
+    char target[PATH_MAX + 1];
+    ssize_t tl = 0;
+    if (fstatat (dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0)
+      continue; /* gone meanwhile */
+    snprintf (sub, sizeof sub, "%s/%s", strcmp (path, "/") == 0 ? "" : path, names[i]);
+    if (S_ISLNK (st.st_mode)) {
+      tl = readlinkat (dfd, names[i], target, sizeof target - 1);
+      target[tl > 0 ? tl : 0] = 0;
+    }
+    ba_fs_stat_json (&b, NULL, sub, &st, S_ISLNK (st.st_mode) ? target : NULL);
+    if (chan) {
+      ba_buf_append (&b, "\n", 1);
+      if (b.len >= 65536 || i + 1 == n) {
+        ba_fs_write_all (w->out, b.data, b.len);
+        b.len = 0;
+      }
+    }
+  }
+  if (chan) {
+    if (b.len > 0)
+      ba_fs_write_all (w->out, b.data, b.len);
+    ba_buf_clear (&b);
+    return;
+  }
+  ba_buf_append (&b, "]", 1);
+  if (b.len > BA_MAX_PAYLOAD - 4096) {
+    ba_buf_clear (&b);
+    ba_work_error (w, "too_large", "%zu entries do not fit a reply: list with a channel", n);
+    return;
+  }
+  ba_work_reply_end (w, &b);
+}
+
+static void
+op_mkdir (BaWorkCtx *w, const BaJson *req)
+{
+  char path[PATH_MAX], parent[PATH_MAX];
+  uint32_t mode;
+  struct stat st;
+  bool parents = ba_json_get_bool (req, "parents", false);
+
+  if (!ba_fs_path_arg (w, req, "path", path, sizeof path) || !mode_arg (w, req, 0755, &mode, NULL))
+    return;
+  if (parents) {
+    char *slash;
+    int err;
+    if (lstat (path, &st) == 0) {
+      if (S_ISDIR (st.st_mode))
+        reply_stat (w, path);
+      else
+        ba_work_errno (w, EEXIST, "mkdir", path);
+      return;
+    }
+    snprintf (parent, sizeof parent, "%s", path);
+    slash = strrchr (parent, '/');
+    if (slash != NULL && slash != parent) {
+      *slash = 0;
+      if ((err = ba_fs_mkdirs (parent)) != 0) {
+        ba_work_errno (w, err, "mkdir", parent);
+        return;
+      }
+    }
+  }
+  if (mkdir (path, mode & 0777) < 0) {
+    ba_work_errno (w, errno, "mkdir", path);
+    return;
+  }
+  if (chmod (path, mode) < 0) {
+    ba_work_errno (w, errno, "chmod", path);
+    return;
+  }
+  reply_stat (w, path);
+}
+
+static void
+op_rename (BaWorkCtx *w, const BaJson *req)
+{
+  char from[PATH_MAX], to[PATH_MAX];
+  if (!ba_fs_path_arg (w, req, "from", from, sizeof from) || !ba_fs_path_arg (w, req, "to", to, sizeof to))
+    return;
+  if (rename (from, to) < 0) {
+    ba_work_errno (w, errno, "rename", from);
+    return;
+  }
+  reply_stat (w, to);
+}
+
+/* Remove name in dfd and everything below it, never following symlinks.
+ * Returns 0 or an errno value (err_path gets where). */
+static int
+remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *path)
+{
+  int fd, err = 0;
+  size_t n = 0;
+  char **names;
+  if (unlinkat (dfd, name, 0) == 0)
+    return 0;
+  if (errno != EISDIR && errno != EPERM) {
+    snprintf (err_path, len, "%s", path);
+    return errno;
+  }
+  fd = openat (dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  names = fd >= 0 ? list_names (fd, &n) : NULL;
+  if (names == NULL) {
+    snprintf (err_path, len, "%s", path);
+    err = errno;
+    if (fd >= 0)
+      close (fd);
+    return err;
+  }
+  for (size_t i = 0; i < n && err == 0; i++) {
+    char sub[PATH_MAX];
+    snprintf (sub, sizeof sub, "%s/%s", path, names[i]);
+    err = remove_tree (fd, names[i], err_path, len, sub);
+  }
+  for (size_t i = 0; i < n; i++)
+    free (names[i]);
+  free (names);
+  close (fd);
+  if (err == 0 && unlinkat (dfd, name, AT_REMOVEDIR) < 0) {
+    snprintf (err_path, len, "%s", path);
+    err = errno;
+  }
+  return err;
+}
+
+static void
+op_delete (BaWorkCtx *w, const BaJson *req)
+{
+  char path[PATH_MAX], parent[PATH_MAX], where[PATH_MAX];
+  struct stat st;
+  int dfd, err;
+  if (!ba_fs_path_arg (w, req, "path", path, sizeof path))
+    return;
+  if (strcmp (path, "/") == 0) {
+    ba_work_error (w, "invalid", "cannot delete /");
+    return;
+  }
+  if (lstat (path, &st) < 0) {
+    ba_work_errno (w, errno, "delete", path);
+    return;
+  }
+  if (!S_ISDIR (st.st_mode)) {
+    if (unlink (path) < 0)
+      ba_work_errno (w, errno, "delete", path);
+    else
+      ba_work_reply_ok (w);
+    return;
+  }
+  if (rmdir (path) == 0) {
+    ba_work_reply_ok (w);
+    return;
+  }
+  if ((errno != ENOTEMPTY && errno != EEXIST) || !ba_json_get_bool (req, "recursive", false)) {
+    if (errno == ENOTEMPTY || errno == EEXIST)
+      ba_work_error (w, "conflict", "directory not empty: %s", path);
+    else
+      ba_work_errno (w, errno, "delete", path);
+    return;
+  }
+  snprintf (parent, sizeof parent, "%s", path);
+  *strrchr (parent, '/') = 0;
+  dfd = open (parent[0] != 0 ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    ba_work_errno (w, errno, "delete", path);
+    return;
+  }
+  err = remove_tree (dfd, base_name (path), where, sizeof where, path);
+  if (err != 0)
+    ba_work_errno (w, err, "delete", where);
+  else
+    ba_work_reply_ok (w);
+}
+
+/* ---- streamed file contents ------------------------------------------------ */
+
+static void
+op_read (BaWorkCtx *w, const BaJson *req)
+{
+  char path[PATH_MAX];
+  static uint8_t buf[1 << 16];
+  struct stat st;
+  BaBuf b = { 0 };
+  int fd;
+  if (!ba_fs_path_arg (w, req, "path", path, sizeof path))
+    return;
+  fd = open (path, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0 || fstat (fd, &st) < 0) {
+    ba_work_errno (w, errno, "open", path);
+    return;
+  }
+  if (!S_ISREG (st.st_mode)) {
+    ba_work_error (w, "invalid", "not a regular file: %s", path);
+    return;
+  }
+  fcntl (fd, F_SETFL, 0);
+  ba_work_reply_begin (&b);
+  ba_fs_stat_json (&b, "stat", path, &st, NULL);
+  ba_work_reply_end (w, &b);
+  for (;;) {
+    ssize_t r = sendfile (w->out, fd, NULL, 1 << 20);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0 && (errno == EINVAL || errno == ENOSYS))
+      break; /* plain reads below */
+    if (r < 0) {
+      if (errno == EPIPE)
+        _exit (3);
+      ba_work_errno (w, errno, "read", path);
+      return;
+    }
+    if (r == 0)
+      return;
+  }
+  for (;;) {
+    ssize_t r = read (fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      ba_work_errno (w, errno, "read", path);
+      return;
+    }
+    if (r == 0)
+      return;
+    ba_fs_write_all (w->out, buf, (size_t) r);
+  }
+}
+
+static void
+op_write (BaWorkCtx *w, const BaJson *req)
+{
+  char path[PATH_MAX], dir[PATH_MAX], tmp[NAME_MAX + 1];
+  static uint8_t buf[1 << 16];
+  const char *base;
+  uint32_t mode;
+  bool mode_given, existed = false;
+  struct stat st, old;
+  int dfd, fd = -1;
+  BaBuf b = { 0 };
+
+  if (!ba_fs_path_arg (w, req, "path", path, sizeof path) || !mode_arg (w, req, 0644, &mode, &mode_given))
+    return;
+  if (strcmp (path, "/") == 0) {
+    ba_work_error (w, "invalid", "/ is a directory");
+    return;
+  }
+  base = base_name (path);
+  snprintf (dir, sizeof dir, "%.*s", (int) (base - path), path);
+  if (strlen (dir) > 1)
+    dir[strlen (dir) - 1] = 0;
+  if (ba_json_get_bool (req, "mkdir", false)) {
+    int err = ba_fs_mkdirs (dir);
+    if (err != 0) {
+      ba_work_errno (w, err, "mkdir", dir);
+      return;
+    }
+  }
+  dfd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    ba_work_errno (w, errno, "open", dir);
+    return;
+  }
+  if (fstatat (dfd, base, &old, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISDIR (old.st_mode)) {
+      ba_work_error (w, "invalid", "is a directory: %s", path);
+      return;
+    }
+    existed = S_ISREG (old.st_mode);
+    if (existed && !mode_given)
+      mode = old.st_mode & 07777;
+  }
+  for (int i = 0; i < 100 && fd < 0; i++) {
+    uint32_t rnd = 0;
+    if (getrandom (&rnd, sizeof rnd, 0) < 0)
+      rnd = (uint32_t) getpid () * 2654435761u + (uint32_t) i;
+    snprintf (tmp, sizeof tmp, ".%.200s.box-%08x", base, rnd);
+    fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) {
+      ba_work_errno (w, errno, "create", path);
+      return;
+    }
+  }
+  if (fd < 0) {
+    ba_work_errno (w, EEXIST, "create", path);
+    return;
+  }
+  ba_work_reply_ok (w);
+  for (;;) {
+    ssize_t r = read (w->in, buf, sizeof buf);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      unlinkat (dfd, tmp, 0);
+      ba_work_errno (w, errno, "read", "input");
+      return;
+    }
+    if (r == 0)
+      break;
+    for (ssize_t off = 0; off < r; ) {
+      ssize_t k = write (fd, buf + off, (size_t) (r - off));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k < 0) {
+        int err = errno;
+        unlinkat (dfd, tmp, 0);
+        ba_work_errno (w, err, "write", path);
+        return;
+      }
+      off += k;
+    }
+  }
+  if (!ba_work_wait_commit (w)) { /* abandoned: the old file stays */
+    unlinkat (dfd, tmp, 0);
+    _exit (1);
+  }
+  if (fchmod (fd, mode) < 0 || (existed && w->user == NULL && fchown (fd, old.st_uid, old.st_gid) < 0) ||
+      fsync (fd) < 0 || renameat (dfd, tmp, dfd, base) < 0) {
+    int err = errno;
+    unlinkat (dfd, tmp, 0);
+    ba_work_errno (w, err, "write", path);
+    return;
+  }
+  fsync (dfd);
+  if (fstat (fd, &st) < 0) {
+    ba_work_errno (w, errno, "stat", path);
+    return;
+  }
+  ba_jw_begin (&b);
+  ba_jw_str (&b, "event", "done");
+  ba_fs_stat_json (&b, "stat", path, &st, NULL);
+  ba_jw_end (&b);
+  ba_work_event (w, &b);
+}
+
+/* ---- dispatch --------------------------------------------------------------- */
+
+void
+ba_fs_op (int64_t id, const char *op, const BaJson *m)
+{
+  static const struct {
+    const char *op;
+    BaWorkFn fn;
+    int flags;
+    int chan; /* 0 none, 1 required, 2 optional */
+  } ops[] = {
+    { "fs-stat", op_stat, 0, 0 },
+    { "fs-list", op_list, BA_WORK_OUT, 2 },
+    { "fs-mkdir", op_mkdir, 0, 0 },
+    { "fs-rename", op_rename, 0, 0 },
+    { "fs-delete", op_delete, 0, 0 },
+    { "fs-read", op_read, BA_WORK_OUT, 1 },
+    { "fs-write", op_write, BA_WORK_IN, 1 },
+    { "fs-tar-get", ba_fs_tar_get, BA_WORK_OUT, 1 },
+    { "fs-tar-put", ba_fs_tar_put, BA_WORK_IN, 1 },
+    { "fs-watch", ba_fs_watch, 0, 1 },
+  };
+  for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+    uint32_t chan = 0;
+    if (strcmp (op, ops[i].op) != 0)
+      continue;
+    if ((ops[i].chan == 1 || (ops[i].chan == 2 && ba_json_get (m, "chan") != NULL)) && !ba_chan_take_id (id, m, &chan))
+      return;
+    ba_work_start (id, chan, m, chan != 0 ? ops[i].flags : 0, ops[i].fn);
+    return;
+  }
+  ba_reply_error (id, "unknown_op", op);
+}

@@ -1,0 +1,31 @@
+/* box guest agent: file operations (doc/AGENT-PROTOCOL.md, Files). Each runs
+ * in a worker (work.h), as root or as the requested user. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "proto.h"
+#include "work.h"
+
+/* fs-* requests on channel 0. */
+void ba_fs_op (int64_t id, const char *op, const BaJson *m);
+
+/* ---- shared by the workers (fs.c, tario.c, watch.c) -------------------- */
+
+/* Read an absolute path argument into out (repeated and trailing slashes
+ * dropped); replies `invalid` and returns false otherwise. */
+bool ba_fs_path_arg (BaWorkCtx *w, const BaJson *req, const char *key, char *out, size_t outlen);
+/* A Stat object (as member `key`, or an array element when key is NULL).
+ * target: a symlink's contents (NULL: read it from path). */
+void ba_fs_stat_json (BaBuf *b, const char *key, const char *path, const struct stat *st, const char *target);
+/* mkdir -p, 0755 for what it creates. Returns 0 or an errno value. */
+int ba_fs_mkdirs (const char *path);
+void ba_fs_write_all (int fd, const void *p, size_t n);
+
+/* tario.c */
+void ba_fs_tar_get (BaWorkCtx *w, const BaJson *req);
+void ba_fs_tar_put (BaWorkCtx *w, const BaJson *req);
+/* watch.c */
+void ba_fs_watch (BaWorkCtx *w, const BaJson *req);

@@ -1,0 +1,182 @@
+/* box guest agent: the output ring of a session. See ring.h. */
+#include "ring.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define RING_MIN (16u << 10)
+
+void
+ba_ring_init (BaRing *r, size_t max)
+{
+  memset (r, 0, sizeof *r);
+  r->max = max;
+}
+
+void
+ba_ring_free (BaRing *r)
+{
+  free (r->data);
+  free (r->bits);
+  r->data = r->bits = NULL;
+  r->cap = r->len = r->head = 0;
+}
+
+uint64_t
+ba_ring_start (const BaRing *r)
+{
+  return r->end - r->len;
+}
+
+uint64_t
+ba_ring_clamp (const BaRing *r, uint64_t off)
+{
+  uint64_t start = ba_ring_start (r);
+  return off < start ? start : off > r->end ? r->end : off;
+}
+
+static bool
+bit_get (const uint8_t *bits, size_t i)
+{
+  return bits != NULL && (bits[i >> 3] >> (i & 7)) & 1;
+}
+
+static void
+bit_set (uint8_t *bits, size_t i, bool v)
+{
+  if (v)
+    bits[i >> 3] |= (uint8_t) (1u << (i & 7));
+  else
+    bits[i >> 3] &= (uint8_t) ~(1u << (i & 7));
+}
+
+static void
+bits_fill (uint8_t *bits, size_t from, size_t n, bool v)
+{
+  size_t i = from, end = from + n;
+  for (; i < end && (i & 7) != 0; i++)
+    bit_set (bits, i, v);
+  if (end - i >= 8) {
+    memset (bits + (i >> 3), v ? 0xff : 0, (end - i) >> 3);
+    i += (end - i) & ~(size_t) 7;
+  }
+  for (; i < end; i++)
+    bit_set (bits, i, v);
+}
+
+/* Reallocate to cap bytes, the kept bytes moved to the start. */
+static bool
+ring_resize (BaRing *r, size_t cap, bool want_bits)
+{
+  uint8_t *d = malloc (cap), *b = NULL;
+  if (d == NULL)
+    return false;
+  if (want_bits || r->bits != NULL) {
+    b = calloc (cap / 8, 1);
+    if (b == NULL) {
+      free (d);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < r->len; i++) {
+    size_t from = (r->head + i) & (r->cap - 1);
+    d[i] = r->data[from];
+    if (b != NULL)
+      bit_set (b, i, bit_get (r->bits, from));
+  }
+  free (r->data);
+  free (r->bits);
+  r->data = d;
+  r->bits = b;
+  r->cap = cap;
+  r->head = 0;
+  return true;
+}
+
+void
+ba_ring_write (BaRing *r, const void *d, size_t n, int stream)
+{
+  const uint8_t *p = d;
+  bool err = stream == 2;
+  size_t need, pos;
+
+  if (n == 0)
+    return;
+  r->end += n;
+  if (n > r->max) { /* only the last max bytes can be kept */
+    p += n - r->max;
+    n = r->max;
+    r->len = 0; /* everything older is gone */
+  }
+  need = r->len + n < r->max ? r->len + n : r->max;
+  if (need > r->cap || (err && r->bits == NULL)) {
+    size_t cap = r->cap > RING_MIN ? r->cap : RING_MIN;
+    while (cap < need)
+      cap *= 2;
+    if (cap > r->max)
+      cap = r->max;
+    if (!ring_resize (r, cap, err)) {
+      r->oom = true;
+      r->len = 0; /* keep offsets right; the bytes are lost */
+      return;
+    }
+  }
+  if (r->len + n > r->cap) { /* drop the oldest */
+    size_t drop = r->len + n - r->cap;
+    r->head = (r->head + drop) & (r->cap - 1);
+    r->len -= drop;
+  }
+  pos = (r->head + r->len) & (r->cap - 1);
+  for (size_t done = 0; done < n; ) {
+    size_t run = r->cap - pos < n - done ? r->cap - pos : n - done;
+    memcpy (r->data + pos, p + done, run);
+    if (r->bits != NULL)
+      bits_fill (r->bits, pos, run, err);
+    done += run;
+    pos = (pos + run) & (r->cap - 1);
+  }
+  r->len += n;
+}
+
+size_t
+ba_ring_read (const BaRing *r, uint64_t off, void *out, size_t n, int *stream)
+{
+  uint64_t start = ba_ring_start (r);
+  size_t pos, avail, run;
+  bool err;
+
+  *stream = 1;
+  if (off < start || off >= r->end || n == 0 || r->len == 0)
+    return 0;
+  avail = (size_t) (r->end - off);
+  if (n > avail)
+    n = avail;
+  pos = (r->head + (size_t) (off - start)) & (r->cap - 1);
+  err = bit_get (r->bits, pos);
+  *stream = err ? 2 : 1;
+  if (r->bits == NULL) {
+    run = n; /* no stderr byte was ever kept: all stdout */
+  } else {
+    run = 0;
+    while (run < n) {
+      size_t i = (pos + run) & (r->cap - 1);
+      /* whole bytes of the bitmap at once when aligned */
+      if ((i & 7) == 0 && n - run >= 8 && r->bits[i >> 3] == (err ? 0xff : 0)) {
+        run += 8;
+        continue;
+      }
+      if (bit_get (r->bits, i) != err)
+        break;
+      run++;
+    }
+  }
+  if (run > n)
+    run = n;
+  for (size_t done = 0; done < run; ) {
+    size_t i = (pos + done) & (r->cap - 1);
+    size_t piece = r->cap - i < run - done ? r->cap - i : run - done;
+    memcpy ((uint8_t *) out + done, r->data + i, piece);
+    done += piece;
+  }
+  return run;
+}

@@ -1,0 +1,495 @@
+/* box guest agent: fs-tar-get and fs-tar-put, in a worker (see fs.h).
+ *
+ * tar-put creates every entry relative to directory descriptors opened one
+ * component at a time with O_NOFOLLOW from the target directory, after the
+ * name was checked (tar.c: no absolute names, no ".."): an entry can only
+ * land inside the directory, whatever symlinks exist or the archive
+ * creates. */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "fs.h"
+#include "tar.h"
+
+#define OUT_FLUSH (128u << 10)
+#define MAX_DEPTH 512
+
+/* ---- tar-get ----------------------------------------------------------------- */
+
+typedef struct {
+  BaWorkCtx *w;
+  BaBuf out;
+  int64_t entries, skipped;
+} TarOut;
+
+static void
+out_flush (TarOut *t)
+{
+  if (t->out.len > 0)
+    ba_fs_write_all (t->w->out, t->out.data, t->out.len);
+  t->out.len = 0;
+}
+
+static void
+out_append (TarOut *t, const void *p, size_t n)
+{
+  ba_buf_append (&t->out, p, n);
+  if (t->out.oom)
+    _exit (4);
+  if (t->out.len >= OUT_FLUSH)
+    out_flush (t);
+}
+
+static void
+entry_from_stat (BaTarEntry *e, const char *name, const struct stat *st, char type)
+{
+  size_t l = strnlen (name, sizeof e->name - 1);
+  memset (e, 0, sizeof *e);
+  memcpy (e->name, name, l);
+  e->type = type;
+  e->mode = st->st_mode & 07777;
+  e->mtime = st->st_mtime;
+  e->uid = st->st_uid;
+  e->gid = st->st_gid;
+}
+
+/* A regular file: header, exactly st_size bytes (zeros if it shrank), padding. */
+static void
+put_file (TarOut *t, int fd, const char *name, const struct stat *st)
+{
+  static BaTarEntry e;
+  static uint8_t buf[1 << 16];
+  static const uint8_t zeros[BA_TAR_BLOCK];
+  uint64_t left = (uint64_t) st->st_size;
+  entry_from_stat (&e, name, st, '0');
+  e.size = left;
+  ba_tar_encode (&t->out, &e);
+  out_flush (t);
+  while (left > 0) {
+    ssize_t r = read (fd, buf, left < sizeof buf ? (size_t) left : sizeof buf);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) { /* shrank or unreadable: keep the archive well formed */
+      memset (buf, 0, sizeof buf);
+      r = (ssize_t) (left < sizeof buf ? left : sizeof buf);
+    }
+    ba_fs_write_all (t->w->out, buf, (size_t) r);
+    left -= (uint64_t) r;
+  }
+  out_append (t, zeros, ba_tar_padding (e.size));
+  t->entries++;
+}
+
+static int
+strcmp_ptr (const void *a, const void *b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+static void
+walk (TarOut *t, int dfd, const char *rel, int depth)
+{
+  static BaTarEntry e;
+  size_t n = 0;
+  char **names = NULL;
+  int dup_fd = dup (dfd);
+  DIR *d = dup_fd >= 0 ? fdopendir (dup_fd) : NULL;
+  struct dirent *de;
+  size_t cap = 0;
+
+  if (d == NULL) {
+    t->skipped++;
+    return;
+  }
+  while ((de = readdir (d)) != NULL) {
+    if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
+      continue;
+    if (n == cap) {
+      char **nv;
+      cap = cap ? cap * 2 : 64;
+      nv = realloc (names, sizeof *nv * cap);
+      if (nv == NULL)
+        _exit (4);
+      names = nv;
+    }
+    names[n++] = strdup (de->d_name);
+  }
+  closedir (d);
+  qsort (names, n, sizeof *names, strcmp_ptr);
+  for (size_t i = 0; i < n; i++) {
+    struct stat st;
+    char sub[BA_TAR_NAME_MAX + 2];
+    int fd;
+    if ((size_t) snprintf (sub, sizeof sub, "%s%s", rel, names[i]) >= BA_TAR_NAME_MAX - 1 ||
+        fstatat (dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) < 0) {
+      t->skipped++;
+      continue;
+    }
+    if (S_ISDIR (st.st_mode)) {
+      fd = depth < MAX_DEPTH ? openat (dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+      if (fd < 0) {
+        t->skipped++;
+        continue;
+      }
+      strcat (sub, "/");
+      entry_from_stat (&e, sub, &st, '5');
+      ba_tar_encode (&t->out, &e);
+      t->entries++;
+      walk (t, fd, sub, depth + 1);
+      close (fd);
+    } else if (S_ISREG (st.st_mode)) {
+      fd = openat (dfd, names[i], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      if (fd < 0) {
+        t->skipped++;
+        continue;
+      }
+      put_file (t, fd, sub, &st);
+      close (fd);
+    } else if (S_ISLNK (st.st_mode)) {
+      char target[BA_TAR_NAME_MAX + 1];
+      ssize_t tl = readlinkat (dfd, names[i], target, sizeof target - 1);
+      if (tl < 0) {
+        t->skipped++;
+        continue;
+      }
+      target[tl] = 0;
+      entry_from_stat (&e, sub, &st, '2');
+      snprintf (e.link, sizeof e.link, "%s", target);
+      ba_tar_encode (&t->out, &e);
+      t->entries++;
+    } else {
+      t->skipped++;
+    }
+    if (t->out.len >= OUT_FLUSH)
+      out_flush (t);
+  }
+  for (size_t i = 0; i < n; i++)
+    free (names[i]);
+  free (names);
+}
+
+void
+ba_fs_tar_get (BaWorkCtx *w, const BaJson *req)
+{
+  char path[PATH_MAX];
+  static const uint8_t zeros[2 * BA_TAR_BLOCK];
+  struct stat st;
+  TarOut t = { .w = w };
+  BaBuf b = { 0 };
+  int fd;
+
+  if (!ba_fs_path_arg (w, req, "path", path, sizeof path))
+    return;
+  fd = open (path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 || fstat (fd, &st) < 0) {
+    ba_work_errno (w, errno, "open", path);
+    return;
+  }
+  if (!S_ISDIR (st.st_mode) && !S_ISREG (st.st_mode)) {
+    ba_work_error (w, "invalid", "not a directory or a file: %s", path);
+    return;
+  }
+  ba_work_reply_ok (w);
+  if (S_ISDIR (st.st_mode)) {
+    walk (&t, fd, "", 0);
+  } else {
+    const char *name = strrchr (path, '/') + 1;
+    fcntl (fd, F_SETFL, 0);
+    put_file (&t, fd, name, &st);
+  }
+  out_append (&t, zeros, sizeof zeros);
+  out_flush (&t);
+  ba_buf_clear (&t.out);
+  ba_jw_begin (&b);
+  ba_jw_str (&b, "event", "done");
+  ba_jw_int (&b, "entries", t.entries);
+  ba_jw_int (&b, "skipped", t.skipped);
+  ba_jw_end (&b);
+  ba_work_event (w, &b);
+}
+
+/* ---- tar-put ------------------------------------------------------------------ */
+
+typedef struct {
+  char path[BA_TAR_NAME_MAX + 1];
+  uint32_t mode;
+} DirMode;
+
+typedef struct {
+  BaWorkCtx *w;
+  int root;
+  char cached[BA_TAR_NAME_MAX + 1]; /* relative dir whose fd is cached_fd */
+  int cached_fd;
+  int fd;                           /* the file being written */
+  BaTarEntry cur;
+  int64_t entries, skipped;
+  DirMode *modes;                   /* directory modes applied at the end */
+  size_t nmodes, cmodes;
+  const char *code;                 /* the error code when a callback stops */
+  char msg[BA_TAR_NAME_MAX + 256];
+} TarIn;
+
+static bool
+refuse (TarIn *t, const char **err, const char *code, const char *fmt, const char *name, const char *why)
+{
+  t->code = code;
+  snprintf (t->msg, sizeof t->msg, fmt, name, why);
+  *err = t->msg;
+  return false;
+}
+
+/* The directory holding rel (a checked, normalised name), relative to the
+ * root, opened component by component without following symlinks; missing
+ * directories are created when create. Returns a descriptor (owned by the
+ * cache) and sets *base, or -1 with the refusal filled in. */
+static int
+open_parent (TarIn *t, const char *rel, bool create, const char **base, const char **err)
+{
+  char dir[BA_TAR_NAME_MAX + 1];
+  const char *slash = strrchr (rel, '/');
+  size_t dlen = slash != NULL ? (size_t) (slash - rel) : 0;
+  int cur;
+
+  *base = slash != NULL ? slash + 1 : rel;
+  memcpy (dir, rel, dlen);
+  dir[dlen] = 0;
+  if (t->cached_fd >= 0 && strcmp (dir, t->cached) == 0)
+    return t->cached_fd;
+  cur = dup (t->root);
+  for (char *c = dir, *next; cur >= 0 && *c != 0; c = next) {
+    int fd;
+    next = strchr (c, '/');
+    if (next != NULL)
+      *next++ = 0;
+    else
+      next = c + strlen (c);
+    fd = openat (cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && create && mkdirat (cur, c, 0755) == 0)
+      fd = openat (cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      struct stat st;
+      bool link = e == ELOOP || (fstatat (cur, c, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK (st.st_mode));
+      close (cur);
+      if (link)
+        refuse (t, err, "invalid", "entry %s goes through a symlink%s", rel, "");
+      else if (e == ENOTDIR)
+        refuse (t, err, "invalid", "entry %s: %s", rel, "a parent is not a directory");
+      else
+        refuse (t, err, ba_errno_code (e), "entry %s: %s", rel, strerror (e));
+      return -1;
+    }
+    close (cur);
+    cur = fd;
+  }
+  if (cur < 0)
+    return refuse (t, err, "failed", "entry %s: %s", rel, strerror (errno)), -1;
+  if (t->cached_fd >= 0)
+    close (t->cached_fd);
+  t->cached_fd = cur;
+  memcpy (t->cached, dir, dlen + 1);
+  return cur;
+}
+
+/* Make room for a new non-directory entry: unlink a file or symlink. */
+static bool
+clear_name (TarIn *t, int pfd, const char *base, const char *rel, const char **err)
+{
+  struct stat st;
+  if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return true;
+  if (S_ISDIR (st.st_mode))
+    return refuse (t, err, "conflict", "entry %s: %s", rel, "a directory is in the way");
+  if (unlinkat (pfd, base, 0) < 0)
+    return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+  return true;
+}
+
+static bool
+put_entry (void *ud, const BaTarEntry *e, const char **err)
+{
+  TarIn *t = ud;
+  char rel[BA_TAR_NAME_MAX + 1], trel[BA_TAR_NAME_MAX + 1];
+  const char *base, *tbase, *why = NULL;
+  struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = e->mtime } };
+  int pfd, tpfd;
+
+  t->cur = *e;
+  t->fd = -1;
+  if (!ba_tar_name_check (e->name, rel, sizeof rel, &why))
+    return refuse (t, err, "invalid", "entry %s: %s", e->name, why);
+  if (rel[0] == 0) { /* the directory itself */
+    if (e->type != '5')
+      return refuse (t, err, "invalid", "entry %s: %s", e->name, "names the directory itself");
+    return true;
+  }
+  if (e->type != '0' && e->type != '1' && e->type != '2' && e->type != '5') {
+    t->skipped++;
+    return true;
+  }
+  pfd = open_parent (t, rel, true, &base, err);
+  if (pfd < 0)
+    return false;
+  switch (e->type) {
+  case '5': {
+    struct stat st;
+    if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR (st.st_mode) && unlinkat (pfd, base, 0) < 0)
+      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+    if (mkdirat (pfd, base, 0700) < 0 && errno != EEXIST)
+      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+    if (t->nmodes == t->cmodes) {
+      DirMode *nm;
+      t->cmodes = t->cmodes ? t->cmodes * 2 : 64;
+      nm = realloc (t->modes, sizeof *nm * t->cmodes);
+      if (nm == NULL)
+        _exit (4);
+      t->modes = nm;
+    }
+    memcpy (t->modes[t->nmodes].path, rel, strlen (rel) + 1);
+    t->modes[t->nmodes++].mode = e->mode;
+    break;
+  }
+  case '0':
+    if (!clear_name (t, pfd, base, rel, err))
+      return false;
+    t->fd = openat (pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (t->fd < 0)
+      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+    break;
+  case '2':
+    if (!clear_name (t, pfd, base, rel, err))
+      return false;
+    if (symlinkat (e->link, pfd, base) < 0)
+      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+    utimensat (pfd, base, ts, AT_SYMLINK_NOFOLLOW);
+    break;
+  case '1':
+    if (!ba_tar_name_check (e->link, trel, sizeof trel, &why) || trel[0] == 0)
+      return refuse (t, err, "invalid", "hard link %s: %s", rel, why != NULL ? why : "links to the directory");
+    if (!clear_name (t, pfd, base, rel, err))
+      return false;
+    pfd = dup (pfd); /* the cache may move to the target's directory */
+    tpfd = open_parent (t, trel, false, &tbase, err);
+    if (tpfd < 0) {
+      close (pfd);
+      return false;
+    }
+    if (linkat (tpfd, tbase, pfd, base, 0) < 0) {
+      int errn = errno;
+      close (pfd);
+      return refuse (t, err, errn == ENOENT ? "invalid" : ba_errno_code (errn), "hard link %s: %s", rel, strerror (errn));
+    }
+    close (pfd);
+    break;
+  }
+  t->entries++;
+  return true;
+}
+
+static bool
+put_data (void *ud, const uint8_t *p, size_t n, const char **err)
+{
+  TarIn *t = ud;
+  while (t->fd >= 0 && n > 0) {
+    ssize_t k = write (t->fd, p, n);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0)
+      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", t->cur.name, strerror (errno));
+    p += k;
+    n -= (size_t) k;
+  }
+  return true;
+}
+
+static bool
+put_end (void *ud, const char **err)
+{
+  TarIn *t = ud;
+  if (t->fd >= 0) {
+    struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = t->cur.mtime } };
+    fchmod (t->fd, t->cur.mode);
+    futimens (t->fd, ts);
+    close (t->fd);
+    t->fd = -1;
+  }
+  return true;
+}
+
+/* Directory modes last (a read-only directory must not stop its entries). */
+static void
+apply_dir_modes (TarIn *t)
+{
+  for (size_t i = t->nmodes; i-- > 0; ) {
+    const char *base, *err = NULL;
+    int pfd = open_parent (t, t->modes[i].path, false, &base, &err);
+    int fd = pfd >= 0 ? openat (pfd, base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (fd >= 0) {
+      fchmod (fd, t->modes[i].mode);
+      close (fd);
+    }
+  }
+  free (t->modes);
+}
+
+void
+ba_fs_tar_put (BaWorkCtx *w, const BaJson *req)
+{
+  static const BaTarSink sink = { put_entry, put_data, put_end };
+  static BaTarReader r;
+  static TarIn t;
+  static uint8_t buf[1 << 16];
+  char path[PATH_MAX];
+  const char *err = NULL;
+  BaBuf b = { 0 };
+  int e;
+
+  if (!ba_fs_path_arg (w, req, "path", path, sizeof path))
+    return;
+  if ((e = ba_fs_mkdirs (path)) != 0) {
+    ba_work_errno (w, e, "mkdir", path);
+    return;
+  }
+  t.w = w;
+  t.cached_fd = t.fd = -1;
+  t.root = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (t.root < 0) {
+    ba_work_errno (w, errno, "open", path);
+    return;
+  }
+  ba_work_reply_ok (w);
+  ba_tar_reader_init (&r);
+  for (;;) {
+    ssize_t n = read (w->in, buf, sizeof buf);
+    int rc;
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    rc = ba_tar_feed (&r, buf, (size_t) n, &sink, &t, &err);
+    if (rc < 0) {
+      ba_work_error (w, t.code != NULL ? t.code : "invalid", "%s", err);
+      return;
+    }
+  }
+  if (!ba_tar_finish (&r, &err)) {
+    ba_work_error (w, "invalid", "%s", err);
+    return;
+  }
+  apply_dir_modes (&t);
+  ba_jw_begin (&b);
+  ba_jw_str (&b, "event", "done");
+  ba_jw_int (&b, "entries", t.entries);
+  ba_jw_int (&b, "skipped", t.skipped);
+  ba_jw_end (&b);
+  ba_work_event (w, &b);
+}
