@@ -1,0 +1,899 @@
+/* box-agent-client.c: the host side of the guest agent protocol.
+ *
+ * The reader and the writer are asynchronous operations on the stream that
+ * hold only a weak reference to the client, so dropping the client stops
+ * them.  Frames are dispatched as they are decoded: channel-0 replies to the
+ * pending calls, events to ::event, everything else to its channel. */
+#include "config.h"
+
+#include <string.h>
+
+#include "box-agent-private.h"
+#include "box-error.h"
+
+#define READ_CHUNK 65536
+#define WRITE_COALESCE 65536
+/* hello is sent again after this long without an answer */
+#define HELLO_RETRY_MS 1000
+/* agent-opened channels at once: each may hold a window of data */
+#define MAX_AGENT_CHANNELS 1024
+
+typedef struct {
+  BoxAgentClient *self;         /* not a reference: the table is the client's */
+  gint64 id;
+  GTask *task;                  /* NULL once completed early (cancelled) */
+  GSource *cancel_source;
+  BoxAgentChannel *channel;     /* an open: the channel it opens (a reference) */
+} Call;
+
+struct _BoxAgentClient {
+  GObject parent_instance;
+
+  GIOStream *stream;
+  GMainContext *context;
+  GCancellable *io_cancellable;
+  BoxAgentDecoder *decoder;
+  gboolean started;             /* reader running, hello sent */
+  gboolean synced;              /* our hello's reply arrived */
+  gboolean closed;
+  gboolean reading;
+  gboolean stream_closed;
+
+  gint64 hello_id;
+  char *nonce;
+  GTask *connect_task;
+  GSource *connect_cancel;
+  GSource *hello_timer;         /* sends hello again until the reply comes */
+  GQueue held_requests;         /* GBytes: requests made before the reply */
+  JsonObject *info;
+  guint32 window;
+
+  GQueue urgent;                /* GBytes frames: credits and requests */
+  GQueue normal;                /* GBytes frames: everything else, in order */
+  gsize queued_bytes;
+  gboolean writing;
+
+  gint64 next_id;
+  guint32 next_chan;
+  GHashTable *calls;            /* &Call.id -> Call */
+  GHashTable *channels;         /* GUINT_TO_POINTER (id) -> BoxAgentChannel */
+  guint n_agent_channels;       /* of those, opened by the agent */
+};
+
+enum { SIGNAL_EVENT, SIGNAL_CLOSED, SIGNAL_CHANNEL_OPENED, N_SIGNALS };
+static guint signals[N_SIGNALS];
+
+G_DEFINE_FINAL_TYPE (BoxAgentClient, box_agent_client, G_TYPE_OBJECT)
+
+typedef struct {
+  GWeakRef client;
+  guint8 buf[READ_CHUNK];
+} ReadOp;
+
+typedef struct {
+  GWeakRef client;
+  GBytes *bytes;
+} WriteOp;
+
+static void start_read (BoxAgentClient *self);
+static void flush_output (BoxAgentClient *self);
+static void client_lost (BoxAgentClient *self, const char *why);
+static void send_hello (BoxAgentClient *self, gboolean flush);
+static void stop_hello (BoxAgentClient *self);
+
+/* ---- helpers ------------------------------------------------------------- */
+
+GMainContext *
+box_agent_client_get_context (BoxAgentClient *client)
+{
+  return client->context;
+}
+
+GSource *
+box_agent_watch_cancellable (GMainContext *context, GCancellable *cancellable,
+                             GCancellableSourceFunc func, gpointer data)
+{
+  GSource *source;
+
+  if (cancellable == NULL)
+    return NULL;
+  source = g_cancellable_source_new (cancellable);
+  g_source_set_callback (source, G_SOURCE_FUNC (func), data, NULL);
+  g_source_attach (source, context);
+  return source;
+}
+
+static void
+destroy_source (GSource **source)
+{
+  if (*source == NULL)
+    return;
+  g_source_destroy (*source);
+  g_clear_pointer (source, g_source_unref);
+}
+
+GError *
+box_agent_error_from_reply (JsonObject *reply)
+{
+  JsonNode *node = json_object_get_member (reply, "error");
+  JsonObject *err = node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+  const char *code = box_agent_json_get_string (err, "code");
+  const char *message = box_agent_json_get_string (err, "message");
+
+  if (code == NULL)
+    code = "unknown";
+  if (message == NULL || *message == '\0')
+    message = code;
+  if (g_str_equal (code, "invalid") || g_str_equal (code, "executable_not_found") ||
+      g_str_equal (code, "unknown_user") || g_str_equal (code, "bad_cwd"))
+    return g_error_new_literal (BOX_ERROR, BOX_ERROR_INVALID, message);
+  if (g_str_equal (code, "permission_denied"))
+    return g_error_new_literal (BOX_ERROR, BOX_ERROR_PERMISSION_DENIED, message);
+  if (g_str_equal (code, "not_found"))
+    return g_error_new_literal (BOX_ERROR, BOX_ERROR_NOT_FOUND, message);
+  return g_error_new (BOX_ERROR, BOX_ERROR_INTERNAL, "agent: %s: %s", code, message);
+}
+
+static GError *
+gone_error (void)
+{
+  return g_error_new_literal (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE, BOX_AGENT_GONE_MESSAGE);
+}
+
+static void
+call_free (Call *call)
+{
+  destroy_source (&call->cancel_source);
+  g_clear_object (&call->task);
+  g_clear_object (&call->channel);
+  g_free (call);
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+void
+box_agent_client_send_frame (BoxAgentClient *client, GBytes *frame, gboolean urgent)
+{
+  if (client->closed)
+    return;
+  client->queued_bytes += g_bytes_get_size (frame);
+  g_queue_push_tail (urgent ? &client->urgent : &client->normal, g_bytes_ref (frame));
+  flush_output (client);
+}
+
+static void
+send_frame_take (BoxAgentClient *self, GBytes *frame, gboolean urgent)
+{
+  box_agent_client_send_frame (self, frame, urgent);
+  g_bytes_unref (frame);
+}
+
+static GBytes *
+pop_frame (BoxAgentClient *self)
+{
+  GBytes *frame = g_queue_pop_head (&self->urgent);
+
+  return frame != NULL ? frame : g_queue_pop_head (&self->normal);
+}
+
+static void
+write_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  WriteOp *op = data;
+  g_autoptr(BoxAgentClient) self = g_weak_ref_get (&op->client);
+  g_autoptr(GError) error = NULL;
+  gsize size = g_bytes_get_size (op->bytes);
+
+  if (!g_output_stream_write_all_finish (G_OUTPUT_STREAM (source), result, NULL, &error) &&
+      self != NULL && !self->closed) {
+    g_autofree char *why = g_strdup_printf ("writing: %s", error->message);
+
+    client_lost (self, why);
+  }
+  if (self != NULL) {
+    self->writing = FALSE;
+    self->queued_bytes -= MIN (self->queued_bytes, size);
+    if (self->closed && !self->reading && !self->stream_closed) {
+      self->stream_closed = TRUE;
+      g_io_stream_close_async (self->stream, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
+    }
+    flush_output (self);
+  }
+  g_weak_ref_clear (&op->client);
+  g_bytes_unref (op->bytes);
+  g_free (op);
+}
+
+static void
+flush_output (BoxAgentClient *self)
+{
+  WriteOp *op;
+  GBytes *first;
+
+  if (self->writing || self->closed)
+    return;
+  first = pop_frame (self);
+  if (first == NULL)
+    return;
+  op = g_new0 (WriteOp, 1);
+  g_weak_ref_init (&op->client, self);
+  if (g_bytes_get_size (first) >= WRITE_COALESCE ||
+      (g_queue_is_empty (&self->urgent) && g_queue_is_empty (&self->normal))) {
+    op->bytes = first;
+  } else {
+    /* many small frames (credits, small writes) go out in one write */
+    GByteArray *buf = g_byte_array_sized_new (WRITE_COALESCE);
+    GBytes *frame = first;
+
+    while (frame != NULL) {
+      gsize len = 0;
+      const guint8 *p = g_bytes_get_data (frame, &len);
+
+      g_byte_array_append (buf, p, (guint) len);
+      g_bytes_unref (frame);
+      frame = buf->len < WRITE_COALESCE ? pop_frame (self) : NULL;
+    }
+    op->bytes = g_byte_array_free_to_bytes (buf);
+  }
+  self->writing = TRUE;
+  g_main_context_push_thread_default (self->context);
+  g_output_stream_write_all_async (g_io_stream_get_output_stream (self->stream),
+                                   g_bytes_get_data (op->bytes, NULL), g_bytes_get_size (op->bytes),
+                                   G_PRIORITY_DEFAULT, self->io_cancellable, write_done, op);
+  g_main_context_pop_thread_default (self->context);
+}
+
+static JsonObject *
+request_new (JsonObject *args, gint64 id, const char *op)
+{
+  JsonObject *req = json_object_new ();
+
+  if (args != NULL) {
+    JsonObjectIter iter;
+    const char *name;
+    JsonNode *node;
+
+    json_object_iter_init (&iter, args);
+    while (json_object_iter_next (&iter, &name, &node))
+      json_object_set_member (req, name, json_node_copy (node));
+  }
+  json_object_set_int_member (req, "id", id);
+  json_object_set_string_member (req, "op", op);
+  return req;
+}
+
+/* ---- closing ------------------------------------------------------------- */
+
+static void
+client_lost (BoxAgentClient *self, const char *why)
+{
+  g_autoptr(BoxAgentClient) keep = g_object_ref (self);
+  g_autoptr(GError) closed_error = NULL;
+  g_autoptr(GList) calls = NULL;
+  g_autoptr(GList) channels = NULL;
+
+  if (self->closed)
+    return;
+  self->closed = TRUE;
+  g_debug ("agent connection closed: %s", why);
+  g_cancellable_cancel (self->io_cancellable);
+  g_queue_clear_full (&self->urgent, (GDestroyNotify) g_bytes_unref);
+  g_queue_clear_full (&self->normal, (GDestroyNotify) g_bytes_unref);
+  g_queue_clear_full (&self->held_requests, (GDestroyNotify) g_bytes_unref);
+  self->queued_bytes = 0;
+  stop_hello (self);
+  if (!self->reading && !self->writing && !self->stream_closed) {
+    self->stream_closed = TRUE;
+    g_io_stream_close_async (self->stream, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
+  }
+
+  if (self->connect_task != NULL) {
+    GTask *task = g_steal_pointer (&self->connect_task);
+
+    destroy_source (&self->connect_cancel);
+    g_task_return_error (task, gone_error ());
+    g_object_unref (task);
+  }
+  /* steal both tables first: completions may call back into the client */
+  calls = g_hash_table_get_values (self->calls);
+  g_hash_table_steal_all (self->calls);
+  channels = g_hash_table_get_values (self->channels);
+  g_hash_table_steal_all (self->channels);
+  self->n_agent_channels = 0;
+  for (GList *l = calls; l != NULL; l = l->next) {
+    Call *call = l->data;
+
+    if (call->channel != NULL)
+      box_agent_channel_lost (call->channel);
+    if (call->task != NULL)
+      g_task_return_error (call->task, gone_error ());
+    call_free (call);
+  }
+  for (GList *l = channels; l != NULL; l = l->next) {
+    box_agent_channel_lost (l->data);
+    g_object_unref (l->data);
+  }
+  closed_error = g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE, "%s (%s)",
+                              BOX_AGENT_GONE_MESSAGE, why);
+  g_signal_emit (self, signals[SIGNAL_CLOSED], 0, closed_error);
+}
+
+void
+box_agent_client_close (BoxAgentClient *self)
+{
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  client_lost (self, "closed by the host");
+}
+
+/* ---- input --------------------------------------------------------------- */
+
+static void
+hello_reply (BoxAgentClient *self, JsonObject *msg)
+{
+  gint64 id = 0, version = 0, window = 0;
+  const char *nonce = box_agent_json_get_string (msg, "nonce");
+  GTask *task;
+
+  /* anything else is left over from before: ready, stale replies */
+  if (!box_agent_json_get_int (msg, "id", &id) || id != self->hello_id ||
+      nonce == NULL || g_strcmp0 (nonce, self->nonce) != 0)
+    return;
+  self->synced = TRUE;
+  stop_hello (self);
+  task = g_steal_pointer (&self->connect_task);
+  destroy_source (&self->connect_cancel);
+  if (!box_agent_json_get_bool (msg, "ok", FALSE) ||
+      !box_agent_json_get_int (msg, "version", &version) || version != BOX_AGENT_PROTOCOL_VERSION) {
+    g_autoptr(GError) error = NULL;
+
+    if (!box_agent_json_get_bool (msg, "ok", FALSE))
+      error = box_agent_error_from_reply (msg);
+    else
+      error = g_error_new (BOX_ERROR, BOX_ERROR_INTERNAL,
+                           "the agent speaks protocol version %" G_GINT64_FORMAT ", not %d",
+                           version, BOX_AGENT_PROTOCOL_VERSION);
+    if (task != NULL)
+      g_task_return_error (task, g_steal_pointer (&error));
+    g_clear_object (&task);
+    client_lost (self, "hello refused");
+    return;
+  }
+  g_clear_pointer (&self->info, json_object_unref);
+  self->info = json_object_ref (msg);
+  json_object_remove_member (self->info, "id");
+  json_object_remove_member (self->info, "ok");
+  json_object_remove_member (self->info, "nonce");
+  if (box_agent_json_get_int (msg, "window", &window) && window >= 4096 && window <= (64 << 20))
+    self->window = (guint32) window;
+  /* requests made while connecting go now, so that no later hello could
+   * have closed what they open */
+  while (!g_queue_is_empty (&self->held_requests))
+    send_frame_take (self, g_queue_pop_head (&self->held_requests), TRUE);
+  if (task != NULL) {
+    g_task_return_boolean (task, TRUE);
+    g_object_unref (task);
+  }
+}
+
+static void
+complete_call (BoxAgentClient *self, Call *call, JsonObject *reply)
+{
+  gboolean ok = box_agent_json_get_bool (reply, "ok", FALSE);
+
+  if (call->channel != NULL && ok) {
+    box_agent_channel_set_reply (call->channel, reply);
+    if (call->task != NULL)
+      g_task_return_pointer (call->task, g_object_ref (call->channel), g_object_unref);
+    else /* the open was cancelled: undo it */
+      box_agent_channel_close (call->channel);
+  } else if (call->channel != NULL) {
+    box_agent_client_forget_channel (self, call->channel);
+    if (call->task != NULL)
+      g_task_return_error (call->task, box_agent_error_from_reply (reply));
+  } else if (call->task != NULL && ok) {
+    g_task_return_pointer (call->task, json_object_ref (reply), (GDestroyNotify) json_object_unref);
+  } else if (call->task != NULL) {
+    g_task_return_error (call->task, box_agent_error_from_reply (reply));
+  }
+  call_free (call);
+}
+
+static void
+agent_channel_opened (BoxAgentClient *self, guint32 id, JsonObject *event)
+{
+  g_autoptr(BoxAgentChannel) channel = NULL;
+
+  if (id < BOX_AGENT_FIRST_AGENT_CHANNEL || g_hash_table_contains (self->channels, GUINT_TO_POINTER (id)))
+    return;
+  if (self->n_agent_channels >= MAX_AGENT_CHANNELS) {
+    g_debug ("agent opened too many channels; refusing %u", id);
+    send_frame_take (self, box_agent_frame_build (BOX_AGENT_FRAME_CLOSE, 0, id, NULL, 0), FALSE);
+    return;
+  }
+  channel = box_agent_channel_new (self, id, self->window);
+  box_agent_channel_set_reply (channel, event);
+  g_hash_table_insert (self->channels, GUINT_TO_POINTER (id), g_object_ref (channel));
+  self->n_agent_channels++;
+  if (!g_signal_has_handler_pending (self, signals[SIGNAL_CHANNEL_OPENED], 0, TRUE)) {
+    box_agent_channel_close (channel);
+    return;
+  }
+  g_signal_emit (self, signals[SIGNAL_CHANNEL_OPENED], 0, channel, event);
+  box_agent_channel_release (channel);
+}
+
+static void
+handle_ctrl0 (BoxAgentClient *self, JsonObject *msg)
+{
+  const char *event = box_agent_json_get_string (msg, "event");
+  gint64 id = 0, chan = 0;
+
+  if (event != NULL) {
+    if (g_str_equal (event, "accept") && box_agent_json_get_int (msg, "chan", &chan) &&
+        chan >= BOX_AGENT_FIRST_AGENT_CHANNEL && chan <= G_MAXUINT32)
+      agent_channel_opened (self, (guint32) chan, msg);
+    else
+      g_signal_emit (self, signals[SIGNAL_EVENT], 0, msg);
+    return;
+  }
+  if (box_agent_json_get_int (msg, "id", &id)) {
+    Call *call = g_hash_table_lookup (self->calls, &id);
+
+    if (call == NULL) {
+      if (!box_agent_json_get_bool (msg, "ok", TRUE)) {
+        g_autoptr(GError) error = box_agent_error_from_reply (msg);
+
+        g_debug ("the agent refused request %" G_GINT64_FORMAT ": %s", id, error->message);
+      }
+      return;
+    }
+    g_hash_table_steal (self->calls, &id);
+    complete_call (self, call, msg);
+    return;
+  }
+  g_debug ("agent control message with neither id nor event ignored");
+}
+
+static JsonObject *
+parse_ctrl (BoxAgentClient *self, GBytes *payload)
+{
+  g_autoptr(GError) error = NULL;
+  gsize len = 0;
+  const guint8 *p = g_bytes_get_data (payload, &len);
+  JsonObject *msg = box_agent_parse_ctrl (p, len, &error);
+
+  if (msg == NULL && self->synced)
+    g_debug ("%s", error->message);
+  return msg;
+}
+
+static void
+handle_frame (BoxAgentClient *self, const BoxAgentFrameHeader *header, GBytes *payload)
+{
+  g_autoptr(JsonObject) msg = NULL;
+  BoxAgentChannel *channel;
+
+  if (!self->synced) {
+    /* discard everything until the reply to our hello */
+    if (header->channel != 0 || header->type != BOX_AGENT_FRAME_CTRL ||
+        (msg = parse_ctrl (self, payload)) == NULL)
+      return;
+    /* the agent just saw the host side (re)connect: it may have missed a
+     * hello written before it was listening */
+    if (g_strcmp0 (box_agent_json_get_string (msg, "event"), "ready") == 0 && self->hello_timer != NULL)
+      send_hello (self, FALSE);
+    else
+      hello_reply (self, msg);
+    return;
+  }
+  if (header->channel == 0) {
+    if (header->type == BOX_AGENT_FRAME_CTRL && (msg = parse_ctrl (self, payload)) != NULL)
+      handle_ctrl0 (self, msg);
+    return;
+  }
+  channel = g_hash_table_lookup (self->channels, GUINT_TO_POINTER (header->channel));
+  if (channel != NULL) {
+    box_agent_channel_handle_frame (channel, header, payload);
+    return;
+  }
+  if (header->channel >= BOX_AGENT_FIRST_AGENT_CHANNEL && header->type == BOX_AGENT_FRAME_CTRL &&
+      (msg = parse_ctrl (self, payload)) != NULL &&
+      g_strcmp0 (box_agent_json_get_string (msg, "event"), "accept") == 0) {
+    agent_channel_opened (self, header->channel, msg);
+    return;
+  }
+  g_debug ("agent frame of type %u for unknown channel %u ignored", header->type, header->channel);
+}
+
+static void
+process_input (BoxAgentClient *self)
+{
+  guint64 skipped = box_agent_decoder_get_skipped (self->decoder);
+  BoxAgentFrameHeader header;
+  GBytes *payload = NULL;
+
+  while (!self->closed && box_agent_decoder_next (self->decoder, &header, &payload)) {
+    handle_frame (self, &header, payload);
+    g_clear_pointer (&payload, g_bytes_unref);
+  }
+  skipped = box_agent_decoder_get_skipped (self->decoder) - skipped;
+  if (skipped > 0 && self->synced)
+    g_debug ("agent stream out of sync: skipped %" G_GUINT64_FORMAT " bytes", skipped);
+  else if (skipped > 0)
+    g_debug ("agent stream: skipped %" G_GUINT64_FORMAT " bytes before the hello reply", skipped);
+}
+
+static void
+read_done (GObject *source, GAsyncResult *result, gpointer data)
+{
+  ReadOp *op = data;
+  g_autoptr(BoxAgentClient) self = g_weak_ref_get (&op->client);
+  g_autoptr(GError) error = NULL;
+  gssize n = g_input_stream_read_finish (G_INPUT_STREAM (source), result, &error);
+
+  if (self != NULL) {
+    self->reading = FALSE;
+    if (self->closed) {
+      if (!self->writing && !self->stream_closed) {
+        self->stream_closed = TRUE;
+        g_io_stream_close_async (self->stream, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
+      }
+    } else if (n < 0) {
+      g_autofree char *why = g_strdup_printf ("reading: %s", error->message);
+
+      client_lost (self, why);
+    } else if (n == 0) {
+      client_lost (self, "end of stream");
+    } else {
+      box_agent_decoder_feed (self->decoder, op->buf, (gsize) n);
+      process_input (self);
+      if (!self->closed)
+        start_read (self);
+    }
+  }
+  g_weak_ref_clear (&op->client);
+  g_free (op);
+}
+
+static void
+start_read (BoxAgentClient *self)
+{
+  ReadOp *op = g_new (ReadOp, 1);
+
+  g_weak_ref_init (&op->client, self);
+  self->reading = TRUE;
+  g_main_context_push_thread_default (self->context);
+  g_input_stream_read_async (g_io_stream_get_input_stream (self->stream), op->buf, sizeof op->buf,
+                             G_PRIORITY_DEFAULT, self->io_cancellable, read_done, op);
+  g_main_context_pop_thread_default (self->context);
+}
+
+/* ---- connect -------------------------------------------------------------- */
+
+/* hello with a fresh nonce; only the reply to the newest one counts.  With
+ * @flush, a megabyte of zeros goes first: the agent may be waiting for the
+ * rest of a frame cut off when the previous host connection ended (it would
+ * take our hello as that frame's payload); the zeros complete any such frame
+ * and are then skipped byte by byte. */
+static void
+send_hello (BoxAgentClient *self, gboolean flush)
+{
+  g_autoptr(JsonObject) hello = NULL;
+
+  if (flush) {
+    gsize len = BOX_AGENT_HEADER_SIZE + BOX_AGENT_MAX_PAYLOAD;
+
+    send_frame_take (self, g_bytes_new_take (g_malloc0 (len), len), TRUE);
+  }
+  g_free (self->nonce);
+  self->nonce = g_uuid_string_random ();
+  self->hello_id = self->next_id++;
+  hello = request_new (NULL, self->hello_id, "hello");
+  json_object_set_int_member (hello, "version", BOX_AGENT_PROTOCOL_VERSION);
+  json_object_set_int_member (hello, "window", BOX_AGENT_DEFAULT_WINDOW);
+  json_object_set_string_member (hello, "nonce", self->nonce);
+  send_frame_take (self, box_agent_frame_build_ctrl (0, hello), TRUE);
+}
+
+static gboolean
+hello_retry (gpointer data)
+{
+  BoxAgentClient *self = data;
+
+  /* not while the previous attempt is still being written (an agent that
+   * does not read yet): at most one flush is ever queued */
+  if (self->queued_bytes == 0) {
+    g_debug ("no answer to hello from the agent: sending it again");
+    send_hello (self, TRUE);
+  }
+  return G_SOURCE_CONTINUE;
+}
+
+static void
+stop_hello (BoxAgentClient *self)
+{
+  destroy_source (&self->hello_timer);
+}
+
+static gboolean
+connect_cancelled (GCancellable *cancellable, gpointer data)
+{
+  BoxAgentClient *self = data;
+  GTask *task = g_steal_pointer (&self->connect_task);
+
+  destroy_source (&self->connect_cancel);
+  stop_hello (self);
+  if (task != NULL) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "Operation was cancelled");
+    g_object_unref (task);
+  }
+  return G_SOURCE_REMOVE;
+}
+
+void
+box_agent_client_connect_async (BoxAgentClient *self, GCancellable *cancellable,
+                                GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_agent_client_connect_async);
+  if (self->closed) {
+    g_task_return_error (task, gone_error ());
+    return;
+  }
+  if (self->connect_task != NULL) {
+    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_PENDING, "already connecting");
+    return;
+  }
+  if (self->synced) {
+    g_task_return_boolean (task, TRUE);
+    return;
+  }
+  if (!self->started) {
+    self->started = TRUE;
+    start_read (self);
+  }
+  self->connect_task = g_steal_pointer (&task);
+  self->connect_cancel = box_agent_watch_cancellable (self->context, cancellable, connect_cancelled, self);
+  send_hello (self, FALSE);
+  if (self->hello_timer == NULL) {
+    self->hello_timer = g_timeout_source_new (HELLO_RETRY_MS);
+    g_source_set_callback (self->hello_timer, hello_retry, self, NULL);
+    g_source_attach (self->hello_timer, self->context);
+  }
+}
+
+gboolean
+box_agent_client_connect_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+/* ---- calls ---------------------------------------------------------------- */
+
+static gboolean
+call_cancelled (GCancellable *cancellable, gpointer data)
+{
+  Call *call = data;
+  GTask *task = g_steal_pointer (&call->task);
+
+  /* the call stays in the table until its reply (an open is undone then) */
+  destroy_source (&call->cancel_source);
+  g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "Operation was cancelled");
+  g_object_unref (task);
+  return G_SOURCE_REMOVE;
+}
+
+static guint32
+allocate_channel_id (BoxAgentClient *self)
+{
+  while (self->next_chan == 0 || self->next_chan >= BOX_AGENT_FIRST_AGENT_CHANNEL ||
+         g_hash_table_contains (self->channels, GUINT_TO_POINTER (self->next_chan)))
+    self->next_chan = self->next_chan == 0 || self->next_chan >= BOX_AGENT_FIRST_AGENT_CHANNEL - 1 ? 1 : self->next_chan + 1;
+  return self->next_chan++;
+}
+
+static void
+start_call (BoxAgentClient *self, GTask *task, const char *op, JsonObject *args, gboolean open)
+{
+  g_autoptr(JsonObject) req = NULL;
+  Call *call;
+
+  if (self->closed) {
+    g_task_return_error (task, gone_error ());
+    return;
+  }
+  if (!self->started) {
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INTERNAL,
+                             "the agent client is not connected");
+    return;
+  }
+  call = g_new0 (Call, 1);
+  call->self = self;
+  call->id = self->next_id++;
+  call->task = g_object_ref (task);
+  req = request_new (args, call->id, op);
+  if (open) {
+    guint32 id = allocate_channel_id (self);
+
+    /* registered now: its first frames may follow the reply at once */
+    call->channel = box_agent_channel_new (self, id, self->window);
+    g_hash_table_insert (self->channels, GUINT_TO_POINTER (id), g_object_ref (call->channel));
+    json_object_set_int_member (req, "chan", id);
+  }
+  g_hash_table_insert (self->calls, &call->id, call);
+  call->cancel_source = box_agent_watch_cancellable (self->context, g_task_get_cancellable (task),
+                                                     call_cancelled, call);
+  if (self->synced)
+    send_frame_take (self, box_agent_frame_build_ctrl (0, req), TRUE);
+  else
+    g_queue_push_tail (&self->held_requests, box_agent_frame_build_ctrl (0, req));
+}
+
+void
+box_agent_client_call_async (BoxAgentClient *self, const char *op, JsonObject *args,
+                             GCancellable *cancellable, GAsyncReadyCallback callback,
+                             gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  g_return_if_fail (op != NULL);
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_agent_client_call_async);
+  start_call (self, task, op, args, FALSE);
+}
+
+JsonObject *
+box_agent_client_call_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+void
+box_agent_client_open_channel_async (BoxAgentClient *self, const char *op, JsonObject *args,
+                                     GCancellable *cancellable, GAsyncReadyCallback callback,
+                                     gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  g_return_if_fail (op != NULL);
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_agent_client_open_channel_async);
+  start_call (self, task, op, args, TRUE);
+}
+
+BoxAgentChannel *
+box_agent_client_open_channel_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  BoxAgentChannel *channel;
+
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  channel = g_task_propagate_pointer (G_TASK (result), error);
+  if (channel != NULL)
+    box_agent_channel_release (channel);
+  return channel;
+}
+
+void
+box_agent_client_forget_channel (BoxAgentClient *client, BoxAgentChannel *channel)
+{
+  gpointer key = GUINT_TO_POINTER (box_agent_channel_get_id (channel));
+
+  if (g_hash_table_lookup (client->channels, key) != channel)
+    return;
+  g_hash_table_remove (client->channels, key);
+  if (GPOINTER_TO_UINT (key) >= BOX_AGENT_FIRST_AGENT_CHANNEL)
+    client->n_agent_channels--;
+}
+
+/* ---- accessors and the object --------------------------------------------- */
+
+JsonObject *
+box_agent_client_get_info (BoxAgentClient *self)
+{
+  g_return_val_if_fail (BOX_IS_AGENT_CLIENT (self), NULL);
+  return self->info;
+}
+
+gboolean
+box_agent_client_is_closed (BoxAgentClient *self)
+{
+  g_return_val_if_fail (BOX_IS_AGENT_CLIENT (self), TRUE);
+  return self->closed;
+}
+
+gsize
+box_agent_client_get_queued_bytes (BoxAgentClient *self)
+{
+  g_return_val_if_fail (BOX_IS_AGENT_CLIENT (self), 0);
+  return self->queued_bytes;
+}
+
+BoxAgentClient *
+box_agent_client_new (GIOStream *stream)
+{
+  BoxAgentClient *self;
+
+  g_return_val_if_fail (G_IS_IO_STREAM (stream), NULL);
+  self = g_object_new (BOX_TYPE_AGENT_CLIENT, NULL);
+  self->stream = g_object_ref (stream);
+  return self;
+}
+
+static void
+box_agent_client_dispose (GObject *object)
+{
+  BoxAgentClient *self = BOX_AGENT_CLIENT (object);
+  g_autoptr(GList) channels = NULL;
+
+  /* no calls can be pending here (their tasks hold the client); channels can */
+  self->closed = TRUE;
+  g_cancellable_cancel (self->io_cancellable);
+  stop_hello (self);
+  channels = g_hash_table_get_values (self->channels);
+  g_hash_table_steal_all (self->channels);
+  self->n_agent_channels = 0;
+  for (GList *l = channels; l != NULL; l = l->next) {
+    box_agent_channel_lost (l->data);
+    g_object_unref (l->data);
+  }
+  g_hash_table_remove_all (self->calls);
+  G_OBJECT_CLASS (box_agent_client_parent_class)->dispose (object);
+}
+
+static void
+box_agent_client_finalize (GObject *object)
+{
+  BoxAgentClient *self = BOX_AGENT_CLIENT (object);
+
+  g_queue_clear_full (&self->urgent, (GDestroyNotify) g_bytes_unref);
+  g_queue_clear_full (&self->normal, (GDestroyNotify) g_bytes_unref);
+  g_queue_clear_full (&self->held_requests, (GDestroyNotify) g_bytes_unref);
+  g_hash_table_unref (self->calls);
+  g_hash_table_unref (self->channels);
+  g_clear_pointer (&self->info, json_object_unref);
+  g_free (self->nonce);
+  box_agent_decoder_free (self->decoder);
+  g_clear_object (&self->io_cancellable);
+  g_clear_object (&self->stream);
+  g_main_context_unref (self->context);
+  G_OBJECT_CLASS (box_agent_client_parent_class)->finalize (object);
+}
+
+static void
+box_agent_client_class_init (BoxAgentClientClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = box_agent_client_dispose;
+  object_class->finalize = box_agent_client_finalize;
+
+  signals[SIGNAL_EVENT] =
+    g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, JSON_TYPE_OBJECT);
+  signals[SIGNAL_CLOSED] =
+    g_signal_new ("closed", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 1, G_TYPE_ERROR);
+  signals[SIGNAL_CHANNEL_OPENED] =
+    g_signal_new ("channel-opened", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL, NULL, NULL,
+                  G_TYPE_NONE, 2, BOX_TYPE_AGENT_CHANNEL, JSON_TYPE_OBJECT);
+}
+
+static void
+box_agent_client_init (BoxAgentClient *self)
+{
+  self->context = g_main_context_ref_thread_default ();
+  self->io_cancellable = g_cancellable_new ();
+  self->decoder = box_agent_decoder_new ();
+  self->window = BOX_AGENT_DEFAULT_WINDOW;
+  self->next_id = 1;
+  self->next_chan = 1;
+  self->calls = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, (GDestroyNotify) call_free);
+  self->channels = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_object_unref);
+}
