@@ -16,6 +16,7 @@
  */
 #pragma once
 
+#include "box-agent-client.h"
 #include "box-auth.h"
 #include "box-broker.h"
 #include "box-config.h"
@@ -102,6 +103,34 @@ void           box_engine_change_state_async    (BoxEngine *self, const char *pr
                                                  GCancellable *cancellable, GAsyncReadyCallback callback,
                                                  gpointer user_data);
 BoxSandbox    *box_engine_change_state_finish   (BoxEngine *self, GAsyncResult *result, GError **error);
+
+/* ---- the sandbox sub-API ----
+ * Every call under /v1/sandboxes/{sandbox}/ (exec, files, ports, ...)
+ * wakes a sleeping sandbox before it runs and holds it awake until it ends:
+ * box_engine_hold_async() wakes it when needed and counts the call in
+ * flight (the idle rule waits while any is); box_engine_release() ends the
+ * hold and counts as activity.  Explicit pause and stop, and deadlines, are
+ * not prevented by holds. */
+void           box_engine_hold_async         (BoxEngine *self, const char *project,
+                                              const char *id_or_name, GCancellable *cancellable,
+                                              GAsyncReadyCallback callback, gpointer user_data);
+/* The sandbox, running; pair with box_engine_release (sandbox->id). */
+BoxSandbox    *box_engine_hold_finish        (BoxEngine *self, GAsyncResult *result, GError **error);
+void           box_engine_release            (BoxEngine *self, const char *sandbox_id);
+/* Marks activity without a hold (e.g. data on a long stream). */
+void           box_engine_touch              (BoxEngine *self, const char *sandbox_id);
+/* The running sandbox's agent (a new reference). */
+BoxAgentClient *box_engine_get_agent         (BoxEngine *self, const char *sandbox_id,
+                                              GError **error);
+
+/* POST /exec/run: hold, run through the agent, release. */
+void           box_engine_exec_run_async     (BoxEngine *self, const char *project,
+                                              const char *id_or_name,
+                                              const BoxExecRequest *request,
+                                              GCancellable *cancellable,
+                                              GAsyncReadyCallback callback, gpointer user_data);
+BoxExecResult *box_engine_exec_run_finish    (BoxEngine *self, GAsyncResult *result,
+                                              GError **error);
 
 /* URLs of a sandbox as the API shows them */
 JsonNode      *box_engine_sandbox_to_json    (BoxEngine *self, const BoxSandbox *sandbox);

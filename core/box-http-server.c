@@ -50,6 +50,7 @@ static const BoxHttpRoute routes[] = {
   { "POST",   "/v1/sandboxes/{sandbox}/pause",       K, TRUE,  box_http_sandbox_pause },
   { "POST",   "/v1/sandboxes/{sandbox}/stop",        K, TRUE,  box_http_sandbox_stop },
   { "POST",   "/v1/sandboxes/{sandbox}/wake",        K, TRUE,  box_http_sandbox_wake },
+  { "POST",   "/v1/sandboxes/{sandbox}/exec/run",    K, TRUE,  box_http_exec_run },
   /* secrets */
   { "GET",    "/v1/secrets",                         K, FALSE, box_http_secret_list },
   { "PUT",    "/v1/secrets/{name}",                  K, TRUE,  box_http_secret_put },

@@ -150,6 +150,9 @@ void box_http_secret_list     (BoxHttpRequest *req);
 void box_http_secret_get      (BoxHttpRequest *req);
 void box_http_secret_delete   (BoxHttpRequest *req);
 
+/* box-http-exec.c */
+void box_http_exec_run        (BoxHttpRequest *req);
+
 /* box-http-events.c */
 void box_http_events          (BoxHttpRequest *req);
 

@@ -562,3 +562,118 @@ box_key_create_from_json (JsonNode *body, char **name, GError **error)
     *name = g_steal_pointer (&name_value);
   return TRUE;
 }
+
+/* ---- exec/run ---------------------------------------------------------- */
+
+static gboolean
+is_base64 (const char *text)
+{
+  gsize len = strlen (text);
+  gsize i;
+
+  if (len % 4 != 0)
+    return FALSE;
+  for (i = 0; i < len; i++) {
+    char c = text[i];
+    if (g_ascii_isalnum (c) || c == '+' || c == '/')
+      continue;
+    /* padding only at the end, at most two */
+    if (c == '=' && i >= len - 2 && (i == len - 1 || text[len - 1] == '='))
+      continue;
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static BoxExecRequest *
+exec_invalid (GError **error, const char *message)
+{
+  box_json_invalid (error, message);
+  return NULL;
+}
+
+BoxExecRequest *
+box_exec_request_from_json (JsonNode *body, GError **error)
+{
+  static const char *const allowed[] = { "cmd", "stdin", "cwd", "env", "user", "timeout_s", NULL };
+  g_autoptr(BoxExecRequest) req = g_new0 (BoxExecRequest, 1);
+  g_autofree char *stdin_text = NULL;
+  JsonObject *obj = body_object (body, error);
+  gint64 timeout = 60;
+  GHashTableIter iter;
+  gpointer key;
+
+  if (obj == NULL || !box_json_check_fields (obj, allowed, error) ||
+      !box_json_get_strv (obj, "cmd", "cmd", &req->argv, error) ||
+      !box_json_get_string (obj, "stdin", "stdin", &stdin_text, error) ||
+      !box_json_get_string (obj, "cwd", "cwd", &req->cwd, error) ||
+      !box_json_get_string_map (obj, "env", "env", &req->env, error) ||
+      !box_json_get_string (obj, "user", "user", &req->user, error) ||
+      !box_json_get_int (obj, "timeout_s", "timeout_s", NULL, &timeout, error))
+    return NULL;
+
+  if (req->argv == NULL || req->argv[0] == NULL || req->argv[0][0] == '\0')
+    return exec_invalid (error, "invalid cmd: a non-empty array of strings (argv) is required");
+  if (timeout < 1 || timeout > 3600) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "invalid timeout_s %" G_GINT64_FORMAT ": must be 1 to 3600", timeout);
+    return NULL;
+  }
+  req->timeout_s = (guint) timeout;
+  if (stdin_text != NULL) {
+    guchar *data;
+    gsize len;
+
+    if (!is_base64 (stdin_text))
+      return exec_invalid (error, "invalid stdin: must be base64");
+    data = g_base64_decode (stdin_text, &len);
+    req->stdin_data = g_bytes_new_take (data, len);
+  }
+  if (req->cwd != NULL && req->cwd[0] != '/')
+    return exec_invalid (error, "invalid cwd: must be an absolute path");
+  if (req->user != NULL && req->user[0] == '\0')
+    return exec_invalid (error, "invalid user: must not be empty");
+  if (req->env != NULL) {
+    g_hash_table_iter_init (&iter, req->env);
+    while (g_hash_table_iter_next (&iter, &key, NULL)) {
+      if (!box_validate_env_name (key, error))
+        return NULL;
+    }
+  }
+  return g_steal_pointer (&req);
+}
+
+BoxExecRequest *
+box_exec_request_copy (const BoxExecRequest *request)
+{
+  BoxExecRequest *copy = g_new0 (BoxExecRequest, 1);
+
+  copy->argv = g_strdupv (request->argv);
+  if (request->env != NULL) {
+    GHashTableIter iter;
+    gpointer key, value;
+
+    copy->env = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+    g_hash_table_iter_init (&iter, request->env);
+    while (g_hash_table_iter_next (&iter, &key, &value))
+      g_hash_table_insert (copy->env, g_strdup (key), g_strdup (value));
+  }
+  copy->cwd = g_strdup (request->cwd);
+  copy->user = g_strdup (request->user);
+  copy->stdin_data = request->stdin_data != NULL ? g_bytes_ref (request->stdin_data) : NULL;
+  copy->timeout_s = request->timeout_s;
+  return copy;
+}
+
+void
+box_exec_request_free (BoxExecRequest *request)
+{
+  if (request == NULL)
+    return;
+  g_strfreev (request->argv);
+  g_clear_pointer (&request->env, g_hash_table_unref);
+  g_free (request->cwd);
+  g_free (request->user);
+  g_clear_pointer (&request->stdin_data, g_bytes_unref);
+  g_free (request);
+}

@@ -14,6 +14,7 @@
  */
 #pragma once
 
+#include "box-agent-client.h"
 #include "box-records.h"
 
 G_BEGIN_DECLS
@@ -39,5 +40,13 @@ gboolean          box_project_create_from_json  (JsonNode *body, char **name,
                                                  char ***domains, GError **error);
 gboolean          box_key_create_from_json      (JsonNode *body, char **name,
                                                  GError **error);
+
+/* POST /exec/run: {cmd, stdin?, cwd?, env?, user?, timeout_s?}; timeout_s
+ * 1..3600 (default 60), stdin base64, cwd absolute, env names checked. */
+BoxExecRequest   *box_exec_request_from_json    (JsonNode *body, GError **error);
+BoxExecRequest   *box_exec_request_copy         (const BoxExecRequest *request);
+void              box_exec_request_free         (BoxExecRequest *request);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecRequest, box_exec_request_free)
 
 G_END_DECLS

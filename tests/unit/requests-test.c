@@ -690,6 +690,80 @@ test_not_an_object (void)
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
 }
 
+static char *
+exec_error (const char *body)
+{
+  g_autoptr(JsonNode) node = parse (body);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxExecRequest) req = box_exec_request_from_json (node, &error);
+
+  g_assert_null (req);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  return g_strdup (error->message);
+}
+
+static void
+test_exec_run (void)
+{
+  g_autoptr(JsonNode) full = parse ("{\"cmd\": [\"sh\", \"-c\", \"cat\"], \"stdin\": \"aGVsbG8=\","
+                                    " \"cwd\": \"/tmp\", \"env\": {\"A_1\": \"x\"},"
+                                    " \"user\": \"root\", \"timeout_s\": 3600}");
+  g_autoptr(JsonNode) minimal = parse ("{\"cmd\": [\"true\"]}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxExecRequest) req = box_exec_request_from_json (full, &error);
+  g_autoptr(BoxExecRequest) copy = NULL;
+  g_autoptr(BoxExecRequest) defaults = NULL;
+  const char *const messages[][2] = {
+    { "{}", "invalid cmd: a non-empty array of strings (argv) is required" },
+    { "{\"cmd\": []}", "invalid cmd: a non-empty array of strings (argv) is required" },
+    { "{\"cmd\": [\"\"]}", "invalid cmd: a non-empty array of strings (argv) is required" },
+    { "{\"cmd\": \"ls -l\"}",
+      "bad request body: json: cannot unmarshal string into field cmd of type array" },
+    { "{\"cmd\": [1]}",
+      "bad request body: json: cannot unmarshal number into field cmd of type string" },
+    { "{\"cmd\": [\"true\"], \"timeout_s\": 0}", "invalid timeout_s 0: must be 1 to 3600" },
+    { "{\"cmd\": [\"true\"], \"timeout_s\": 3601}", "invalid timeout_s 3601: must be 1 to 3600" },
+    { "{\"cmd\": [\"true\"], \"timeout_s\": 1.5}",
+      "bad request body: json: cannot unmarshal number into field timeout_s of type integer" },
+    { "{\"cmd\": [\"true\"], \"stdin\": \"not base64!\"}", "invalid stdin: must be base64" },
+    { "{\"cmd\": [\"true\"], \"stdin\": \"aGVsbG8\"}", "invalid stdin: must be base64" },
+    { "{\"cmd\": [\"true\"], \"cwd\": \"tmp\"}", "invalid cwd: must be an absolute path" },
+    { "{\"cmd\": [\"true\"], \"user\": \"\"}", "invalid user: must not be empty" },
+    { "{\"cmd\": [\"true\"], \"tty\": true}", "bad request body: json: unknown field tty" },
+  };
+  guint i;
+
+  g_assert_no_error (error);
+  g_assert_cmpstr (req->argv[2], ==, "cat");
+  g_assert_cmpmem (g_bytes_get_data (req->stdin_data, NULL), g_bytes_get_size (req->stdin_data),
+                   "hello", 5);
+  g_assert_cmpstr (req->cwd, ==, "/tmp");
+  g_assert_cmpstr (g_hash_table_lookup (req->env, "A_1"), ==, "x");
+  g_assert_cmpstr (req->user, ==, "root");
+  g_assert_cmpuint (req->timeout_s, ==, 3600);
+
+  copy = box_exec_request_copy (req);
+  g_assert_cmpstr (copy->argv[0], ==, "sh");
+  g_assert_cmpstr (g_hash_table_lookup (copy->env, "A_1"), ==, "x");
+  g_assert_true (g_bytes_equal (copy->stdin_data, req->stdin_data));
+
+  defaults = box_exec_request_from_json (minimal, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (defaults->timeout_s, ==, 60);
+  g_assert_null (defaults->user);
+  g_assert_null (defaults->cwd);
+  g_assert_null (defaults->stdin_data);
+
+  for (i = 0; i < G_N_ELEMENTS (messages); i++) {
+    g_autofree char *message = exec_error (messages[i][0]);
+    g_assert_cmpstr (message, ==, messages[i][1]);
+  }
+  {
+    g_autofree char *message = exec_error ("{\"cmd\": [\"true\"], \"env\": {\"1X\": \"y\"}}");
+    g_assert_nonnull (strstr (message, "1X"));
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -709,5 +783,6 @@ main (int argc, char **argv)
   g_test_add_func ("/requests/secret-put", test_secret_put);
   g_test_add_func ("/requests/project-and-key", test_project_and_key);
   g_test_add_func ("/requests/not-an-object", test_not_an_object);
+  g_test_add_func ("/requests/exec-run", test_exec_run);
   return g_test_run ();
 }

@@ -1,0 +1,158 @@
+/* box-engine-subapi.c: what every call under /v1/sandboxes/{sandbox}/ shares:
+ * waking the sandbox, holding it awake, reaching its agent; and the
+ * one-shot exec built on them. */
+#include "config.h"
+
+#include "box-agent-client.h"
+#include "box-engine-private.h"
+#include "box-requests.h"
+
+static void
+hold_woken (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  BoxEngine *self = BOX_ENGINE (source);
+  g_autoptr(GTask) task = user_data;
+  GError *error = NULL;
+  BoxSandbox *sandbox = box_engine_change_state_finish (self, result, &error);
+  BoxSandboxRuntime *rt;
+
+  if (sandbox == NULL) {
+    g_task_return_error (task, error);
+    return;
+  }
+  rt = g_hash_table_lookup (self->runtime, sandbox->id);
+  g_assert (rt != NULL);
+  rt->holds++;
+  rt->last_active = g_get_real_time ();
+  g_task_return_pointer (task, sandbox, (GDestroyNotify) box_sandbox_free);
+}
+
+void
+box_engine_hold_async (BoxEngine *self, const char *project, const char *id_or_name,
+                       GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+
+  g_task_set_source_tag (task, box_engine_hold_async);
+  /* A wake of a running sandbox is a no-op that still goes through the
+   * sandbox's lock, so the hold starts after any operation in progress. */
+  box_engine_change_state_async (self, project, id_or_name, BOX_STATE_REQUEST_WAKE, cancellable,
+                                 hold_woken, task);
+}
+
+BoxSandbox *
+box_engine_hold_finish (BoxEngine *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+void
+box_engine_release (BoxEngine *self, const char *sandbox_id)
+{
+  BoxSandboxRuntime *rt = g_hash_table_lookup (self->runtime, sandbox_id);
+
+  if (rt == NULL)
+    return;   /* deleted meanwhile */
+  g_return_if_fail (rt->holds > 0);
+  rt->holds--;
+  rt->last_active = g_get_real_time ();
+}
+
+void
+box_engine_touch (BoxEngine *self, const char *sandbox_id)
+{
+  BoxSandboxRuntime *rt = g_hash_table_lookup (self->runtime, sandbox_id);
+
+  if (rt != NULL)
+    rt->last_active = g_get_real_time ();
+}
+
+BoxAgentClient *
+box_engine_get_agent (BoxEngine *self, const char *sandbox_id, GError **error)
+{
+  return box_hypervisor_get_agent (self->hypervisor, sandbox_id, error);
+}
+
+/* ---- exec/run ---------------------------------------------------------- */
+
+typedef struct {
+  BoxExecRequest *request;
+  char           *sandbox_id;
+  gboolean        held;
+} ExecRun;
+
+static void
+exec_run_free (ExecRun *run)
+{
+  g_clear_pointer (&run->request, box_exec_request_free);
+  g_free (run->sandbox_id);
+  g_free (run);
+}
+
+static void
+exec_run_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  BoxEngine *self = g_task_get_source_object (task);
+  ExecRun *run = g_task_get_task_data (task);
+  GError *error = NULL;
+  BoxExecResult *exec_result;
+
+  exec_result = box_agent_client_exec_run_finish (BOX_AGENT_CLIENT (source), result, &error);
+  box_engine_release (self, run->sandbox_id);
+  if (exec_result == NULL) {
+    g_task_return_error (task, error);
+    return;
+  }
+  g_task_return_pointer (task, exec_result, (GDestroyNotify) box_exec_result_free);
+}
+
+static void
+exec_run_held (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  BoxEngine *self = BOX_ENGINE (source);
+  GTask *task = user_data;
+  ExecRun *run = g_task_get_task_data (task);
+  g_autoptr(BoxSandbox) sandbox = NULL;
+  g_autoptr(BoxAgentClient) agent = NULL;
+  GError *error = NULL;
+
+  sandbox = box_engine_hold_finish (self, result, &error);
+  if (sandbox == NULL) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  run->sandbox_id = g_strdup (sandbox->id);
+  agent = box_engine_get_agent (self, sandbox->id, &error);
+  if (agent == NULL) {
+    box_engine_release (self, run->sandbox_id);
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  box_agent_client_exec_run_async (agent, run->request, g_task_get_cancellable (task),
+                                   exec_run_done, task);
+}
+
+void
+box_engine_exec_run_async (BoxEngine *self, const char *project, const char *id_or_name,
+                           const BoxExecRequest *request, GCancellable *cancellable,
+                           GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  ExecRun *run = g_new0 (ExecRun, 1);
+
+  g_task_set_source_tag (task, box_engine_exec_run_async);
+  run->request = box_exec_request_copy (request);
+  g_task_set_task_data (task, run, (GDestroyNotify) exec_run_free);
+  box_engine_hold_async (self, project, id_or_name, cancellable, exec_run_held, task);
+}
+
+BoxExecResult *
+box_engine_exec_run_finish (BoxEngine *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
