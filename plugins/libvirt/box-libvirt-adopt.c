@@ -98,7 +98,7 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
         box_libvirt_save_vm (self, vm);
       }
       vm->paused_at = g_get_monotonic_time ();
-      box_libvirt_schedule_cold (self, vm);
+      box_libvirt_schedule_cold (self, vm, self->config.hot_pause_s);
       g_message ("libvirt: adopted the paused VM %s of sandbox %s", domain, id);
     } else {
       g_message ("libvirt: the VM %s of sandbox %s is gone; its disk is kept", domain, id);

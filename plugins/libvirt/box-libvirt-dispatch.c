@@ -124,7 +124,7 @@ cold_timer_cb (gpointer user_data)
 /* After hot_pause_s, a hot pause turns cold.  The timer goes with the VM
  * (box_libvirt_vm_free), so it may point at the plugin unreferenced. */
 void
-box_libvirt_schedule_cold (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
+box_libvirt_schedule_cold (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, guint seconds)
 {
   ColdTimer *timer = g_new0 (ColdTimer, 1);
 
@@ -132,7 +132,7 @@ box_libvirt_schedule_cold (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
   timer->id = g_strdup (vm->id);
   if (vm->cold_source != 0)
     g_source_remove (vm->cold_source);
-  vm->cold_source = g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, self->config.hot_pause_s,
+  vm->cold_source = g_timeout_add_seconds_full (G_PRIORITY_DEFAULT, seconds,
                                                 cold_timer_cb, timer,
                                                 (GDestroyNotify) cold_timer_free);
 }

@@ -44,8 +44,9 @@ void          box_libvirt_detach_network   (BoxLibvirtPlugin *self, const char *
  * remove the VM's files. */
 gboolean      box_libvirt_resume_work      (BoxLibvirtPlugin *self, gpointer data, GError **error);
 gboolean      box_libvirt_destroy_work     (BoxLibvirtPlugin *self, gpointer data, GError **error);
-/* After hot_pause_s, a hot pause turns cold. */
-void          box_libvirt_schedule_cold    (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+/* After @seconds (hot_pause_s), a hot pause turns cold. */
+void          box_libvirt_schedule_cold    (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
+                                            guint seconds);
 void          box_libvirt_op_free          (BoxLibvirtOp *op);
 /* The steps of each operation, once the VM's lock is held
  * (box-libvirt-ops.c, box-libvirt-create.c). */

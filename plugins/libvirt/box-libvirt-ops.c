@@ -332,7 +332,7 @@ suspend_done (GObject *source, GAsyncResult *result, gpointer user_data)
     box_libvirt_cold_start (task);
     return;
   }
-  box_libvirt_schedule_cold (op->self, op->vm);
+  box_libvirt_schedule_cold (op->self, op->vm, op->self->config.hot_pause_s);
   box_libvirt_op_return (task, NULL);
 }
 
@@ -385,6 +385,7 @@ cold_done (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxLibvirtOp *op = box_libvirt_task_op (task);
   GError *error = NULL;
 
+  op->self->cold_running--;
   if (!box_libvirt_run_finish (result, &error)) {
     op->vm->expect_stop = FALSE;
     g_warning ("libvirt: cannot turn the pause of %s into a cold snapshot: %s", op->id,
@@ -409,6 +410,15 @@ box_libvirt_cold_start (GTask *task)
     box_libvirt_op_return (task, NULL);
     return;
   }
+  /* A cold snapshot of a fork reads all its RAM (seconds of CPU under
+   * TCG): one at a time in the background; a pause that waits for it
+   * (hot_pause_s=0) goes ahead. */
+  if (op->kind == BOX_LIBVIRT_JOB_COLD && op->self->cold_running > 0) {
+    box_libvirt_schedule_cold (op->self, op->vm, 2);
+    box_libvirt_op_return (task, NULL);
+    return;
+  }
+  op->self->cold_running++;
   op->vm->expect_stop = TRUE;
   box_libvirt_run_in_thread (op->self, cold_work, op, NULL, NULL, cold_done, task);
 }

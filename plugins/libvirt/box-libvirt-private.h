@@ -220,6 +220,7 @@ struct _BoxLibvirtPlugin {
   guint64            max_cpus;
   gboolean           started;
   GCancellable      *cancellable;    /* cancelled at stop */
+  guint              cold_running;   /* cold snapshots being made */
 
   GHashTable        *vms;            /* sandbox id -> BoxLibvirtVm* */
   GHashTable        *templates;      /* key -> BoxLibvirtTemplate* */
