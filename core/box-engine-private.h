@@ -55,6 +55,8 @@ gboolean box_engine_destroy_project_sandboxes_finish (BoxEngine *self, GAsyncRes
 /* box-engine.c */
 void     box_engine_emit                (BoxEngine *self, const char *type, const BoxSandbox *sandbox,
                                          JsonObject *detail);
+/* ::sandbox-interrupted */
+void     box_engine_emit_interrupted    (BoxEngine *self, const char *sandbox_id, const char *why);
 /* Checks that every name in @secrets exists in @project (400 invalid otherwise). */
 gboolean box_engine_check_secrets       (BoxEngine *self, const char *project,
                                          const char *const *secrets, GError **error);

@@ -741,6 +741,8 @@ run_state (BoxEngine *self, GTask *task)
     return;
   }
   op->from = op->sandbox->state;
+  if (vm_op == BOX_VM_OP_SUSPEND || vm_op == BOX_VM_OP_SHUTDOWN)
+    box_engine_emit_interrupted (self, op->sandbox->id, vm_op == BOX_VM_OP_SUSPEND ? "pause" : "stop");
   fill_vm_request (self, &vm, op);
   box_hypervisor_run_async (self->hypervisor, vm_op, &vm, NULL, state_done, task);
 }
@@ -893,6 +895,7 @@ run_delete (BoxEngine *self, GTask *task)
                                   op->sandbox->name));
     return;
   }
+  box_engine_emit_interrupted (self, op->sandbox->id, "delete");
   fill_vm_request (self, &vm, op);
   box_hypervisor_run_async (self->hypervisor, BOX_VM_OP_DESTROY, &vm, NULL, delete_done, task);
 }
@@ -1110,6 +1113,7 @@ mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
   BoxVmState vm_state = box_hypervisor_query (self->hypervisor, sandbox->id, &snapshot_at);
   g_autoptr(JsonObject) detail = json_object_new ();
 
+  box_engine_emit_interrupted (self, sandbox->id, "lost");
   if (vm_state == BOX_VM_STATE_SUSPENDED || (vm_state == BOX_VM_STATE_LOST && snapshot_at != 0)) {
     g_autofree char *at = box_time_format (snapshot_at);
 

@@ -14,6 +14,7 @@
 
 enum {
   SIGNAL_EVENT,
+  SIGNAL_SANDBOX_INTERRUPTED,
   N_SIGNALS
 };
 
@@ -52,6 +53,19 @@ box_engine_class_init (BoxEngineClass *klass)
    */
   signals[SIGNAL_EVENT] = g_signal_new ("event", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST,
                                         0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_POINTER);
+
+  /**
+   * BoxEngine::sandbox-interrupted:
+   * @sandbox_id: the sandbox
+   * @why: "pause", "stop", "delete", "lost", "checkpoint", "restore"
+   *
+   * Emitted before a sandbox stops running the way its streams knew it:
+   * every exec socket, port stream and file watch of the sandbox must end
+   * (WebSockets with close code 1011) when this fires.
+   */
+  signals[SIGNAL_SANDBOX_INTERRUPTED] =
+    g_signal_new ("sandbox-interrupted", G_TYPE_FROM_CLASS (klass), G_SIGNAL_RUN_LAST, 0, NULL,
+                  NULL, NULL, G_TYPE_NONE, 2, G_TYPE_STRING, G_TYPE_STRING);
 }
 
 static void
@@ -362,6 +376,12 @@ void
 box_engine_emit_event (BoxEngine *self, BoxEvent *event)
 {
   g_signal_emit (self, signals[SIGNAL_EVENT], 0, event);
+}
+
+void
+box_engine_emit_interrupted (BoxEngine *self, const char *sandbox_id, const char *why)
+{
+  g_signal_emit (self, signals[SIGNAL_SANDBOX_INTERRUPTED], 0, sandbox_id, why);
 }
 
 void

@@ -152,7 +152,10 @@ GPtrArray     *box_engine_get_network_defaults (BoxEngine *self);           /* B
 
 /* ---- events ----
  * ::event (BoxEvent *event) is emitted on the main thread for every event;
- * subscribers filter by project and sandbox themselves. */
+ * subscribers filter by project and sandbox themselves.
+ * ::sandbox-interrupted (const char *sandbox_id, const char *why) fires
+ * before a sandbox pauses, stops, is deleted, checkpointed with memory,
+ * restored, or found lost: its streams end then (WebSockets close 1011). */
 void           box_engine_emit_event         (BoxEngine *self, BoxEvent *event);
 
 G_END_DECLS
