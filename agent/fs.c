@@ -481,13 +481,22 @@ op_read (BaWorkCtx *w, const BaJson *req)
 }
 
 static void
+temp_name (char *out, size_t len, const char *base, int attempt)
+{
+  uint32_t rnd = 0;
+  if (getrandom (&rnd, sizeof rnd, 0) < 0)
+    rnd = (uint32_t) getpid () * 2654435761u + (uint32_t) attempt;
+  snprintf (out, len, ".%.200s.box-%08x", base, rnd);
+}
+
+static void
 op_write (BaWorkCtx *w, const BaJson *req)
 {
   char path[PATH_MAX], dir[PATH_MAX], tmp[NAME_MAX + 1];
   static uint8_t buf[1 << 16];
   const char *base;
   uint32_t mode;
-  bool mode_given, existed = false;
+  bool mode_given, existed = false, unnamed;
   struct stat st, old;
   int dfd, fd = -1;
   BaBuf b = { 0 };
@@ -523,11 +532,16 @@ op_write (BaWorkCtx *w, const BaJson *req)
     if (existed && !mode_given)
       mode = old.st_mode & 07777;
   }
+  /* an unnamed file (nothing is left behind if the call is abandoned or the
+   * guest stops), given a name only to be renamed over path */
+  fd = openat (dfd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+  unnamed = fd >= 0;
+  if (fd < 0 && errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) {
+    ba_work_errno (w, errno, "create", path);
+    return;
+  }
   for (int i = 0; i < 100 && fd < 0; i++) {
-    uint32_t rnd = 0;
-    if (getrandom (&rnd, sizeof rnd, 0) < 0)
-      rnd = (uint32_t) getpid () * 2654435761u + (uint32_t) i;
-    snprintf (tmp, sizeof tmp, ".%.200s.box-%08x", base, rnd);
+    temp_name (tmp, sizeof tmp, base, i);
     fd = openat (dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST) {
       ba_work_errno (w, errno, "create", path);
@@ -544,8 +558,10 @@ op_write (BaWorkCtx *w, const BaJson *req)
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0) {
-      unlinkat (dfd, tmp, 0);
-      ba_work_errno (w, errno, "read", "input");
+      int err = errno;
+      if (!unnamed)
+        unlinkat (dfd, tmp, 0);
+      ba_work_errno (w, err, "read", "input");
       return;
     }
     if (r == 0)
@@ -556,7 +572,8 @@ op_write (BaWorkCtx *w, const BaJson *req)
         continue;
       if (k < 0) {
         int err = errno;
-        unlinkat (dfd, tmp, 0);
+        if (!unnamed)
+          unlinkat (dfd, tmp, 0);
         ba_work_errno (w, err, "write", path);
         return;
       }
@@ -564,8 +581,22 @@ op_write (BaWorkCtx *w, const BaJson *req)
     }
   }
   if (!ba_work_wait_commit (w)) { /* abandoned: the old file stays */
-    unlinkat (dfd, tmp, 0);
+    if (!unnamed)
+      unlinkat (dfd, tmp, 0);
     _exit (1);
+  }
+  if (unnamed) {
+    char proc[64];
+    snprintf (proc, sizeof proc, "/proc/self/fd/%d", fd);
+    for (int i = 0; ; i++) {
+      temp_name (tmp, sizeof tmp, base, i);
+      if (linkat (AT_FDCWD, proc, dfd, tmp, AT_SYMLINK_FOLLOW) == 0)
+        break;
+      if (errno != EEXIST || i == 100) {
+        ba_work_errno (w, errno, "write", path);
+        return;
+      }
+    }
   }
   if (fchmod (fd, mode) < 0 || (existed && w->user == NULL && fchown (fd, old.st_uid, old.st_gid) < 0) ||
       fsync (fd) < 0 || renameat (dfd, tmp, dfd, base) < 0) {

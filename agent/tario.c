@@ -238,11 +238,12 @@ typedef struct {
   char msg[BA_TAR_NAME_MAX + 256];
 } TarIn;
 
+/* Stop with "<what> <name>: <why>". */
 static bool
-refuse (TarIn *t, const char **err, const char *code, const char *fmt, const char *name, const char *why)
+refuse (TarIn *t, const char **err, const char *code, const char *what, const char *name, const char *why)
 {
   t->code = code;
-  snprintf (t->msg, sizeof t->msg, fmt, name, why);
+  snprintf (t->msg, sizeof t->msg, "%s %s: %s", what, name, why);
   *err = t->msg;
   return false;
 }
@@ -264,6 +265,10 @@ open_parent (TarIn *t, const char *rel, bool create, const char **base, const ch
   dir[dlen] = 0;
   if (t->cached_fd >= 0 && strcmp (dir, t->cached) == 0)
     return t->cached_fd;
+  if (t->cached_fd >= 0)
+    close (t->cached_fd);
+  t->cached_fd = -1;
+  memcpy (t->cached, dir, dlen + 1); /* before the walk cuts dir into components */
   cur = dup (t->root);
   for (char *c = dir, *next; cur >= 0 && *c != 0; c = next) {
     int fd;
@@ -281,22 +286,19 @@ open_parent (TarIn *t, const char *rel, bool create, const char **base, const ch
       bool link = e == ELOOP || (fstatat (cur, c, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK (st.st_mode));
       close (cur);
       if (link)
-        refuse (t, err, "invalid", "entry %s goes through a symlink%s", rel, "");
+        refuse (t, err, "invalid", "entry", rel, "goes through a symlink");
       else if (e == ENOTDIR)
-        refuse (t, err, "invalid", "entry %s: %s", rel, "a parent is not a directory");
+        refuse (t, err, "invalid", "entry", rel, "a parent is not a directory");
       else
-        refuse (t, err, ba_errno_code (e), "entry %s: %s", rel, strerror (e));
+        refuse (t, err, ba_errno_code (e), "entry", rel, strerror (e));
       return -1;
     }
     close (cur);
     cur = fd;
   }
   if (cur < 0)
-    return refuse (t, err, "failed", "entry %s: %s", rel, strerror (errno)), -1;
-  if (t->cached_fd >= 0)
-    close (t->cached_fd);
+    return refuse (t, err, "failed", "entry", rel, strerror (errno)), -1;
   t->cached_fd = cur;
-  memcpy (t->cached, dir, dlen + 1);
   return cur;
 }
 
@@ -308,9 +310,9 @@ clear_name (TarIn *t, int pfd, const char *base, const char *rel, const char **e
   if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return true;
   if (S_ISDIR (st.st_mode))
-    return refuse (t, err, "conflict", "entry %s: %s", rel, "a directory is in the way");
+    return refuse (t, err, "conflict", "entry", rel, "a directory is in the way");
   if (unlinkat (pfd, base, 0) < 0)
-    return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+    return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
   return true;
 }
 
@@ -326,10 +328,10 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
   t->cur = *e;
   t->fd = -1;
   if (!ba_tar_name_check (e->name, rel, sizeof rel, &why))
-    return refuse (t, err, "invalid", "entry %s: %s", e->name, why);
+    return refuse (t, err, "invalid", "entry", e->name, why);
   if (rel[0] == 0) { /* the directory itself */
     if (e->type != '5')
-      return refuse (t, err, "invalid", "entry %s: %s", e->name, "names the directory itself");
+      return refuse (t, err, "invalid", "entry", e->name, "names the directory itself");
     return true;
   }
   if (e->type != '0' && e->type != '1' && e->type != '2' && e->type != '5') {
@@ -343,9 +345,9 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
   case '5': {
     struct stat st;
     if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR (st.st_mode) && unlinkat (pfd, base, 0) < 0)
-      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+      return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
     if (mkdirat (pfd, base, 0700) < 0 && errno != EEXIST)
-      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+      return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
     if (t->nmodes == t->cmodes) {
       DirMode *nm;
       t->cmodes = t->cmodes ? t->cmodes * 2 : 64;
@@ -363,18 +365,18 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
       return false;
     t->fd = openat (pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (t->fd < 0)
-      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+      return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
     break;
   case '2':
     if (!clear_name (t, pfd, base, rel, err))
       return false;
     if (symlinkat (e->link, pfd, base) < 0)
-      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", rel, strerror (errno));
+      return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
     utimensat (pfd, base, ts, AT_SYMLINK_NOFOLLOW);
     break;
   case '1':
     if (!ba_tar_name_check (e->link, trel, sizeof trel, &why) || trel[0] == 0)
-      return refuse (t, err, "invalid", "hard link %s: %s", rel, why != NULL ? why : "links to the directory");
+      return refuse (t, err, "invalid", "hard link", rel, why != NULL ? why : "links to the directory");
     if (!clear_name (t, pfd, base, rel, err))
       return false;
     pfd = dup (pfd); /* the cache may move to the target's directory */
@@ -386,7 +388,7 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
     if (linkat (tpfd, tbase, pfd, base, 0) < 0) {
       int errn = errno;
       close (pfd);
-      return refuse (t, err, errn == ENOENT ? "invalid" : ba_errno_code (errn), "hard link %s: %s", rel, strerror (errn));
+      return refuse (t, err, errn == ENOENT ? "invalid" : ba_errno_code (errn), "hard link", rel, strerror (errn));
     }
     close (pfd);
     break;
@@ -404,7 +406,7 @@ put_data (void *ud, const uint8_t *p, size_t n, const char **err)
     if (k < 0 && errno == EINTR)
       continue;
     if (k < 0)
-      return refuse (t, err, ba_errno_code (errno), "entry %s: %s", t->cur.name, strerror (errno));
+      return refuse (t, err, ba_errno_code (errno), "entry", t->cur.name, strerror (errno));
     p += k;
     n -= (size_t) k;
   }

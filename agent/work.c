@@ -30,6 +30,7 @@ struct BaWorker {
   uint32_t chan_id;
   BaChan *chan;
   bool has_out;
+  bool graceful;      /* has host input: abandoned by closing it, not killed */
   bool replied, failed, exited, res_eof, dead;
   int status;
   BaWorker *next;
@@ -242,6 +243,7 @@ ba_work_start (int64_t id, uint32_t chan, const BaJson *req, int flags, BaWorkFn
   w->id = id;
   w->chan_id = chan;
   w->has_out = (flags & BA_WORK_OUT) != 0;
+  w->graceful = (flags & BA_WORK_IN) != 0;
   if (chan != 0)
     c = ba_chan_new (chan, BA_CH_PROC);
   if (chan != 0 && c == NULL) {
@@ -328,7 +330,10 @@ ba_work_input_done (BaWorker *w)
 void
 ba_work_abort (BaWorker *w)
 {
-  if (!w->exited)
+  /* A worker reading host input sees its end (no commit byte) once the
+   * agent closed its side, and cleans up (fs-write removes its temporary
+   * file); the others are killed. */
+  if (!w->exited && !w->graceful)
     kill (w->pid, SIGKILL);
   w->chan = NULL;
   w->dead = true;
