@@ -487,7 +487,11 @@ static void
 on_out (void *obj, int s, short revents)
 {
   BaChan *c = obj;
-  chan_pump_out (c, s);
+  /* a few chunks per turn while the host has room: fewer loop turns for a
+   * fast producer, still bounded so the other channels get their turn */
+  for (int i = 0; i < 8 && ba_out_pending () < BA_OUT_QUEUE_HIGH; i++)
+    if (!chan_pump_out (c, s))
+      break;
 }
 
 void
@@ -577,7 +581,8 @@ ba_chan_tick (int64_t now)
     if (c->w != NULL) {
       /* a worker's channel ends once its output is drained and the worker
        * finished (its last events go first) */
-      if (ba_work_finished (c->w) && (c->p.fd_out < 0 || c->eof[BA_STDOUT]))
+      if (ba_work_finished (c->w) &&
+          (c->p.fd_out < 0 || c->eof[BA_STDOUT] || !ba_work_replied (c->w) || ba_work_failed (c->w)))
         ba_work_end_chan (c->w);
       continue;
     }

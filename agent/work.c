@@ -279,6 +279,12 @@ ba_work_replied (BaWorker *w)
 }
 
 bool
+ba_work_failed (BaWorker *w)
+{
+  return w->failed;
+}
+
+bool
 ba_work_finished (BaWorker *w)
 {
   return w->res_eof && w->exited;

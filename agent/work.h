@@ -56,6 +56,7 @@ void ba_work_start (int64_t id, uint32_t chan, const BaJson *req, int flags, BaW
 
 bool ba_work_replied (BaWorker *w);
 bool ba_work_finished (BaWorker *w);
+bool ba_work_failed (BaWorker *w);
 /* The worker finished and its channel's output is drained: send EOF (when
  * it succeeded), its last events, and CLOSE. */
 void ba_work_end_chan (BaWorker *w);
