@@ -117,6 +117,24 @@ step_done (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
+exec_step_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  Setup *setup = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxExecResult) exec = box_agent_client_exec_run_finish (BOX_AGENT_CLIENT (source),
+                                                                    result, &error);
+
+  if (exec == NULL && setup->error == NULL)
+    setup->error = setup_error (setup, error, "a first command in the guest");
+  else if (exec != NULL && exec->exit_code != 0 && setup->error == NULL)
+    setup->error = g_error_new (BOX_ERROR, BOX_ERROR_INTERNAL,
+                                "`true` in the guest exited with %d", exec->exit_code);
+  if (--setup->pending == 0)
+    setup_return (task);
+}
+
+static void
 step (GTask *task, const char *op, JsonObject *args)
 {
   Setup *setup = g_task_get_task_data (task);
@@ -200,6 +218,16 @@ run_steps (GTask *task)
   }
   if (setup->steps & BOX_LIBVIRT_GUEST_SYNC)
     step (task, "sync", NULL);
+  if (setup->steps & BOX_LIBVIRT_GUEST_EXEC) {
+    /* a first command as the default user: fork, exec, the dynamic
+     * linker, PAM-free setuid, all translated once */
+    char *argv[] = { (char *) "true", NULL };
+    BoxExecRequest request = { .argv = argv, .timeout_s = 30 };
+
+    setup->pending++;
+    box_agent_client_exec_run_async (setup->agent, &request, setup->cancellable, exec_step_done,
+                                     task);
+  }
   if (--setup->pending == 0)
     setup_return (task);
 }

@@ -30,6 +30,7 @@ typedef struct {
   char             *domain;
   char             *xml;
   gboolean          resize;
+  gboolean          graceful;    /* the guest was asked to power off */
   gboolean          locked;
   gint64            started;
 } BoxLibvirtOp;

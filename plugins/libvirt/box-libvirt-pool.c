@@ -20,8 +20,9 @@
  * takes 60-100 ms, the second 1-6 ms.  And an agent whose host side was
  * away polls for it every 50 ms.  So a pool domain is not only restored: it
  * runs briefly with our agent connection open, goes through what a create
- * will ask of it (clock, entropy, hostname, network, growing the disk a
- * to its size, env), and is paused again, its connection kept.  A create
+ * will ask of it (clock, entropy, hostname, network, growing the disk to
+ * its size, env) and what a user does first (a command), and is paused
+ * again, its connection kept.  A create
  * then costs a resume and one pipelined round of requests on warm code.
  *
  * Pool disks have the template's default size: growing ext4 from the
@@ -40,11 +41,13 @@ typedef struct {
   gint64              started;
   guint               pending;    /* resume and guest setup run together */
   GError             *error;
+  gint                cancelled;  /* atomic: the plugin stopped */
 } Fill;
 
 static void
 fill_free (Fill *fill)
 {
+  fill->tmpl->in_flight = g_list_remove (fill->tmpl->in_flight, fill);
   g_object_unref (fill->self);
   g_clear_pointer (&fill->slot, box_libvirt_slot_free);
   g_free (fill->xml);
@@ -77,6 +80,11 @@ fill_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   dom = box_libvirt_domain_start (conn, fill->xml, TRUE, fill->tmpl->memory_mib,
                                   self->config.tb_cache_mib, error);
   ok = dom != NULL && box_libvirt_migrate_load (dom, state, TRUE, error);
+  if (ok && g_atomic_int_get (&fill->cancelled)) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                         "the hypervisor is stopping");
+    ok = FALSE;
+  }
   if (ok && fill->slot->disk_bytes > self->image->rootfs_bytes &&
       virDomainBlockResize (dom, "vda", fill->slot->disk_bytes,
                             VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0)
@@ -243,7 +251,7 @@ fill_restored (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxLibvirtGuestSetup setup = {
     .socket_path = socket,
     .steps = BOX_LIBVIRT_GUEST_TIME | BOX_LIBVIRT_GUEST_RANDOM | BOX_LIBVIRT_GUEST_HOSTNAME |
-             BOX_LIBVIRT_GUEST_ENV,
+             BOX_LIBVIRT_GUEST_ENV | BOX_LIBVIRT_GUEST_EXEC,
     .hostname = "box",
     .net = fill->slot->net,
     .env = NULL,
@@ -327,6 +335,7 @@ box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *
   fill->xml = box_libvirt_domain_xml (&spec);
   if (waiter == NULL)
     tmpl->filling++;
+  tmpl->in_flight = g_list_prepend (tmpl->in_flight, fill);
   box_libvirt_pool_record_add (self, fill->slot->vm_id);
   box_libvirt_run_in_thread (self, fill_work, fill, NULL, NULL, fill_restored, fill);
 }
@@ -406,6 +415,18 @@ box_libvirt_templates_drain (BoxLibvirtPlugin *self)
     while ((slot = g_queue_pop_head (&tmpl->slots)) != NULL) {
       slot_discard (self, slot);
       box_libvirt_slot_free (slot);
+    }
+    /* fills under way: their domains go now; their threads notice (and
+     * what a crash leaves, the pool records tell the next start) */
+    for (GList *l = tmpl->in_flight; l != NULL; l = l->next) {
+      Fill *fill = l->data;
+      virConnectPtr conn = box_libvirt_conn_get (self->conn, NULL);
+
+      g_atomic_int_set (&fill->cancelled, 1);
+      if (conn != NULL) {
+        box_libvirt_domain_destroy (conn, fill->domain, NULL);
+        virConnectClose (conn);
+      }
     }
   }
 }

@@ -258,6 +258,7 @@ typedef enum {
   BOX_LIBVIRT_GUEST_GROW_FS  = 1 << 4,   /* grow-fs */
   BOX_LIBVIRT_GUEST_ENV      = 1 << 5,   /* set-env */
   BOX_LIBVIRT_GUEST_SYNC     = 1 << 6,   /* sync */
+  BOX_LIBVIRT_GUEST_EXEC     = 1 << 7,   /* run `true` (warming up) */
 } BoxLibvirtGuestSteps;
 
 typedef struct {
@@ -297,7 +298,8 @@ struct _BoxLibvirtTemplate {
   gboolean       building;
   GPtrArray     *waiters;        /* GTask*, waiting for the build */
   GQueue         slots;          /* BoxLibvirtSlot*, restored and paused */
-  guint          filling;
+  guint          filling;        /* pool fills under way */
+  GList         *in_flight;      /* every fill under way (Fill*, box-libvirt-pool.c) */
 };
 
 typedef struct {

@@ -87,6 +87,7 @@ box_libvirt_template_free (BoxLibvirtTemplate *tmpl)
   if (tmpl == NULL)
     return;
   g_assert (tmpl->waiters->len == 0);
+  g_assert (tmpl->in_flight == NULL);
   g_ptr_array_unref (tmpl->waiters);
   g_queue_clear_full (&tmpl->slots, (GDestroyNotify) box_libvirt_slot_free);
   g_free (tmpl->key);
