@@ -243,7 +243,7 @@ ba_chan_exec (int64_t id, uint32_t chan, const BaJson *req)
     ba_reply_error (id, BA_E_INVALID, "timeout_ms and limit must be non-negative integers");
     return;
   }
-  if (ba_json_get (req, "session") != NULL || ba_json_get (req, "detachable") != NULL) {
+  if (ba_json_get (req, "session") != NULL || ba_json_get_bool (req, "detachable", false)) {
     ba_session_exec (id, chan, req, timeout_ms);
     return;
   }

@@ -5,7 +5,8 @@
  *   box-agent --connect PATH  serve on a Unix socket, connecting to PATH (host tests)
  * Options for tests: --api-socket PATH (the in-sandbox socket; PID 1 uses
  * /run/box/api.sock), --hooks-dir DIR (presuspend hooks; PID 1 uses
- * /var/lib/box/hooks/presuspend.d).
+ * /var/lib/box/hooks/presuspend.d), --session-keep-ms N (how long exited
+ * sessions stay, 10 minutes by default).
  */
 
 #include <dirent.h>
@@ -701,6 +702,8 @@ main (int argc, char **argv)
       ba_api_socket_path = argv[++i];
     else if (strcmp (argv[i], "--hooks-dir") == 0 && i + 1 < argc)
       ba_hooks_dir = argv[++i];
+    else if (strcmp (argv[i], "--session-keep-ms") == 0 && i + 1 < argc)
+      ba_session_keep_ms = atoll (argv[++i]);
     else if (strcmp (argv[i], "--version") == 0) {
       printf ("box-agent %s (protocol %d)\n", BA_AGENT_VERSION, BA_VERSION);
       return 0;

@@ -45,6 +45,7 @@ struct BaSession {
 };
 
 static BaSession *sessions;
+int64_t ba_session_keep_ms = BA_SESSION_KEEP_MS;
 
 static int64_t
 unix_ms (void)
@@ -279,7 +280,7 @@ ba_session_timeout (int64_t now)
     else if (s->exited && !s->done)
       t = 10;
     else if (s->done)
-      t = s->exited_at + BA_SESSION_KEEP_MS - now;
+      t = s->exited_at + ba_session_keep_ms - now;
     else
       continue;
     if (t < 0)
@@ -313,7 +314,7 @@ ba_session_tick (int64_t now)
         session_close_fds (s);
       }
     }
-    if (s->done && now - s->exited_at >= BA_SESSION_KEEP_MS)
+    if (s->done && now - s->exited_at >= ba_session_keep_ms)
       session_free (s);
   }
 }

@@ -9,6 +9,7 @@
 
 #define BA_SESSION_RING (1u << 20)        /* output kept per session */
 #define BA_SESSION_KEEP_MS (10 * 60 * 1000) /* exited sessions stay listed */
+extern int64_t ba_session_keep_ms;          /* BA_SESSION_KEEP_MS; --session-keep-ms in tests */
 #define BA_SESSION_MAX 1024
 
 /* exec with "session": start it and attach channel chan (the owner). */

@@ -36,6 +36,7 @@ def slurp(path, mode="r"):
 
 class AgentCase(unittest.TestCase):
     hello_first = True
+    extra_args = []
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="box-agent-test-")
@@ -48,7 +49,7 @@ class AgentCase(unittest.TestCase):
         ls.bind(sp)
         ls.listen(1)
         self.log = open(os.path.join(self.tmp, "agent.log"), "wb")
-        self.proc = subprocess.Popen([AGENT, "--connect", sp, "--api-socket", self.api, "--hooks-dir", self.hooks],
+        self.proc = subprocess.Popen([AGENT, "--connect", sp, "--api-socket", self.api, "--hooks-dir", self.hooks] + self.extra_args,
                                      stderr=self.log)
         ls.settimeout(10)
         c, _ = ls.accept()
@@ -291,6 +292,28 @@ class Sessions(AgentCase):
             self.assertTrue(self.a.collect(c, timeout=5)["closed"])
         self.wait_for(lambda: os.path.exists(mark), what="SIGHUP")
         self.assertFalse(self.session("s-keeprun001")["exited"])
+
+
+class SessionRetention(AgentCase):
+    extra_args = ["--session-keep-ms", "1500"]
+
+    def test_exited_sessions_expire(self):
+        chan, r = self.a.open("exec", argv=["sh", "-c", "echo bye"], user="root", session="s-expiring01")
+        self.a.collect(chan)
+        t0 = time.monotonic()
+        s = self.session("s-expiring01")
+        self.assertTrue(s["exited"])
+        # still there with its output
+        chan, r = self.a.open("attach", session="s-expiring01")
+        self.assertEqual(self.a.collect(chan)["data"][1], b"bye\n")
+        self.wait_for(lambda: self.session("s-expiring01") is None, what="the session to be forgotten")
+        self.assertGreater(time.monotonic() - t0, 1.0)
+        self.assertAgentError("not_found", "attach", chan=chan, session="s-expiring01")
+        # a running session is never forgotten
+        chan, r = self.a.open("exec", argv=["sleep", "3"], user="root", session="s-stillhere1", detachable=True)
+        self.a.send(ba.CLOSE, 0, chan)
+        time.sleep(2)
+        self.assertIsNotNone(self.session("s-stillhere1"))
 
 
 class Files(AgentCase):
