@@ -342,11 +342,12 @@ op_rename (BaWorkCtx *w, const BaJson *req)
 /* Remove name in dfd and everything below it, never following symlinks.
  * Returns 0 or an errno value (err_path gets where). */
 static int
-remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *path)
+remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *path, dev_t dev)
 {
   int fd, err = 0;
   size_t n = 0;
   char **names;
+  struct stat st;
   if (unlinkat (dfd, name, 0) == 0)
     return 0;
   if (errno != EISDIR && errno != EPERM) {
@@ -354,6 +355,12 @@ remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *
     return errno;
   }
   fd = openat (dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0 && fstat (fd, &st) == 0 && st.st_dev != dev) {
+    /* another filesystem is mounted here: never emptied */
+    close (fd);
+    snprintf (err_path, len, "%s", path);
+    return EBUSY;
+  }
   names = fd >= 0 ? list_names (fd, &n) : NULL;
   if (names == NULL) {
     snprintf (err_path, len, "%s", path);
@@ -365,7 +372,7 @@ remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *
   for (size_t i = 0; i < n && err == 0; i++) {
     char sub[PATH_MAX];
     snprintf (sub, sizeof sub, "%s/%s", path, names[i]);
-    err = remove_tree (fd, names[i], err_path, len, sub);
+    err = remove_tree (fd, names[i], err_path, len, sub, dev);
   }
   for (size_t i = 0; i < n; i++)
     free (names[i]);
@@ -419,7 +426,7 @@ op_delete (BaWorkCtx *w, const BaJson *req)
     ba_work_errno (w, errno, "delete", path);
     return;
   }
-  err = remove_tree (dfd, base_name (path), where, sizeof where, path);
+  err = remove_tree (dfd, base_name (path), where, sizeof where, path, st.st_dev);
   if (err != 0)
     ba_work_errno (w, err, "delete", where);
   else

@@ -359,6 +359,20 @@ class Files(AgentCase):
         self.assertAgentError("not_found", "fs-delete", path=self.path("x"))
         self.assertAgentError("unknown_user", "fs-stat", path=d, user="no-such-user-here")
 
+    def test_recursive_delete_stops_at_a_mount(self):
+        m = self.path("tree", "mnt")
+        os.makedirs(m)
+        if subprocess.run(["mount", "-t", "tmpfs", "boxtest", m], stderr=subprocess.DEVNULL).returncode != 0:
+            self.skipTest("cannot mount a tmpfs here")
+        try:
+            with open(os.path.join(m, "precious"), "w") as f:
+                f.write("keep")
+            e = self.assertAgentError("failed", "fs-delete", path=self.path("tree"), recursive=True)
+            self.assertIn("mnt", e.message)
+            self.assertEqual(slurp(os.path.join(m, "precious")), "keep")
+        finally:
+            subprocess.run(["umount", m])
+
     def test_list_with_channel(self):
         d = self.path("many")
         os.mkdir(d)
