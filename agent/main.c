@@ -568,11 +568,13 @@ host_gone (int64_t now, int64_t *retry_at)
 }
 
 static int64_t retry_at;
+static bool port_event; /* on_port ran this turn */
 
 static void
 on_port (void *obj, int tag, short re)
 {
   int64_t now = ba_now_ms ();
+  port_event = true;
   if (re & POLLIN) {
     uint8_t buf[65536];
     ssize_t r = read (conn.fd, buf, sizeof buf);
@@ -635,6 +637,7 @@ serve (void)
     ba_session_pump ();
 
     pset.n = 0;
+    port_event = false;
     ba_poll_add (sfd, POLLIN, on_signal, NULL, 0);
     poll_port = conn.fd >= 0 && (conn.connected || now >= retry_at);
     if (poll_port)
@@ -668,7 +671,8 @@ serve (void)
         pset.ent[i].fn (pset.ent[i].obj, pset.ent[i].tag, pset.pfd[i].revents);
     reap ();
 
-    if (!poll_port && conn.fd >= 0 && !conn.connected && now >= retry_at) {
+    /* a host that connected but sends nothing yet shows no event: look */
+    if (!port_event && conn.fd >= 0 && !conn.connected && now >= retry_at) {
       struct pollfd p = { .fd = conn.fd, .events = POLLIN };
       if (poll (&p, 1, 0) >= 0 && !(p.revents & POLLHUP)) {
         conn.connected = true;
