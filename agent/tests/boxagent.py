@@ -239,7 +239,7 @@ class Agent:
             if off >= len(stdin) and not sent_eof:
                 self.send(EOF, 0, chan)
                 sent_eof = True
-            t, s, ch, p = self.frame(timeout + 30)
+            t, s, ch, p = self.next_frame(chan, timeout + 30)
             if ch != chan:
                 continue
             if t == DATA:
