@@ -13,52 +13,8 @@
 
 #define READ_CHUNK 65536
 #define WRITE_COALESCE 65536
-/* hello is sent again after this long without an answer */
-#define HELLO_RETRY_MS 1000
 /* agent-opened channels at once: each may hold a window of data */
 #define MAX_AGENT_CHANNELS 1024
-
-typedef struct {
-  BoxAgentClient *self;         /* not a reference: the table is the client's */
-  gint64 id;
-  GTask *task;                  /* NULL once completed early (cancelled) */
-  GSource *cancel_source;
-  BoxAgentChannel *channel;     /* an open: the channel it opens (a reference) */
-} Call;
-
-struct _BoxAgentClient {
-  GObject parent_instance;
-
-  GIOStream *stream;
-  GMainContext *context;
-  GCancellable *io_cancellable;
-  BoxAgentDecoder *decoder;
-  gboolean started;             /* reader running, hello sent */
-  gboolean synced;              /* our hello's reply arrived */
-  gboolean closed;
-  gboolean reading;
-  gboolean stream_closed;
-
-  gint64 hello_id;
-  char *nonce;
-  GTask *connect_task;
-  GSource *connect_cancel;
-  GSource *hello_timer;         /* sends hello again until the reply comes */
-  GQueue held_requests;         /* GBytes: requests made before the reply */
-  JsonObject *info;
-  guint32 window;
-
-  GQueue urgent;                /* GBytes frames: credits and requests */
-  GQueue normal;                /* GBytes frames: everything else, in order */
-  gsize queued_bytes;
-  gboolean writing;
-
-  gint64 next_id;
-  guint32 next_chan;
-  GHashTable *calls;            /* &Call.id -> Call */
-  GHashTable *channels;         /* GUINT_TO_POINTER (id) -> BoxAgentChannel */
-  guint n_agent_channels;       /* of those, opened by the agent */
-};
 
 enum { SIGNAL_EVENT, SIGNAL_CLOSED, SIGNAL_CHANNEL_OPENED, N_SIGNALS };
 static guint signals[N_SIGNALS];
@@ -75,11 +31,7 @@ typedef struct {
   GBytes *bytes;
 } WriteOp;
 
-static void start_read (BoxAgentClient *self);
 static void flush_output (BoxAgentClient *self);
-static void client_lost (BoxAgentClient *self, const char *why);
-static void send_hello (BoxAgentClient *self, gboolean flush);
-static void stop_hello (BoxAgentClient *self);
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -103,8 +55,8 @@ box_agent_watch_cancellable (GMainContext *context, GCancellable *cancellable,
   return source;
 }
 
-static void
-destroy_source (GSource **source)
+void
+box_agent_destroy_source (GSource **source)
 {
   if (*source == NULL)
     return;
@@ -113,37 +65,15 @@ destroy_source (GSource **source)
 }
 
 GError *
-box_agent_error_from_reply (JsonObject *reply)
-{
-  JsonNode *node = json_object_get_member (reply, "error");
-  JsonObject *err = node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
-  const char *code = box_agent_json_get_string (err, "code");
-  const char *message = box_agent_json_get_string (err, "message");
-
-  if (code == NULL)
-    code = "unknown";
-  if (message == NULL || *message == '\0')
-    message = code;
-  if (g_str_equal (code, "invalid") || g_str_equal (code, "executable_not_found") ||
-      g_str_equal (code, "unknown_user") || g_str_equal (code, "bad_cwd"))
-    return g_error_new_literal (BOX_ERROR, BOX_ERROR_INVALID, message);
-  if (g_str_equal (code, "permission_denied"))
-    return g_error_new_literal (BOX_ERROR, BOX_ERROR_PERMISSION_DENIED, message);
-  if (g_str_equal (code, "not_found"))
-    return g_error_new_literal (BOX_ERROR, BOX_ERROR_NOT_FOUND, message);
-  return g_error_new (BOX_ERROR, BOX_ERROR_INTERNAL, "agent: %s: %s", code, message);
-}
-
-static GError *
-gone_error (void)
+box_agent_gone_error (void)
 {
   return g_error_new_literal (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE, BOX_AGENT_GONE_MESSAGE);
 }
 
-static void
-call_free (Call *call)
+void
+box_agent_call_free (Call *call)
 {
-  destroy_source (&call->cancel_source);
+  box_agent_destroy_source (&call->cancel_source);
   g_clear_object (&call->task);
   g_clear_object (&call->channel);
   g_free (call);
@@ -161,8 +91,8 @@ box_agent_client_send_frame (BoxAgentClient *client, GBytes *frame, gboolean urg
   flush_output (client);
 }
 
-static void
-send_frame_take (BoxAgentClient *self, GBytes *frame, gboolean urgent)
+void
+box_agent_client_send_frame_take (BoxAgentClient *self, GBytes *frame, gboolean urgent)
 {
   box_agent_client_send_frame (self, frame, urgent);
   g_bytes_unref (frame);
@@ -188,7 +118,7 @@ write_done (GObject *source, GAsyncResult *result, gpointer data)
       self != NULL && !self->closed) {
     g_autofree char *why = g_strdup_printf ("writing: %s", error->message);
 
-    client_lost (self, why);
+    box_agent_client_lost (self, why);
   }
   if (self != NULL) {
     self->writing = FALSE;
@@ -243,29 +173,11 @@ flush_output (BoxAgentClient *self)
   g_main_context_pop_thread_default (self->context);
 }
 
-static JsonObject *
-request_new (JsonObject *args, gint64 id, const char *op)
-{
-  JsonObject *req = json_object_new ();
-
-  if (args != NULL) {
-    JsonObjectIter iter;
-    const char *name;
-    JsonNode *node;
-
-    json_object_iter_init (&iter, args);
-    while (json_object_iter_next (&iter, &name, &node))
-      json_object_set_member (req, name, json_node_copy (node));
-  }
-  json_object_set_int_member (req, "id", id);
-  json_object_set_string_member (req, "op", op);
-  return req;
-}
 
 /* ---- closing ------------------------------------------------------------- */
 
-static void
-client_lost (BoxAgentClient *self, const char *why)
+void
+box_agent_client_lost (BoxAgentClient *self, const char *why)
 {
   g_autoptr(BoxAgentClient) keep = g_object_ref (self);
   g_autoptr(GError) closed_error = NULL;
@@ -281,7 +193,7 @@ client_lost (BoxAgentClient *self, const char *why)
   g_queue_clear_full (&self->normal, (GDestroyNotify) g_bytes_unref);
   g_queue_clear_full (&self->held_requests, (GDestroyNotify) g_bytes_unref);
   self->queued_bytes = 0;
-  stop_hello (self);
+  box_agent_client_stop_hello (self);
   if (!self->reading && !self->writing && !self->stream_closed) {
     self->stream_closed = TRUE;
     g_io_stream_close_async (self->stream, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
@@ -290,8 +202,8 @@ client_lost (BoxAgentClient *self, const char *why)
   if (self->connect_task != NULL) {
     GTask *task = g_steal_pointer (&self->connect_task);
 
-    destroy_source (&self->connect_cancel);
-    g_task_return_error (task, gone_error ());
+    box_agent_destroy_source (&self->connect_cancel);
+    g_task_return_error (task, box_agent_gone_error ());
     g_object_unref (task);
   }
   /* steal both tables first: completions may call back into the client */
@@ -306,8 +218,8 @@ client_lost (BoxAgentClient *self, const char *why)
     if (call->channel != NULL)
       box_agent_channel_lost (call->channel);
     if (call->task != NULL)
-      g_task_return_error (call->task, gone_error ());
-    call_free (call);
+      g_task_return_error (call->task, box_agent_gone_error ());
+    box_agent_call_free (call);
   }
   for (GList *l = channels; l != NULL; l = l->next) {
     box_agent_channel_lost (l->data);
@@ -322,81 +234,12 @@ void
 box_agent_client_close (BoxAgentClient *self)
 {
   g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
-  client_lost (self, "closed by the host");
+  box_agent_client_lost (self, "closed by the host");
 }
 
 /* ---- input --------------------------------------------------------------- */
 
-static void
-hello_reply (BoxAgentClient *self, JsonObject *msg)
-{
-  gint64 id = 0, version = 0, window = 0;
-  const char *nonce = box_agent_json_get_string (msg, "nonce");
-  GTask *task;
 
-  /* anything else is left over from before: ready, stale replies */
-  if (!box_agent_json_get_int (msg, "id", &id) || id != self->hello_id ||
-      nonce == NULL || g_strcmp0 (nonce, self->nonce) != 0)
-    return;
-  self->synced = TRUE;
-  stop_hello (self);
-  task = g_steal_pointer (&self->connect_task);
-  destroy_source (&self->connect_cancel);
-  if (!box_agent_json_get_bool (msg, "ok", FALSE) ||
-      !box_agent_json_get_int (msg, "version", &version) || version != BOX_AGENT_PROTOCOL_VERSION) {
-    g_autoptr(GError) error = NULL;
-
-    if (!box_agent_json_get_bool (msg, "ok", FALSE))
-      error = box_agent_error_from_reply (msg);
-    else
-      error = g_error_new (BOX_ERROR, BOX_ERROR_INTERNAL,
-                           "the agent speaks protocol version %" G_GINT64_FORMAT ", not %d",
-                           version, BOX_AGENT_PROTOCOL_VERSION);
-    if (task != NULL)
-      g_task_return_error (task, g_steal_pointer (&error));
-    g_clear_object (&task);
-    client_lost (self, "hello refused");
-    return;
-  }
-  g_clear_pointer (&self->info, json_object_unref);
-  self->info = json_object_ref (msg);
-  json_object_remove_member (self->info, "id");
-  json_object_remove_member (self->info, "ok");
-  json_object_remove_member (self->info, "nonce");
-  if (box_agent_json_get_int (msg, "window", &window) && window >= 4096 && window <= (64 << 20))
-    self->window = (guint32) window;
-  /* requests made while connecting go now, so that no later hello could
-   * have closed what they open */
-  while (!g_queue_is_empty (&self->held_requests))
-    send_frame_take (self, g_queue_pop_head (&self->held_requests), TRUE);
-  if (task != NULL) {
-    g_task_return_boolean (task, TRUE);
-    g_object_unref (task);
-  }
-}
-
-static void
-complete_call (BoxAgentClient *self, Call *call, JsonObject *reply)
-{
-  gboolean ok = box_agent_json_get_bool (reply, "ok", FALSE);
-
-  if (call->channel != NULL && ok) {
-    box_agent_channel_set_reply (call->channel, reply);
-    if (call->task != NULL)
-      g_task_return_pointer (call->task, g_object_ref (call->channel), g_object_unref);
-    else /* the open was cancelled: undo it */
-      box_agent_channel_close (call->channel);
-  } else if (call->channel != NULL) {
-    box_agent_client_forget_channel (self, call->channel);
-    if (call->task != NULL)
-      g_task_return_error (call->task, box_agent_error_from_reply (reply));
-  } else if (call->task != NULL && ok) {
-    g_task_return_pointer (call->task, json_object_ref (reply), (GDestroyNotify) json_object_unref);
-  } else if (call->task != NULL) {
-    g_task_return_error (call->task, box_agent_error_from_reply (reply));
-  }
-  call_free (call);
-}
 
 static void
 agent_channel_opened (BoxAgentClient *self, guint32 id, JsonObject *event)
@@ -407,7 +250,7 @@ agent_channel_opened (BoxAgentClient *self, guint32 id, JsonObject *event)
     return;
   if (self->n_agent_channels >= MAX_AGENT_CHANNELS) {
     g_debug ("agent opened too many channels; refusing %u", id);
-    send_frame_take (self, box_agent_frame_build (BOX_AGENT_FRAME_CLOSE, 0, id, NULL, 0), FALSE);
+    box_agent_client_send_frame_take (self, box_agent_frame_build (BOX_AGENT_FRAME_CLOSE, 0, id, NULL, 0), FALSE);
     return;
   }
   channel = box_agent_channel_new (self, id, self->window);
@@ -448,7 +291,7 @@ handle_ctrl0 (BoxAgentClient *self, JsonObject *msg)
       return;
     }
     g_hash_table_steal (self->calls, &id);
-    complete_call (self, call, msg);
+    box_agent_client_complete_call (self, call, msg);
     return;
   }
   g_debug ("agent control message with neither id nor event ignored");
@@ -481,9 +324,9 @@ handle_frame (BoxAgentClient *self, const BoxAgentFrameHeader *header, GBytes *p
     /* the agent just saw the host side (re)connect: it may have missed a
      * hello written before it was listening */
     if (g_strcmp0 (box_agent_json_get_string (msg, "event"), "ready") == 0 && self->hello_timer != NULL)
-      send_hello (self, FALSE);
+      box_agent_client_send_hello (self, FALSE);
     else
-      hello_reply (self, msg);
+      box_agent_client_hello_reply (self, msg);
     return;
   }
   if (header->channel == 0) {
@@ -541,22 +384,22 @@ read_done (GObject *source, GAsyncResult *result, gpointer data)
     } else if (n < 0) {
       g_autofree char *why = g_strdup_printf ("reading: %s", error->message);
 
-      client_lost (self, why);
+      box_agent_client_lost (self, why);
     } else if (n == 0) {
-      client_lost (self, "end of stream");
+      box_agent_client_lost (self, "end of stream");
     } else {
       box_agent_decoder_feed (self->decoder, op->buf, (gsize) n);
       process_input (self);
       if (!self->closed)
-        start_read (self);
+        box_agent_client_start_read (self);
     }
   }
   g_weak_ref_clear (&op->client);
   g_free (op);
 }
 
-static void
-start_read (BoxAgentClient *self)
+void
+box_agent_client_start_read (BoxAgentClient *self)
 {
   ReadOp *op = g_new (ReadOp, 1);
 
@@ -566,218 +409,6 @@ start_read (BoxAgentClient *self)
   g_input_stream_read_async (g_io_stream_get_input_stream (self->stream), op->buf, sizeof op->buf,
                              G_PRIORITY_DEFAULT, self->io_cancellable, read_done, op);
   g_main_context_pop_thread_default (self->context);
-}
-
-/* ---- connect -------------------------------------------------------------- */
-
-/* hello with a fresh nonce; only the reply to the newest one counts.  With
- * @flush, a megabyte of zeros goes first: the agent may be waiting for the
- * rest of a frame cut off when the previous host connection ended (it would
- * take our hello as that frame's payload); the zeros complete any such frame
- * and are then skipped byte by byte. */
-static void
-send_hello (BoxAgentClient *self, gboolean flush)
-{
-  g_autoptr(JsonObject) hello = NULL;
-
-  if (flush) {
-    gsize len = BOX_AGENT_HEADER_SIZE + BOX_AGENT_MAX_PAYLOAD;
-
-    send_frame_take (self, g_bytes_new_take (g_malloc0 (len), len), TRUE);
-  }
-  g_free (self->nonce);
-  self->nonce = g_uuid_string_random ();
-  self->hello_id = self->next_id++;
-  hello = request_new (NULL, self->hello_id, "hello");
-  json_object_set_int_member (hello, "version", BOX_AGENT_PROTOCOL_VERSION);
-  json_object_set_int_member (hello, "window", BOX_AGENT_DEFAULT_WINDOW);
-  json_object_set_string_member (hello, "nonce", self->nonce);
-  send_frame_take (self, box_agent_frame_build_ctrl (0, hello), TRUE);
-}
-
-static gboolean
-hello_retry (gpointer data)
-{
-  BoxAgentClient *self = data;
-
-  /* not while the previous attempt is still being written (an agent that
-   * does not read yet): at most one flush is ever queued */
-  if (self->queued_bytes == 0) {
-    g_debug ("no answer to hello from the agent: sending it again");
-    send_hello (self, TRUE);
-  }
-  return G_SOURCE_CONTINUE;
-}
-
-static void
-stop_hello (BoxAgentClient *self)
-{
-  destroy_source (&self->hello_timer);
-}
-
-static gboolean
-connect_cancelled (GCancellable *cancellable, gpointer data)
-{
-  BoxAgentClient *self = data;
-  GTask *task = g_steal_pointer (&self->connect_task);
-
-  destroy_source (&self->connect_cancel);
-  stop_hello (self);
-  if (task != NULL) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "Operation was cancelled");
-    g_object_unref (task);
-  }
-  return G_SOURCE_REMOVE;
-}
-
-void
-box_agent_client_connect_async (BoxAgentClient *self, GCancellable *cancellable,
-                                GAsyncReadyCallback callback, gpointer user_data)
-{
-  g_autoptr(GTask) task = NULL;
-
-  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
-  task = g_task_new (self, cancellable, callback, user_data);
-  g_task_set_source_tag (task, box_agent_client_connect_async);
-  if (self->closed) {
-    g_task_return_error (task, gone_error ());
-    return;
-  }
-  if (self->connect_task != NULL) {
-    g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_PENDING, "already connecting");
-    return;
-  }
-  if (self->synced) {
-    g_task_return_boolean (task, TRUE);
-    return;
-  }
-  if (!self->started) {
-    self->started = TRUE;
-    start_read (self);
-  }
-  self->connect_task = g_steal_pointer (&task);
-  self->connect_cancel = box_agent_watch_cancellable (self->context, cancellable, connect_cancelled, self);
-  send_hello (self, FALSE);
-  if (self->hello_timer == NULL) {
-    self->hello_timer = g_timeout_source_new (HELLO_RETRY_MS);
-    g_source_set_callback (self->hello_timer, hello_retry, self, NULL);
-    g_source_attach (self->hello_timer, self->context);
-  }
-}
-
-gboolean
-box_agent_client_connect_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
-{
-  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
-  return g_task_propagate_boolean (G_TASK (result), error);
-}
-
-/* ---- calls ---------------------------------------------------------------- */
-
-static gboolean
-call_cancelled (GCancellable *cancellable, gpointer data)
-{
-  Call *call = data;
-  GTask *task = g_steal_pointer (&call->task);
-
-  /* the call stays in the table until its reply (an open is undone then) */
-  destroy_source (&call->cancel_source);
-  g_task_return_new_error (task, G_IO_ERROR, G_IO_ERROR_CANCELLED, "Operation was cancelled");
-  g_object_unref (task);
-  return G_SOURCE_REMOVE;
-}
-
-static guint32
-allocate_channel_id (BoxAgentClient *self)
-{
-  while (self->next_chan == 0 || self->next_chan >= BOX_AGENT_FIRST_AGENT_CHANNEL ||
-         g_hash_table_contains (self->channels, GUINT_TO_POINTER (self->next_chan)))
-    self->next_chan = self->next_chan == 0 || self->next_chan >= BOX_AGENT_FIRST_AGENT_CHANNEL - 1 ? 1 : self->next_chan + 1;
-  return self->next_chan++;
-}
-
-static void
-start_call (BoxAgentClient *self, GTask *task, const char *op, JsonObject *args, gboolean open)
-{
-  g_autoptr(JsonObject) req = NULL;
-  Call *call;
-
-  if (self->closed) {
-    g_task_return_error (task, gone_error ());
-    return;
-  }
-  if (!self->started) {
-    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INTERNAL,
-                             "the agent client is not connected");
-    return;
-  }
-  call = g_new0 (Call, 1);
-  call->self = self;
-  call->id = self->next_id++;
-  call->task = g_object_ref (task);
-  req = request_new (args, call->id, op);
-  if (open) {
-    guint32 id = allocate_channel_id (self);
-
-    /* registered now: its first frames may follow the reply at once */
-    call->channel = box_agent_channel_new (self, id, self->window);
-    g_hash_table_insert (self->channels, GUINT_TO_POINTER (id), g_object_ref (call->channel));
-    json_object_set_int_member (req, "chan", id);
-  }
-  g_hash_table_insert (self->calls, &call->id, call);
-  call->cancel_source = box_agent_watch_cancellable (self->context, g_task_get_cancellable (task),
-                                                     call_cancelled, call);
-  if (self->synced)
-    send_frame_take (self, box_agent_frame_build_ctrl (0, req), TRUE);
-  else
-    g_queue_push_tail (&self->held_requests, box_agent_frame_build_ctrl (0, req));
-}
-
-void
-box_agent_client_call_async (BoxAgentClient *self, const char *op, JsonObject *args,
-                             GCancellable *cancellable, GAsyncReadyCallback callback,
-                             gpointer user_data)
-{
-  g_autoptr(GTask) task = NULL;
-
-  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
-  g_return_if_fail (op != NULL);
-  task = g_task_new (self, cancellable, callback, user_data);
-  g_task_set_source_tag (task, box_agent_client_call_async);
-  start_call (self, task, op, args, FALSE);
-}
-
-JsonObject *
-box_agent_client_call_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
-{
-  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
-  return g_task_propagate_pointer (G_TASK (result), error);
-}
-
-void
-box_agent_client_open_channel_async (BoxAgentClient *self, const char *op, JsonObject *args,
-                                     GCancellable *cancellable, GAsyncReadyCallback callback,
-                                     gpointer user_data)
-{
-  g_autoptr(GTask) task = NULL;
-
-  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
-  g_return_if_fail (op != NULL);
-  task = g_task_new (self, cancellable, callback, user_data);
-  g_task_set_source_tag (task, box_agent_client_open_channel_async);
-  start_call (self, task, op, args, TRUE);
-}
-
-BoxAgentChannel *
-box_agent_client_open_channel_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
-{
-  BoxAgentChannel *channel;
-
-  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
-  channel = g_task_propagate_pointer (G_TASK (result), error);
-  if (channel != NULL)
-    box_agent_channel_release (channel);
-  return channel;
 }
 
 void
@@ -835,7 +466,7 @@ box_agent_client_dispose (GObject *object)
   /* no calls can be pending here (their tasks hold the client); channels can */
   self->closed = TRUE;
   g_cancellable_cancel (self->io_cancellable);
-  stop_hello (self);
+  box_agent_client_stop_hello (self);
   channels = g_hash_table_get_values (self->channels);
   g_hash_table_steal_all (self->channels);
   self->n_agent_channels = 0;
@@ -894,6 +525,6 @@ box_agent_client_init (BoxAgentClient *self)
   self->window = BOX_AGENT_DEFAULT_WINDOW;
   self->next_id = 1;
   self->next_chan = 1;
-  self->calls = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, (GDestroyNotify) call_free);
+  self->calls = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, (GDestroyNotify) box_agent_call_free);
   self->channels = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_object_unref);
 }

@@ -1,4 +1,6 @@
-/* box-agent-private.h: between BoxAgentClient and BoxAgentChannel.  Not installed. */
+/* box-agent-private.h: between the parts of BoxAgentClient (box-agent-client.c:
+ * the stream, dispatch and closing; box-agent-requests.c: hello and requests)
+ * and BoxAgentChannel.  Not installed. */
 #pragma once
 
 #include "box-agent-client.h"
@@ -7,6 +9,76 @@
 G_BEGIN_DECLS
 
 #define BOX_AGENT_GONE_MESSAGE "the sandbox's agent went away"
+
+/* A request waiting for its reply. */
+typedef struct {
+  BoxAgentClient *self;         /* not a reference: the table is the client's */
+  gint64 id;
+  GTask *task;                  /* NULL once completed early (cancelled) */
+  GSource *cancel_source;
+  BoxAgentChannel *channel;     /* an open: the channel it opens (a reference) */
+} Call;
+
+struct _BoxAgentClient {
+  GObject parent_instance;
+
+  GIOStream *stream;
+  GMainContext *context;
+  GCancellable *io_cancellable;
+  BoxAgentDecoder *decoder;
+  gboolean started;             /* reader running, hello sent */
+  gboolean synced;              /* our hello's reply arrived */
+  gboolean closed;
+  gboolean reading;
+  gboolean stream_closed;
+
+  gint64 hello_id;
+  char *nonce;
+  GTask *connect_task;
+  GSource *connect_cancel;
+  GSource *hello_timer;         /* sends hello again until the reply comes */
+  guint hello_retry_ms;
+  GQueue held_requests;         /* GBytes: requests made before the reply */
+  JsonObject *info;
+  guint32 window;
+
+  GQueue urgent;                /* GBytes frames: credits and requests */
+  GQueue normal;                /* GBytes frames: everything else, in order */
+  gsize queued_bytes;
+  gboolean writing;
+
+  gint64 next_id;
+  guint32 next_chan;
+  GHashTable *calls;            /* &Call.id -> Call */
+  GHashTable *channels;         /* GUINT_TO_POINTER (id) -> BoxAgentChannel */
+  guint n_agent_channels;       /* of those, opened by the agent */
+};
+
+
+/* box-agent-client.c */
+/* Start the reader (once). */
+void             box_agent_client_start_read      (BoxAgentClient *self);
+void             box_agent_client_send_frame_take (BoxAgentClient *self,
+                                                   GBytes         *frame,
+                                                   gboolean        urgent);
+/* The connection is over: fail everything, emit ::closed. */
+void             box_agent_client_lost            (BoxAgentClient *self,
+                                                   const char     *why);
+GError          *box_agent_gone_error             (void);
+void             box_agent_call_free              (Call *call);
+void             box_agent_destroy_source         (GSource **source);
+
+/* box-agent-requests.c */
+void             box_agent_client_send_hello      (BoxAgentClient *self,
+                                                   gboolean        flush);
+void             box_agent_client_stop_hello      (BoxAgentClient *self);
+/* A reply while not synchronised: ours to hello, or left over. */
+void             box_agent_client_hello_reply     (BoxAgentClient *self,
+                                                   JsonObject     *msg);
+/* @call was taken out of the table; frees it. */
+void             box_agent_client_complete_call   (BoxAgentClient *self,
+                                                   Call           *call,
+                                                   JsonObject     *reply);
 
 /* client -> channel */
 BoxAgentChannel *box_agent_channel_new            (BoxAgentClient *client,
