@@ -5,6 +5,8 @@
 
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
+#include <gio/gunixsocketaddress.h>
 
 #include "agent-test-util.h"
 #include "box-error.h"
@@ -313,6 +315,120 @@ test_signal (Agent *f, gconstpointer data)
   stream_clear (&s);
 }
 
+/* ---- a channel the agent opens: the in-sandbox API socket ------------------------ */
+
+typedef struct {
+  BoxAgentChannel *channel;
+  JsonObject *event;
+  GString *in;                  /* what the in-sandbox client sent */
+  gboolean eof;
+  gboolean closed;
+} Accepted;
+
+static void
+accepted_data (BoxAgentChannel *channel, guint stream, GBytes *bytes, gpointer data)
+{
+  Accepted *a = data;
+  gsize len = 0;
+  const char *p = g_bytes_get_data (bytes, &len);
+
+  g_assert_cmpuint (stream, ==, 1);
+  g_string_append_len (a->in, p, (gssize) len);
+  box_agent_channel_consumed (channel, len);
+}
+
+static void
+accepted_eof (BoxAgentChannel *channel, guint stream, gpointer data)
+{
+  Accepted *a = data;
+
+  a->eof = TRUE;
+}
+
+static void
+accepted_closed (BoxAgentChannel *channel, gpointer data)
+{
+  Accepted *a = data;
+
+  a->closed = TRUE;
+}
+
+static void
+on_channel_opened (BoxAgentClient *client, BoxAgentChannel *channel, JsonObject *event, gpointer data)
+{
+  Accepted *a = data;
+
+  g_assert_null (a->channel);
+  a->channel = g_object_ref (channel);
+  a->event = json_object_ref (event);
+  g_signal_connect (channel, "data", G_CALLBACK (accepted_data), a);
+  g_signal_connect (channel, "eof", G_CALLBACK (accepted_eof), a);
+  g_signal_connect (channel, "closed", G_CALLBACK (accepted_closed), a);
+}
+
+static void
+test_api_socket (Agent *f, gconstpointer data)
+{
+  Accepted a = { .in = g_string_new (NULL) };
+  g_autoptr(GSocketClient) socket_client = g_socket_client_new ();
+  g_autoptr(GSocketAddress) addr = NULL;
+  g_autoptr(GSocketConnection) inside = NULL;
+  g_autoptr(GAsyncResult) res = NULL;
+  static const char request[] = "GET /self HTTP/1.1\r\n\r\n";
+  static const char response[] = "HTTP/1.1 204 No Content\r\n\r\n";
+  g_autoptr(GBytes) answer = g_bytes_new_static (response, strlen (response));
+  g_autoptr(GError) error = NULL;
+  GInputStream *in;
+  char buf[64];
+  gsize got = 0;
+  gint64 v = 0;
+
+  if (!agent_need_root () || !agent_connect (f))
+    return;
+  g_signal_connect (f->client, "channel-opened", G_CALLBACK (on_channel_opened), &a);
+  /* a process in the sandbox connects to /run/box/api.sock */
+  addr = g_unix_socket_address_new (f->api_path);
+  g_socket_client_connect_async (socket_client, G_SOCKET_CONNECTABLE (addr), NULL, agent_test_store_result, &res);
+  agent_test_wait_result (&res);
+  inside = g_socket_client_connect_finish (socket_client, res, &error);
+  g_assert_no_error (error);
+  g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (inside)), request, strlen (request),
+                             NULL, NULL, &error);
+  g_assert_no_error (error);
+
+  AGENT_TEST_WAIT_FOR (a.channel != NULL);
+  g_assert_cmpuint (box_agent_channel_get_id (a.channel), >=, 0x80000000u);
+  g_assert_true (box_agent_json_get_int (a.event, "peer_pid", &v));
+  g_assert_cmpint (v, ==, getpid ());
+  g_assert_true (box_agent_json_get_int (a.event, "peer_uid", &v));
+  g_assert_cmpint (v, ==, getuid ());
+  g_assert_true (json_object_equal (box_agent_channel_get_reply (a.channel), a.event));
+  AGENT_TEST_WAIT_FOR (a.in->len >= strlen (request));
+  g_assert_cmpstr (a.in->str, ==, request);
+
+  /* the host answers on stream 0; the client's half-close is EOF */
+  box_agent_channel_write_async (a.channel, 0, answer, NULL, NULL, NULL);
+  in = g_io_stream_get_input_stream (G_IO_STREAM (inside));
+  g_input_stream_read_all (in, buf, strlen (response), &got, NULL, &error);
+  g_assert_no_error (error);
+  g_assert_cmpmem (buf, got, response, strlen (response));
+  g_socket_shutdown (g_socket_connection_get_socket (inside), FALSE, TRUE, &error);
+  g_assert_no_error (error);
+  AGENT_TEST_WAIT_FOR (a.eof);
+
+  /* the host closes: the client in the sandbox sees the end */
+  box_agent_channel_close (a.channel);
+  AGENT_TEST_WAIT_FOR (a.closed);
+  g_assert_cmpint (g_input_stream_read (in, buf, sizeof buf, NULL, &error), ==, 0);
+  g_assert_no_error (error);
+
+  g_signal_handlers_disconnect_by_data (f->client, &a);
+  g_signal_handlers_disconnect_by_data (a.channel, &a);
+  g_clear_object (&a.channel);
+  g_clear_pointer (&a.event, json_object_unref);
+  g_string_free (a.in, TRUE);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -323,5 +439,6 @@ main (int argc, char **argv)
   g_test_add ("/agent-channel/flow", Agent, NULL, agent_setup, test_flow, agent_teardown);
   g_test_add ("/agent-channel/concurrent", Agent, NULL, agent_setup, test_concurrent, agent_teardown);
   g_test_add ("/agent-channel/signal", Agent, NULL, agent_setup, test_signal, agent_teardown);
+  g_test_add ("/agent-channel/api-socket", Agent, "api", agent_setup, test_api_socket, agent_teardown);
   return g_test_run ();
 }

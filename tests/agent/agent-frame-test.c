@@ -199,8 +199,12 @@ fake_setup (Fake *f, gconstpointer data)
 static void
 fake_teardown (Fake *f, gconstpointer data)
 {
+  BoxAgentClient *client = f->client;
+
   g_signal_handlers_disconnect_by_data (f->client, f);
+  g_object_add_weak_pointer (G_OBJECT (client), (gpointer *) &client);
   g_object_unref (f->client);
+  g_assert_null (client);
   fake_agent_free (f->fake);
   g_ptr_array_unref (f->events);
   g_clear_error (&f->closed_error);
@@ -276,17 +280,20 @@ test_fake_errors (Fake *f, gconstpointer data)
 {
   static const struct {
     const char *code;
-    GQuark domain;
     int error;
   } cases[] = {
-    { "invalid", 0, BOX_ERROR_INVALID },
-    { "executable_not_found", 0, BOX_ERROR_INVALID },
-    { "unknown_user", 0, BOX_ERROR_INVALID },
-    { "bad_cwd", 0, BOX_ERROR_INVALID },
-    { "permission_denied", 0, BOX_ERROR_PERMISSION_DENIED },
-    { "not_found", 0, BOX_ERROR_NOT_FOUND },
-    { "start_failed", 0, BOX_ERROR_INTERNAL },
-    { "something_new", 0, BOX_ERROR_INTERNAL },
+    { "invalid", BOX_ERROR_INVALID },
+    { "executable_not_found", BOX_ERROR_INVALID },
+    { "unknown_user", BOX_ERROR_INVALID },
+    { "bad_cwd", BOX_ERROR_INVALID },
+    { "permission_denied", BOX_ERROR_PERMISSION_DENIED },
+    { "not_found", BOX_ERROR_NOT_FOUND },
+    { "already_exists", BOX_ERROR_ALREADY_EXISTS },
+    { "conflict", BOX_ERROR_CONFLICT },
+    { "port_closed", BOX_ERROR_PORT_CLOSED },
+    { "failed", BOX_ERROR_INTERNAL },
+    { "start_failed", BOX_ERROR_INTERNAL },
+    { "something_new", BOX_ERROR_INTERNAL },
   };
   guint i;
 

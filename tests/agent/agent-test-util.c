@@ -239,7 +239,14 @@ agent_setup (Agent *f, gconstpointer data)
   g_socket_listener_accept_async (f->listener, NULL, agent_test_store_result, &res);
   launcher = g_subprocess_launcher_new (G_SUBPROCESS_FLAGS_NONE);
   g_subprocess_launcher_set_child_setup (launcher, die_with_parent, NULL, NULL);
-  f->agent = g_subprocess_launcher_spawn (launcher, &error, agent, "--connect", path, NULL);
+  if (data != NULL) {
+    /* the in-sandbox API socket, next to the host's */
+    f->api_path = g_build_filename (f->dir, "api.sock", NULL);
+    f->agent = g_subprocess_launcher_spawn (launcher, &error, agent, "--connect", path,
+                                            "--api-socket", f->api_path, NULL);
+  } else {
+    f->agent = g_subprocess_launcher_spawn (launcher, &error, agent, "--connect", path, NULL);
+  }
   g_assert_no_error (error);
   agent_test_wait_result (&res);
   f->conn = g_socket_listener_accept_finish (f->listener, res, NULL, &error);
@@ -252,8 +259,13 @@ agent_teardown (Agent *f, gconstpointer data)
   g_autoptr(GAsyncResult) res = NULL;
 
   if (f->client != NULL) {
+    BoxAgentClient *client = f->client;
+
+    /* nothing keeps the client alive once its owner lets go */
     g_signal_handlers_disconnect_by_data (f->client, f);
+    g_object_add_weak_pointer (G_OBJECT (client), (gpointer *) &client);
     g_clear_object (&f->client);
+    g_assert_null (client);
   }
   if (f->conn != NULL)
     g_io_stream_close (G_IO_STREAM (f->conn), NULL, NULL);
@@ -278,9 +290,12 @@ agent_teardown (Agent *f, gconstpointer data)
     g_autofree char *path = g_build_filename (f->dir, "agent.sock", NULL);
 
     g_unlink (path);
+    if (f->api_path != NULL)
+      g_unlink (f->api_path);
     g_rmdir (f->dir);
   }
   g_clear_pointer (&f->dir, g_free);
+  g_clear_pointer (&f->api_path, g_free);
   g_clear_error (&f->closed_error);
 }
 

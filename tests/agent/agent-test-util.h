@@ -70,6 +70,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (FakeAgent, fake_agent_free)
 /* The real agent, `$BOX_AGENT --connect SOCKET`, as a test fixture. */
 typedef struct {
   char *dir;
+  char *api_path;               /* with --api-socket (setup data non-NULL) */
   GSocketListener *listener;
   GSubprocess *agent;
   GSocketConnection *conn;
@@ -79,7 +80,8 @@ typedef struct {
 } Agent;
 
 /* Starts the agent and accepts its connection (skips the test without
- * BOX_AGENT: f->conn stays NULL). */
+ * BOX_AGENT: f->conn stays NULL).  With @data non-NULL, the agent also
+ * serves the in-sandbox API socket at f->api_path. */
 void           agent_setup              (Agent         *f,
                                          gconstpointer  data);
 void           agent_teardown           (Agent         *f,
