@@ -347,11 +347,10 @@ ba_net_listen (const char *path)
   struct sockaddr_un sa = { .sun_family = AF_UNIX };
   char dir[sizeof sa.sun_path];
   char *slash;
-  if (strlen (path) >= sizeof sa.sun_path) {
+  if (strlen (path) >= sizeof dir) {
     ba_log ("api socket path too long: %s", path);
     return;
   }
-  snprintf (sa.sun_path, sizeof sa.sun_path, "%s", path);
   snprintf (dir, sizeof dir, "%s", path);
   slash = strrchr (dir, '/');
   if (slash != NULL && slash != dir) {
@@ -359,13 +358,20 @@ ba_net_listen (const char *path)
     mkdir (dir, 0755);
     chmod (dir, 0755);
   }
-  unlink (path);
+  /* bound and listening under a temporary name first, so that the socket
+   * appears ready: a client that sees it can connect */
+  if (snprintf (sa.sun_path, sizeof sa.sun_path, "%s.new", path) >= (int) sizeof sa.sun_path) {
+    ba_log ("api socket path too long: %s", path);
+    return;
+  }
+  unlink (sa.sun_path);
   listen_fd = socket (AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd < 0 || bind (listen_fd, (struct sockaddr *) &sa, sizeof sa) < 0 || chmod (path, 0666) < 0 ||
-      listen (listen_fd, 128) < 0) {
+  if (listen_fd < 0 || bind (listen_fd, (struct sockaddr *) &sa, sizeof sa) < 0 || chmod (sa.sun_path, 0666) < 0 ||
+      listen (listen_fd, 128) < 0 || rename (sa.sun_path, path) < 0) {
     ba_log ("api socket %s: %s", path, strerror (errno));
     if (listen_fd >= 0)
       close (listen_fd);
+    unlink (sa.sun_path);
     listen_fd = -1;
   }
 }
