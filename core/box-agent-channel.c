@@ -100,7 +100,7 @@ fail_writes (BoxAgentChannel *self, GError *error)
 static void
 pump_writes (BoxAgentChannel *self)
 {
-  g_autoptr(BoxAgentChannel) keep = g_object_ref (self);
+  g_autoptr(BoxAgentChannel) keep G_GNUC_UNUSED = g_object_ref (self);
   PendingWrite *pw;
 
   /* completing a write may queue another one: no recursion */
@@ -138,7 +138,7 @@ pump_writes (BoxAgentChannel *self)
 static void
 finish (BoxAgentChannel *self, GError *write_error)
 {
-  g_autoptr(BoxAgentChannel) keep = g_object_ref (self);
+  g_autoptr(BoxAgentChannel) keep G_GNUC_UNUSED = g_object_ref (self);
   BoxAgentClient *client = g_steal_pointer (&self->client);
 
   fail_writes (self, write_error);
@@ -197,7 +197,7 @@ void
 box_agent_channel_handle_frame (BoxAgentChannel *self, const BoxAgentFrameHeader *header,
                                 GBytes *payload)
 {
-  g_autoptr(BoxAgentChannel) keep = g_object_ref (self);
+  g_autoptr(BoxAgentChannel) keep G_GNUC_UNUSED = g_object_ref (self);
 
   if (self->close_sent && header->type != BOX_AGENT_FRAME_CLOSE)
     return;
@@ -234,7 +234,7 @@ static gboolean
 release_cb (gpointer data)
 {
   BoxAgentChannel *self = data;
-  g_autoptr(BoxAgentChannel) keep = g_object_ref (self);
+  g_autoptr(BoxAgentChannel) keep G_GNUC_UNUSED = g_object_ref (self);
   HeldFrame *held;
 
   g_clear_pointer (&self->release_source, g_source_unref);

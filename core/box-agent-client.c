@@ -179,7 +179,7 @@ flush_output (BoxAgentClient *self)
 void
 box_agent_client_lost (BoxAgentClient *self, const char *why)
 {
-  g_autoptr(BoxAgentClient) keep = g_object_ref (self);
+  g_autoptr(BoxAgentClient) keep G_GNUC_UNUSED = g_object_ref (self);
   g_autoptr(GError) closed_error = NULL;
   g_autoptr(GList) calls = NULL;
   g_autoptr(GList) channels = NULL;

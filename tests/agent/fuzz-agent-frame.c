@@ -65,6 +65,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   {
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) msg = box_agent_parse_ctrl (data, size, &error);
+
+    g_assert_true ((msg == NULL) != (error == NULL));
   }
   return 0;
 }
