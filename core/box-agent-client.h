@@ -14,7 +14,11 @@
  * box_agent_client_connect_async() starts reading, sends `hello` with a
  * fresh nonce and ignores whatever it reads until the reply carrying that
  * nonce (stale frames from before a restore, half frames, the `ready`
- * event).  When the stream ends or breaks, ::closed is emitted once and every
+ * event).  hello goes again, with a new nonce, when a `ready` arrives first
+ * (the agent may not have been listening yet), and after 1, 2, 4, 8, 8 ...
+ * seconds without an answer, then behind a megabyte of zeros that completes
+ * any half frame the agent may still be waiting for from an earlier
+ * connection.  When the stream ends or breaks, ::closed is emitted once and every
  * pending call, open and channel fails with BOX_ERROR_SANDBOX_UNAVAILABLE
  * "the sandbox's agent went away".  Dropping the last reference stops the
  * reader and closes the channels.
@@ -61,9 +65,12 @@ gsize           box_agent_client_get_queued_bytes (BoxAgentClient *self);
  * including id and ok.  An `ok: false` reply is a BOX_ERROR with the
  * agent's message: executable_not_found, unknown_user, bad_cwd and invalid
  * are BOX_ERROR_INVALID, permission_denied BOX_ERROR_PERMISSION_DENIED,
- * not_found BOX_ERROR_NOT_FOUND, anything else BOX_ERROR_INTERNAL.
- * Cancelling completes with G_IO_ERROR_CANCELLED; the late reply is then
- * ignored.  Calls may be made once connect_async() was called. */
+ * not_found BOX_ERROR_NOT_FOUND, already_exists, conflict and port_closed
+ * their namesakes, anything else (start_failed, failed, unknown_op ...)
+ * BOX_ERROR_INTERNAL "agent: <code>: <message>".  Cancelling completes with
+ * G_IO_ERROR_CANCELLED; the late reply is then ignored.  Calls may be made
+ * once connect_async() was called (before, BOX_ERROR_INTERNAL); until the
+ * hello reply they wait, then go in order. */
 void            box_agent_client_call_async     (BoxAgentClient      *self,
                                                  const char          *op,
                                                  JsonObject          *args,
@@ -114,8 +121,10 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecResult, box_exec_result_free)
 /* exec with limit 16 MiB and timeout_ms, stdin within credit then EOF,
  * output collected (credit returned as it is taken) until the exit event.
  * Errors concern starting the command (see call_async()); a non-zero exit
- * is a result.  Cancelling closes the channel (SIGHUP to the process
- * group) and completes with G_IO_ERROR_CANCELLED. */
+ * is a result.  A channel that ends without an exit event (the connection
+ * went away, or the agent closed it for a pause: detach-all) is
+ * BOX_ERROR_SANDBOX_UNAVAILABLE.  Cancelling closes the channel (SIGHUP to
+ * the process group) and completes with G_IO_ERROR_CANCELLED. */
 void            box_agent_client_exec_run_async (BoxAgentClient       *self,
                                                  const BoxExecRequest *request,
                                                  GCancellable         *cancellable,
@@ -127,10 +136,14 @@ BoxExecResult  *box_agent_client_exec_run_finish (BoxAgentClient *self,
 
 /* Signals:
  *   ::event (JsonObject *event)        a channel-0 event other than a reply (e.g. ready)
- *   ::closed (GError *error)           once, when the stream ended or broke
+ *   ::closed (GError *error)           once, when the stream ended or broke (or
+ *                                      box_agent_client_close()): BOX_ERROR_SANDBOX_UNAVAILABLE
+ *                                      "the sandbox's agent went away (<why>)"
  *   ::channel-opened (BoxAgentChannel *channel, JsonObject *event)
- *                                      the agent opened a channel (id >= 2^31) with an
- *                                      `accept` event; with no handler it is closed
+ *                                      the agent opened a channel (id >= 2^31): an
+ *                                      `accept` event on channel 0 with "chan" (or as the
+ *                                      new channel's first CTRL); with no handler it is
+ *                                      closed.  At most 1024 at once; more are refused.
  */
 
 G_END_DECLS
