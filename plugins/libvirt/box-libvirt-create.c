@@ -151,6 +151,7 @@ create_slot_taken (GObject *source, GAsyncResult *result, gpointer user_data)
     g_clear_pointer (&op->slot->net_id, g_free);
   }
   op->resize = (guint64) op->resources.disk_gib << 30 > op->slot->disk_bytes;
+  op->set_owner = TRUE;
   box_libvirt_run_in_thread (self, box_libvirt_resume_work, op, NULL, NULL, create_resumed, task);
 }
 

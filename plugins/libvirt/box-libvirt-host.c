@@ -35,6 +35,7 @@ box_libvirt_config_clear (BoxLibvirtConfig *config)
   g_clear_pointer (&config->accel, g_free);
   g_clear_pointer (&config->qemu_user, g_free);
   g_clear_pointer (&config->qemu_group, g_free);
+  g_clear_pointer (&config->disk_cache, g_free);
 }
 
 static gboolean
@@ -70,6 +71,14 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   config->qemu_user = box_plugin_get_config (plugin, "qemu_user", "libvirt-qemu");
   config->qemu_group = box_plugin_get_config (plugin, "qemu_group", "kvm");
 
+  config->disk_cache = box_plugin_get_config (plugin, "disk_cache", "writeback");
+  if (!g_str_equal (config->disk_cache, "writeback") && !g_str_equal (config->disk_cache, "none") &&
+      !g_str_equal (config->disk_cache, "unsafe")) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "[plugin.%s] disk_cache: \"%s\" is not writeback, none or unsafe",
+                 box_plugin_get_name (plugin), config->disk_cache);
+    return FALSE;
+  }
   if (!g_path_is_absolute (config->vm_dir) || strchr (config->vm_dir, ',') != NULL) {
     /* the path ends up in QEMU options, where a comma separates options */
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,

@@ -31,6 +31,7 @@ typedef struct {
   char             *xml;
   gboolean          resize;
   gboolean          graceful;    /* the guest was asked to power off */
+  gboolean          set_owner;   /* resume_work makes the domain the sandbox's */
   gboolean          locked;
   gint64            started;
 } BoxLibvirtOp;

@@ -84,12 +84,15 @@ vm_xml (BoxLibvirtOp *op, gboolean boot)
 {
   BoxLibvirtPlugin *self = op->self;
   BoxLibvirtDomainSpec spec = { 0 };
+  BoxLibvirtOwner owner = { .role = "sandbox", .state_dir = self->state_dir,
+                            .vm_dir = self->config.vm_dir, .sandbox = op->id };
   g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
   g_autofree char *socket = box_libvirt_op_file (op, "agent.sock");
   g_autofree char *console = box_libvirt_op_file (op, "console.log");
   g_autofree char *cmdline = box_libvirt_kernel_cmdline (op->vm->hostname, op->net);
 
   spec.name = op->domain;
+  spec.owner = &owner;
   spec.accel = self->accel;
   spec.cpus = op->vm->resources.cpus;
   spec.memory_mib = op->vm->resources.memory_mib;
@@ -109,6 +112,7 @@ vm_xml (BoxLibvirtOp *op, gboolean boot)
   spec.uid = self->config.qemu_uid;
   spec.gid = self->config.qemu_gid;
   spec.tb_cache_mib = self->config.tb_cache_mib;
+  spec.disk_cache = self->config.disk_cache;
   return box_libvirt_domain_xml (&spec);
 }
 
@@ -175,7 +179,13 @@ box_libvirt_resume_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
                  op->id);
     return FALSE;
   }
-  if (op->resize &&
+  if (op->set_owner) {
+    /* a pool domain becomes the sandbox's, before its state file exists */
+    BoxLibvirtOwner owner = { .role = "sandbox", .state_dir = self->state_dir,
+                              .vm_dir = self->config.vm_dir, .sandbox = op->id };
+    ok = box_libvirt_domain_set_owner (dom, &owner, error);
+  }
+  if (ok && op->resize &&
       virDomainBlockResize (dom, "vda", (unsigned long long) op->resources.disk_gib << 30,
                             VIR_DOMAIN_BLOCK_RESIZE_BYTES) < 0)
     ok = box_libvirt_set_error (error, "cannot grow the disk");

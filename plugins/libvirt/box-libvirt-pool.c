@@ -281,6 +281,8 @@ box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *
   Fill *fill = g_new0 (Fill, 1);
   BoxNetwork *network = box_libvirt_get_network (self);
   BoxLibvirtDomainSpec spec;
+  BoxLibvirtOwner owner = { .role = "pool", .state_dir = self->state_dir,
+                            .vm_dir = self->config.vm_dir };
   g_autoptr(GError) error = NULL;
   g_autofree char *disk = NULL;
   g_autofree char *socket = NULL;
@@ -319,6 +321,7 @@ box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *
   console = box_libvirt_vm_path (self->config.vm_dir, fill->slot->vm_id, "console.log");
   ram = g_build_filename (tmpl->dir, "ram", NULL);
   box_libvirt_template_spec (self, tmpl, &spec);
+  spec.owner = &owner;
   spec.name = fill->domain;
   spec.cmdline = cmdline;
   spec.disk = disk;

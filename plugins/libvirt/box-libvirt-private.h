@@ -67,6 +67,7 @@ typedef struct {
   guint    cpu_overcommit;      /* 64 */
   guint    tb_cache_mib;        /* TCG translation cache per VM, 64 */
   guint    boot_timeout_s;      /* 120 */
+  char    *disk_cache;          /* writeback (default), none or unsafe */
 } BoxLibvirtConfig;
 
 void     box_libvirt_config_clear (BoxLibvirtConfig *config);
@@ -92,8 +93,24 @@ typedef enum {
   BOX_LIBVIRT_NIC_TAP,          /* the network plugin's tap device */
 } BoxLibvirtNic;
 
+/* Whose a domain is (box-libvirt-owner.c): recorded in its libvirt metadata. */
+typedef struct {
+  const char    *role;          /* "pool", "build" or "sandbox" */
+  const char    *state_dir;     /* the owning boxd's; NULL: no metadata */
+  const char    *vm_dir;
+  const char    *sandbox;       /* role sandbox */
+} BoxLibvirtOwner;
+
+char     *box_libvirt_owner_xml        (const BoxLibvirtOwner *owner, gboolean with_namespace);
+/* Worker threads.  The live domain's metadata. */
+gboolean  box_libvirt_domain_set_owner (virDomainPtr dom, const BoxLibvirtOwner *owner,
+                                        GError **error);
+/* Ends the domains of ours that no boxd can adopt any more; how many. */
+guint     box_libvirt_sweep_orphans    (virConnectPtr conn);
+
 typedef struct {
   const char    *name;
+  const BoxLibvirtOwner *owner; /* may be NULL */
   const char    *accel;         /* "kvm" or "tcg" */
   guint          cpus;
   guint          memory_mib;
@@ -101,6 +118,7 @@ typedef struct {
   const char    *initrd;
   const char    *cmdline;
   const char    *disk;          /* qcow2 */
+  const char    *disk_cache;    /* libvirt's cache mode */
   const char    *agent_socket;
   const char    *console_log;
   const char    *ram_path;      /* NULL: anonymous RAM */
@@ -212,6 +230,7 @@ struct _BoxLibvirtPlugin {
   BoxPlugin          parent_instance;
 
   BoxLibvirtConfig   config;
+  char              *state_dir;      /* NULL without an engine */
   BoxLibvirtImage   *image;
   BoxLibvirtConn    *conn;
   char              *accel;          /* "kvm", "tcg" */

@@ -145,6 +145,7 @@ box_libvirt_template_spec (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, Box
   spec->uid = self->config.qemu_uid;
   spec->gid = self->config.qemu_gid;
   spec->tb_cache_mib = self->config.tb_cache_mib;
+  spec->disk_cache = self->config.disk_cache;
 }
 
 gboolean
@@ -425,6 +426,7 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
 {
   Build *build;
   BoxLibvirtDomainSpec spec;
+  BoxLibvirtOwner owner = { .role = "build" };
   g_autofree char *tmp_name = NULL;
   g_autofree char *disk = NULL;
   g_autofree char *ram = NULL;
@@ -450,6 +452,9 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
   cmdline = box_libvirt_kernel_cmdline ("box", NULL);
 
   box_libvirt_template_spec (self, tmpl, &spec);
+  owner.state_dir = self->state_dir;
+  owner.vm_dir = self->config.vm_dir;
+  spec.owner = &owner;
   spec.name = build->domain;
   spec.cmdline = cmdline;
   spec.disk = disk;

@@ -70,6 +70,10 @@ box_libvirt_domain_xml (const BoxLibvirtDomainSpec *spec)
   g_string_append (xml, kvm ? "kvm" : "qemu");
   g_string_append (xml, "' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n");
   append_escaped (xml, "  <name>%s</name>\n", spec->name);
+  if (spec->owner != NULL && spec->owner->state_dir != NULL) {
+    g_autofree char *owner = box_libvirt_owner_xml (spec->owner, TRUE);
+    g_string_append_printf (xml, "  <metadata>%s</metadata>\n", owner);
+  }
   g_string_append_printf (xml, "  <memory unit='MiB'>%u</memory>\n", spec->memory_mib);
   g_string_append_printf (xml, "  <vcpu>%u</vcpu>\n", spec->cpus);
   /* cgroups: the VM's CPUs at most, its RAM plus QEMU's own needs */
@@ -102,10 +106,13 @@ box_libvirt_domain_xml (const BoxLibvirtDomainSpec *spec)
                           "<label>+%u:+%u</label></seclabel>\n",
                           spec->uid, spec->gid);
   g_string_append (xml, "  <devices>\n    <emulator>/usr/bin/qemu-system-x86_64</emulator>\n");
-  /* cache='unsafe' is not used: a flush from the guest must reach the disk */
-  g_string_append (xml,
-                   "    <disk type='file' device='disk'>\n"
-                   "      <driver name='qemu' type='qcow2' cache='writeback' discard='unmap'/>\n");
+  /* writeback by default: a flush from the guest reaches the disk (and
+   * QEMU flushes when the vCPUs stop, which a pause pays for); unsafe
+   * drops flushes: faster pauses, but a host crash may lose or corrupt
+   * what the guest had synced */
+  g_string_append (xml, "    <disk type='file' device='disk'>\n");
+  append_escaped (xml, "      <driver name='qemu' type='qcow2' cache='%s' discard='unmap'/>\n",
+                  spec->disk_cache != NULL ? spec->disk_cache : "writeback");
   append_escaped (xml, "      <source file='%s'/>\n", spec->disk);
   g_string_append (xml,
                    "      <target dev='vda' bus='virtio'/>\n"

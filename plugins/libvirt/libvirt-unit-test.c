@@ -71,6 +71,7 @@ test_xml_fork (void)
   assert_contains (xml, "<label>+64055:+107</label>");
   assert_contains (xml, "relabel='no'");
   assert_contains (xml, "<source file='/vms/abc/disk.qcow2'/>");
+  assert_contains (xml, "cache='writeback'");
   assert_contains (xml, "<interface type='ethernet'>");
   assert_contains (xml, "<target dev='box-tap1' managed='no'/>");
   assert_contains (xml, "<mac address='52:54:00:aa:bb:cc'/>");
@@ -111,6 +112,27 @@ test_xml_variants (void)
   assert_contains (kvm, "<domain type='kvm'");
   assert_contains (kvm, "host-passthrough");
   assert_lacks (kvm, "tb-cache");
+}
+
+static void
+test_owner (void)
+{
+  BoxLibvirtOwner owner = { .role = "sandbox", .state_dir = "/data/it's", .vm_dir = "/vms",
+                            .sandbox = "sb-abc" };
+  BoxLibvirtDomainSpec spec = base_spec ();
+  g_autofree char *plain = box_libvirt_owner_xml (&owner, FALSE);
+  g_autofree char *xml = NULL;
+
+  g_assert_cmpstr (plain, ==, "<vm role='sandbox' state-dir='/data/it&apos;s' vm-dir='/vms' "
+                   "sandbox='sb-abc'/>");
+  spec.owner = &owner;
+  xml = box_libvirt_domain_xml (&spec);
+  assert_contains (xml, "<metadata><box:vm xmlns:box='urn:box:libvirt:1' role='sandbox'");
+  /* without a state directory nobody could tell it is an orphan: no metadata */
+  owner.state_dir = NULL;
+  g_clear_pointer (&xml, g_free);
+  xml = box_libvirt_domain_xml (&spec);
+  assert_lacks (xml, "<metadata>");
 }
 
 static void
@@ -259,6 +281,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/xml/fork", test_xml_fork);
   g_test_add_func ("/libvirt/xml/variants", test_xml_variants);
   g_test_add_func ("/libvirt/cmdline", test_cmdline);
+  g_test_add_func ("/libvirt/owner", test_owner);
   g_test_add_func ("/libvirt/ids", test_ids);
   g_test_add_func ("/libvirt/state-file", test_state_file);
   g_test_add_func ("/libvirt/image", test_image);

@@ -9,6 +9,7 @@
  * Env: BOX_VM_TEST_DIR   the plugin's vm_dir (default /var/tmp/box-vm-test;
  *                        template snapshots are kept there between runs)
  *      BOX_VM_TEST_BENCH N creates, pauses and wakes timed (default 5)
+ *      BOX_VM_TEST_DISK_CACHE  the plugin's disk_cache (default writeback)
  */
 #include "config.h"
 
@@ -48,6 +49,8 @@ new_engine (const char *data_dir)
   engine = box_engine_new (config);
   set_config (engine, "vm_dir", suite.vm_dir);
   set_config (engine, "pool_size", "2");
+  if (g_getenv ("BOX_VM_TEST_DISK_CACHE") != NULL)
+    set_config (engine, "disk_cache", g_getenv ("BOX_VM_TEST_DISK_CACHE"));
   return engine;
 }
 
@@ -490,6 +493,54 @@ test_capacity (void)
   box_libvirt_remove_tree (data_dir, NULL);
 }
 
+/* A boxd killed (no stop) whose data directory is then removed, as tests
+ * do: the next start of any boxd ends its pool domain. */
+static void
+test_orphans (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *data_dir = g_dir_make_tmp ("box-libvirt-orphan-XXXXXX", &error);
+  g_autofree char *data_dir2 = g_dir_make_tmp ("box-libvirt-orphan-XXXXXX", &error);
+  g_autoptr(BoxEngine) engine = NULL;
+  g_autoptr(BoxEngine) engine2 = NULL;
+  g_autoptr(BoxHypervisor) hv2 = NULL;
+  BoxHypervisor *hv;
+  BoxLibvirtTemplate *tmpl;
+  BoxLibvirtSlot *slot;
+  g_autofree char *domain = NULL;
+  virConnectPtr conn;
+  virDomainPtr dom;
+  guint timeout;
+
+  g_assert_no_error (error);
+  engine = new_engine (data_dir);
+  set_config (engine, "pool_size", "1");
+  set_config (engine, "accel", box_hypervisor_get_accel (suite.hv));
+  hv = new_plugin (engine);
+  tmpl = box_libvirt_template_get (BOX_LIBVIRT_PLUGIN (hv), 2, 2048);
+  timeout = g_timeout_add_seconds (120, timeout_cb, "a pool domain");
+  while (g_queue_is_empty (&tmpl->slots))
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
+  slot = g_queue_peek_head (&tmpl->slots);
+  domain = box_libvirt_vm_domain_name (slot->vm_id);
+  /* "killed": never stopped, its records removed with its data */
+  g_object_unref (hv);
+  box_libvirt_remove_tree (data_dir, NULL);
+
+  engine2 = new_engine (data_dir2);
+  set_config (engine2, "pool_size", "0");
+  set_config (engine2, "accel", box_hypervisor_get_accel (suite.hv));
+  hv2 = new_plugin (engine2);
+  conn = box_libvirt_conn_get (BOX_LIBVIRT_PLUGIN (hv2)->conn, &error);
+  g_assert_no_error (error);
+  dom = box_libvirt_domain_lookup (conn, domain);
+  g_assert_null (dom);
+  virConnectClose (conn);
+  box_plugin_stop (BOX_PLUGIN (hv2));
+  box_libvirt_remove_tree (data_dir2, NULL);
+}
+
 static void
 test_bench (void)
 {
@@ -592,6 +643,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt-vm/vm-lost", test_vm_lost);
   g_test_add_func ("/libvirt-vm/destroy", test_destroy);
   g_test_add_func ("/libvirt-vm/capacity", test_capacity);
+  g_test_add_func ("/libvirt-vm/orphans", test_orphans);
   status = g_test_run ();
 
   /* nothing of ours may stay behind, whatever failed */
