@@ -516,6 +516,47 @@ test_fake_write_credit (Fake *f, gconstpointer data)
   }
 }
 
+/* An open cancelled before the reply: the channel the agent opens anyway
+ * is closed by the client. */
+static void
+test_fake_open_cancel (Fake *f, gconstpointer data)
+{
+  g_autoptr(GCancellable) cancellable = g_cancellable_new ();
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(JsonObject) req = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *json = NULL;
+  gint64 id = 0, chan = 0;
+
+  fake_connect (f, NULL);
+  box_agent_client_open_channel_async (f->client, "exec", NULL, cancellable, agent_test_store_result, &res);
+  req = fake_agent_read_request (f->fake);
+  g_assert_true (box_agent_json_get_int (req, "id", &id));
+  g_assert_true (box_agent_json_get_int (req, "chan", &chan));
+  g_cancellable_cancel (cancellable);
+  agent_test_wait_result (&res);
+  g_assert_null (box_agent_client_open_channel_finish (f->client, res, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+
+  /* the late reply, then output: the client answers with CLOSE */
+  json = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true,\"chan\":%" G_GINT64_FORMAT ",\"pid\":9}", id, chan);
+  fake_agent_send_json (f->fake, 0, json);
+  fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, "late", 4);
+  while (TRUE) {
+    BoxAgentFrameHeader h;
+    g_autoptr(GBytes) p = NULL;
+
+    fake_agent_read (f->fake, &h, &p);
+    if (h.type == BOX_AGENT_FRAME_CLOSE) {
+      g_assert_cmpuint (h.channel, ==, chan);
+      break;
+    }
+  }
+  fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
+  agent_test_spin (20);
+  g_assert_cmpuint (f->n_closed, ==, 0);
+}
+
 typedef struct {
   BoxAgentChannel *channel;
   JsonObject *event;
@@ -641,6 +682,7 @@ main (int argc, char **argv)
   g_test_add ("/agent-fake/version", Fake, NULL, fake_setup, test_fake_version, fake_teardown);
   g_test_add ("/agent-fake/not-connected", Fake, NULL, fake_setup, test_fake_not_connected, fake_teardown);
   g_test_add ("/agent-fake/write-credit", Fake, NULL, fake_setup, test_fake_write_credit, fake_teardown);
+  g_test_add ("/agent-fake/open-cancel", Fake, NULL, fake_setup, test_fake_open_cancel, fake_teardown);
   g_test_add ("/agent-fake/accept", Fake, NULL, fake_setup, test_fake_accept, fake_teardown);
   g_test_add ("/agent-fake/eof", Fake, NULL, fake_setup, test_fake_eof, fake_teardown);
   return g_test_run ();
