@@ -278,9 +278,10 @@ start_call (BoxAgentClient *self, GTask *task, const char *op, JsonObject *args,
                              "the agent client is not connected");
     return;
   }
-  /* cancellation is ours (call_cancelled): a reply that wins the race is
-   * delivered, so that a channel the agent opened always has an owner */
-  g_task_set_check_cancellable (task, FALSE);
+  /* an open that the reply wins against a cancellation is delivered, so
+   * that a channel the agent opened always has an owner */
+  if (open)
+    g_task_set_check_cancellable (task, FALSE);
   call = g_new0 (Call, 1);
   call->self = self;
   call->id = self->next_id++;
