@@ -129,10 +129,10 @@ create_slot_taken (GObject *source, GAsyncResult *result, gpointer user_data)
   if (!self->started || g_hash_table_contains (self->vms, op->id)) {
     box_libvirt_template_slot_discard (self, op->slot);
     box_libvirt_vm_free (g_steal_pointer (&op->vm));
-    box_libvirt_op_return (task, g_error_new (BOX_ERROR, !self->started ? BOX_ERROR_SANDBOX_UNAVAILABLE :
-                                  BOX_ERROR_ALREADY_EXISTS,
-                                  !self->started ? "the hypervisor is stopping" :
-                                  "a VM for sandbox %s exists", op->id));
+    if (!self->started)
+      box_libvirt_op_fail (task, BOX_ERROR_SANDBOX_UNAVAILABLE, "the hypervisor is stopping");
+    else
+      box_libvirt_op_fail (task, BOX_ERROR_ALREADY_EXISTS, "a VM for sandbox %s exists", op->id);
     return;
   }
   op->vm->vm_id = g_strdup (op->slot->vm_id);
@@ -163,9 +163,9 @@ box_libvirt_create_start (GTask *task)
   BoxLibvirtTemplate *tmpl;
 
   if ((guint64) op->resources.disk_gib << 30 < self->image->rootfs_bytes) {
-    box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_INVALID,
-                                  "the base template needs a disk of at least %" G_GUINT64_FORMAT
-                                  " GiB", (self->image->rootfs_bytes + (1 << 30) - 1) >> 30));
+    box_libvirt_op_fail (task, BOX_ERROR_INVALID,
+                         "the base template needs a disk of at least %" G_GUINT64_FORMAT " GiB",
+                         (self->image->rootfs_bytes + (1 << 30) - 1) >> 30);
     return;
   }
   op->vm = box_libvirt_vm_new (op->id);

@@ -17,8 +17,10 @@ op_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   op->locked = TRUE;
   op->started = g_get_monotonic_time ();
   if (op->vm->gone) {
-    box_libvirt_op_return (task, op->op == BOX_VM_OP_DESTROY && op->kind == BOX_LIBVIRT_JOB_ENGINE ? NULL :
-               g_error_new (BOX_ERROR, BOX_ERROR_NOT_FOUND, "no VM for sandbox %s", op->id));
+    if (op->op == BOX_VM_OP_DESTROY && op->kind == BOX_LIBVIRT_JOB_ENGINE)
+      box_libvirt_op_return (task, NULL);
+    else
+      box_libvirt_op_fail (task, BOX_ERROR_NOT_FOUND, "no VM for sandbox %s", op->id);
     return;
   }
   switch (op->kind) {
@@ -49,9 +51,8 @@ op_locked (GObject *source, GAsyncResult *result, gpointer user_data)
     box_libvirt_destroy_start (task);
     break;
   default:
-    box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                                  "the libvirt hypervisor cannot %s yet",
-                                  box_vm_op_to_string (op->op)));
+    box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED, "the libvirt hypervisor cannot %s yet",
+                         box_vm_op_to_string (op->op));
     break;
   }
 }
@@ -181,36 +182,32 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
                            request->resources.disk_gib : defaults->disk_gib;
 
   if (!self->started) {
-    box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
-                                  "the libvirt hypervisor is not running"));
+    box_libvirt_op_fail (task, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                         "the libvirt hypervisor is not running");
     return;
   }
   vm = box_libvirt_lookup_vm (self, op->id);
   switch (vm_op) {
   case BOX_VM_OP_CREATE:
     if (vm != NULL) {
-      box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_ALREADY_EXISTS,
-                                    "a VM for sandbox %s exists", op->id));
+      box_libvirt_op_fail (task, BOX_ERROR_ALREADY_EXISTS, "a VM for sandbox %s exists", op->id);
     } else if (request->image != NULL && request->image[0] != '\0') {
-      box_libvirt_op_return (task, g_error_new_literal (BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                                            "the libvirt hypervisor cannot run images yet"));
+      box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED,
+                           "the libvirt hypervisor cannot run images yet");
     } else if (request->from_sandbox_id != NULL) {
-      box_libvirt_op_return (task, g_error_new_literal (BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                                            "the libvirt hypervisor cannot fork from "
-                                            "checkpoints yet"));
+      box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED,
+                           "the libvirt hypervisor cannot fork from checkpoints yet");
     } else if (request->template_name != NULL && request->template_name[0] != '\0' &&
                g_strcmp0 (request->template_name, "base") != 0) {
-      box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_INVALID, "no template \"%s\"",
-                                    request->template_name));
+      box_libvirt_op_fail (task, BOX_ERROR_INVALID, "no template \"%s\"", request->template_name);
     } else {
       box_libvirt_create_start (task);
     }
     return;
   case BOX_VM_OP_CHECKPOINT:
   case BOX_VM_OP_RESTORE:
-    box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                                  "the libvirt hypervisor cannot %s yet",
-                                  box_vm_op_to_string (vm_op)));
+    box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED, "the libvirt hypervisor cannot %s yet",
+                         box_vm_op_to_string (vm_op));
     return;
   case BOX_VM_OP_DELETE_CHECKPOINT:
     box_libvirt_op_return (task, NULL);   /* it keeps none */
@@ -223,8 +220,7 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
       box_libvirt_detach_network (self, op->id);
       box_libvirt_op_return (task, NULL);
     } else {
-      box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_NOT_FOUND, "no VM for sandbox %s",
-                                    op->id));
+      box_libvirt_op_fail (task, BOX_ERROR_NOT_FOUND, "no VM for sandbox %s", op->id);
     }
     return;
   }

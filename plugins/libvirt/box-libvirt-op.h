@@ -39,6 +39,8 @@ typedef struct {
 BoxLibvirtOp *box_libvirt_task_op          (GTask *task);
 /* Ends @task (taking @error, or success) and releases the VM's lock. */
 void          box_libvirt_op_return        (GTask *task, GError *error);
+void          box_libvirt_op_fail          (GTask *task, BoxErrorCode code, const char *format,
+                                            ...) G_GNUC_PRINTF (3, 4);
 /* <vm_dir>/vms/<vm id>/@file of the operation's VM */
 char         *box_libvirt_op_file          (BoxLibvirtOp *op, const char *file);
 void          box_libvirt_detach_network   (BoxLibvirtPlugin *self, const char *id);

@@ -72,6 +72,18 @@ box_libvirt_op_return (GTask *task, GError *error)
   g_object_unref (task);
 }
 
+void
+box_libvirt_op_fail (GTask *task, BoxErrorCode code, const char *format, ...)
+{
+  va_list args;
+  g_autofree char *message = NULL;
+
+  va_start (args, format);
+  message = g_strdup_vprintf (format, args);
+  va_end (args);
+  box_libvirt_op_return (task, g_error_new_literal (BOX_ERROR, code, message));
+}
+
 char *
 box_libvirt_op_file (BoxLibvirtOp *op, const char *file)
 {
@@ -394,8 +406,7 @@ box_libvirt_suspend_start (GTask *task)
     return;
   }
   if (op->vm->state != BOX_VM_STATE_RUNNING) {
-    box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_CONFLICT,
-                                  "the VM of sandbox %s is not running", op->id));
+    box_libvirt_op_fail (task, BOX_ERROR_CONFLICT, "the VM of sandbox %s is not running", op->id);
     return;
   }
   if (op->vm->agent == NULL || box_agent_client_is_closed (op->vm->agent)) {
@@ -574,8 +585,8 @@ box_libvirt_boot_start (GTask *task)
     return;
   }
   if (op->vm->state != BOX_VM_STATE_SHUTOFF) {
-    box_libvirt_op_return (task, g_error_new (BOX_ERROR, BOX_ERROR_CONFLICT,
-                                  "the VM of sandbox %s is paused, not stopped", op->id));
+    box_libvirt_op_fail (task, BOX_ERROR_CONFLICT, "the VM of sandbox %s is paused, not stopped",
+                         op->id);
     return;
   }
   op->op = BOX_VM_OP_BOOT;
@@ -714,7 +725,8 @@ box_libvirt_destroy_start (GTask *task)
   BoxLibvirtOp *op = box_libvirt_task_op (task);
 
   op->vm->expect_stop = TRUE;
-  box_libvirt_run_in_thread (op->self, box_libvirt_destroy_work, op, NULL, NULL, destroy_done, task);
+  box_libvirt_run_in_thread (op->self, box_libvirt_destroy_work, op, NULL, NULL, destroy_done,
+                             task);
 }
 
 /* ---- a VM that died on its own ---- */

@@ -276,7 +276,8 @@ fill_restored (GObject *source, GAsyncResult *result, gpointer user_data)
 /* Starts a fork of @tmpl: for @waiter (a take_slot task, taken) or the
  * pool.  Its disk starts at @disk_bytes (0: the pool's size). */
 void
-box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *waiter, guint64 disk_bytes)
+box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *waiter,
+                       guint64 disk_bytes)
 {
   Fill *fill = g_new0 (Fill, 1);
   BoxNetwork *network = box_libvirt_get_network (self);

@@ -134,7 +134,8 @@ box_libvirt_template_get (BoxLibvirtPlugin *self, guint cpus, guint memory_mib)
 
 /* Fills in what every domain of @tmpl has in common. */
 void
-box_libvirt_template_spec (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, BoxLibvirtDomainSpec *spec)
+box_libvirt_template_spec (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl,
+                           BoxLibvirtDomainSpec *spec)
 {
   memset (spec, 0, sizeof *spec);
   spec->accel = self->accel;
@@ -213,7 +214,8 @@ build_boot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   virDomainPtr dom;
   int fd;
 
-  if (!box_libvirt_remove_tree (build->tmp_dir, error) || !box_libvirt_make_vm_dir (build->tmp_dir, error) ||
+  if (!box_libvirt_remove_tree (build->tmp_dir, error) ||
+      !box_libvirt_make_vm_dir (build->tmp_dir, error) ||
       !box_libvirt_create_overlay (disk, self->image->rootfs, "raw", self->image->rootfs_bytes,
                                    error) ||
       !box_libvirt_give_to_qemu (self, disk, error))
