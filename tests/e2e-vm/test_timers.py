@@ -2,7 +2,7 @@
 # vm: deadlines and the idle rule on real microVMs.  All sandboxes start
 # together so the whole file waits for the idle timeout (30 s, the minimum)
 # once:
-#   dl-pause   deadline pause in 12 s                 -> paused, reason deadline
+#   dl-pause   deadline pause in 10 s                 -> paused, reason deadline
 #   dl-busy    the same, with an exec/run in flight   -> paused at its time all the same;
 #                                                         the call ends (at the latest once woken)
 #   idle-stop  idle 30 s, action stop, left alone     -> stopped, reason idle
@@ -51,26 +51,33 @@ def test_timers(t):
     d.create_sandbox(KEY, {'name': 'warm-up'})   # the template snapshot, if it has to be made
     t.status(d.request('DELETE', '/v1/sandboxes/warm-up', token=KEY), 204, 'warm-up sandbox deleted')
 
+    # idle-busy first, its call started at once ("at 0 s"); the deadline
+    # sandboxes last, their deadline 8 s after their create, dl-busy's call
+    # (12 s) started at once so that it is in flight when the deadline fires
     t0 = time.time()
-    at = boxtest.future(12)
-    at_dt = boxtest.parse_ts(at)
     ids = {}
     created = {}
-    for name, body in (('dl-pause', {'deadline': {'at': at, 'action': 'pause'}, 'idle': NONE}),
-                       ('dl-busy', {'deadline': {'at': at, 'action': 'pause'}, 'idle': NONE}),
-                       ('idle-stop', {'idle': {'timeout_s': 30, 'action': 'stop'}}),
-                       ('idle-pause', {'idle': {'timeout_s': 30, 'action': 'pause'}}),
-                       ('idle-busy', {'idle': {'timeout_s': 30, 'action': 'stop'}})):
+
+    def create(name, body):
         body['name'] = name
         ids[name] = d.create_sandbox(KEY, body)['id']
         created[name] = time.time()
+
+    create('idle-busy', {'idle': {'timeout_s': 30, 'action': 'stop'}})
+    busy_idle, busy_idle_out = bg_run(['sleep', '40'], 'idle-busy')
+    create('idle-stop', {'idle': {'timeout_s': 30, 'action': 'stop'}})
+    create('idle-pause', {'idle': {'timeout_s': 30, 'action': 'pause'}})
+    at = boxtest.future(10)
+    at_dt = boxtest.parse_ts(at)
+    create('dl-busy', {'deadline': {'at': at, 'action': 'pause'}, 'idle': NONE})
+    busy_dl, busy_dl_out = bg_run(['sh', '-c', 'sleep 12; echo done'], 'dl-busy')
+    create('dl-pause', {'deadline': {'at': at, 'action': 'pause'}, 'idle': NONE})
     clock.add('five creates', time.time() - t0)
     names = {v: k for k, v in ids.items()}
-
-    busy_idle, busy_idle_out = bg_run(['sleep', '40'], 'idle-busy')
-    busy_dl, busy_dl_out = bg_run(['sh', '-c', 'sleep 8; echo done'], 'dl-busy')
     ok_proc = sh(d, KEY, 'dl-pause', 'setsid sh -c "exec sleep 1818" </dev/null >/dev/null 2>&1 & echo ok')
     t.eq((ok_proc.status, ok_proc.out), (200, 'ok\n'), 'a background process in dl-pause')
+    t.ok(time.time() < at_dt.timestamp() - 1 and busy_dl.is_alive(),
+         'set-up done before the deadline, dl-busy\'s call in flight')
 
     want = {'dl-pause': 'sandbox.paused', 'dl-busy': 'sandbox.paused', 'idle-stop': 'sandbox.stopped',
             'idle-pause': 'sandbox.paused'}

@@ -24,6 +24,7 @@ import atexit
 import base64
 import fcntl
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -61,11 +62,38 @@ def bail_out(reason):
     sys.exit(1)
 
 
+def read_file(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def recipe_key():
+    """A hash of everything images/build-base.sh builds from (the image
+    scripts and the agent's sources, a superset of its own keys): the next
+    test of the same run skips the script (seconds: it rebuilds the agent
+    to find out that nothing changed)."""
+    h = hashlib.sha256()
+    h.update(os.environ.get('BOX_MIRROR', '').encode())
+    for top in ('images', 'agent'):
+        for root, dirs, files in os.walk(os.path.join(SOURCE_ROOT, top)):
+            dirs.sort()
+            for name in sorted(files):
+                path = os.path.join(root, name)
+                h.update(os.path.relpath(path, SOURCE_ROOT).encode() + b'\0')
+                with open(path, 'rb') as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+    h.update(os.path.realpath(os.path.join(IMAGE_CACHE, 'base')).encode())
+    return h.hexdigest()
+
+
 def prepare(tap):
     """libvirtd up and the base image built; skips the file when impossible."""
     if os.geteuid() != 0:
         skip_all('the vm suite needs root (libvirt qemu:///system, taps, image builds)')
-    for prog in ('libvirtd', 'virsh', 'qemu-system-x86_64', 'nft', 'ip'):
+    for prog in ('libvirtd', 'virsh', 'qemu-system-x86_64', 'nft', 'ip', 'mmdebstrap'):
         if shutil.which(prog) is None:
             skip_all('%s is not installed (tools/deps.sh installs it)' % prog)
     if not os.path.exists(boxtest.BOXD):
@@ -80,12 +108,17 @@ def prepare(tap):
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if r.returncode != 0:
             bail_out('libvirtd does not start: %s' % r.stdout.decode('utf-8', 'replace').strip())
-        env = dict(os.environ, BOX_IMAGE_CACHE=IMAGE_CACHE)
-        r = subprocess.run([os.path.join(SOURCE_ROOT, 'images', 'build-base.sh')], env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
-        if r.returncode != 0:
-            tail = ' '.join(r.stderr.decode('utf-8', 'replace').strip().splitlines()[-3:])
-            skip_all('the guest images cannot be built (images/build-base.sh: %s)' % tail)
+        stamp = os.path.join(IMAGE_CACHE, '.e2e-vm-stamp')
+        key = recipe_key()
+        if read_file(stamp) != key or not os.path.exists(os.path.join(IMAGE_CACHE, 'base', '.done')):
+            env = dict(os.environ, BOX_IMAGE_CACHE=IMAGE_CACHE)
+            r = subprocess.run([os.path.join(SOURCE_ROOT, 'images', 'build-base.sh')], env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+            if r.returncode != 0:
+                tail = ' '.join(r.stderr.decode('utf-8', 'replace').strip().splitlines()[-3:])
+                bail_out('images/build-base.sh failed: %s' % tail)
+            with open(stamp, 'w') as f:
+                f.write(recipe_key())
         fcntl.flock(lock, fcntl.LOCK_UN)
     os.makedirs(VM_DIR, mode=0o711, exist_ok=True)
     os.chmod(VM_DIR, 0o711)
