@@ -40,11 +40,12 @@ else
 fi
 
 # Real sandboxes run under libvirt; start its daemons when nobody has.
-if command -v libvirtd >/dev/null && ! pgrep -x libvirtd >/dev/null; then
-  $sudo mkdir -p /var/log/libvirt /run/libvirt
-  pgrep -x virtlogd >/dev/null || $sudo virtlogd -d
-  $sudo libvirtd -d
-fi
+$sudo "$here/tools/libvirtd-up.sh"
+
+# The guest kernel and the base image (cached; rebuilt only when their
+# recipe changes).  The first build takes a minute or two.
+echo "box: building the guest kernel and base image (cached in /var/cache/box/images)" >&2
+$sudo "$here/images/build-base.sh" >/dev/null
 
 # (Re)start boxd.
 if pid="$(pgrep -x boxd)"; then
