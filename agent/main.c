@@ -581,7 +581,9 @@ on_port (void *obj, int tag, short re)
     if (r > 0) {
       ba_buf_append (&conn.in, buf, (size_t) r);
       process_input ();
-    } else if (r == 0 && conn.is_socket) {
+    } else if (conn.is_socket && (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))) {
+      /* --connect (tests): the host end is gone for good (EOF, or a reset
+       * when it closed with unread data) */
       ba_log ("host closed the socket");
       exit (0);
     }
@@ -600,6 +602,10 @@ on_port (void *obj, int tag, short re)
     send_ready ();
   }
   if (re & (POLLERR | POLLNVAL)) {
+    if (conn.is_socket) {
+      ba_log ("host socket error");
+      exit (0);
+    }
     close (conn.fd);
     conn.fd = -1;
     host_gone (now, &retry_at);
