@@ -1124,8 +1124,14 @@ mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
     if (save (self, sandbox, &error))
       box_engine_emit (self, "sandbox.paused", sandbox, detail);
   } else if (vm_state == BOX_VM_STATE_SHUTOFF) {
+    /* The disk is what is left: everything written to it is kept, what
+     * was only in memory is gone from this moment. */
+    g_autofree char *at = box_time_format (g_get_real_time ());
+
     sandbox->state = BOX_SANDBOX_STATE_STOPPED;
-    json_object_set_string_member (detail, "reason", "reconciled");
+    sandbox->snapshot_at = 0;
+    json_object_set_string_member (detail, "reason", lost_reason);
+    json_object_set_string_member (detail, "snapshot_at", at);
     if (save (self, sandbox, &error))
       box_engine_emit (self, "sandbox.stopped", sandbox, detail);
   } else {
@@ -1148,8 +1154,15 @@ vm_lost_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autofree char *id = user_data;
   g_autoptr(BoxSandbox) sandbox = box_storage_sandbox_get (self->storage, NULL, id, NULL);
 
-  if (sandbox != NULL && sandbox->state == BOX_SANDBOX_STATE_RUNNING)
-    mark_lost (self, sandbox, "vm_lost");
+  /* A running VM, or a paused one whose snapshot lived in its QEMU (a hot
+   * pause), that died on its own: back to what the hypervisor still has. */
+  if (sandbox != NULL && (sandbox->state == BOX_SANDBOX_STATE_RUNNING ||
+                          sandbox->state == BOX_SANDBOX_STATE_PAUSED)) {
+    BoxVmState vm_state = box_hypervisor_query (self->hypervisor, id, NULL);
+
+    if (sandbox->state == BOX_SANDBOX_STATE_RUNNING || vm_state != BOX_VM_STATE_SUSPENDED)
+      mark_lost (self, sandbox, "vm_lost");
+  }
   unlock (self, id);
 }
 
