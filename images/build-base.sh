@@ -33,6 +33,9 @@ now() { date +%s.%N; }
 secs() { printf '%.2f' "$(echo "$2 - $1" | bc)"; }
 
 mkdir -p "$CACHE"
+# One build at a time per cache (set-up, tests and a user may overlap).
+exec 8>"$CACHE/.build-base.lock"
+flock 8
 T0=$(now)
 
 # 1. kernel (its modules go into the initramfs)
