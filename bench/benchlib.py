@@ -263,14 +263,16 @@ def machine():
         'libvirt': _first_line(['libvirtd', '--version']) if shutil.which('libvirtd') else 'not installed',
         'python': platform.python_version(),
         'dev_kvm': os.path.exists('/dev/kvm'),
+        'source': _first_line(['git', '-C', SOURCE_ROOT, 'describe', '--always', '--dirty']),
     }
 
 
 def machine_text(m):
     return ('machine: %s, %d CPUs (%s), %d MiB RAM, kernel %s\n'
-            '         %s; %s; /dev/kvm %s'
+            '         %s; %s; /dev/kvm %s; source %s'
             % (m['cpu_model'], m['cpus'], m['virt_flags'] or 'no virt flags', m['mem_total_mib'],
-               m['kernel'], m['qemu'], m['libvirt'], 'present' if m['dev_kvm'] else 'absent'))
+               m['kernel'], m['qemu'], m['libvirt'], 'present' if m['dev_kvm'] else 'absent',
+               m['source']))
 
 
 def load():
@@ -463,6 +465,17 @@ class BenchBoxd:
         self.key = self.d.project_with_key(self.project)
         log('boxd up in %.1f s (log %s)' % (time.perf_counter() - t, self.d.log_path))
         return self
+
+    def accel(self):
+        """The libvirt plugin's start line: accel and why, QEMU, capacity."""
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            for line in self.d.log_text().splitlines():
+                m = re.search(r'libvirt: ((tcg|kvm) \(.*)$', line)
+                if m:
+                    return m.group(1)
+            time.sleep(0.2)
+        return 'unknown'
 
     @property
     def pid(self):

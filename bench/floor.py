@@ -25,6 +25,8 @@
 #   fork + first exec   fork, then exec `true` through the agent
 #                       (~ create + first exec)
 #   exec true           exec `true` round trip through the agent (~ exec/run)
+#   exec static         the same with a static binary (no ld.so, no libc
+#                       to map): how much of it is the dynamic loader
 #   ping                the agent's ping round trip
 #   pause / resume      QMP stop / cont (~ a hot pause and its wake)
 #   delete              SIGKILL QEMU, reap it, remove its files (~ delete)
@@ -49,6 +51,8 @@ from benchlib import Samples, SOURCE_ROOT, log
 sys.path.insert(0, os.path.join(SOURCE_ROOT, 'agent', 'tests'))
 import boxagent  # noqa: E402  (agent/tests/boxagent.py: the host side of the agent protocol)
 
+# a static binary in the image (the agent itself): exec without ld.so and libc
+STATIC_BINARY = '/usr/lib/box/box-agent'
 IMAGE_CACHE = os.environ.get('BOX_IMAGE_CACHE') or '/var/cache/box/images'
 
 # the rows of the floor table: key -> label
@@ -62,6 +66,7 @@ OPS = [
     ('fork_prestarted', 'fork into a pre-started QEMU to hello'),
     ('fork_exec', 'fork + first exec true'),
     ('exec', 'exec true round trip (agent)'),
+    ('exec_static', 'exec of a static binary (agent --version)'),
     ('ping', 'agent ping round trip'),
     ('pause', 'pause (QMP stop)'),
     ('resume', 'resume (QMP cont)'),
@@ -370,6 +375,11 @@ class Floor:
                         r = vm.agent.exec_run(['true'])
                     if r.get('code') != 0:
                         self.s['exec'].fail(r)
+                for _ in range(exec_runs):
+                    with self.s['exec_static'].timed():
+                        r = vm.agent.exec_run([STATIC_BINARY, '--version'])
+                    if r.get('code') != 0:
+                        self.s['exec_static'].fail(r)
                 for _ in range(exec_runs):
                     with self.s['ping'].timed():
                         vm.agent.request('ping')
