@@ -192,6 +192,92 @@ class Table:
         return {'title': self.title, 'rows': [r.as_dict() for r in self.rows]}
 
 
+class RateRow:
+    """A throughput (MiB/s, higher is better): samples are rates.  Targets:
+    an absolute minimum and/or a minimum fraction of the floor's p50 (the
+    interactive sub-API's benchmarks: >= 100 MiB/s and >= 70 % of the raw
+    host-guest channel)."""
+
+    def __init__(self, key, label, rates, target_min=None, floor=None, floor_fraction=None,
+                 floor_label=None, note=''):
+        self.key = key
+        self.label = label
+        v = sorted(rates.values if isinstance(rates, Samples) else rates)
+        self.errors = list(rates.errors) if isinstance(rates, Samples) else []
+        n = len(v)
+        self.stats = {'n': n,
+                      'p50': (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0) if v else None,
+                      'min': v[0] if v else None, 'max': v[-1] if v else None}
+        self.target_min = target_min
+        self.floor = floor              # the floor's p50, MiB/s
+        self.floor_fraction = floor_fraction
+        self.floor_label = floor_label
+        self.note = note
+
+    def fraction(self):
+        if not self.floor or self.stats['p50'] is None:
+            return None
+        return self.stats['p50'] / self.floor
+
+    def met(self):
+        p50 = self.stats['p50']
+        if p50 is None or (self.target_min is None and self.floor_fraction is None):
+            return None
+        ok = True
+        if self.target_min is not None:
+            ok = ok and p50 >= self.target_min
+        if self.floor_fraction is not None and self.fraction() is not None:
+            ok = ok and self.fraction() >= self.floor_fraction
+        return ok
+
+    def as_dict(self):
+        return {'key': self.key, 'label': self.label, 'stats': self.stats, 'errors': self.errors,
+                'unit': 'MiB/s', 'target_min': self.target_min, 'floor': self.floor,
+                'floor_fraction': self.floor_fraction, 'fraction': self.fraction(),
+                'met': self.met(), 'floor_label': self.floor_label, 'note': self.note}
+
+
+class RateTable:
+    """Throughputs, one RateRow per line."""
+
+    def __init__(self, title):
+        self.title = title
+        self.rows = []
+
+    def add(self, row):
+        self.rows.append(row)
+        return row
+
+    def render(self):
+        t = FreeTable(self.title, ['operation', 'n', 'p50 MiB/s', 'min', 'max', 'target', 'met',
+                                   'floor MiB/s', '% of floor'])
+        for r in self.rows:
+            s = r.stats
+            target = []
+            if r.target_min is not None:
+                target.append('>= %g' % r.target_min)
+            if r.floor_fraction is not None:
+                target.append('>= %g%% floor' % (r.floor_fraction * 100))
+            met = r.met()
+            frac = r.fraction()
+            t.add(r.label, s['n'], '-' if s['p50'] is None else '%.1f' % s['p50'],
+                  '-' if s['min'] is None else '%.1f' % s['min'],
+                  '-' if s['max'] is None else '%.1f' % s['max'],
+                  ', '.join(target) or '-', '-' if met is None else ('yes' if met else 'NO'),
+                  '-' if r.floor is None else '%.1f' % r.floor,
+                  '-' if frac is None else '%.0f' % (frac * 100))
+        out = [t.render()]
+        for r in self.rows:
+            if r.errors:
+                out.append('  %s: %d failure(s), first: %s' % (r.label, len(r.errors), r.errors[0][:300]))
+            if r.note:
+                out.append('  %s: %s' % (r.label, r.note))
+        return '\n'.join(out)
+
+    def as_dict(self):
+        return {'title': self.title, 'rows': [r.as_dict() for r in self.rows]}
+
+
 class FreeTable:
     """A table of arbitrary columns (density steps and the like)."""
 
@@ -206,11 +292,12 @@ class FreeTable:
     def render(self):
         widths = [max(len(self.columns[i]), *(len(r[i]) for r in self.rows)) if self.rows
                   else len(self.columns[i]) for i in range(len(self.columns))]
-        out = ['== %s ==' % self.title,
-               '  '.join(c.rjust(widths[i]) for i, c in enumerate(self.columns)),
-               '  '.join('-' * w for w in widths)]
+        def fmt(cells):
+            return '  '.join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i])
+                             for i, c in enumerate(cells)).rstrip()
+        out = ['== %s ==' % self.title, fmt(self.columns), '  '.join('-' * w for w in widths)]
         for r in self.rows:
-            out.append('  '.join(c.rjust(widths[i]) for i, c in enumerate(r)))
+            out.append(fmt(r))
         return '\n'.join(out)
 
     def as_dict(self):
