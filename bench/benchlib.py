@@ -506,6 +506,23 @@ def default_build_root():
     return os.path.join(SOURCE_ROOT, 'build')
 
 
+def build_source(build_root):
+    """Where the boxd under test comes from: the build's source dir and its
+    commit (git describe, or a SOURCE_COMMIT file of an exported tree)."""
+    try:
+        with open(os.path.join(build_root, 'meson-info', 'meson-info.json')) as f:
+            src = json.load(f)['directories']['source']
+    except (OSError, ValueError, KeyError):
+        return 'build %s' % build_root
+    commit = 'unknown commit'
+    if os.path.exists(os.path.join(src, 'SOURCE_COMMIT')):
+        with open(os.path.join(src, 'SOURCE_COMMIT')) as f:
+            commit = 'exported tree of ' + f.read().strip()
+    elif os.path.exists(os.path.join(src, '.git')):
+        commit = _first_line(['git', '-C', src, 'describe', '--always', '--dirty'])
+    return 'build %s of %s (%s)' % (build_root, src, commit)
+
+
 def check_root():
     if os.geteuid() != 0:
         sys.exit('bench: run as root (libvirt qemu:///system, taps, nftables)')
