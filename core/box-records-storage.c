@@ -44,6 +44,16 @@ box_sandbox_to_storage_json (const BoxSandbox *sandbox)
   json_object_set_int_member (obj, "next_checkpoint", sandbox->next_checkpoint);
   json_object_set_int_member (obj, "next_auto_checkpoint", sandbox->next_auto_checkpoint);
   box_records_set_nullable_string (obj, "fork_source", sandbox->fork_source);
+  if (sandbox->port_access != NULL && g_hash_table_size (sandbox->port_access) > 0) {
+    JsonObject *ports = json_object_new ();
+    GHashTableIter iter;
+    gpointer port, access;
+
+    g_hash_table_iter_init (&iter, sandbox->port_access);
+    while (g_hash_table_iter_next (&iter, &port, &access))
+      json_object_set_string_member (ports, port, access);
+    json_object_set_object_member (obj, "port_access", ports);
+  }
   return box_records_object_to_string (obj);
 }
 
@@ -396,6 +406,8 @@ box_sandbox_from_storage_json (const char *json, GError **error)
   sandbox->next_checkpoint = read_int (&r, obj, "next_checkpoint", 0, G_MAXUINT, 1);
   sandbox->next_auto_checkpoint = read_int (&r, obj, "next_auto_checkpoint", 0, G_MAXUINT, 1);
   sandbox->fork_source = read_string (&r, obj, "fork_source");
+  g_hash_table_unref (sandbox->port_access);
+  sandbox->port_access = read_map (&r, obj, "port_access");
   if (r.failed)
     return NULL;
   return g_steal_pointer (&sandbox);

@@ -475,6 +475,7 @@ box_sandbox_new (void)
   sandbox->secrets = g_new0 (char *, 1);
   sandbox->next_checkpoint = 1;
   sandbox->next_auto_checkpoint = 1;
+  sandbox->port_access = box_records_string_map_new ();
   return sandbox;
 }
 
@@ -494,6 +495,7 @@ box_sandbox_free (BoxSandbox *sandbox)
   g_strfreev (sandbox->secrets);
   g_free (sandbox->node);
   g_free (sandbox->fork_source);
+  g_clear_pointer (&sandbox->port_access, g_hash_table_unref);
   g_free (sandbox);
 }
 
@@ -517,6 +519,8 @@ box_sandbox_copy (const BoxSandbox *sandbox)
   copy->secrets = strv_copy_or_empty (sandbox->secrets);
   copy->node = g_strdup (sandbox->node);
   copy->fork_source = g_strdup (sandbox->fork_source);
+  copy->port_access = sandbox->port_access != NULL ? string_map_copy (sandbox->port_access)
+                                                   : box_records_string_map_new ();
   return copy;
 }
 

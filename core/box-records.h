@@ -116,6 +116,9 @@ typedef struct {
   guint              next_checkpoint;/* next "vN" number */
   guint              next_auto_checkpoint;
   char              *fork_source;    /* "sb-.../vN" for a fork, or NULL */
+  /* ports whose access was set (PUT /ports/{port}): "<port>" -> "private" or
+   * "public"; never NULL; every other port is private */
+  GHashTable        *port_access;
 } BoxSandbox;
 
 /* ---- Checkpoints ------------------------------------------------------- */

@@ -1,0 +1,457 @@
+/* box-http-ws-io.c: the stream a server WebSocket runs over (see
+ * box-http-ws.h, "Flow control").
+ *
+ * It wraps the connection libsoup hands over after the upgrade:
+ *
+ * - Output: every write goes to the connection's pollable output stream;
+ *   the bytes the socket accepted are run through a small parser of the
+ *   server's own frames (unmasked: 2-byte header, 16- or 64-bit length),
+ *   which calls back once per complete data frame.  libsoup keeps data
+ *   frames in the order they were sent (only pongs and the close frame jump
+ *   the queue, and they are not data frames), so the n-th callback is the
+ *   n-th message sent.
+ * - Input: while paused, reads answer G_IO_ERROR_WOULD_BLOCK and the
+ *   pollable source libsoup waits on is a gate that opens only on resume;
+ *   libsoup's read loop stops there, and the client's bytes stay in the
+ *   kernel's socket buffer (TCP then stops the client).
+ * - Closing closes the wrapped stream, asynchronously.
+ */
+#include "config.h"
+
+#include "box-http-ws.h"
+
+/* ---- input ------------------------------------------------------------- */
+
+#define BOX_TYPE_WS_INPUT (box_ws_input_get_type ())
+G_DECLARE_FINAL_TYPE (BoxWsInput, box_ws_input, BOX, WS_INPUT, GInputStream)
+
+struct _BoxWsInput {
+  GInputStream  parent_instance;
+  GInputStream *base;
+  gboolean      paused;
+  GPtrArray    *gates;    /* GSource*: sources handed out while paused */
+};
+
+static void box_ws_input_pollable_init (GPollableInputStreamInterface *iface);
+
+G_DEFINE_TYPE_WITH_CODE (BoxWsInput, box_ws_input, G_TYPE_INPUT_STREAM,
+                         G_IMPLEMENT_INTERFACE (G_TYPE_POLLABLE_INPUT_STREAM,
+                                                box_ws_input_pollable_init))
+
+static gssize
+box_ws_input_read (GInputStream *stream, void *buffer, gsize count, GCancellable *cancellable,
+                   GError **error)
+{
+  BoxWsInput *self = BOX_WS_INPUT (stream);
+
+  return g_input_stream_read (self->base, buffer, count, cancellable, error);
+}
+
+static gboolean
+box_ws_input_close (GInputStream *stream, GCancellable *cancellable, GError **error)
+{
+  /* the wrapped GIOStream closes its own streams */
+  return TRUE;
+}
+
+static gboolean
+box_ws_input_can_poll (GPollableInputStream *stream)
+{
+  return TRUE;
+}
+
+static gboolean
+box_ws_input_is_readable (GPollableInputStream *stream)
+{
+  BoxWsInput *self = BOX_WS_INPUT (stream);
+
+  return !self->paused && g_pollable_input_stream_is_readable (G_POLLABLE_INPUT_STREAM (self->base));
+}
+
+static gboolean
+gate_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
+{
+  g_source_set_ready_time (source, -1);
+  return callback != NULL ? callback (user_data) : G_SOURCE_CONTINUE;
+}
+
+static GSourceFuncs gate_funcs = { NULL, NULL, gate_dispatch, NULL, NULL, NULL };
+
+static GSource *
+box_ws_input_create_source (GPollableInputStream *stream, GCancellable *cancellable)
+{
+  BoxWsInput *self = BOX_WS_INPUT (stream);
+  g_autoptr(GSource) child = NULL;
+
+  if (self->paused) {
+    child = g_source_new (&gate_funcs, sizeof (GSource));
+    g_source_set_static_name (child, "BoxWsInput gate");
+    g_ptr_array_add (self->gates, g_source_ref (child));
+  } else {
+    child = g_pollable_input_stream_create_source (G_POLLABLE_INPUT_STREAM (self->base), NULL);
+  }
+  return g_pollable_source_new_full (stream, child, cancellable);
+}
+
+static gssize
+box_ws_input_read_nonblocking (GPollableInputStream *stream, void *buffer, gsize count,
+                               GError **error)
+{
+  BoxWsInput *self = BOX_WS_INPUT (stream);
+
+  if (self->paused) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK, "input paused");
+    return -1;
+  }
+  return g_pollable_input_stream_read_nonblocking (G_POLLABLE_INPUT_STREAM (self->base), buffer,
+                                                   count, NULL, error);
+}
+
+static void
+box_ws_input_set_paused (BoxWsInput *self, gboolean paused)
+{
+  if (self->paused == paused)
+    return;
+  self->paused = paused;
+  if (!paused) {
+    /* open the gates: libsoup's waiting source dispatches and it reads */
+    for (guint i = 0; i < self->gates->len; i++)
+      g_source_set_ready_time (g_ptr_array_index (self->gates, i), 0);
+    g_ptr_array_set_size (self->gates, 0);
+  }
+}
+
+static void
+box_ws_input_finalize (GObject *object)
+{
+  BoxWsInput *self = BOX_WS_INPUT (object);
+
+  g_ptr_array_unref (self->gates);
+  g_clear_object (&self->base);
+  G_OBJECT_CLASS (box_ws_input_parent_class)->finalize (object);
+}
+
+static void
+box_ws_input_class_init (BoxWsInputClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GInputStreamClass *stream_class = G_INPUT_STREAM_CLASS (klass);
+
+  object_class->finalize = box_ws_input_finalize;
+  stream_class->read_fn = box_ws_input_read;
+  stream_class->close_fn = box_ws_input_close;
+}
+
+static void
+box_ws_input_pollable_init (GPollableInputStreamInterface *iface)
+{
+  iface->can_poll = box_ws_input_can_poll;
+  iface->is_readable = box_ws_input_is_readable;
+  iface->create_source = box_ws_input_create_source;
+  iface->read_nonblocking = box_ws_input_read_nonblocking;
+}
+
+static void
+box_ws_input_init (BoxWsInput *self)
+{
+  self->gates = g_ptr_array_new_with_free_func ((GDestroyNotify) g_source_unref);
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+#define BOX_TYPE_WS_OUTPUT (box_ws_output_get_type ())
+G_DECLARE_FINAL_TYPE (BoxWsOutput, box_ws_output, BOX, WS_OUTPUT, GOutputStream)
+
+struct _BoxWsOutput {
+  GOutputStream         parent_instance;
+  GOutputStream        *base;
+  BoxHttpWsWrittenFunc  written;
+  gpointer              written_data;
+  /* the frame being written */
+  guint8                head[14];
+  guint                 head_len;
+  guint64               payload_left;
+  gboolean              in_payload;
+};
+
+static void box_ws_output_pollable_init (GPollableOutputStreamInterface *iface);
+
+G_DEFINE_TYPE_WITH_CODE (BoxWsOutput, box_ws_output, G_TYPE_OUTPUT_STREAM,
+                         G_IMPLEMENT_INTERFACE (G_TYPE_POLLABLE_OUTPUT_STREAM,
+                                                box_ws_output_pollable_init))
+
+/* The header length once its first two bytes are known. */
+static guint
+frame_head_size (const guint8 *head)
+{
+  guint len7 = head[1] & 0x7f;
+  guint size = 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0);
+
+  return size + ((head[1] & 0x80) != 0 ? 4 : 0);
+}
+
+static void
+frame_done (BoxWsOutput *self)
+{
+  guint8 opcode = self->head[0] & 0x0f;
+  gboolean fin = (self->head[0] & 0x80) != 0;
+
+  self->head_len = 0;
+  self->in_payload = FALSE;
+  if (fin && opcode <= 0x2 && self->written != NULL)
+    self->written (self->written_data);
+}
+
+/* Runs the bytes the socket accepted through the frame parser. */
+static void
+account (BoxWsOutput *self, const guint8 *data, gsize len)
+{
+  while (len > 0) {
+    if (self->in_payload) {
+      guint64 n = MIN ((guint64) len, self->payload_left);
+
+      self->payload_left -= n;
+      data += n;
+      len -= n;
+      if (self->payload_left == 0)
+        frame_done (self);
+      continue;
+    }
+    self->head[self->head_len++] = *data++;
+    len--;
+    if (self->head_len < 2 || self->head_len < frame_head_size (self->head))
+      continue;
+    {
+      guint len7 = self->head[1] & 0x7f;
+
+      if (len7 == 126) {
+        self->payload_left = ((guint64) self->head[2] << 8) | self->head[3];
+      } else if (len7 == 127) {
+        self->payload_left = 0;
+        for (guint i = 0; i < 8; i++)
+          self->payload_left = (self->payload_left << 8) | self->head[2 + i];
+      } else {
+        self->payload_left = len7;
+      }
+    }
+    self->in_payload = TRUE;
+    if (self->payload_left == 0)
+      frame_done (self);
+  }
+}
+
+static gssize
+box_ws_output_write (GOutputStream *stream, const void *buffer, gsize count,
+                     GCancellable *cancellable, GError **error)
+{
+  BoxWsOutput *self = BOX_WS_OUTPUT (stream);
+  gssize n = g_output_stream_write (self->base, buffer, count, cancellable, error);
+
+  if (n > 0)
+    account (self, buffer, (gsize) n);
+  return n;
+}
+
+static gboolean
+box_ws_output_flush (GOutputStream *stream, GCancellable *cancellable, GError **error)
+{
+  return g_output_stream_flush (BOX_WS_OUTPUT (stream)->base, cancellable, error);
+}
+
+static gboolean
+box_ws_output_close (GOutputStream *stream, GCancellable *cancellable, GError **error)
+{
+  return TRUE;
+}
+
+static gboolean
+box_ws_output_can_poll (GPollableOutputStream *stream)
+{
+  return TRUE;
+}
+
+static gboolean
+box_ws_output_is_writable (GPollableOutputStream *stream)
+{
+  return g_pollable_output_stream_is_writable (G_POLLABLE_OUTPUT_STREAM (BOX_WS_OUTPUT (stream)->base));
+}
+
+static GSource *
+box_ws_output_create_source (GPollableOutputStream *stream, GCancellable *cancellable)
+{
+  BoxWsOutput *self = BOX_WS_OUTPUT (stream);
+  g_autoptr(GSource) child = g_pollable_output_stream_create_source (G_POLLABLE_OUTPUT_STREAM (self->base), NULL);
+
+  return g_pollable_source_new_full (stream, child, cancellable);
+}
+
+static gssize
+box_ws_output_write_nonblocking (GPollableOutputStream *stream, const void *buffer, gsize count,
+                                 GError **error)
+{
+  BoxWsOutput *self = BOX_WS_OUTPUT (stream);
+  gssize n = g_pollable_output_stream_write_nonblocking (G_POLLABLE_OUTPUT_STREAM (self->base),
+                                                         buffer, count, NULL, error);
+
+  if (n > 0)
+    account (self, buffer, (gsize) n);
+  return n;
+}
+
+static void
+box_ws_output_finalize (GObject *object)
+{
+  g_clear_object (&BOX_WS_OUTPUT (object)->base);
+  G_OBJECT_CLASS (box_ws_output_parent_class)->finalize (object);
+}
+
+static void
+box_ws_output_class_init (BoxWsOutputClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GOutputStreamClass *stream_class = G_OUTPUT_STREAM_CLASS (klass);
+
+  object_class->finalize = box_ws_output_finalize;
+  stream_class->write_fn = box_ws_output_write;
+  stream_class->flush = box_ws_output_flush;
+  stream_class->close_fn = box_ws_output_close;
+}
+
+static void
+box_ws_output_pollable_init (GPollableOutputStreamInterface *iface)
+{
+  iface->can_poll = box_ws_output_can_poll;
+  iface->is_writable = box_ws_output_is_writable;
+  iface->create_source = box_ws_output_create_source;
+  iface->write_nonblocking = box_ws_output_write_nonblocking;
+}
+
+static void
+box_ws_output_init (BoxWsOutput *self)
+{
+}
+
+/* ---- the stream -------------------------------------------------------- */
+
+#define BOX_TYPE_WS_IO (box_ws_io_get_type ())
+G_DECLARE_FINAL_TYPE (BoxWsIo, box_ws_io, BOX, WS_IO, GIOStream)
+
+struct _BoxWsIo {
+  GIOStream    parent_instance;
+  GIOStream   *base;
+  BoxWsInput  *input;
+  BoxWsOutput *output;
+};
+
+G_DEFINE_TYPE (BoxWsIo, box_ws_io, G_TYPE_IO_STREAM)
+
+static GInputStream *
+box_ws_io_get_input_stream (GIOStream *stream)
+{
+  return G_INPUT_STREAM (BOX_WS_IO (stream)->input);
+}
+
+static GOutputStream *
+box_ws_io_get_output_stream (GIOStream *stream)
+{
+  return G_OUTPUT_STREAM (BOX_WS_IO (stream)->output);
+}
+
+static gboolean
+box_ws_io_close (GIOStream *stream, GCancellable *cancellable, GError **error)
+{
+  return g_io_stream_close (BOX_WS_IO (stream)->base, cancellable, error);
+}
+
+static void
+base_closed (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  GError *error = NULL;
+
+  if (!g_io_stream_close_finish (G_IO_STREAM (source), result, &error))
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+}
+
+static void
+box_ws_io_close_async (GIOStream *stream, int io_priority, GCancellable *cancellable,
+                       GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (stream, cancellable, callback, user_data);
+
+  g_task_set_source_tag (task, box_ws_io_close_async);
+  g_io_stream_close_async (BOX_WS_IO (stream)->base, io_priority, cancellable, base_closed, task);
+}
+
+static gboolean
+box_ws_io_close_finish (GIOStream *stream, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static void
+box_ws_io_finalize (GObject *object)
+{
+  BoxWsIo *self = BOX_WS_IO (object);
+
+  g_clear_object (&self->input);
+  g_clear_object (&self->output);
+  g_clear_object (&self->base);
+  G_OBJECT_CLASS (box_ws_io_parent_class)->finalize (object);
+}
+
+static void
+box_ws_io_class_init (BoxWsIoClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+  GIOStreamClass *stream_class = G_IO_STREAM_CLASS (klass);
+
+  object_class->finalize = box_ws_io_finalize;
+  stream_class->get_input_stream = box_ws_io_get_input_stream;
+  stream_class->get_output_stream = box_ws_io_get_output_stream;
+  stream_class->close_fn = box_ws_io_close;
+  stream_class->close_async = box_ws_io_close_async;
+  stream_class->close_finish = box_ws_io_close_finish;
+}
+
+static void
+box_ws_io_init (BoxWsIo *self)
+{
+}
+
+GIOStream *
+box_http_ws_io_new (GIOStream *base, BoxHttpWsWrittenFunc written, gpointer user_data)
+{
+  BoxWsIo *self;
+
+  g_return_val_if_fail (G_IS_IO_STREAM (base), NULL);
+  g_return_val_if_fail (G_IS_POLLABLE_INPUT_STREAM (g_io_stream_get_input_stream (base)), NULL);
+  g_return_val_if_fail (G_IS_POLLABLE_OUTPUT_STREAM (g_io_stream_get_output_stream (base)), NULL);
+
+  self = g_object_new (BOX_TYPE_WS_IO, NULL);
+  self->base = g_object_ref (base);
+  self->input = g_object_new (BOX_TYPE_WS_INPUT, NULL);
+  self->input->base = g_object_ref (g_io_stream_get_input_stream (base));
+  self->output = g_object_new (BOX_TYPE_WS_OUTPUT, NULL);
+  self->output->base = g_object_ref (g_io_stream_get_output_stream (base));
+  self->output->written = written;
+  self->output->written_data = user_data;
+  return G_IO_STREAM (self);
+}
+
+void
+box_http_ws_io_set_input_paused (GIOStream *io, gboolean paused)
+{
+  g_return_if_fail (BOX_IS_WS_IO (io));
+  box_ws_input_set_paused (BOX_WS_IO (io)->input, paused);
+}
+
+void
+box_http_ws_io_detach (GIOStream *io)
+{
+  g_return_if_fail (BOX_IS_WS_IO (io));
+  BOX_WS_IO (io)->output->written = NULL;
+  BOX_WS_IO (io)->output->written_data = NULL;
+}
