@@ -158,4 +158,121 @@ GPtrArray     *box_engine_get_network_defaults (BoxEngine *self);           /* B
  * restored, or found lost: its streams end then (WebSockets close 1011). */
 void           box_engine_emit_event         (BoxEngine *self, BoxEvent *event);
 
+/* ---- streaming exec, sessions and ports (box-engine-sessions.c) ----
+ * Calls marked (held) act on a sandbox the caller holds
+ * (box_engine_hold_async()): the channel they give is the caller's, and so
+ * is the hold (box_engine_release() once the channel's stream is over).
+ * The others hold and release the sandbox themselves, except the port
+ * settings, which are records only and never wake it. */
+
+typedef struct {
+  char       **argv;          /* required, non-empty */
+  GHashTable  *env;           /* char* -> char*, may be NULL */
+  char        *cwd;           /* NULL: the user's home */
+  char        *user;          /* NULL: "box" */
+  gboolean     tty;
+  guint        cols;          /* the TTY's first size; 0: unset */
+  guint        rows;
+  gboolean     detachable;
+} BoxExecStreamRequest;
+
+void              box_exec_stream_request_free    (BoxExecStreamRequest *request);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecStreamRequest, box_exec_stream_request_free)
+
+/* (held) exec in a new session ("s-" + 10 chars); the channel's reply is
+ * {chan, pid, session}.  Errors concern starting the command (unknown
+ * user, executable not found, bad cwd: BOX_ERROR_INVALID). */
+void              box_engine_exec_stream_async    (BoxEngine *self, const char *sandbox_id,
+                                                   const BoxExecStreamRequest *request,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxAgentChannel  *box_engine_exec_stream_finish   (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* (held) attach to a session from byte @offset of its output (< 0: the
+ * oldest kept); the reply is {session, offset, pid, tty, exited}, offset
+ * being where the replay really starts.  BOX_ERROR_NOT_FOUND for a session
+ * the sandbox does not have. */
+void              box_engine_attach_session_async (BoxEngine *self, const char *sandbox_id,
+                                                   const char *session, gint64 offset,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxAgentChannel  *box_engine_attach_session_finish (BoxEngine *self, GAsyncResult *result,
+                                                    GError **error);
+/* The sessions as the API shows them: JsonNode* {id, cmd, tty, pid,
+ * started_at, exited, exit_code?, attached}, oldest first. */
+void              box_engine_list_sessions_async  (BoxEngine *self, const char *project,
+                                                   const char *id_or_name, GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+GPtrArray        *box_engine_list_sessions_finish (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* @signal as in `kill -l` (SIG optional).  BOX_ERROR_NOT_FOUND for an
+ * unknown session, BOX_ERROR_CONFLICT once it exited. */
+void              box_engine_signal_session_async (BoxEngine *self, const char *project,
+                                                   const char *id_or_name, const char *session,
+                                                   const char *signal_name, GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+gboolean          box_engine_signal_session_finish (BoxEngine *self, GAsyncResult *result,
+                                                    GError **error);
+/* Every TCP listener: JsonNode* {port, address, pid, session?}. */
+void              box_engine_list_ports_async     (BoxEngine *self, const char *project,
+                                                   const char *id_or_name, GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+GPtrArray        *box_engine_list_ports_finish    (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* The same without a hold, a wake or activity (the port watch's poll):
+ * BOX_ERROR_SANDBOX_UNAVAILABLE unless the sandbox runs. */
+void              box_engine_poll_ports_async     (BoxEngine *self, const char *sandbox_id,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+GPtrArray        *box_engine_poll_ports_finish    (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* (held) a TCP connection to 127.0.0.1:@port in the sandbox; bytes as DATA
+ * stream 0 (to the port) and 1 (back).  BOX_ERROR_PORT_CLOSED when nothing
+ * listens. */
+void              box_engine_port_connect_async   (BoxEngine *self, const char *sandbox_id,
+                                                   guint port, GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxAgentChannel  *box_engine_port_connect_finish  (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* Records only (no wake): the access of @port ("private" or "public"),
+ * answered as {port, access, url}; waits for an operation in progress on
+ * the sandbox so that its record is not overwritten. */
+void              box_engine_set_port_access_async  (BoxEngine *self, const char *project,
+                                                     const char *id_or_name, guint port,
+                                                     const char *access, GCancellable *cancellable,
+                                                     GAsyncReadyCallback callback, gpointer user_data);
+JsonNode         *box_engine_set_port_access_finish (BoxEngine *self, GAsyncResult *result,
+                                                     GError **error);
+/* The ports whose access was set: JsonNode* {port, access, url}, by port. */
+GPtrArray        *box_engine_list_port_settings   (BoxEngine *self, const char *project,
+                                                   const char *id_or_name, GError **error);
+/* https://<port>--<name>--<project>.<sandbox_domain> ("" without a domain) */
+char             *box_engine_port_url             (BoxEngine *self, const BoxSandbox *sandbox,
+                                                   guint port);
+
+/* ---- files (box-engine-files.c) ----
+ * The fs-* operations of the guest agent (doc/AGENT-PROTOCOL.md "Files");
+ * @args are the operation's fields (path, user ...), not consumed. */
+
+/* hold, one request, release: the agent's reply members (a new
+ * reference).  Errors: the engine's (404 no such sandbox, 503 not
+ * wakeable) and the agent's, mapped to BOX_ERROR (not_found,
+ * permission_denied, invalid, already_exists, conflict). */
+void              box_engine_fs_call_async        (BoxEngine *self, const char *project,
+                                                   const char *id_or_name, const char *op,
+                                                   JsonObject *args, GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+JsonObject       *box_engine_fs_call_finish       (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* (held: the caller holds @sandbox_id with box_engine_hold_async() and
+ * releases it once the channel is over) an operation that opens a channel
+ * (fs-read, fs-write, fs-list, fs-tar-get, fs-tar-put, fs-watch); its
+ * reply is box_agent_channel_get_reply(). */
+void              box_engine_fs_open_async        (BoxEngine *self, const char *sandbox_id,
+                                                   const char *op, JsonObject *args,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxAgentChannel  *box_engine_fs_open_finish       (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+
 G_END_DECLS

@@ -51,6 +51,16 @@ static const BoxHttpRoute routes[] = {
   { "POST",   "/v1/sandboxes/{sandbox}/stop",        K, TRUE,  box_http_sandbox_stop },
   { "POST",   "/v1/sandboxes/{sandbox}/wake",        K, TRUE,  box_http_sandbox_wake },
   { "POST",   "/v1/sandboxes/{sandbox}/exec/run",    K, TRUE,  box_http_exec_run },
+  /* streaming exec, sessions and ports (box-http-stream-exec.c, box-http-ports.c) */
+  { "GET",    "/v1/sandboxes/{sandbox}/exec",        K, FALSE, box_http_exec_stream },
+  { "GET",    "/v1/sandboxes/{sandbox}/exec/sessions", K, FALSE, box_http_session_list },
+  { "GET",    "/v1/sandboxes/{sandbox}/exec/sessions/{session}", K, FALSE, box_http_session_attach },
+  { "POST",   "/v1/sandboxes/{sandbox}/exec/sessions/{session}/signal", K, TRUE, box_http_session_signal },
+  { "GET",    "/v1/sandboxes/{sandbox}/ports",       K, FALSE, box_http_port_list },
+  { "GET",    "/v1/sandboxes/{sandbox}/ports/watch", K, FALSE, box_http_port_watch },
+  { "GET",    "/v1/sandboxes/{sandbox}/ports/settings", K, FALSE, box_http_port_settings },
+  { "GET",    "/v1/sandboxes/{sandbox}/ports/{port}/connect", K, FALSE, box_http_port_connect },
+  { "PUT",    "/v1/sandboxes/{sandbox}/ports/{port}", K, TRUE, box_http_port_set },
   /* secrets */
   { "GET",    "/v1/secrets",                         K, FALSE, box_http_secret_list },
   { "PUT",    "/v1/secrets/{name}",                  K, TRUE,  box_http_secret_put },

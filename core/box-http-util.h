@@ -156,6 +156,25 @@ void box_http_exec_run        (BoxHttpRequest *req);
 /* box-http-events.c */
 void box_http_events          (BoxHttpRequest *req);
 
+/* box-http-stream-exec.c: streaming exec and sessions */
+void box_http_exec_stream     (BoxHttpRequest *req);
+void box_http_session_list    (BoxHttpRequest *req);
+void box_http_session_attach  (BoxHttpRequest *req);
+void box_http_session_signal  (BoxHttpRequest *req);
+/* A WebSocket over an agent channel until both are over, holding
+ * @sandbox_id (released when the socket closes).  @tagged: exec frames
+ * (output tagged 1/2, stdin 0, EOF 4, resize and signal, exit then 1000,
+ * 1011 when the channel ends without exit); else raw bytes both ways. */
+typedef struct _BoxHttpWs BoxHttpWs;
+void box_http_ws_bridge       (BoxHttpWs *ws, BoxAgentChannel *channel, BoxEngine *engine,
+                               const char *sandbox_id, gboolean tagged);
+/* box-http-ports.c */
+void box_http_port_list       (BoxHttpRequest *req);
+void box_http_port_watch      (BoxHttpRequest *req);
+void box_http_port_connect    (BoxHttpRequest *req);
+void box_http_port_set        (BoxHttpRequest *req);
+void box_http_port_settings   (BoxHttpRequest *req);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxHttpRequest, box_http_request_unref)
 
 G_END_DECLS

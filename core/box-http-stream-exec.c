@@ -1,0 +1,663 @@
+/* box-http-stream-exec.c: streaming exec and sessions.
+ *
+ *   GET  /v1/sandboxes/{sandbox}/exec                            WebSocket
+ *   GET  /v1/sandboxes/{sandbox}/exec/sessions                   {sessions: [Session]}
+ *   GET  /v1/sandboxes/{sandbox}/exec/sessions/{session}         WebSocket (attach)
+ *   POST /v1/sandboxes/{sandbox}/exec/sessions/{session}/signal  204
+ *
+ * and the bridge between a WebSocket and an agent channel that the exec
+ * socket, attach and the port connect socket share (box_http_ws_bridge()).
+ *
+ * Order of a WebSocket route: the upgrade check (400), the query (400), the
+ * hold (404 no such sandbox, 503 ...), for attach the agent's attach (404
+ * unknown session) -- all plain HTTP errors -- then the upgrade.  The exec
+ * itself is asked for before the upgrade too, but a command that cannot
+ * start is an `error` frame after it (then close 1000), as the spec wants.
+ *
+ * Flow control (see box-http-ws.h): output from the agent goes to the
+ * socket as it comes, and its credit goes back to the agent only once the
+ * socket took the bytes (::written), so boxd holds at most one channel
+ * window (256 KiB) per stream however slow the client; stdin is written to
+ * the channel within the agent's credit, and the socket stops being read
+ * while more than STDIN_HIGH bytes wait for it.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "box-agent-frame.h"
+#include "box-http-util.h"
+#include "box-http-ws.h"
+#include "box-json-private.h"
+#include "box-requests.h"
+#include "box-validate.h"
+
+#define STDIN_HIGH (256 * 1024)
+
+enum {
+  TAG_STDIN = 0,
+  TAG_STDOUT = 1,
+  TAG_STDERR = 2,
+  TAG_EOF = 4,
+};
+
+/* ---- the bridge -------------------------------------------------------- */
+
+typedef struct {
+  BoxEngine       *engine;
+  char            *sandbox_id;
+  gboolean         held;
+  BoxHttpWs       *ws;
+  BoxAgentChannel *channel;
+  gboolean         tagged;         /* exec frames; else raw bytes (port connect) */
+  gboolean         ws_closed;
+  gboolean         channel_closed;
+  gboolean         exited;         /* the exit frame went out */
+  gsize            stdin_pending;  /* written to the channel, not yet taken */
+  gboolean         input_paused;
+  gboolean         eof_sent;
+} Bridge;
+
+static void
+bridge_release (Bridge *b)
+{
+  if (b->held) {
+    b->held = FALSE;
+    box_engine_release (b->engine, b->sandbox_id);
+  }
+}
+
+static void
+bridge_maybe_free (Bridge *b)
+{
+  if (!b->ws_closed || !b->channel_closed || b->stdin_pending > 0)
+    return;
+  bridge_release (b);
+  g_signal_handlers_disconnect_by_data (b->ws, b);
+  g_signal_handlers_disconnect_by_data (b->channel, b);
+  g_clear_object (&b->ws);
+  g_clear_object (&b->channel);
+  g_object_unref (b->engine);
+  g_free (b->sandbox_id);
+  g_free (b);
+}
+
+/* ---- agent to client ---- */
+
+static void
+on_channel_data (BoxAgentChannel *channel, guint stream, GBytes *bytes, gpointer user_data)
+{
+  Bridge *b = user_data;
+  gsize len = 0;
+  const guint8 *data = g_bytes_get_data (bytes, &len);
+
+  if (b->ws_closed || !box_http_ws_is_open (b->ws)) {
+    /* nobody to give it to: let the producer go on */
+    box_agent_channel_consumed (channel, len);
+    return;
+  }
+  /* the credit goes back once the socket took the bytes (::written) */
+  box_http_ws_send_binary (b->ws, b->tagged ? (int) (stream == 2 ? TAG_STDERR : TAG_STDOUT) : -1,
+                           data, len, len);
+  box_engine_touch (b->engine, b->sandbox_id);
+}
+
+static void
+on_channel_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
+{
+  Bridge *b = user_data;
+  g_autoptr(JsonBuilder) builder = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  gint64 code = -1;
+
+  if (!b->tagged || g_strcmp0 (box_agent_json_get_string (msg, "event"), "exit") != 0)
+    return;
+  if (!box_agent_json_get_int (msg, "code", &code))
+    return;
+  b->exited = TRUE;
+  builder = json_builder_new ();
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "type");
+  json_builder_add_string_value (builder, "exit");
+  json_builder_set_member_name (builder, "code");
+  json_builder_add_int_value (builder, code);
+  json_builder_end_object (builder);
+  node = json_builder_get_root (builder);
+  box_http_ws_send_json (b->ws, node);
+  box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+}
+
+static void
+on_channel_closed (BoxAgentChannel *channel, gpointer user_data)
+{
+  Bridge *b = user_data;
+
+  b->channel_closed = TRUE;
+  if (!b->ws_closed) {
+    if (b->tagged && !b->exited)
+      /* no exit event: the sandbox or its agent went away under the session */
+      box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_SERVER_ERROR, "the session's stream ended");
+    else
+      box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+  }
+  bridge_maybe_free (b);
+}
+
+static void
+on_ws_written (BoxHttpWs *ws, guint64 credit, gpointer user_data)
+{
+  Bridge *b = user_data;
+
+  box_agent_channel_consumed (b->channel, (gsize) credit);
+}
+
+/* ---- client to agent ---- */
+
+static void
+update_input (Bridge *b)
+{
+  gboolean pause = b->stdin_pending >= STDIN_HIGH;
+
+  if (pause != b->input_paused && !b->ws_closed) {
+    b->input_paused = pause;
+    box_http_ws_set_input_paused (b->ws, pause);
+  }
+}
+
+typedef struct {
+  Bridge *bridge;
+  gsize   len;
+} StdinWrite;
+
+static void
+stdin_written (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  StdinWrite *w = user_data;
+  Bridge *b = w->bridge;
+  g_autoptr(GError) error = NULL;
+
+  if (!box_agent_channel_write_finish (BOX_AGENT_CHANNEL (source), result, &error))
+    g_debug ("stream %s: stdin: %s", b->sandbox_id, error->message);
+  b->stdin_pending -= MIN (b->stdin_pending, w->len);
+  g_free (w);
+  update_input (b);
+  if (b->ws_closed && !b->channel_closed && b->stdin_pending == 0 && !b->tagged)
+    /* the client left: its last bytes are out, EOF followed them */
+    box_agent_channel_close (b->channel);
+  bridge_maybe_free (b);
+}
+
+static void
+write_stdin (Bridge *b, const guint8 *data, gsize len)
+{
+  g_autoptr(GBytes) bytes = NULL;
+  StdinWrite *w;
+
+  if (len == 0 || b->channel_closed || b->eof_sent)
+    return;
+  bytes = g_bytes_new (data, len);
+  w = g_new0 (StdinWrite, 1);
+  w->bridge = b;
+  w->len = len;
+  b->stdin_pending += len;
+  box_agent_channel_write_async (b->channel, 0, bytes, NULL, stdin_written, w);
+  update_input (b);
+}
+
+static void
+handle_control (Bridge *b, GBytes *message)
+{
+  g_autoptr(GError) error = NULL;
+  gsize len = 0;
+  const char *text = g_bytes_get_data (message, &len);
+  g_autoptr(JsonNode) node = box_json_parse_body (text, len, FALSE, &error);
+  g_autoptr(JsonObject) ctrl = NULL;
+  JsonObject *obj;
+  const char *type;
+
+  if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node)) {
+    g_debug ("stream %s: a control frame that is no JSON object", b->sandbox_id);
+    return;
+  }
+  obj = json_node_get_object (node);
+  type = box_agent_json_get_string (obj, "type");
+  ctrl = json_object_new ();
+  if (g_strcmp0 (type, "resize") == 0) {
+    gint64 cols = 0, rows = 0;
+
+    if (!box_agent_json_get_int (obj, "cols", &cols) || !box_agent_json_get_int (obj, "rows", &rows) ||
+        cols < 1 || cols > 65535 || rows < 1 || rows > 65535)
+      return;
+    json_object_set_string_member (ctrl, "op", "resize");
+    json_object_set_int_member (ctrl, "cols", cols);
+    json_object_set_int_member (ctrl, "rows", rows);
+  } else if (g_strcmp0 (type, "signal") == 0) {
+    const char *name = box_agent_json_get_string (obj, "signal");
+
+    if (name == NULL || name[0] == '\0')
+      return;
+    json_object_set_string_member (ctrl, "op", "signal");
+    json_object_set_string_member (ctrl, "signal", name);
+  } else {
+    g_debug ("stream %s: unknown control frame type %s", b->sandbox_id, type);
+    return;
+  }
+  box_agent_channel_send_ctrl (b->channel, ctrl);
+}
+
+static void
+on_ws_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
+{
+  Bridge *b = user_data;
+  gsize len = 0;
+  const guint8 *data = g_bytes_get_data (message, &len);
+
+  if (b->channel_closed)
+    return;
+  box_engine_touch (b->engine, b->sandbox_id);
+  if (type == SOUP_WEBSOCKET_DATA_TEXT) {
+    if (b->tagged)
+      handle_control (b, message);
+    return;
+  }
+  if (!b->tagged) {
+    write_stdin (b, data, len);
+    return;
+  }
+  if (len == 1 && data[0] == TAG_EOF) {
+    if (!b->eof_sent) {
+      b->eof_sent = TRUE;
+      box_agent_channel_send_eof (b->channel, 0);
+    }
+    return;
+  }
+  if (len >= 1 && data[0] == TAG_STDIN)
+    write_stdin (b, data + 1, len - 1);
+}
+
+static void
+on_ws_closed (BoxHttpWs *ws, gpointer user_data)
+{
+  Bridge *b = user_data;
+
+  b->ws_closed = TRUE;
+  /* the socket no longer holds the sandbox */
+  bridge_release (b);
+  if (!b->channel_closed) {
+    if (b->tagged || b->stdin_pending == 0) {
+      /* exec: SIGHUP unless detachable; attach: detach; connect: close */
+      box_agent_channel_close (b->channel);
+    } else if (!b->eof_sent) {
+      /* connect: what the client sent last goes first, then EOF, then close */
+      b->eof_sent = TRUE;
+      box_agent_channel_send_eof (b->channel, 0);
+    }
+  }
+  bridge_maybe_free (b);
+}
+
+void
+box_http_ws_bridge (BoxHttpWs *ws, BoxAgentChannel *channel, BoxEngine *engine,
+                    const char *sandbox_id, gboolean tagged)
+{
+  Bridge *b = g_new0 (Bridge, 1);
+
+  b->engine = g_object_ref (engine);
+  b->sandbox_id = g_strdup (sandbox_id);
+  b->held = TRUE;
+  b->ws = g_object_ref (ws);
+  b->channel = g_object_ref (channel);
+  b->tagged = tagged;
+  g_signal_connect (channel, "data", G_CALLBACK (on_channel_data), b);
+  g_signal_connect (channel, "ctrl", G_CALLBACK (on_channel_ctrl), b);
+  g_signal_connect (channel, "closed", G_CALLBACK (on_channel_closed), b);
+  g_signal_connect (ws, "message", G_CALLBACK (on_ws_message), b);
+  g_signal_connect (ws, "written", G_CALLBACK (on_ws_written), b);
+  g_signal_connect (ws, "closed", G_CALLBACK (on_ws_closed), b);
+  box_http_ws_end_on_interrupt (ws, engine, sandbox_id);
+  if (box_agent_channel_is_closed (channel))
+    on_channel_closed (channel, b);
+  else if (!box_http_ws_is_open (ws))
+    on_ws_closed (ws, b);
+}
+
+/* ---- the query --------------------------------------------------------- */
+
+static gboolean
+query_bool (BoxHttpRequest *req, const char *name, gboolean *out, GError **error)
+{
+  const char *value = box_http_request_query (req, name);
+
+  if (value == NULL || value[0] == '\0') {
+    *out = FALSE;
+    return TRUE;
+  }
+  if (g_strcmp0 (value, "true") == 0 || g_strcmp0 (value, "1") == 0) {
+    *out = TRUE;
+    return TRUE;
+  }
+  if (g_strcmp0 (value, "false") == 0 || g_strcmp0 (value, "0") == 0) {
+    *out = FALSE;
+    return TRUE;
+  }
+  g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "invalid %s: must be true or false", name);
+  return FALSE;
+}
+
+/* An integer in @min..@max, or -1 when absent. */
+static gboolean
+query_int (BoxHttpRequest *req, const char *name, gint64 min, gint64 max, gint64 *out,
+           GError **error)
+{
+  const char *value = box_http_request_query (req, name);
+  guint64 n = 0;
+
+  *out = -1;
+  if (value == NULL)
+    return TRUE;
+  if (!g_ascii_string_to_unsigned (value, 10, (guint64) min, (guint64) max, &n, NULL)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "invalid %s: must be an integer from %"
+                 G_GINT64_FORMAT " to %" G_GINT64_FORMAT, name, min, max);
+    return FALSE;
+  }
+  *out = (gint64) n;
+  return TRUE;
+}
+
+static BoxExecStreamRequest *
+exec_request_from_query (BoxHttpRequest *req, GError **error)
+{
+  g_autoptr(BoxExecStreamRequest) request = g_new0 (BoxExecStreamRequest, 1);
+  g_autoptr(GPtrArray) cmd = box_http_request_query_all (req, "cmd");
+  g_autoptr(GPtrArray) env = box_http_request_query_all (req, "env");
+  const char *cwd = box_http_request_query (req, "cwd");
+  const char *user = box_http_request_query (req, "user");
+  gint64 cols, rows;
+
+  if (cmd->len == 0 || ((const char *) g_ptr_array_index (cmd, 0))[0] == '\0') {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
+                         "invalid cmd: at least one cmd= parameter (the argv, in order) is required");
+    return NULL;
+  }
+  request->argv = g_new0 (char *, cmd->len + 1);
+  for (guint i = 0; i < cmd->len; i++)
+    request->argv[i] = g_strdup (g_ptr_array_index (cmd, i));
+  if (!query_bool (req, "tty", &request->tty, error) ||
+      !query_bool (req, "detachable", &request->detachable, error) ||
+      !query_int (req, "cols", 1, 65535, &cols, error) ||
+      !query_int (req, "rows", 1, 65535, &rows, error))
+    return NULL;
+  request->cols = cols > 0 ? (guint) cols : 0;
+  request->rows = rows > 0 ? (guint) rows : 0;
+  if (cwd != NULL) {
+    if (cwd[0] != '/') {
+      g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
+                           "invalid cwd: must be an absolute path");
+      return NULL;
+    }
+    request->cwd = g_strdup (cwd);
+  }
+  if (user != NULL) {
+    if (user[0] == '\0') {
+      g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID, "invalid user: must not be empty");
+      return NULL;
+    }
+    request->user = g_strdup (user);
+  }
+  for (guint i = 0; i < env->len; i++) {
+    const char *kv = g_ptr_array_index (env, i);
+    const char *eq = strchr (kv, '=');
+    g_autofree char *name = NULL;
+
+    if (eq == NULL) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "invalid env %s: must be NAME=VALUE", kv);
+      return NULL;
+    }
+    name = g_strndup (kv, eq - kv);
+    if (!box_validate_env_name (name, error))
+      return NULL;
+    if (request->env == NULL)
+      request->env = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+    g_hash_table_replace (request->env, g_steal_pointer (&name), g_strdup (eq + 1));
+  }
+  return g_steal_pointer (&request);
+}
+
+/* ---- GET .../exec ------------------------------------------------------ */
+
+typedef struct {
+  BoxExecStreamRequest *request;
+  char                 *sandbox_id;
+  gint64                offset;
+} Stream;
+
+static void
+stream_free (Stream *stream)
+{
+  g_clear_pointer (&stream->request, box_exec_stream_request_free);
+  g_free (stream->sandbox_id);
+  g_free (stream);
+}
+
+static void
+exec_started (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(BoxHttpRequest) req = user_data;
+  Stream *stream = req->kept;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxAgentChannel) channel = NULL;
+  g_autoptr(BoxHttpWs) ws = NULL;
+  g_autoptr(JsonBuilder) builder = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  JsonObject *reply;
+  gint64 pid = 0;
+
+  channel = box_engine_exec_stream_finish (req->engine, result, &error);
+  ws = box_http_ws_new (req);
+  if (channel == NULL) {
+    /* the command could not start: an error frame instead of started */
+    box_engine_release (req->engine, stream->sandbox_id);
+    box_http_ws_send_error (ws, error);
+    box_http_ws_close (ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+    return;
+  }
+  reply = box_agent_channel_get_reply (channel);
+  box_agent_json_get_int (reply, "pid", &pid);
+  builder = json_builder_new ();
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "type");
+  json_builder_add_string_value (builder, "started");
+  json_builder_set_member_name (builder, "session");
+  json_builder_add_string_value (builder, box_agent_json_get_string (reply, "session"));
+  json_builder_set_member_name (builder, "pid");
+  json_builder_add_int_value (builder, pid);
+  json_builder_end_object (builder);
+  node = json_builder_get_root (builder);
+  box_http_ws_send_json (ws, node);
+  box_http_ws_bridge (ws, channel, req->engine, stream->sandbox_id, TRUE);
+}
+
+static void
+exec_held (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  BoxHttpRequest *req = user_data;
+  Stream *stream = req->kept;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
+
+  if (sandbox == NULL) {
+    box_http_reply_error (req->msg, error);
+    box_http_request_resume (req);
+    box_http_request_unref (req);
+    return;
+  }
+  stream->sandbox_id = g_strdup (sandbox->id);
+  box_engine_exec_stream_async (req->engine, sandbox->id, stream->request, NULL, exec_started, req);
+}
+
+void
+box_http_exec_stream (BoxHttpRequest *req)
+{
+  g_autoptr(GError) error = NULL;
+  Stream *stream;
+  BoxExecStreamRequest *request;
+
+  if (!box_http_ws_check_upgrade (req, &error)) {
+    box_http_reply_error (req->msg, error);
+    return;
+  }
+  request = exec_request_from_query (req, &error);
+  if (request == NULL) {
+    box_http_reply_error (req->msg, error);
+    return;
+  }
+  stream = g_new0 (Stream, 1);
+  stream->request = request;
+  box_http_request_keep (req, stream, (GDestroyNotify) stream_free);
+  box_engine_hold_async (req->engine, box_http_request_project (req), box_http_request_param (req, 0),
+                         NULL, exec_held, box_http_request_pause (req));
+}
+
+/* ---- GET .../exec/sessions/{session} (attach) -------------------------- */
+
+static void
+attach_opened (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(BoxHttpRequest) req = user_data;
+  Stream *stream = req->kept;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxAgentChannel) channel = NULL;
+  g_autoptr(BoxHttpWs) ws = NULL;
+  g_autoptr(JsonBuilder) builder = NULL;
+  g_autoptr(JsonNode) node = NULL;
+  JsonObject *reply;
+  gint64 offset = 0;
+
+  channel = box_engine_attach_session_finish (req->engine, result, &error);
+  if (channel == NULL) {
+    box_engine_release (req->engine, stream->sandbox_id);
+    box_http_reply_error (req->msg, error);
+    box_http_request_resume (req);
+    return;
+  }
+  ws = box_http_ws_new (req);
+  reply = box_agent_channel_get_reply (channel);
+  box_agent_json_get_int (reply, "offset", &offset);
+  builder = json_builder_new ();
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "type");
+  json_builder_add_string_value (builder, "attached");
+  json_builder_set_member_name (builder, "session");
+  json_builder_add_string_value (builder, box_http_request_param (req, 1));
+  json_builder_set_member_name (builder, "offset");
+  json_builder_add_int_value (builder, offset);
+  json_builder_end_object (builder);
+  node = json_builder_get_root (builder);
+  box_http_ws_send_json (ws, node);
+  box_http_ws_bridge (ws, channel, req->engine, stream->sandbox_id, TRUE);
+}
+
+static void
+attach_held (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  BoxHttpRequest *req = user_data;
+  Stream *stream = req->kept;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
+
+  if (sandbox == NULL) {
+    box_http_reply_error (req->msg, error);
+    box_http_request_resume (req);
+    box_http_request_unref (req);
+    return;
+  }
+  stream->sandbox_id = g_strdup (sandbox->id);
+  box_engine_attach_session_async (req->engine, sandbox->id, box_http_request_param (req, 1),
+                                   stream->offset, NULL, attach_opened, req);
+}
+
+void
+box_http_session_attach (BoxHttpRequest *req)
+{
+  g_autoptr(GError) error = NULL;
+  Stream *stream;
+  gint64 offset;
+
+  if (!box_http_ws_check_upgrade (req, &error) ||
+      !query_int (req, "offset", 0, G_MAXINT64, &offset, &error)) {
+    box_http_reply_error (req->msg, error);
+    return;
+  }
+  stream = g_new0 (Stream, 1);
+  stream->offset = offset;
+  box_http_request_keep (req, stream, (GDestroyNotify) stream_free);
+  box_engine_hold_async (req->engine, box_http_request_project (req), box_http_request_param (req, 0),
+                         NULL, attach_held, box_http_request_pause (req));
+}
+
+/* ---- GET .../exec/sessions, POST .../signal ---------------------------- */
+
+static void
+sessions_listed (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(BoxHttpRequest) req = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) sessions = box_engine_list_sessions_finish (req->engine, result, &error);
+
+  if (sessions == NULL)
+    box_http_reply_error (req->msg, error);
+  else
+    box_http_reply_list (req->msg, "sessions", sessions);
+  box_http_request_resume (req);
+}
+
+void
+box_http_session_list (BoxHttpRequest *req)
+{
+  box_engine_list_sessions_async (req->engine, box_http_request_project (req),
+                                  box_http_request_param (req, 0), NULL, sessions_listed,
+                                  box_http_request_pause (req));
+}
+
+static void
+session_signalled (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(BoxHttpRequest) req = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!box_engine_signal_session_finish (req->engine, result, &error))
+    box_http_reply_error (req->msg, error);
+  else
+    box_http_reply_empty (req->msg, SOUP_STATUS_NO_CONTENT);
+  box_http_request_resume (req);
+}
+
+void
+box_http_session_signal (BoxHttpRequest *req)
+{
+  static const char *const allowed[] = { "signal", NULL };
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) body = box_http_request_body (req, FALSE, &error);
+  g_autofree char *signal_name = NULL;
+  JsonObject *obj;
+
+  if (body == NULL) {
+    box_http_reply_error (req->msg, error);
+    return;
+  }
+  obj = json_node_get_object (body);
+  if (!box_json_check_fields (obj, allowed, &error) ||
+      !box_json_get_string (obj, "signal", "signal", &signal_name, &error)) {
+    box_http_reply_error (req->msg, error);
+    return;
+  }
+  if (signal_name == NULL || signal_name[0] == '\0') {
+    box_http_reply_error_literal (req->msg, BOX_ERROR_INVALID,
+                                  "invalid signal: a name as in kill -l (TERM, HUP, ...) is required");
+    return;
+  }
+  box_http_request_keep (req, g_steal_pointer (&signal_name), g_free);
+  box_engine_signal_session_async (req->engine, box_http_request_project (req),
+                                   box_http_request_param (req, 0), box_http_request_param (req, 1),
+                                   req->kept, NULL, session_signalled, box_http_request_pause (req));
+}
