@@ -1,0 +1,174 @@
+/* box-output.c: what `box` prints -- JSON, tables, ages and sizes -- and
+ * lenient lookups in the API's JSON answers. */
+#include "config.h"
+
+#include <stdarg.h>
+#include <glib/gi18n.h>
+
+#include "box-cli.h"
+
+void
+box_cli_print_json (JsonNode *node)
+{
+  g_autoptr(JsonGenerator) generator = json_generator_new ();
+  g_autofree char *text = NULL;
+
+  json_generator_set_pretty (generator, TRUE);
+  json_generator_set_root (generator, node);
+  text = json_generator_to_data (generator, NULL);
+  g_print ("%s\n", text);
+}
+
+/* ---- tables ------------------------------------------------------------ */
+
+struct _BoxCliTable {
+  GPtrArray *rows;   /* GStrv */
+  guint      n_columns;
+};
+
+BoxCliTable *
+box_cli_table_new (const char *const *header)
+{
+  BoxCliTable *table = g_new0 (BoxCliTable, 1);
+
+  table->rows = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
+  table->n_columns = g_strv_length ((char **) header);
+  g_ptr_array_add (table->rows, g_strdupv ((char **) header));
+  return table;
+}
+
+/* One string per column, then NULL; NULL cells are not allowed, "" is. */
+void
+box_cli_table_add (BoxCliTable *table, ...)
+{
+  char **row = g_new0 (char *, table->n_columns + 1);
+  va_list args;
+
+  va_start (args, table);
+  for (guint i = 0; i < table->n_columns; i++) {
+    const char *cell = va_arg (args, const char *);
+
+    g_assert (cell != NULL);
+    row[i] = g_strdup (cell);
+  }
+  g_assert (va_arg (args, const char *) == NULL);
+  va_end (args);
+  g_ptr_array_add (table->rows, row);
+}
+
+void
+box_cli_table_print (BoxCliTable *table)
+{
+  g_autofree glong *widths = g_new0 (glong, table->n_columns);
+
+  for (guint r = 0; r < table->rows->len; r++) {
+    char **row = g_ptr_array_index (table->rows, r);
+
+    for (guint c = 0; c < table->n_columns; c++)
+      widths[c] = MAX (widths[c], g_utf8_strlen (row[c], -1));
+  }
+  for (guint r = 0; r < table->rows->len; r++) {
+    char **row = g_ptr_array_index (table->rows, r);
+    g_autoptr(GString) line = g_string_new (NULL);
+
+    for (guint c = 0; c < table->n_columns; c++) {
+      g_string_append (line, row[c]);
+      if (c + 1 < table->n_columns) {
+        for (glong pad = g_utf8_strlen (row[c], -1); pad < widths[c] + 2; pad++)
+          g_string_append_c (line, ' ');
+      }
+    }
+    g_print ("%s\n", line->str);
+  }
+}
+
+void
+box_cli_table_free (BoxCliTable *table)
+{
+  g_ptr_array_unref (table->rows);
+  g_free (table);
+}
+
+/* ---- ages and sizes ---------------------------------------------------- */
+
+char *
+box_cli_format_age (const char *rfc3339)
+{
+  g_autoptr(GDateTime) then = NULL;
+  g_autoptr(GDateTime) now = g_date_time_new_now_utc ();
+  GTimeSpan span;
+  gint64 seconds;
+
+  if (rfc3339 == NULL)
+    return g_strdup ("");
+  then = g_date_time_new_from_iso8601 (rfc3339, NULL);
+  if (then == NULL)
+    return g_strdup (rfc3339);
+  span = g_date_time_difference (now, then);
+  seconds = MAX (span / G_USEC_PER_SEC, 0);
+  if (seconds < 60)
+    return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d second ago", "%d seconds ago",
+                                         (gulong) seconds), (int) seconds);
+  if (seconds < 3600)
+    return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d minute ago", "%d minutes ago",
+                                         (gulong) (seconds / 60)), (int) (seconds / 60));
+  if (seconds < 86400)
+    return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d hour ago", "%d hours ago",
+                                         (gulong) (seconds / 3600)), (int) (seconds / 3600));
+  return g_strdup_printf (g_dngettext (GETTEXT_PACKAGE, "%d day ago", "%d days ago",
+                                       (gulong) (seconds / 86400)), (int) (seconds / 86400));
+}
+
+char *
+box_cli_format_size (guint64 bytes)
+{
+  return g_format_size_full (bytes, G_FORMAT_SIZE_IEC_UNITS);
+}
+
+/* ---- JSON lookups ------------------------------------------------------ */
+
+const char *
+box_cli_json_string (JsonObject *object, const char *member)
+{
+  JsonNode *node = object != NULL ? json_object_get_member (object, member) : NULL;
+
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) ||
+      json_node_get_value_type (node) != G_TYPE_STRING)
+    return NULL;
+  return json_node_get_string (node);
+}
+
+gint64
+box_cli_json_int (JsonObject *object, const char *member, gint64 fallback)
+{
+  JsonNode *node = object != NULL ? json_object_get_member (object, member) : NULL;
+
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node))
+    return fallback;
+  if (json_node_get_value_type (node) == G_TYPE_INT64)
+    return json_node_get_int (node);
+  if (json_node_get_value_type (node) == G_TYPE_DOUBLE)
+    return (gint64) json_node_get_double (node);
+  return fallback;
+}
+
+gboolean
+box_cli_json_bool (JsonObject *object, const char *member)
+{
+  JsonNode *node = object != NULL ? json_object_get_member (object, member) : NULL;
+
+  if (node == NULL || !JSON_NODE_HOLDS_VALUE (node) ||
+      json_node_get_value_type (node) != G_TYPE_BOOLEAN)
+    return FALSE;
+  return json_node_get_boolean (node);
+}
+
+JsonObject *
+box_cli_json_object (JsonObject *object, const char *member)
+{
+  JsonNode *node = object != NULL ? json_object_get_member (object, member) : NULL;
+
+  if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node))
+    return NULL;
+  return json_node_get_object (node);
+}

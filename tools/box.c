@@ -1,0 +1,186 @@
+/* box: the command-line client of the box API for project users.
+ *
+ *   box COMMAND [OPTION…] [ARGUMENT…]
+ *
+ * main() finds the command in the table below and hands it its arguments;
+ * each command parses its own options (box_cli_parse(), so that every
+ * command has its own --help), then talks to the API.  The operator's tool
+ * is boxctl (D-Bus); box speaks HTTP with a project key.  Exit statuses:
+ * box-cli.h and doc/box.1.
+ */
+#include "config.h"
+
+#include <locale.h>
+#include <signal.h>
+#include <string.h>
+#include <glib/gi18n.h>
+
+#include "box-cli.h"
+
+typedef struct {
+  const char *name;
+  const char *args;          /* N_() */
+  const char *description;   /* N_() */
+  BoxCliFunc  func;
+} BoxCliCommand;
+
+static const BoxCliCommand commands[] = {
+  { "create", N_("[--name NAME] [OPTION…]"), N_("Create a sandbox and wait until it runs"),
+    box_cmd_create },
+  { "list", N_("[--label K=V]… [--state STATE]"), N_("List the sandboxes"), box_cmd_list },
+  { "get", N_("SANDBOX"), N_("Show a sandbox"), box_cmd_get },
+  { "delete", N_("SANDBOX…"), N_("Delete sandboxes"), box_cmd_delete },
+  { "pause", N_("SANDBOX…"), N_("Pause sandboxes (memory and disk kept)"), box_cmd_pause },
+  { "stop", N_("SANDBOX…"), N_("Stop sandboxes (disk kept)"), box_cmd_stop },
+  { "wake", N_("SANDBOX…"), N_("Wake sandboxes"), box_cmd_wake },
+  { "exec", N_("[-i] [-t] SANDBOX [--] COMMAND [ARG…]"), N_("Run a command in a sandbox"),
+    box_cmd_exec },
+  { "attach", N_("SANDBOX SESSION"), N_("Attach to an exec session"), box_cmd_attach },
+  { "sessions", N_("SANDBOX"), N_("List a sandbox's exec sessions"), box_cmd_sessions },
+  { "signal", N_("SANDBOX SESSION SIGNAL"), N_("Send a signal to an exec session"),
+    box_cmd_signal },
+  { "cp", N_("SOURCE DESTINATION"), N_("Copy files and directories in or out (SANDBOX:PATH)"),
+    box_cmd_cp },
+  { "ports", N_("SANDBOX"), N_("List the TCP ports listening in a sandbox"), box_cmd_ports },
+  { "port-forward", N_("SANDBOX [LOCAL:]REMOTE…"),
+    N_("Forward local TCP ports to ports of a sandbox"), box_cmd_port_forward },
+  { "events", N_("[--sandbox SANDBOX]"), N_("Follow the project's events"), box_cmd_events },
+};
+
+static char *
+commands_summary (void)
+{
+  g_autoptr(GString) summary = g_string_new (_("Commands:"));
+  g_auto(GStrv) synopses = g_new0 (char *, G_N_ELEMENTS (commands) + 1);
+  glong width = 0;
+
+  for (guint i = 0; i < G_N_ELEMENTS (commands); i++) {
+    synopses[i] = g_strdup_printf ("%s %s", commands[i].name, _(commands[i].args));
+    width = MAX (width, g_utf8_strlen (synopses[i], -1));
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (commands); i++) {
+    g_string_append_printf (summary, "\n  %s", synopses[i]);
+    for (glong pad = g_utf8_strlen (synopses[i], -1); pad < width + 2; pad++)
+      g_string_append_c (summary, ' ');
+    g_string_append (summary, _(commands[i].description));
+  }
+  g_string_append_printf (summary, "\n\n%s",
+                          _("Run “box COMMAND --help” for the options of a command."));
+  return g_string_free (g_steal_pointer (&summary), FALSE);
+}
+
+static const char *
+environment_help (void)
+{
+  return _("Configuration: BOX_URL (the API's address, default http://127.0.0.1:7070) and "
+           "BOX_KEY (a project API key), or url= and key= in the [box] group of "
+           "$XDG_CONFIG_HOME/box/config; the environment wins.\n"
+           "Exit status: 0 success, 1 the API answered with an error, 2 bad usage, "
+           "3 the API cannot be reached or refused the key; exec and attach exit with the "
+           "command's status (see box(1)).");
+}
+
+int
+box_cli_usage_error (BoxCli *cli, const char *command, const char *message)
+{
+  g_printerr ("box: %s\n", message);
+  if (command != NULL)
+    g_printerr (_("Run “box %s --help” for its usage."), command);
+  else
+    g_printerr ("%s", _("Run “box --help” to see the commands."));
+  g_printerr ("\n");
+  return cli->exec ? BOX_CLI_EXIT_BOX_FAILED : BOX_CLI_EXIT_USAGE;
+}
+
+gboolean
+box_cli_parse (BoxCli *cli, int *argc, char ***argv, const GOptionEntry *entries,
+               const char *params, const char *summary, guint min_args, guint max_args,
+               int *status)
+{
+  return box_cli_parse_full (cli, argc, argv, entries, params, summary, min_args, max_args, FALSE,
+                             status);
+}
+
+gboolean
+box_cli_parse_full (BoxCli *cli, int *argc, char ***argv, const GOptionEntry *entries,
+                    const char *params, const char *summary, guint min_args, guint max_args,
+                    gboolean strict_posix, int *status)
+{
+  g_autoptr(GOptionContext) context = g_option_context_new (params);
+  g_autoptr(GError) error = NULL;
+  const char *name = (*argv)[0];
+  guint n_args;
+
+  g_option_context_set_strict_posix (context, strict_posix);
+  g_option_context_set_summary (context, summary);
+  g_option_context_set_description (context, environment_help ());
+  g_option_context_add_main_entries (context, entries, GETTEXT_PACKAGE);
+  if (!g_option_context_parse (context, argc, argv, &error)) {
+    *status = box_cli_usage_error (cli, name, error->message);
+    return FALSE;
+  }
+  n_args = (guint) *argc - 1;
+  if (n_args < min_args || n_args > max_args) {
+    g_autofree char *message = n_args < min_args
+      ? g_strdup_printf (_("Missing arguments: %s"), params)
+      : g_strdup_printf (_("Unexpected argument “%s”."), (*argv)[1 + max_args]);
+
+    *status = box_cli_usage_error (cli, name, message);
+    return FALSE;
+  }
+  if (!box_cli_configure (cli, &error)) {
+    *status = box_cli_fail (cli, error);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+int
+main (int argc, char **argv)
+{
+  g_auto(BoxCli) cli = { 0 };
+  g_autofree char *prgname = NULL;
+  const BoxCliCommand *command = NULL;
+  const char *name;
+
+  /* a closed pipe is an error of the write, not a death with the terminal raw */
+  signal (SIGPIPE, SIG_IGN);
+  setlocale (LC_ALL, "");
+  bindtextdomain (GETTEXT_PACKAGE, LOCALEDIR);
+  bind_textdomain_codeset (GETTEXT_PACKAGE, "UTF-8");
+  textdomain (GETTEXT_PACKAGE);
+
+  name = argc > 1 ? argv[1] : NULL;
+  if (g_strcmp0 (name, "help") == 0 && argc > 2)
+    name = argv[2];
+  if (name == NULL || g_strcmp0 (name, "--help") == 0 || g_strcmp0 (name, "-h") == 0 ||
+      g_strcmp0 (name, "help") == 0) {
+    g_autofree char *summary = commands_summary ();
+
+    g_print ("%s\n  box %s\n\n%s\n\n%s\n", _("Usage:"), _("COMMAND [OPTION…] [ARGUMENT…]"),
+             summary, environment_help ());
+    return name == NULL ? BOX_CLI_EXIT_USAGE : BOX_CLI_EXIT_OK;
+  }
+  if (g_strcmp0 (name, "--version") == 0) {
+    g_print ("box %s\n", PACKAGE_VERSION);
+    return BOX_CLI_EXIT_OK;
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (commands); i++) {
+    if (g_strcmp0 (name, commands[i].name) == 0)
+      command = &commands[i];
+  }
+  if (command == NULL) {
+    g_autofree char *message = g_strdup_printf (_("Unknown command “%s”."), name);
+
+    return box_cli_usage_error (&cli, NULL, message);
+  }
+
+  prgname = g_strdup_printf ("box %s", command->name);
+  g_set_prgname (prgname);
+  if (g_strcmp0 (argv[1], "help") == 0) {
+    char *help_argv[] = { argv[2], (char *) "--help", NULL };
+
+    return command->func (&cli, 2, help_argv);
+  }
+  return command->func (&cli, argc - 1, argv + 1);
+}
