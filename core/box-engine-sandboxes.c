@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include "box-agent-client.h"
 #include "box-engine-private.h"
 #include "box-validate.h"
 
@@ -795,6 +796,57 @@ apply_update (BoxEngine *self, BoxSandbox *sandbox, const BoxSandboxUpdate *upda
                                     (const char *const *) sandbox->secrets, error));
 }
 
+static JsonObject *
+env_args (GHashTable *env)
+{
+  JsonObject *args = json_object_new ();
+  JsonObject *map = json_object_new ();
+  GHashTableIter iter;
+  gpointer key, value;
+
+  g_hash_table_iter_init (&iter, env);
+  while (g_hash_table_iter_next (&iter, &key, &value))
+    json_object_set_string_member (map, key, value);
+  json_object_set_object_member (args, "env", map);
+  return args;
+}
+
+static void
+env_pushed (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = user_data;
+  BoxEngine *self = g_task_get_source_object (task);
+  Op *op = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonObject) reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result,
+                                                              &error);
+
+  /* The record holds the new env either way; the guest gets it at its
+   * next wake at the latest. */
+  if (reply == NULL)
+    g_warning ("sandbox %s: the new env did not reach the guest now: %s", op->id, error->message);
+  op_finish_ok (self, task);
+}
+
+static void
+push_env (BoxEngine *self, GTask *task)
+{
+  Op *op = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxAgentClient) agent = box_hypervisor_get_agent (self->hypervisor, op->id, &error);
+  g_autoptr(JsonObject) args = NULL;
+
+  if (agent == NULL) {
+    if (!g_error_matches (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED))
+      g_warning ("sandbox %s: the new env did not reach the guest now: %s", op->id,
+                 error->message);
+    op_finish_ok (self, task);
+    return;
+  }
+  args = env_args (op->sandbox->env);
+  box_agent_client_call_async (agent, "set-env", args, NULL, env_pushed, task);
+}
+
 static void
 run_update (BoxEngine *self, GTask *task)
 {
@@ -832,6 +884,12 @@ run_update (BoxEngine *self, GTask *task)
   }
   g_clear_pointer (&op->sandbox, box_sandbox_free);
   op->sandbox = g_steal_pointer (&changed);
+  /* A new env reaches processes started after the change (and the whole
+   * sandbox at its next wake, when the hypervisor hands it over again). */
+  if (op->update->env != NULL && op->sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
+    push_env (self, task);
+    return;
+  }
   op_finish_ok (self, task);
 }
 
@@ -1104,7 +1162,8 @@ tick (gpointer user_data)
 /* ---- the VM died on its own -------------------------------------------- */
 
 /* Records what happened to a sandbox whose VM is gone: back to its latest
- * snapshot (paused, reason @lost_reason) or, without one, error. */
+ * memory snapshot (paused, reason @lost_reason, detail.snapshot_at) or,
+ * without one, error with reason reconciled. */
 static void
 mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
 {
@@ -1123,18 +1182,9 @@ mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
     json_object_set_string_member (detail, "snapshot_at", at);
     if (save (self, sandbox, &error))
       box_engine_emit (self, "sandbox.paused", sandbox, detail);
-  } else if (vm_state == BOX_VM_STATE_SHUTOFF) {
-    /* The disk is what is left: everything written to it is kept, what
-     * was only in memory is gone from this moment. */
-    g_autofree char *at = box_time_format (g_get_real_time ());
-
-    sandbox->state = BOX_SANDBOX_STATE_STOPPED;
-    sandbox->snapshot_at = 0;
-    json_object_set_string_member (detail, "reason", lost_reason);
-    json_object_set_string_member (detail, "snapshot_at", at);
-    if (save (self, sandbox, &error))
-      box_engine_emit (self, "sandbox.stopped", sandbox, detail);
   } else {
+    /* No memory snapshot to go back to (the VM ran, or its pause lived in
+     * the QEMU that died): the specification's "gone with no snapshot". */
     sandbox->state = BOX_SANDBOX_STATE_ERROR;
     json_object_set_string_member (detail, "reason", "reconciled");
     if (save (self, sandbox, &error))

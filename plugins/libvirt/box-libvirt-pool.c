@@ -420,8 +420,9 @@ box_libvirt_templates_drain (BoxLibvirtPlugin *self)
       slot_discard (self, slot);
       box_libvirt_slot_free (slot);
     }
-    /* fills under way: their domains go now; their threads notice (and
-     * what a crash leaves, the pool records tell the next start) */
+    /* fills under way: their domains, files and taps go now (boxd may
+     * exit before their completions run); their threads notice.  What a
+     * crash leaves, the pool records tell the next start. */
     for (GList *l = tmpl->in_flight; l != NULL; l = l->next) {
       Fill *fill = l->data;
       virConnectPtr conn = box_libvirt_conn_get (self->conn, NULL);
@@ -431,6 +432,8 @@ box_libvirt_templates_drain (BoxLibvirtPlugin *self)
         box_libvirt_domain_destroy (conn, fill->domain, NULL);
         virConnectClose (conn);
       }
+      if (fill->slot != NULL)
+        slot_discard (self, fill->slot);   /* idempotent */
     }
   }
 }
