@@ -220,6 +220,43 @@ box_libvirt_host_cpus (void)
 /* ---- KVM or TCG ---- */
 
 /* TRUE when QEMU with KVM got the guest kernel to user space in time. */
+/* The end of a console log as one readable line: terminal escape
+ * sequences dropped, control characters and runs of blanks folded. */
+static char *
+console_tail (const char *text, gsize max)
+{
+  GString *clean = g_string_new (NULL);
+  const char *p;
+  const char *start;
+
+  for (p = text; *p != '\0'; p++) {
+    if (*p == '\033') {
+      /* CSI: ESC [ parameters final-letter; other escapes: ESC + one char */
+      if (p[1] == '[') {
+        p += 2;
+        while (*p != '\0' && !g_ascii_isalpha (*p))
+          p++;
+      } else if (p[1] != '\0') {
+        p++;
+      }
+      if (*p == '\0')
+        break;
+      continue;
+    }
+    if (g_ascii_isprint (*p) && *p != ' ')
+      g_string_append_c (clean, *p);
+    else if (clean->len > 0 && clean->str[clean->len - 1] != ' ')
+      g_string_append_c (clean, ' ');
+  }
+  g_strstrip (clean->str);
+  start = clean->str;
+  if (strlen (start) > max)
+    start += strlen (start) - max;
+  p = g_strdup (start);
+  g_string_free (clean, TRUE);
+  return (char *) p;
+}
+
 static gboolean
 probe_kvm (const BoxLibvirtImage *image, char **how)
 {
@@ -269,10 +306,10 @@ probe_kvm (const BoxLibvirtImage *image, char **how)
     *how = g_strdup_printf ("KVM booted the guest kernel in %.1f s",
                             (g_get_monotonic_time () - start) / 1e6);
   } else {
-    g_autofree char *head = g_strndup (output->str, 160);
-    g_strdelimit (head, "\r\n\033", ' ');
-    *how = g_strdup_printf ("KVM did not boot the guest kernel within %d s (%s)",
-                            BOX_LIBVIRT_PROBE_TIMEOUT_S, head);
+    g_autofree char *tail = console_tail (output->str, 100);
+    *how = g_strdup_printf ("KVM did not boot the guest kernel within %d s%s%s%s",
+                            BOX_LIBVIRT_PROBE_TIMEOUT_S, tail[0] != '\0' ? " (console: " : "",
+                            tail, tail[0] != '\0' ? ")" : "");
   }
   return booted;
 }
