@@ -5,11 +5,11 @@
 # There is no outside network here, so the test makes its own, only from
 # addresses on this machine and namespaces it creates (removed at the end,
 # whatever happens):
-#   an "internet" namespace  203.0.113.1/24 (TEST-NET-3), the node's end
-#                            203.0.113.254: a TCP server on port 80 and a
+#   an "internet" namespace  a /28 of 203.0.113.0/24 (TEST-NET-3), e.g.
+#                            .1 in it, .14 the node's end: a TCP server on port 80 and a
 #                            DNS server answering every A query; boxd's
 #                            resolver forwards to it (dns_upstream=)
-#   a "LAN" namespace        172.31.250.2/24, the node's end 172.31.250.1
+#   a "LAN" namespace        172.31.N.2/24, the node's end 172.31.N.1
 #                            (a private address of the node): a TCP server
 #   the node                 a TCP server on every address
 # Probes run in the guests with nftables-test-helper.py (connect: exit 0
@@ -27,8 +27,12 @@ NS_INET = 'boxe2e-inet-%d' % os.getpid()
 NS_LAN = 'boxe2e-lan-%d' % os.getpid()
 VETH_INET = 'e2ei%d' % (os.getpid() % 100000)
 VETH_LAN = 'e2el%d' % (os.getpid() % 100000)
-INET, INET_NODE = '203.0.113.1', '203.0.113.254'
-LAN, LAN_NODE = '172.31.250.2', '172.31.250.1'
+# a /28 of TEST-NET-3 and a /24 of 172.31/16 of their own, should the
+# test run twice on one host at the same time
+NET_K = os.getpid() % 15
+INET, INET_NODE, INET_LEN = '203.0.113.%d' % (16 * NET_K + 1), '203.0.113.%d' % (16 * NET_K + 14), 28
+LAN_NET = 200 + os.getpid() % 50
+LAN, LAN_NODE = '172.31.%d.2' % LAN_NET, '172.31.%d.1' % LAN_NET
 DNS_ANSWER = '198.51.100.7'
 NODE_PORT = vmtest.boxtest.free_port()
 HELPER = vmtest.NET_HELPER
@@ -79,12 +83,13 @@ def make_world():
     global WORK
     WORK = vmtest.tempfile.mkdtemp(prefix='box-e2e-net-')
     vmtest.atexit.register(teardown_world)
-    for ns, veth, inside, node in ((NS_INET, VETH_INET, INET, INET_NODE), (NS_LAN, VETH_LAN, LAN, LAN_NODE)):
+    for ns, veth, inside, node, plen in ((NS_INET, VETH_INET, INET, INET_NODE, INET_LEN),
+                                         (NS_LAN, VETH_LAN, LAN, LAN_NODE, 24)):
         sh_host('ip netns add %s' % ns)
         sh_host('ip link add %s type veth peer name eth0 netns %s' % (veth, ns))
-        sh_host('ip addr add %s/24 dev %s && ip link set %s up' % (node, veth, veth))
-        sh_host('ip -n %s addr add %s/24 dev eth0 && ip -n %s link set eth0 up && ip -n %s link set lo up'
-                % (ns, inside, ns, ns))
+        sh_host('ip addr add %s/%d dev %s && ip link set %s up' % (node, plen, veth, veth))
+        sh_host('ip -n %s addr add %s/%d dev eth0 && ip -n %s link set eth0 up && ip -n %s link set lo up'
+                % (ns, inside, plen, ns, ns))
         sh_host('ip -n %s route add default via %s' % (ns, node))
     serve(NS_INET, INET, 80, os.path.join(WORK, 'inet.log'))
     p = subprocess.Popen(['ip', 'netns', 'exec', NS_INET, 'python3', HELPER, 'dns-serve', INET, '53',
@@ -203,14 +208,15 @@ def test_isolation(t):
         t.ok(res.get(tg) == 2, 'net-a cannot reach %s (%s:%s): dropped' % (desc, tg[0], tg[1]),
              'connect exit code %r (0 reached, 3 refused, 2 dropped)\n%s' % (res.get(tg), r.describe()))
     with open(os.path.join(WORK, 'node.log')) as f:
-        t.ok(not any(x.startswith('10.223.') for x in f.read().split()), 'the node\'s server saw no sandbox')
+        pool = d.config['plugin.nftables']['pool'].split('.0.0/')[0] + '.'
+        t.ok(not any(x.startswith(pool) for x in f.read().split()), 'the node\'s server saw no sandbox')
     with open(os.path.join(WORK, 'lan.log')) as f:
-        t.eq(f.read().split(), ['172.31.250.1'], 'the LAN server saw only the node\'s control')
+        t.eq(f.read().split(), [LAN_NODE], 'the LAN server saw only the node\'s control')
 
     # nothing reaches into a sandbox
     res = host_connect([(b['address'], 9000)])
     t.eq(res, {(b['address'], 9000): 2}, 'the node cannot connect into net-b')
-    sh_host('ip -n %s route add 10.223.0.0/16 via %s' % (NS_INET, INET_NODE))
+    sh_host('ip -n %s route add %s via %s' % (NS_INET, d.config['plugin.nftables']['pool'], INET_NODE))
     res = host_connect([(b['address'], 9000)], ns=NS_INET)
     t.eq(res, {(b['address'], 9000): 2}, 'the internet cannot connect into net-b (even routed to it)')
     r = run(d, KEY, 'net-b', ['cat', '/tmp/srv.log'])

@@ -47,6 +47,8 @@ VM_DIR = os.environ.get('BOX_E2E_VM_DIR') or '/var/tmp/box-e2e-vm'
 LIBVIRT_URI = 'qemu:///system'
 NET_HELPER = os.path.join(SOURCE_ROOT, 'plugins', 'nftables', 'nftables-test-helper.py')
 MIB16 = 16 * 1024 * 1024
+# 'q' and two letters: not the plugin's default bx, unlikely another run's
+NET_PREFIX = 'q' + chr(97 + os.getpid() % 26) + chr(97 + os.getpid() // 26 % 26)
 T0 = time.time()
 
 
@@ -206,18 +208,47 @@ class _Timed:
         return False
 
 
+def _needs(binary, lib):
+    try:
+        r = subprocess.run(['ldd', binary], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return False
+    return lib in r.stdout.decode('utf-8', 'replace')
+
+
+def asan_env(env):
+    """What boxd built with AddressSanitizer needs to load the libvirt plugin.
+
+    ASan intercepts the XDR functions, which glibc no longer has: libvirt
+    takes them from libtirpc.  The interceptors look the real functions up
+    when ASan starts, before boxd dlopen()s the plugin (and with it libvirt
+    and libtirpc), find none, and libvirt's first RPC then calls address 0.
+    With libtirpc preloaded, its XDR functions come before the
+    interceptors.  (A boxd linked with libtirpc would not need this.)"""
+    if not _needs(boxtest.BOXD, 'libasan'):
+        return {}
+    libs = glob.glob('/lib/*/libtirpc.so.3') + glob.glob('/usr/lib/*/libtirpc.so.3')
+    if not libs:
+        return {}
+    opts = env.get('ASAN_OPTIONS', '')
+    return {'LD_PRELOAD': ':'.join(filter(None, [env.get('LD_PRELOAD', ''), libs[0]])),
+            'ASAN_OPTIONS': ':'.join(filter(None, [opts, 'verify_asan_link_order=0']))}
+
+
 class VmBoxd(boxtest.Boxd):
     """boxd with its default hypervisor (auto -> libvirt) and network
     (auto -> nftables), configured by a file of its own."""
 
     def __init__(self, tap, config=None, data_dir=None, **kw):
         super().__init__(tap, data_dir=data_dir, **kw)
-        # The network plugin's defaults, but its own table, tap names, pool
-        # and resolver port: another boxd on this host (a developer's) keeps
-        # its network, and ours does not fight it for port 10053.
+        # The network plugin's defaults, but a table, tap names, pool and
+        # resolver port of its own: another boxd on this host (a
+        # developer's, or these tests run from another tree at the same
+        # time) keeps its network, and ours is not disturbed by it.
         self.config = {
             'plugin.libvirt': {'vm_dir': VM_DIR},
-            'plugin.nftables': {'table': 'boxe2e', 'ifname_prefix': 'be', 'pool': '10.223.0.0/16',
+            'plugin.nftables': {'table': 'boxe2e%d' % os.getpid(), 'ifname_prefix': NET_PREFIX,
+                                'pool': '10.%d.0.0/16' % (224 + os.getpid() % 30),
                                 'dns_port': str(free_udp_port())},
         }
         for section, values in (config or {}).items():
@@ -264,6 +295,7 @@ class VmBoxd(boxtest.Boxd):
         env.pop('BOX_ADMIN_TOKEN', None)
         env['BOX_ADMIN_TOKEN'] = self.admin_token
         env['BOX_IMAGE_CACHE'] = IMAGE_CACHE
+        env.update(asan_env(env))
         env.update(self.extra_env)
         logdir = self.own_dir or os.path.dirname(self.config_path)
         self.log_path = os.path.join(logdir, 'boxd-%d.log' % (len(self.logs) + 1))
@@ -383,6 +415,11 @@ class VmBoxd(boxtest.Boxd):
             if ifname and os.path.exists('/sys/class/net/' + ifname):
                 subprocess.run(['ip', 'link', 'del', ifname], stderr=subprocess.DEVNULL)
                 left.append('tap %s (%s)' % (ifname, _id))
+        # the plugin keeps its table when boxd stops (VMs keep their network
+        # across restarts); ours goes with the test
+        table = self.config['plugin.nftables']['table']
+        subprocess.run(['nft', 'delete', 'table', 'inet', table], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
         if left:
             self.tap.comment('cleanup removed what boxd left: %s' % ', '.join(left))
         self.left_behind = left
