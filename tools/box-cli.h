@@ -80,8 +80,8 @@ JsonNode   *box_cli_call_progress   (BoxCli *cli, const char *method, const char
                                      GError **error);
 /* The error of an answer with @status and @body (an {error: ...} object). */
 GError     *box_cli_error_from_answer (guint status, const char *reason, GBytes *body);
-/* A GIO/TLS/resolver error of a connection -> BOX_CLI_ERROR_UNREACHABLE. */
-GError     *box_cli_error_network   (const GError *error);
+/* A GIO/TLS/resolver error of a connection to @url -> BOX_CLI_ERROR_UNREACHABLE. */
+GError     *box_cli_error_network   (const char *url, const GError *error);
 /* Prints "box: <message> (<code>)" (and {error} on stdout with --json);
  * returns the exit status. */
 int         box_cli_fail            (BoxCli *cli, const GError *error);
@@ -144,7 +144,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxCliWs, box_cli_ws_free)
 typedef int (*BoxCliFunc) (BoxCli *cli, int argc, char **argv);
 
 /* Parses @argc/@argv with @entries; "box NAME" in --help; a failure is
- * printed and *status set.  @params: the positional arguments (translated). */
+ * printed and *status set.  @params: the positional arguments (translated).
+ * Checks of the values come next, then box_cli_ready(): a usage error is a
+ * usage error whatever the configuration. */
 gboolean box_cli_parse (BoxCli *cli, int *argc, char ***argv, const GOptionEntry *entries,
                         const char *params, const char *summary, guint min_args,
                         guint max_args, int *status);
@@ -152,6 +154,8 @@ gboolean box_cli_parse (BoxCli *cli, int *argc, char ***argv, const GOptionEntry
 gboolean box_cli_parse_full (BoxCli *cli, int *argc, char ***argv, const GOptionEntry *entries,
                              const char *params, const char *summary, guint min_args,
                              guint max_args, gboolean strict_posix, int *status);
+/* box_cli_configure(); a failure is printed and *status set. */
+gboolean box_cli_ready (BoxCli *cli, int *status);
 int      box_cli_usage_error (BoxCli *cli, const char *command, const char *message);
 
 int box_cmd_create   (BoxCli *cli, int argc, char **argv);

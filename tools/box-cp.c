@@ -152,7 +152,7 @@ send_stream (Copy *copy, SoupMessage *msg, GError **error)
   guint status;
 
   if (body == NULL) {
-    g_propagate_error (error, box_cli_error_network (local_error));
+    g_propagate_error (error, box_cli_error_network (copy->cli->url, local_error));
     return NULL;
   }
   status = soup_message_get_status (msg);
@@ -379,7 +379,7 @@ extract_here (Copy *copy, GInputStream *in, GError **error)
   }
   if (!ok) {
     if (reader.error != NULL)
-      g_propagate_error (error, box_cli_error_network (reader.error));
+      g_propagate_error (error, box_cli_error_network (copy->cli->url, reader.error));
     else
       g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_LOCAL, _("Cannot extract the tar: %s"),
                    archive_error_string (archive_errno (disk) != 0 ? disk : archive));
@@ -639,6 +639,8 @@ box_cmd_cp (BoxCli *cli, int argc, char **argv)
                                              "the other a local path."));
   if (!g_path_is_absolute (from ? src_path : dst_path))
     return box_cli_usage_error (cli, "cp", _("Paths in a sandbox are absolute (SANDBOX:/PATH)."));
+  if (!box_cli_ready (cli, &status))
+    return status;
   copy.user = user;
   copy.progress = !quiet && isatty (STDERR_FILENO);
   copy.started = g_get_monotonic_time ();

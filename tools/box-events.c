@@ -139,6 +139,8 @@ box_cmd_events (BoxCli *cli, int argc, char **argv)
     return status;
   if (sandbox != NULL)
     box_cli_query_add (query, "sandbox", sandbox);
+  if (!box_cli_ready (cli, &status))
+    return status;
   if (!cli->json) {
     g_autoptr(JsonNode) list = box_cli_call (cli, "GET", "/v1/sandboxes", NULL, NULL, &error);
 
@@ -152,7 +154,7 @@ box_cmd_events (BoxCli *cli, int argc, char **argv)
                                 "text/event-stream");
   body = soup_session_send (cli->session, msg, NULL, &error);
   if (body == NULL) {
-    g_autoptr(GError) network = box_cli_error_network (error);
+    g_autoptr(GError) network = box_cli_error_network (cli->url, error);
 
     return box_cli_fail (cli, network);
   }
@@ -199,7 +201,7 @@ box_cmd_events (BoxCli *cli, int argc, char **argv)
   if (error == NULL)
     error = g_error_new (BOX_CLI_ERROR, BOX_CLI_ERROR_UNREACHABLE, _("The API ended the event stream"));
   else {
-    g_autoptr(GError) network = box_cli_error_network (error);
+    g_autoptr(GError) network = box_cli_error_network (cli->url, error);
 
     g_clear_error (&error);
     error = g_steal_pointer (&network);

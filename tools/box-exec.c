@@ -347,6 +347,8 @@ box_cmd_exec (BoxCli *cli, int argc, char **argv)
     cmd[2] = g_strdup (DEFAULT_SHELL);
   }
 
+  if (!box_cli_ready (cli, &status))
+    return status;
   if (!streaming)
     return exec_run (cli, sandbox, cmd, &options);
 
@@ -423,7 +425,8 @@ box_cmd_attach (BoxCli *cli, int argc, char **argv)
   cli->exec = TRUE;
   if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX SESSION"),
                       _("Attach to an exec session: its kept output, then live output; box exits "
-                        "with the command's status."), 2, 2, &status))
+                        "with the command's status."), 2, 2, &status) ||
+      !box_cli_ready (cli, &status))
     return status;
 
   /* the list says whether the session has a terminal */
@@ -475,7 +478,8 @@ box_cmd_sessions (BoxCli *cli, int argc, char **argv)
 
   if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX"),
                       _("List a sandbox's exec sessions (exited ones stay 10 minutes)."), 1, 1,
-                      &status))
+                      &status) ||
+      !box_cli_ready (cli, &status))
     return status;
   path = box_cli_sandbox_path (argv[1], "/exec/sessions");
   answer = box_cli_call (cli, "GET", path, NULL, NULL, &error);
@@ -543,7 +547,8 @@ box_cmd_signal (BoxCli *cli, int argc, char **argv)
 
   if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX SESSION SIGNAL"),
                       _("Send a signal (TERM, INT, KILL, HUP… as in “kill -l”) to a session's "
-                        "process group."), 3, 3, &status))
+                        "process group."), 3, 3, &status) ||
+      !box_cli_ready (cli, &status))
     return status;
   name = g_ascii_strup (argv[3], -1);
   if (g_str_has_prefix (name, "SIG"))

@@ -62,7 +62,11 @@ box_cli_configure (BoxCli *cli, GError **error)
   g_autofree char *url = NULL;
   const char *scheme;
 
-  if (!g_key_file_load_from_file (file, path, G_KEY_FILE_NONE, &local_error)) {
+  /* the file is read only when the environment does not say everything */
+  if (g_getenv ("BOX_URL") != NULL && g_getenv ("BOX_URL")[0] != '\0' &&
+      g_getenv ("BOX_KEY") != NULL && g_getenv ("BOX_KEY")[0] != '\0') {
+    g_clear_pointer (&file, g_key_file_unref);
+  } else if (!g_key_file_load_from_file (file, path, G_KEY_FILE_NONE, &local_error)) {
     if (!g_error_matches (local_error, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
       g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_LOCAL,
                    _("Cannot read the configuration file %s: %s"), path, local_error->message);
@@ -196,12 +200,19 @@ box_cli_error_from_answer (guint status, const char *reason, GBytes *body)
 }
 
 GError *
-box_cli_error_network (const GError *error)
+box_cli_error_network (const char *url, const GError *error)
 {
+  g_autoptr(GUri) uri = g_uri_parse (url, G_URI_FLAGS_NONE, NULL);
+  g_autofree char *where = uri != NULL
+    ? g_strdup_printf ("%s://%s:%d", g_uri_get_scheme (uri), g_uri_get_host (uri),
+                       g_uri_get_port (uri) > 0 ? g_uri_get_port (uri)
+                       : g_strcmp0 (g_uri_get_scheme (uri), "https") == 0 ? 443 : 80)
+    : g_strdup (url);
+
   if (error->domain == BOX_CLI_ERROR || error->domain == BOX_ERROR)
     return g_error_copy (error);
   return g_error_new (BOX_CLI_ERROR, BOX_CLI_ERROR_UNREACHABLE,
-                      _("Cannot reach the API: %s"), error->message);
+                      _("Cannot reach the API at %s: %s"), where, error->message);
 }
 
 int
@@ -276,7 +287,7 @@ box_cli_send (BoxCli *cli, SoupMessage *msg, JsonNode **root_out, GError **error
   g_autoptr(GBytes) body = soup_session_send_and_read (cli->session, msg, NULL, &local_error);
 
   if (body == NULL) {
-    g_propagate_error (error, box_cli_error_network (local_error));
+    g_propagate_error (error, box_cli_error_network (cli->url, local_error));
     return FALSE;
   }
   return finish_answer (msg, body, root_out, error);
@@ -369,7 +380,7 @@ box_cli_call_progress (BoxCli *cli, const char *method, const char *path, const 
 
   answer = call.body;
   if (answer == NULL) {
-    g_propagate_error (error, box_cli_error_network (call.error));
+    g_propagate_error (error, box_cli_error_network (cli->url, call.error));
     g_error_free (call.error);
     return NULL;
   }

@@ -39,7 +39,8 @@ box_cmd_ports (BoxCli *cli, int argc, char **argv)
 
   if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX"),
                       _("List the TCP ports listening in a sandbox, on every address."), 1, 1,
-                      &status))
+                      &status) ||
+      !box_cli_ready (cli, &status))
     return status;
   path = box_cli_sandbox_path (argv[1], "/ports");
   answer = box_cli_call (cli, "GET", path, NULL, NULL, &error);
@@ -330,7 +331,7 @@ static gboolean
 on_quit (gpointer user_data)
 {
   g_main_loop_quit (user_data);
-  return G_SOURCE_REMOVE;
+  return G_SOURCE_CONTINUE;   /* both are removed once the loop ends */
 }
 
 int
@@ -357,6 +358,17 @@ box_cmd_port_forward (BoxCli *cli, int argc, char **argv)
   inet = g_inet_address_new_from_string (address != NULL ? address : "127.0.0.1");
   if (inet == NULL)
     return box_cli_usage_error (cli, "port-forward", _("--address takes an IP address."));
+  for (int i = 2; i < argc; i++) {
+    guint local = 0, remote = 0;
+
+    if (!parse_spec (argv[i], &local, &remote)) {
+      g_autofree char *message = g_strdup_printf (_("“%s” is not [LOCAL:]REMOTE (ports)."), argv[i]);
+
+      return box_cli_usage_error (cli, "port-forward", message);
+    }
+  }
+  if (!box_cli_ready (cli, &status))
+    return status;
 
   for (int i = 2; i < argc; i++) {
     guint local = 0, remote = 0;
@@ -367,11 +379,7 @@ box_cmd_port_forward (BoxCli *cli, int argc, char **argv)
     g_autofree char *shown = NULL;
     Listener *listener;
 
-    if (!parse_spec (argv[i], &local, &remote)) {
-      g_autofree char *message = g_strdup_printf (_("“%s” is not [LOCAL:]REMOTE (ports)."), argv[i]);
-
-      return box_cli_usage_error (cli, "port-forward", message);
-    }
+    parse_spec (argv[i], &local, &remote);
     service = g_socket_service_new ();
     bind_address = g_inet_socket_address_new (inet, (guint16) local);
     if (!g_socket_listener_add_address (G_SOCKET_LISTENER (service), bind_address,

@@ -152,6 +152,8 @@ box_cmd_create (BoxCli *cli, int argc, char **argv)
   }
   json_builder_end_object (builder);
   body = json_builder_get_root (builder);
+  if (!box_cli_ready (cli, &status))
+    return status;
 
   started = g_get_monotonic_time ();
   answer = box_cli_call_progress (cli, "POST", "/v1/sandboxes", NULL, body,
@@ -217,6 +219,8 @@ box_cmd_list (BoxCli *cli, int argc, char **argv)
   }
   if (state != NULL)
     box_cli_query_add (query, "state", state);
+  if (!box_cli_ready (cli, &status))
+    return status;
 
   answer = box_cli_call (cli, "GET", "/v1/sandboxes", query->str, NULL, &error);
   if (answer == NULL)
@@ -336,7 +340,8 @@ box_cmd_get (BoxCli *cli, int argc, char **argv)
   int status;
 
   if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX"), _("Show a sandbox."), 1, 1,
-                      &status))
+                      &status) ||
+      !box_cli_ready (cli, &status))
     return status;
   path = box_cli_sandbox_path (argv[1], "");
   answer = box_cli_call (cli, "GET", path, NULL, NULL, &error);
@@ -364,7 +369,8 @@ for_each_sandbox (BoxCli *cli, int argc, char **argv, const char *method, const 
   int status = BOX_CLI_EXIT_OK;
 
   if (!box_cli_parse (cli, &argc, &argv, has_json ? entries : entries + 1, _("SANDBOX…"), summary,
-                      1, G_MAXUINT, &status))
+                      1, G_MAXUINT, &status) ||
+      !box_cli_ready (cli, &status))
     return status;
   for (int i = 1; i < argc; i++) {
     g_autofree char *path = box_cli_sandbox_path (argv[i], suffix);

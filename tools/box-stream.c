@@ -309,7 +309,7 @@ on_error (SoupWebsocketConnection *conn, GError *error, gpointer user_data)
   Stream *stream = user_data;
 
   if (stream->error == NULL && !stream->got_exit && !stream->detached)
-    stream->error = box_cli_error_network (error);
+    stream->error = box_cli_error_network (stream->cli->url, error);
 }
 
 /* ---- stdin ------------------------------------------------------------- */

@@ -352,7 +352,7 @@ handshake (const char *url, const char *api_key, GError **error)
   address = g_network_address_new (host, (guint16) port);
   socket = g_socket_client_connect (client, address, NULL, &local_error);
   if (socket == NULL) {
-    g_propagate_error (error, box_cli_error_network (local_error));
+    g_propagate_error (error, box_cli_error_network (url, local_error));
     return NULL;
   }
 
@@ -366,13 +366,13 @@ handshake (const char *url, const char *api_key, GError **error)
   g_string_append (request, "User-Agent: box/" PACKAGE_VERSION "\r\n\r\n");
   if (!g_output_stream_write_all (g_io_stream_get_output_stream (G_IO_STREAM (socket)),
                                   request->str, request->len, NULL, NULL, &local_error)) {
-    g_propagate_error (error, box_cli_error_network (local_error));
+    g_propagate_error (error, box_cli_error_network (url, local_error));
     return NULL;
   }
 
   head = read_head (g_io_stream_get_input_stream (G_IO_STREAM (socket)), &local_error);
   if (head == NULL) {
-    g_propagate_error (error, box_cli_error_network (local_error));
+    g_propagate_error (error, box_cli_error_network (url, local_error));
     return NULL;
   }
   headers = soup_message_headers_new (SOUP_MESSAGE_HEADERS_RESPONSE);

@@ -128,6 +128,14 @@ box_cli_parse_full (BoxCli *cli, int *argc, char ***argv, const GOptionEntry *en
     *status = box_cli_usage_error (cli, name, message);
     return FALSE;
   }
+  return TRUE;
+}
+
+gboolean
+box_cli_ready (BoxCli *cli, int *status)
+{
+  g_autoptr(GError) error = NULL;
+
   if (!box_cli_configure (cli, &error)) {
     *status = box_cli_fail (cli, error);
     return FALSE;
