@@ -127,6 +127,17 @@ on_channel_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
   box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
 }
 
+/* Raw (port connect): the peer in the sandbox shut its side.  A WebSocket
+ * cannot half-close, so the socket ends here, after what came before. */
+static void
+on_channel_eof (BoxAgentChannel *channel, guint stream, gpointer user_data)
+{
+  Bridge *b = user_data;
+
+  if (!b->tagged && stream == 1 && !b->ws_closed)
+    box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+}
+
 static void
 on_channel_closed (BoxAgentChannel *channel, gpointer user_data)
 {
@@ -310,6 +321,7 @@ box_http_ws_bridge (BoxHttpWs *ws, BoxAgentChannel *channel, BoxEngine *engine,
   b->tagged = tagged;
   g_signal_connect (channel, "data", G_CALLBACK (on_channel_data), b);
   g_signal_connect (channel, "ctrl", G_CALLBACK (on_channel_ctrl), b);
+  g_signal_connect (channel, "eof", G_CALLBACK (on_channel_eof), b);
   g_signal_connect (channel, "closed", G_CALLBACK (on_channel_closed), b);
   g_signal_connect (ws, "message", G_CALLBACK (on_ws_message), b);
   g_signal_connect (ws, "written", G_CALLBACK (on_ws_written), b);
