@@ -29,6 +29,7 @@ G_DEFINE_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
 #define A BOX_HTTP_AUTH_ADMIN
 #define K BOX_HTTP_AUTH_KEY
 #define N BOX_HTTP_AUTH_NONE
+#define S BOX_HTTP_ROUTE_IN_SANDBOX
 
 static const BoxHttpRoute routes[] = {
   /* identity and operator */
@@ -50,7 +51,7 @@ static const BoxHttpRoute routes[] = {
   { "POST",   "/v1/sandboxes/{sandbox}/pause",       K, TRUE,  box_http_sandbox_pause },
   { "POST",   "/v1/sandboxes/{sandbox}/stop",        K, TRUE,  box_http_sandbox_stop },
   { "POST",   "/v1/sandboxes/{sandbox}/wake",        K, TRUE,  box_http_sandbox_wake },
-  { "POST",   "/v1/sandboxes/{sandbox}/exec/run",    K, TRUE,  box_http_exec_run },
+  { "POST",   "/v1/sandboxes/{sandbox}/exec/run",    K, TRUE,  box_http_exec_run, S },
   /* streaming exec, sessions and ports (box-http-stream-exec.c, box-http-ports.c) */
   { "GET",    "/v1/sandboxes/{sandbox}/exec",        K, FALSE, box_http_exec_stream },
   { "GET",    "/v1/sandboxes/{sandbox}/exec/sessions", K, FALSE, box_http_session_list },
@@ -61,6 +62,19 @@ static const BoxHttpRoute routes[] = {
   { "GET",    "/v1/sandboxes/{sandbox}/ports/settings", K, FALSE, box_http_port_settings },
   { "GET",    "/v1/sandboxes/{sandbox}/ports/{port}/connect", K, FALSE, box_http_port_connect },
   { "PUT",    "/v1/sandboxes/{sandbox}/ports/{port}", K, TRUE, box_http_port_set },
+  /* files (box-http-files.c, box-http-watch.c) */
+  { "GET",    "/v1/sandboxes/{sandbox}/fs/file",     K, FALSE, box_http_fs_file_get, S },
+  { "PUT",    "/v1/sandboxes/{sandbox}/fs/file",     K, FALSE, box_http_fs_file_put, S,
+    box_http_fs_file_put_start },
+  { "DELETE", "/v1/sandboxes/{sandbox}/fs/file",     K, FALSE, box_http_fs_file_delete, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/fs/stat",     K, FALSE, box_http_fs_stat, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/fs/list",     K, FALSE, box_http_fs_list, S },
+  { "POST",   "/v1/sandboxes/{sandbox}/fs/mkdir",    K, TRUE,  box_http_fs_mkdir, S },
+  { "POST",   "/v1/sandboxes/{sandbox}/fs/rename",   K, TRUE,  box_http_fs_rename, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/fs/tar",      K, FALSE, box_http_fs_tar_get, S },
+  { "PUT",    "/v1/sandboxes/{sandbox}/fs/tar",      K, FALSE, box_http_fs_tar_put, S,
+    box_http_fs_tar_put_start },
+  { "GET",    "/v1/sandboxes/{sandbox}/fs/watch",    K, FALSE, box_http_fs_watch, S },
   /* secrets */
   { "GET",    "/v1/secrets",                         K, FALSE, box_http_secret_list },
   { "PUT",    "/v1/secrets/{name}",                  K, TRUE,  box_http_secret_put },
@@ -78,6 +92,14 @@ static const BoxHttpRoute routes[] = {
 #undef A
 #undef K
 #undef N
+#undef S
+
+const BoxHttpRoute *
+box_http_server_get_routes (guint *n_routes)
+{
+  *n_routes = G_N_ELEMENTS (routes);
+  return routes;
+}
 
 /* ---- routing ----------------------------------------------------------- */
 
@@ -303,8 +325,11 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
     g_signal_connect (msg, "got-chunk", G_CALLBACK (on_request_chunk), NULL);
   }
 
-  g_object_set_data_full (G_OBJECT (msg), REQUEST_KEY, g_steal_pointer (&req),
+  g_object_set_data_full (G_OBJECT (msg), REQUEST_KEY, box_http_request_ref (req),
                           (GDestroyNotify) box_http_request_unref);
+  /* a route that takes its body as it arrives starts now */
+  if (req->route->start != NULL)
+    req->route->start (req);
 }
 
 static void

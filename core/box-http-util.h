@@ -31,12 +31,27 @@ typedef enum {
 typedef struct _BoxHttpRequest BoxHttpRequest;
 typedef void (*BoxHttpHandler) (BoxHttpRequest *req);
 
+/* BoxHttpRoute.flags */
+typedef enum {
+  /* also served on the in-sandbox socket (box-insandbox.c), at the path
+   * without its "/v1/sandboxes/{sandbox}" prefix */
+  BOX_HTTP_ROUTE_IN_SANDBOX = 1 << 0,
+} BoxHttpRouteFlags;
+
 typedef struct {
   const char     *method;
   const char     *pattern;    /* "/v1/sandboxes/{sandbox}/pause" */
   BoxHttpAuth     auth;
   gboolean        json_body;  /* the route reads a JSON body */
   BoxHttpHandler  handler;
+  /* optional (zero when left out): */
+  guint           flags;      /* BoxHttpRouteFlags */
+  /* Runs in the early stage (routed, authenticated, query parsed; the body
+   * not read yet) for a route that takes its body as it arrives: it may
+   * pause the message, connect to "got-chunk" (the body is not kept) or
+   * answer at once.  The handler still runs once the body was read,
+   * unless an answer was set by then. */
+  BoxHttpHandler  start;
 } BoxHttpRoute;
 
 typedef struct {
@@ -174,6 +189,23 @@ void box_http_port_watch      (BoxHttpRequest *req);
 void box_http_port_connect    (BoxHttpRequest *req);
 void box_http_port_set        (BoxHttpRequest *req);
 void box_http_port_settings   (BoxHttpRequest *req);
+
+/* box-http-files.c: /v1/sandboxes/{sandbox}/fs/... */
+void box_http_fs_file_get     (BoxHttpRequest *req);
+void box_http_fs_file_put_start (BoxHttpRequest *req);
+void box_http_fs_file_put     (BoxHttpRequest *req);
+void box_http_fs_file_delete  (BoxHttpRequest *req);
+void box_http_fs_stat         (BoxHttpRequest *req);
+void box_http_fs_list         (BoxHttpRequest *req);
+void box_http_fs_mkdir        (BoxHttpRequest *req);
+void box_http_fs_rename       (BoxHttpRequest *req);
+void box_http_fs_tar_get      (BoxHttpRequest *req);
+void box_http_fs_tar_put_start (BoxHttpRequest *req);
+void box_http_fs_tar_put      (BoxHttpRequest *req);
+/* box-http-watch.c */
+void box_http_fs_watch        (BoxHttpRequest *req);
+/* box-http-server.c: the route table, for the in-sandbox socket */
+const BoxHttpRoute *box_http_server_get_routes (guint *n_routes);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxHttpRequest, box_http_request_unref)
 

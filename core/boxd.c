@@ -11,6 +11,7 @@
 #include "box-dbus-daemon.h"
 #include "box-engine.h"
 #include "box-http-server.h"
+#include "box-insandbox.h"
 
 static gboolean
 on_signal (gpointer user_data)
@@ -28,6 +29,7 @@ main (int argc, char **argv)
   g_autoptr(BoxConfig) config = box_config_new ();
   g_autoptr(BoxEngine) engine = NULL;
   g_autoptr(BoxHttpServer) http = NULL;
+  g_autoptr(BoxInsandbox) insandbox = NULL;
   g_autoptr(BoxDBusDaemon) dbus = NULL;
   g_autoptr(GMainLoop) loop = NULL;
   g_autoptr(GError) error = NULL;
@@ -62,6 +64,8 @@ main (int argc, char **argv)
     box_engine_stop (engine);
     return 1;
   }
+  /* processes inside the sandboxes reach their sub-API on /run/box/api.sock */
+  insandbox = box_insandbox_new (engine, http);
 
   if (cfg->dbus != BOX_DBUS_NONE) {
     dbus = box_dbus_daemon_new (engine);
@@ -94,6 +98,7 @@ main (int argc, char **argv)
 
   if (dbus != NULL)
     box_dbus_daemon_stop (dbus);
+  box_insandbox_shutdown (insandbox);
   box_http_server_shutdown (http);
   box_engine_stop (engine);
   return 0;

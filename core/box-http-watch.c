@@ -1,0 +1,230 @@
+/* box-http-watch.c: GET /v1/sandboxes/{sandbox}/fs/watch?path=&recursive=&user=
+ * (spec "Files": Watch), a WebSocket of change frames.
+ *
+ * The agent's fs-watch channel (inotify in the guest) sends one CTRL event
+ * per change; each becomes a text frame {type, path}, type create, write,
+ * remove, rename or chmod.  When the kernel's queue overflowed, or the
+ * client reads so slowly that more than WATCH_UNWRITTEN_MAX bytes of
+ * frames wait for it, events are lost: the client then gets one frame
+ * {type: "overflow", path: <the watched path>} (once the backlog is
+ * written) and should read the tree again.
+ *
+ * An open watch holds the sandbox awake (a hold for its lifetime).  It
+ * closes with 1011 when the sandbox pauses, stops, is deleted,
+ * checkpointed with memory, restored or lost; with 1000 when the watched
+ * path itself is removed or moved away (after that frame).
+ */
+#include "config.h"
+
+#include "box-agent-private.h"
+#include "box-http-files.h"
+#include "box-http-ws.h"
+
+#define WATCH_UNWRITTEN_MAX (1024 * 1024)
+
+typedef struct {
+  gint             ref_count;
+  BoxHttpRequest  *req;
+  BoxEngine       *engine;
+  char            *path;
+  JsonObject      *args;
+  char            *sandbox_id;   /* held while set */
+  BoxAgentChannel *channel;
+  BoxHttpWs       *ws;
+  gboolean         lost_events;  /* an overflow frame is owed */
+  gboolean         path_gone;    /* the watched path was removed or moved */
+  gboolean         over;
+} Watch;
+
+static Watch *
+watch_ref (Watch *w)
+{
+  w->ref_count++;
+  return w;
+}
+
+static void
+watch_unref (Watch *w)
+{
+  if (--w->ref_count > 0)
+    return;
+  g_assert (w->sandbox_id == NULL);
+  g_clear_object (&w->channel);
+  g_clear_object (&w->ws);
+  g_clear_pointer (&w->req, box_http_request_unref);
+  g_object_unref (w->engine);
+  g_free (w->path);
+  g_clear_pointer (&w->args, json_object_unref);
+  g_free (w);
+}
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (Watch, watch_unref)
+
+static void
+watch_over (Watch *w)
+{
+  g_autoptr(Watch) keep = watch_ref (w);
+
+  if (w->over)
+    return;
+  w->over = TRUE;
+  if (w->channel != NULL) {
+    g_signal_handlers_disconnect_by_data (w->channel, w);
+    box_agent_channel_close (w->channel);
+  }
+  if (w->ws != NULL) {
+    g_signal_handlers_disconnect_by_data (w->ws, w);
+    box_http_ws_close (w->ws, SOUP_WEBSOCKET_CLOSE_SERVER_ERROR, "the watch ended");
+  }
+  if (w->sandbox_id != NULL) {
+    box_engine_release (w->engine, w->sandbox_id);
+    g_clear_pointer (&w->sandbox_id, g_free);
+  }
+  watch_unref (w);   /* the watch's own reference */
+}
+
+static void
+send_frame (Watch *w, const char *type, const char *path)
+{
+  g_autoptr(JsonBuilder) builder = json_builder_new ();
+  g_autoptr(JsonNode) node = NULL;
+
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "type");
+  json_builder_add_string_value (builder, type);
+  json_builder_set_member_name (builder, "path");
+  json_builder_add_string_value (builder, path);
+  json_builder_end_object (builder);
+  node = json_builder_get_root (builder);
+  box_http_ws_send_json (w->ws, node);
+}
+
+static void
+on_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
+{
+  Watch *w = user_data;
+  const char *event = json_object_get_string_member_with_default (msg, "event", "");
+  const char *type = json_object_get_string_member_with_default (msg, "type", "");
+  const char *path = json_object_get_string_member_with_default (msg, "path", "");
+
+  if (g_str_equal (event, "overflow")) {
+    w->lost_events = TRUE;
+  } else if (g_str_equal (event, "fs")) {
+    if (!g_str_equal (type, "create") && !g_str_equal (type, "write") &&
+        !g_str_equal (type, "remove") && !g_str_equal (type, "rename") &&
+        !g_str_equal (type, "chmod"))
+      return;
+    if (g_str_equal (path, w->path) && (g_str_equal (type, "remove") || g_str_equal (type, "rename")))
+      w->path_gone = TRUE;
+    if (box_http_ws_get_unwritten (w->ws) > WATCH_UNWRITTEN_MAX) {
+      /* the client does not keep up: drop, and say so later */
+      w->lost_events = TRUE;
+      return;
+    }
+    if (w->lost_events) {
+      w->lost_events = FALSE;
+      send_frame (w, "overflow", w->path);
+    }
+    send_frame (w, type, path);
+  } else if (g_str_equal (event, "error")) {
+    g_autoptr(GError) error = box_agent_error_from_reply (msg);
+
+    g_debug ("fs-watch of %s in %s: %s", w->path, w->sandbox_id, error->message);
+  }
+}
+
+static void
+on_channel_closed (BoxAgentChannel *channel, gpointer user_data)
+{
+  Watch *w = user_data;
+
+  if (w->lost_events)
+    send_frame (w, "overflow", w->path);
+  g_signal_handlers_disconnect_by_data (w->ws, w);
+  if (w->path_gone)
+    box_http_ws_close (w->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, "the watched path is gone");
+  else
+    box_http_ws_close (w->ws, SOUP_WEBSOCKET_CLOSE_SERVER_ERROR, "the watch ended in the sandbox");
+  watch_over (w);
+}
+
+static void
+on_ws_closed (BoxHttpWs *ws, gpointer user_data)
+{
+  watch_over (user_data);
+}
+
+static void
+watch_opened (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(Watch) w = user_data;
+  g_autoptr(GError) error = NULL;
+
+  w->channel = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
+  if (w->channel == NULL) {
+    box_http_reply_error (w->req->msg, error);
+    box_http_request_resume (w->req);
+    watch_over (w);
+    return;
+  }
+  w->ws = box_http_ws_new (w->req);
+  g_clear_pointer (&w->req, box_http_request_unref);
+  if (!box_http_ws_is_open (w->ws)) {
+    watch_over (w);
+    return;
+  }
+  box_http_ws_end_on_interrupt (w->ws, w->engine, w->sandbox_id);
+  g_signal_connect (w->ws, "closed", G_CALLBACK (on_ws_closed), w);
+  g_signal_connect (w->channel, "ctrl", G_CALLBACK (on_ctrl), w);
+  g_signal_connect (w->channel, "closed", G_CALLBACK (on_channel_closed), w);
+}
+
+static void
+watch_held (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(Watch) w = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (BOX_ENGINE (source), result, &error);
+
+  if (sandbox == NULL) {
+    box_http_reply_error (w->req->msg, error);
+    box_http_request_resume (w->req);
+    watch_over (w);
+    return;
+  }
+  w->sandbox_id = g_strdup (sandbox->id);
+  if (w->req->finished) {
+    box_http_request_resume (w->req);
+    watch_over (w);
+    return;
+  }
+  box_engine_fs_open_async (w->engine, w->sandbox_id, "fs-watch", w->args, NULL, watch_opened,
+                            watch_ref (w));
+}
+
+void
+box_http_fs_watch (BoxHttpRequest *req)
+{
+  static const char *const allowed[] = { "path", "user", "recursive", NULL };
+  g_autoptr(GError) error = NULL;
+  const char *path = NULL;
+  gboolean recursive = FALSE;
+  Watch *w;
+
+  if (!box_http_ws_check_upgrade (req, &error) ||
+      !box_http_files_check_query (req, allowed, &error) ||
+      !box_http_files_query_path (req, "path", &path, &error) ||
+      !box_http_files_query_bool (req, "recursive", FALSE, &recursive, &error)) {
+    box_http_reply_error (req->msg, error);
+    return;
+  }
+  w = g_new0 (Watch, 1);
+  w->ref_count = 1;   /* the watch's own, until watch_over() */
+  w->engine = g_object_ref (req->engine);
+  w->path = g_strdup (path);
+  w->args = box_http_files_args_new (req, path);
+  json_object_set_boolean_member (w->args, "recursive", recursive);
+  w->req = box_http_request_pause (req);
+  box_engine_hold_async (req->engine, box_http_request_project (req),
+                         box_http_request_param (req, 0), NULL, watch_held, watch_ref (w));
+}

@@ -1,0 +1,499 @@
+/* box-insandbox.c: the in-sandbox socket, host side (see box-insandbox.h).
+ *
+ * Routing mirrors box-http-server.c's early stage: "/fs/stat" from inside
+ * sandbox sb-x is the route "/v1/sandboxes/{sandbox}/fs/stat" with the
+ * parameter sb-x, provided the route table flags it
+ * BOX_HTTP_ROUTE_IN_SANDBOX; the principal is BOX_PRINCIPAL_SANDBOX (no
+ * key is asked for), then the route's own handler runs.  Each connection
+ * comes from one sandbox: its remote address object carries the tag.
+ *
+ * Every answer closes its connection (Connection: close), as on the API
+ * server with libsoup 3.2; a connection is one agent channel.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "box-agent-stream.h"
+#include "box-http-util.h"
+#include "box-insandbox.h"
+
+#define TAG_KEY     "box-insandbox-tag"
+#define REQUEST_KEY "box-insandbox-request"
+#define RETRY_MS    1000
+
+typedef struct {
+  char *sandbox_id;
+  char *project;
+} ConnTag;
+
+/* The agent connection of one running sandbox. */
+typedef struct {
+  BoxInsandbox   *self;
+  char           *sandbox_id;
+  BoxAgentClient *agent;
+  gulong          opened_id;
+  gulong          closed_id;
+  gboolean        interrupted;  /* a pause, stop ... was announced: no retry */
+  guint           retry_id;
+} AgentWatch;
+
+struct _BoxInsandbox {
+  GObject        parent_instance;
+  BoxEngine     *engine;
+  BoxHttpServer *http;
+  SoupServer    *soup;
+  GHashTable    *watches;       /* sandbox id -> AgentWatch* */
+  gulong         event_id;
+  gulong         interrupted_id;
+  gboolean       shut_down;
+};
+
+G_DEFINE_FINAL_TYPE (BoxInsandbox, box_insandbox, G_TYPE_OBJECT)
+
+static void attach (BoxInsandbox *self, const char *sandbox_id);
+
+static void
+conn_tag_free (ConnTag *tag)
+{
+  g_free (tag->sandbox_id);
+  g_free (tag->project);
+  g_free (tag);
+}
+
+/* ---- routing ------------------------------------------------------------ */
+
+/* "/a/b%2Fc" -> {"a", "b/c"}; NULL for a malformed escape */
+static GStrv
+split_path (const char *path)
+{
+  g_auto(GStrv) raw = NULL;
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+
+  if (path == NULL || path[0] != '/')
+    return NULL;
+  raw = g_strsplit (path + 1, "/", -1);
+  for (guint i = 0; raw[i] != NULL; i++) {
+    g_autofree char *segment = g_uri_unescape_string (raw[i], NULL);
+
+    if (segment == NULL)
+      return NULL;
+    g_strv_builder_add (builder, segment);
+  }
+  return g_strv_builder_end (builder);
+}
+
+static gboolean
+route_matches (const char *pattern, const char *const *segments, GPtrArray *params)
+{
+  g_auto(GStrv) parts = g_strsplit (pattern + 1, "/", -1);
+  guint i;
+
+  for (i = 0; parts[i] != NULL; i++) {
+    if (segments[i] == NULL)
+      return FALSE;
+    if (parts[i][0] == '{') {
+      if (segments[i][0] == '\0')
+        return FALSE;
+      if (params != NULL)
+        g_ptr_array_add (params, g_strdup (segments[i]));
+    } else if (strcmp (parts[i], segments[i]) != 0) {
+      return FALSE;
+    }
+  }
+  return segments[i] == NULL;
+}
+
+static gboolean
+method_matches (const char *route_method, const char *method)
+{
+  return g_strcmp0 (route_method, method) == 0 ||
+         (g_strcmp0 (method, "HEAD") == 0 && g_strcmp0 (route_method, "GET") == 0);
+}
+
+/* The route @method @path names on the socket of @sandbox_id; @mapped gets
+ * the segments of the API path it stands for. */
+static const BoxHttpRoute *
+find_route (const char *method, const char *const *segments, const char *sandbox_id,
+            GStrv *mapped)
+{
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  gboolean self_alias = g_strcmp0 (segments[0], "self") == 0 && segments[1] == NULL;
+  const BoxHttpRoute *routes;
+  guint n_routes = 0;
+
+  /* nothing under /v1 (the prefixed paths included) */
+  if (segments[0] == NULL || g_str_equal (segments[0], "v1") || g_str_equal (segments[0], ""))
+    return NULL;
+  g_strv_builder_add_many (builder, "v1", "sandboxes", sandbox_id, NULL);
+  if (!self_alias)
+    g_strv_builder_addv (builder, (const char **) segments);
+  *mapped = g_strv_builder_end (builder);
+
+  routes = box_http_server_get_routes (&n_routes);
+  for (guint i = 0; i < n_routes; i++) {
+    const BoxHttpRoute *route = &routes[i];
+
+    if (self_alias) {
+      /* GET /self is the sandbox's record: GET /v1/sandboxes/{sandbox} */
+      if (g_str_equal (route->pattern, "/v1/sandboxes/{sandbox}") &&
+          g_str_equal (route->method, "GET") && method_matches (route->method, method))
+        return route;
+      continue;
+    }
+    if ((route->flags & BOX_HTTP_ROUTE_IN_SANDBOX) != 0 &&
+        method_matches (route->method, method) &&
+        route_matches (route->pattern, (const char *const *) *mapped, NULL))
+      return route;
+  }
+  return NULL;
+}
+
+static ConnTag *
+conn_tag_of (SoupServerMessage *msg)
+{
+  GSocketAddress *remote = soup_server_message_get_remote_address (msg);
+
+  return remote != NULL ? g_object_get_data (G_OBJECT (remote), TAG_KEY) : NULL;
+}
+
+/* A JSON body too large is not kept (see box-http-server.c). */
+static void
+on_request_chunk (SoupServerMessage *msg, GBytes *chunk, gpointer user_data)
+{
+  SoupMessageBody *body = soup_server_message_get_request_body (msg);
+  BoxHttpRequest *req = g_object_get_data (G_OBJECT (msg), REQUEST_KEY);
+
+  if (body->length <= BOX_HTTP_BODY_MAX)
+    return;
+  soup_message_body_set_accumulate (body, FALSE);
+  soup_message_body_truncate (body);
+  if (req != NULL)
+    req->body_too_large = TRUE;
+}
+
+static void
+close_connection (SoupServerMessage *msg)
+{
+  soup_message_headers_replace (soup_server_message_get_response_headers (msg), "Connection",
+                                "close");
+}
+
+static void
+early_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+               gpointer user_data)
+{
+  BoxInsandbox *self = BOX_INSANDBOX (user_data);
+  SoupMessageHeaders *headers = soup_server_message_get_request_headers (msg);
+  SoupMessageBody *body = soup_server_message_get_request_body (msg);
+  const char *method = soup_server_message_get_method (msg);
+  ConnTag *tag = conn_tag_of (msg);
+  g_autoptr(BoxHttpRequest) req = NULL;
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) segments = split_path (path);
+  g_auto(GStrv) mapped = NULL;
+  const BoxHttpRoute *route;
+  GPtrArray *query_params;
+
+  close_connection (msg);
+  if (tag == NULL) {
+    soup_message_body_set_accumulate (body, FALSE);
+    box_http_reply_error_literal (msg, BOX_ERROR_INTERNAL, "connection of no sandbox");
+    return;
+  }
+  if (segments == NULL) {
+    soup_message_body_set_accumulate (body, FALSE);
+    box_http_reply_error_literal (msg, BOX_ERROR_INVALID, "malformed escape in the path");
+    return;
+  }
+  route = find_route (method, (const char *const *) segments, tag->sandbox_id, &mapped);
+  if (route == NULL) {
+    g_autofree char *message = g_strdup_printf ("no route %s %s on the in-sandbox socket",
+                                                method, path);
+
+    soup_message_body_set_accumulate (body, FALSE);
+    box_http_reply_error_literal (msg, BOX_ERROR_NOT_FOUND, message);
+    return;
+  }
+
+  req = box_http_request_new (self->http, self->engine, msg);
+  req->route = route;
+  req->principal = g_new0 (BoxPrincipal, 1);
+  req->principal->kind = BOX_PRINCIPAL_SANDBOX;
+  req->principal->project = g_strdup (tag->project);
+  req->principal->sandbox_id = g_strdup (tag->sandbox_id);
+  route_matches (route->pattern, (const char *const *) mapped, req->path_params);
+
+  query_params = box_http_parse_query (g_uri_get_query (soup_server_message_get_uri (msg)), &error);
+  if (query_params == NULL) {
+    soup_message_body_set_accumulate (body, FALSE);
+    box_http_reply_error (msg, error);
+    return;
+  }
+  g_ptr_array_unref (req->query);
+  req->query = query_params;
+
+  if (!route->json_body) {
+    soup_message_body_set_accumulate (body, FALSE);
+  } else if (soup_message_headers_get_encoding (headers) == SOUP_ENCODING_CONTENT_LENGTH &&
+             soup_message_headers_get_content_length (headers) > BOX_HTTP_BODY_MAX) {
+    soup_message_body_set_accumulate (body, FALSE);
+    req->body_too_large = TRUE;
+  } else {
+    g_signal_connect (msg, "got-chunk", G_CALLBACK (on_request_chunk), NULL);
+  }
+
+  g_object_set_data_full (G_OBJECT (msg), REQUEST_KEY, box_http_request_ref (req),
+                          (GDestroyNotify) box_http_request_unref);
+  if (route->start != NULL)
+    route->start (req);
+}
+
+static void
+handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
+         gpointer user_data)
+{
+  g_autoptr(BoxHttpRequest) req = g_object_steal_data (G_OBJECT (msg), REQUEST_KEY);
+
+  /* again: a "100 Continue" in between clears the response headers */
+  close_connection (msg);
+  if (req == NULL) {
+    box_http_reply_error_literal (msg, BOX_ERROR_INTERNAL, "request was not routed");
+    return;
+  }
+  box_http_request_attach (req);
+  req->route->handler (req);
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+gboolean
+box_insandbox_accept (BoxInsandbox *self, const char *sandbox_id, GIOStream *stream,
+                      GError **error)
+{
+  g_autoptr(BoxSandbox) sandbox = NULL;
+  g_autoptr(GSocketAddress) local = NULL;
+  g_autoptr(GSocketAddress) remote = NULL;
+  ConnTag *tag;
+
+  g_return_val_if_fail (BOX_IS_INSANDBOX (self), FALSE);
+  g_return_val_if_fail (G_IS_IO_STREAM (stream), FALSE);
+
+  if (self->shut_down) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE, "the service is stopping");
+    return FALSE;
+  }
+  sandbox = box_engine_get_sandbox (self->engine, NULL, sandbox_id, error);
+  if (sandbox == NULL)
+    return FALSE;
+  tag = g_new0 (ConnTag, 1);
+  tag->sandbox_id = g_strdup (sandbox->id);
+  tag->project = g_strdup (sandbox->project);
+  /* libsoup wants inet addresses (an HTTP/1.0 request without Host is
+   * given the local one); the remote one carries the sandbox */
+  local = g_inet_socket_address_new_from_string ("127.0.0.1", 80);
+  remote = g_inet_socket_address_new_from_string ("127.0.0.1", 0);
+  g_object_set_data_full (G_OBJECT (remote), TAG_KEY, tag, (GDestroyNotify) conn_tag_free);
+  return soup_server_accept_iostream (self->soup, stream, local, remote, error);
+}
+
+static void
+on_channel_opened (BoxAgentClient *agent, BoxAgentChannel *channel, JsonObject *event,
+                   gpointer user_data)
+{
+  AgentWatch *aw = user_data;
+  g_autoptr(BoxAgentStream) stream = box_agent_stream_new (channel);
+  g_autoptr(GError) error = NULL;
+
+  if (!box_insandbox_accept (aw->self, aw->sandbox_id, G_IO_STREAM (stream), &error)) {
+    g_debug ("in-sandbox connection of %s refused: %s", aw->sandbox_id, error->message);
+    box_agent_stream_abort (stream);
+  }
+}
+
+/* ---- agents ------------------------------------------------------------- */
+
+static void
+watch_drop_agent (AgentWatch *aw)
+{
+  if (aw->agent == NULL)
+    return;
+  g_clear_signal_handler (&aw->opened_id, aw->agent);
+  g_clear_signal_handler (&aw->closed_id, aw->agent);
+  g_clear_object (&aw->agent);
+}
+
+static void
+agent_watch_free (AgentWatch *aw)
+{
+  watch_drop_agent (aw);
+  g_clear_handle_id (&aw->retry_id, g_source_remove);
+  g_free (aw->sandbox_id);
+  g_free (aw);
+}
+
+static gboolean
+retry_cb (gpointer user_data)
+{
+  AgentWatch *aw = user_data;
+  g_autofree char *sandbox_id = g_strdup (aw->sandbox_id);
+
+  aw->retry_id = 0;
+  attach (aw->self, sandbox_id);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+on_agent_closed (BoxAgentClient *agent, GError *error, gpointer user_data)
+{
+  AgentWatch *aw = user_data;
+
+  watch_drop_agent (aw);
+  /* the connection broke while the sandbox runs: take the next one (a
+   * pause or stop was announced before and its end event re-attaches) */
+  if (!aw->interrupted && aw->retry_id == 0)
+    aw->retry_id = g_timeout_add (RETRY_MS, retry_cb, aw);
+}
+
+/* Takes the channels of @sandbox_id's current agent, if it runs. */
+static void
+attach (BoxInsandbox *self, const char *sandbox_id)
+{
+  g_autoptr(BoxSandbox) sandbox = NULL;
+  g_autoptr(BoxAgentClient) agent = NULL;
+  g_autoptr(GError) error = NULL;
+  AgentWatch *aw;
+
+  if (self->shut_down)
+    return;
+  sandbox = box_engine_get_sandbox (self->engine, NULL, sandbox_id, NULL);
+  if (sandbox == NULL || sandbox->state != BOX_SANDBOX_STATE_RUNNING) {
+    g_hash_table_remove (self->watches, sandbox_id);
+    return;
+  }
+  agent = box_engine_get_agent (self->engine, sandbox->id, &error);
+  if (agent == NULL) {
+    g_debug ("in-sandbox socket of %s: %s", sandbox->id, error->message);
+    g_hash_table_remove (self->watches, sandbox_id);
+    return;
+  }
+  aw = g_hash_table_lookup (self->watches, sandbox->id);
+  if (aw == NULL) {
+    aw = g_new0 (AgentWatch, 1);
+    aw->self = self;
+    aw->sandbox_id = g_strdup (sandbox->id);
+    g_hash_table_insert (self->watches, aw->sandbox_id, aw);
+  }
+  aw->interrupted = FALSE;
+  g_clear_handle_id (&aw->retry_id, g_source_remove);
+  if (aw->agent == agent)
+    return;
+  watch_drop_agent (aw);
+  aw->agent = g_steal_pointer (&agent);
+  aw->opened_id = g_signal_connect (aw->agent, "channel-opened", G_CALLBACK (on_channel_opened), aw);
+  aw->closed_id = g_signal_connect (aw->agent, "closed", G_CALLBACK (on_agent_closed), aw);
+  if (box_agent_client_is_closed (aw->agent))
+    on_agent_closed (aw->agent, NULL, aw);
+}
+
+static void
+on_event (BoxEngine *engine, BoxEvent *event, gpointer user_data)
+{
+  /* created, woken, restored, checkpointed, paused, deleted ...: whatever
+   * changed, the sandbox's agent is looked at again */
+  if (event->sandbox != NULL)
+    attach (BOX_INSANDBOX (user_data), event->sandbox);
+}
+
+static void
+on_interrupted (BoxEngine *engine, const char *sandbox_id, const char *why, gpointer user_data)
+{
+  BoxInsandbox *self = BOX_INSANDBOX (user_data);
+  AgentWatch *aw = g_hash_table_lookup (self->watches, sandbox_id);
+
+  if (aw != NULL) {
+    aw->interrupted = TRUE;
+    g_clear_handle_id (&aw->retry_id, g_source_remove);
+  }
+}
+
+/* ---- object ------------------------------------------------------------- */
+
+BoxInsandbox *
+box_insandbox_new (BoxEngine *engine, BoxHttpServer *http)
+{
+  BoxInsandbox *self;
+  g_autoptr(GPtrArray) running = NULL;
+  g_autoptr(GError) error = NULL;
+  BoxSandboxState state = BOX_SANDBOX_STATE_RUNNING;
+
+  g_return_val_if_fail (BOX_IS_ENGINE (engine), NULL);
+  g_return_val_if_fail (BOX_IS_HTTP_SERVER (http), NULL);
+
+  self = g_object_new (BOX_TYPE_INSANDBOX, NULL);
+  self->engine = g_object_ref (engine);
+  self->http = g_object_ref (http);
+  self->soup = soup_server_new ("server-header", "boxd/" PACKAGE_VERSION " ", NULL);
+  soup_server_add_early_handler (self->soup, NULL, early_handler, self, NULL);
+  soup_server_add_handler (self->soup, NULL, handler, self, NULL);
+  self->event_id = g_signal_connect (engine, "event", G_CALLBACK (on_event), self);
+  self->interrupted_id = g_signal_connect (engine, "sandbox-interrupted",
+                                           G_CALLBACK (on_interrupted), self);
+  running = box_engine_list_sandboxes (engine, NULL, NULL, &state, &error);
+  if (running == NULL)
+    g_warning ("in-sandbox socket: cannot list the running sandboxes: %s", error->message);
+  for (guint i = 0; running != NULL && i < running->len; i++)
+    attach (self, ((BoxSandbox *) g_ptr_array_index (running, i))->id);
+  return self;
+}
+
+void
+box_insandbox_shutdown (BoxInsandbox *self)
+{
+  g_return_if_fail (BOX_IS_INSANDBOX (self));
+  if (self->shut_down)
+    return;
+  self->shut_down = TRUE;
+  g_clear_signal_handler (&self->event_id, self->engine);
+  g_clear_signal_handler (&self->interrupted_id, self->engine);
+  g_hash_table_remove_all (self->watches);
+  soup_server_disconnect (self->soup);
+}
+
+static void
+box_insandbox_dispose (GObject *object)
+{
+  BoxInsandbox *self = BOX_INSANDBOX (object);
+
+  if (self->engine != NULL)
+    box_insandbox_shutdown (self);
+  g_clear_object (&self->soup);
+  g_clear_object (&self->http);
+  g_clear_object (&self->engine);
+  G_OBJECT_CLASS (box_insandbox_parent_class)->dispose (object);
+}
+
+static void
+box_insandbox_finalize (GObject *object)
+{
+  BoxInsandbox *self = BOX_INSANDBOX (object);
+
+  g_hash_table_unref (self->watches);
+  G_OBJECT_CLASS (box_insandbox_parent_class)->finalize (object);
+}
+
+static void
+box_insandbox_class_init (BoxInsandboxClass *klass)
+{
+  GObjectClass *object_class = G_OBJECT_CLASS (klass);
+
+  object_class->dispose = box_insandbox_dispose;
+  object_class->finalize = box_insandbox_finalize;
+}
+
+static void
+box_insandbox_init (BoxInsandbox *self)
+{
+  self->watches = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                         (GDestroyNotify) agent_watch_free);
+}

@@ -1,0 +1,43 @@
+/* box-insandbox.h: the in-sandbox socket, host side.
+ *
+ * The guest agent serves /run/box/api.sock inside each VM and announces
+ * every connection to it as a channel it opens (BoxAgentClient
+ * ::channel-opened, doc/AGENT-PROTOCOL.md "In-sandbox socket").
+ * BoxInsandbox takes those channels from the agent of every running
+ * sandbox and serves HTTP over each (a BoxAgentStream handed to a SoupServer
+ * of its own), tagged with the sandbox it came from.
+ *
+ * What it serves: the sandbox sub-API of that sandbox only, at the paths of
+ * /v1/sandboxes/{sandbox}/... without that prefix, through the same route
+ * handlers as the HTTP API (the routes flagged BOX_HTTP_ROUTE_IN_SANDBOX in
+ * the route table), with a BOX_PRINCIPAL_SANDBOX principal and no key; plus
+ * GET /self, the sandbox's record.  The host name is ignored.  Anything
+ * else is 404 not_found "no route <METHOD> <path> on the in-sandbox socket".
+ *
+ * Which agents: the agent of each sandbox that is running when the server
+ * starts, and after every event of a sandbox (created, woken, restored
+ * ...), the agent the hypervisor then hands out; when an agent connection
+ * ends while its sandbox runs (not for a pause, stop or delete: those are
+ * announced by ::sandbox-interrupted first), the new one a second later.
+ */
+#pragma once
+
+#include "box-engine.h"
+#include "box-http-server.h"
+
+G_BEGIN_DECLS
+
+#define BOX_TYPE_INSANDBOX (box_insandbox_get_type ())
+G_DECLARE_FINAL_TYPE (BoxInsandbox, box_insandbox, BOX, INSANDBOX, GObject)
+
+/* Starts watching the engine's sandboxes at once.  @http is the API server
+ * whose route table and stream registry the socket shares. */
+BoxInsandbox *box_insandbox_new      (BoxEngine *engine, BoxHttpServer *http);
+/* Serves @stream as one connection from inside @sandbox_id (what an
+ * agent-opened channel becomes; tests hand in a socket directly). */
+gboolean      box_insandbox_accept   (BoxInsandbox *self, const char *sandbox_id,
+                                      GIOStream *stream, GError **error);
+/* Stops taking connections and closes those open.  Idempotent. */
+void          box_insandbox_shutdown (BoxInsandbox *self);
+
+G_END_DECLS
