@@ -208,33 +208,6 @@ class _Timed:
         return False
 
 
-def _needs(binary, lib):
-    try:
-        r = subprocess.run(['ldd', binary], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    except OSError:
-        return False
-    return lib in r.stdout.decode('utf-8', 'replace')
-
-
-def asan_env(env):
-    """What boxd built with AddressSanitizer needs to load the libvirt plugin.
-
-    ASan intercepts the XDR functions, which glibc no longer has: libvirt
-    takes them from libtirpc.  The interceptors look the real functions up
-    when ASan starts, before boxd dlopen()s the plugin (and with it libvirt
-    and libtirpc), find none, and libvirt's first RPC then calls address 0.
-    With libtirpc preloaded, its XDR functions come before the
-    interceptors.  (A boxd linked with libtirpc would not need this.)"""
-    if not _needs(boxtest.BOXD, 'libasan'):
-        return {}
-    libs = glob.glob('/lib/*/libtirpc.so.3') + glob.glob('/usr/lib/*/libtirpc.so.3')
-    if not libs:
-        return {}
-    opts = env.get('ASAN_OPTIONS', '')
-    return {'LD_PRELOAD': ':'.join(filter(None, [env.get('LD_PRELOAD', ''), libs[0]])),
-            'ASAN_OPTIONS': ':'.join(filter(None, [opts, 'verify_asan_link_order=0']))}
-
-
 class VmBoxd(boxtest.Boxd):
     """boxd with its default hypervisor (auto -> libvirt) and network
     (auto -> nftables), configured by a file of its own."""
@@ -295,7 +268,6 @@ class VmBoxd(boxtest.Boxd):
         env.pop('BOX_ADMIN_TOKEN', None)
         env['BOX_ADMIN_TOKEN'] = self.admin_token
         env['BOX_IMAGE_CACHE'] = IMAGE_CACHE
-        env.update(asan_env(env))
         env.update(self.extra_env)
         logdir = self.own_dir or os.path.dirname(self.config_path)
         self.log_path = os.path.join(logdir, 'boxd-%d.log' % (len(self.logs) + 1))
