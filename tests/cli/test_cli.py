@@ -11,7 +11,6 @@ import shutil
 import tempfile
 import time
 
-import clitest
 from clitest import Client, box, check
 import boxtest
 from boxtest import Boxd, Tap
