@@ -85,6 +85,13 @@ emit_closed (BoxHttpWs *self)
     self->server = NULL;
   }
   g_clear_signal_handler (&self->interrupt_id, self->engine);
+  /* nothing is delivered any more; reading on lets libsoup see the peer's
+   * close frame (or its end) instead of waiting for its timeout */
+  if (self->input_paused) {
+    self->input_paused = FALSE;
+    if (self->io != NULL)
+      box_http_ws_io_set_input_paused (self->io, FALSE);
+  }
   g_signal_emit (self, signals[SIGNAL_CLOSED], 0);
 }
 
@@ -242,6 +249,8 @@ void
 box_http_ws_set_input_paused (BoxHttpWs *self, gboolean paused)
 {
   g_return_if_fail (BOX_IS_HTTP_WS (self));
+  if (self->closed)
+    return;
   self->input_paused = paused;
   if (self->io != NULL)
     box_http_ws_io_set_input_paused (self->io, paused);

@@ -101,10 +101,10 @@ class Frames:
         else:
             tag = payload[0] if payload else None
             self.order.append((tag, payload[1:]))
-            self.data[tag] = self.data.get(tag, b'') + payload[1:]
+            self.data.setdefault(tag, bytearray()).extend(payload[1:])
 
     def out(self, tag=1):
-        return self.data.get(tag, b'')
+        return bytes(self.data.get(tag, b''))
 
     def types(self):
         return [c.get('type') for c in self.controls]

@@ -175,4 +175,79 @@ def test_many_sessions(t):
     t.comment('%d concurrent sessions: boxd RSS %d -> peak %d KiB' % (n, base, peak))
 
 
-vmtest.main(t, clock, test_gigabyte_slow_reader, test_many_sessions)
+def test_stdin_backpressure(t):
+    """A client sending stdin faster than the command reads it waits in its
+    own socket: boxd stops reading the socket, its memory stays flat."""
+    base = boxd_rss_kib(d)
+    w = exec_ws(d, KEY, 'flow-box', ['sleep', '1000'])
+    w.recv_json(30)
+    sent = [0]
+    chunk = b'\x00' + b'x' * 65535
+
+    def flood():
+        try:
+            while sent[0] < 512 * MIB:
+                w.send_binary(chunk)
+                sent[0] += len(chunk) - 1
+        except OSError:
+            pass
+
+    th = threading.Thread(target=flood, daemon=True)
+    th.start()
+    time.sleep(3)
+    first = sent[0]
+    time.sleep(3)
+    second = sent[0]
+    growth = (boxd_rss_kib(d) - base) / 1024.0
+    t.comment('stdin flood into a command that never reads: %d bytes sent after 3 s, %d after 6 s; '
+              'boxd RSS +%.1f MiB' % (first, second, growth))
+    t.ok(second == first and second < 64 * MIB,
+         'the flood stops: the client\'s sends block (%d bytes taken in all)' % second)
+    t.ok(growth < 16, 'boxd memory stays flat (+%.1f MiB)' % growth)
+    try:
+        w.sock.shutdown(2)     # unblocks the flood's send
+    except OSError:
+        pass
+    w.abort()
+    th.join(10)
+
+
+def agent_rss_kib():
+    r = vmtest.run(d, KEY, 'flow-box', ['sh', '-c', 'grep VmRSS /proc/1/status'])
+    parts = r.out.split()
+    return int(parts[1]) if len(parts) >= 2 else None
+
+
+def test_many_attached(t):
+    n = 100
+    base, agent_base = boxd_rss_kib(d), agent_rss_kib()
+    socks = []
+    with clock('%d attached sessions opened' % n):
+        for _ in range(n):
+            w = exec_ws(d, KEY, 'flow-box', ['cat'])
+            w.recv_json(30)
+            socks.append(w)
+    time.sleep(1)
+    peak, agent_peak = boxd_rss_kib(d), agent_rss_kib()
+    per = (peak - base) / n
+    t.comment('%d idle attached sessions: boxd RSS %d -> %d KiB (%.1f KiB each), agent RSS %s -> %s KiB'
+              % (n, base, peak, per, agent_base, agent_peak))
+    t.ok(per <= 64, 'boxd memory per idle attached session: %.1f KiB (at most 64 KiB)' % per)
+    for i, w in enumerate(socks):
+        stdin(w, 'n%d\n' % i)
+    answered = sum(1 for i, w in enumerate(socks)
+                   if read_until(w, lambda f, i=i: ('n%d\n' % i).encode() in f.out(1), 30).out(1)
+                   == ('n%d\n' % i).encode())
+    t.eq(answered, n, 'each of them echoes its own input')
+    for w in socks:
+        w.close()
+    r, by_id = streamtest.sessions(d, KEY, 'flow-box')
+    end = time.time() + 20
+    while time.time() < end and any(s.get('attached') for s in by_id.values()):
+        time.sleep(0.3)
+        r, by_id = streamtest.sessions(d, KEY, 'flow-box')
+    t.ok(not any(s.get('attached') for s in by_id.values()), 'once closed none is attached')
+
+
+vmtest.main(t, clock, test_gigabyte_slow_reader, test_stdin_backpressure, test_many_sessions,
+            test_many_attached)
