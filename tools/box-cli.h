@@ -180,6 +180,7 @@ typedef struct {
   gboolean    tty;          /* raw terminal, resize */
   gboolean    stdin_open;   /* forward stdin (-i) */
   gboolean    detachable;   /* the detach keys detach */
+  gboolean    forward_signals; /* SIGINT, SIGTERM -> signal frames (when not raw) */
   const char *sandbox;      /* for the re-attach hint */
   const char *detach_keys;  /* "ctrl-p,ctrl-q" */
 } BoxCliStreamOptions;

@@ -364,6 +364,7 @@ box_cmd_exec (BoxCli *cli, int argc, char **argv)
       .tty = options.tty,
       .stdin_open = options.interactive,
       .detachable = options.detachable,
+      .forward_signals = TRUE,
       .sandbox = sandbox,
       .detach_keys = options.detach_keys,
     };

@@ -5,12 +5,14 @@
  * stderr back; text frames are JSON control messages (started, attached,
  * exit, error from the server; resize and signal from us).
  *
- * With a TTY the local terminal is put in raw mode (restored on every way
- * out: the end of the session, a detach, a signal, exit() through atexit),
- * its size goes with the request and after every SIGWINCH, and Ctrl-C is an
- * input byte like any other.  Without one, SIGINT and SIGTERM are passed to
- * the command as signal frames.  A detachable session is left running by
- * the detach keys (default Ctrl-P Ctrl-Q), which close the socket.
+ * With a TTY and stdin (-it) the local terminal is put in raw mode
+ * (restored on every way out: the end of the session, a detach, a signal,
+ * exit() through atexit), and Ctrl-C is an input byte like any other; with
+ * a TTY the window's size goes with the request and after every SIGWINCH.
+ * Otherwise exec passes SIGINT and SIGTERM to the command as signal frames
+ * (attach does not: there they end box, which leaves the session running).
+ * A detachable session is left running by the detach keys (default Ctrl-P
+ * Ctrl-Q, raw mode only), which close the socket.
  *
  * Stdin is read only while libsoup's send queue is below
  * BOX_CLI_WS_HIGH_WATER (see box-ws.c); output is written to stdout and
@@ -440,12 +442,14 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
   SoupWebsocketConnection *conn = box_cli_ws_connection (ws);
   Stream stream = { .cli = cli, .ws = ws, .options = options, .loop = loop,
                     .cancellable = cancellable, .status = BOX_CLI_EXIT_BOX_FAILED };
+  /* raw only when our keys go to the command: else Ctrl-C must stay ours */
+  gboolean raw = options->tty && options->stdin_open;
   gulong ids[3];
   int status;
 
-  if (options->tty && !terminal_make_raw (&error))
+  if (raw && !terminal_make_raw (&error))
     return box_cli_fail (cli, error);
-  if (options->tty && options->detachable) {
+  if (raw && options->detachable) {
     stream.detach_keys = g_byte_array_new ();
     if (!box_cli_parse_detach_keys (options->detach_keys != NULL ? options->detach_keys
                                                                  : "ctrl-p,ctrl-q",
@@ -464,11 +468,11 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
   ids[1] = g_signal_connect (conn, "closed", G_CALLBACK (on_closed), &stream);
   ids[2] = g_signal_connect (conn, "error", G_CALLBACK (on_error), &stream);
   box_cli_ws_set_drained (ws, on_drained, &stream);
-  if (options->tty) {
+  if (options->tty)
     stream.signal_ids[0] = g_unix_signal_add (SIGWINCH, on_winch, &stream);
-  } else {
-    stream.signal_ids[0] = g_unix_signal_add (SIGINT, on_int, &stream);
-    stream.signal_ids[1] = g_unix_signal_add (SIGTERM, on_term, &stream);
+  if (!raw && options->forward_signals) {
+    stream.signal_ids[1] = g_unix_signal_add (SIGINT, on_int, &stream);
+    stream.signal_ids[3] = g_unix_signal_add (SIGTERM, on_term, &stream);
   }
   stream.signal_ids[2] = g_unix_signal_add (SIGHUP, on_hup, &stream);
 

@@ -492,6 +492,16 @@ def terminal_session(t):
          and local.group(1) == remote.group(1),
          'box exec -it with a command: the local TERM is the command\'s, its exit status 4', text)
     keys('clear', 'Enter')
+    keys('box exec -t %s -- sh -c "trap \'echo got-int; exit 6\' INT; echo ready; sleep 100 & wait";'
+         ' echo "EXIT5=$?"' % SB, 'Enter')
+    m, text = wait_pane(r'^ready', 30)
+    keys('C-c')
+    m, text = wait_pane(r'^EXIT5=6$', 30)
+    t.ok(m is not None and 'got-int' in text,
+         'box exec -t without -i: the terminal is not raw, Ctrl-C reaches the command as SIGINT',
+         text)
+
+    keys('clear', 'Enter')
     keys('box exec -it %s -- sh -c "cat; echo done"; echo "EXIT4=$?"' % SB, 'Enter')
     time.sleep(2)
     keys('abc', 'Enter')
