@@ -34,6 +34,7 @@ typedef struct {
   gboolean         out_closed;
 
   gboolean         channel_closed;
+  gboolean         aborted;       /* box_agent_stream_abort(): nothing more goes out */
   GSource         *linger;        /* closing: the channel is closed after it */
 } Shared;
 
@@ -76,7 +77,7 @@ static gboolean
 shared_writable (Shared *sh)
 {
   return sh->out_in_flight < BOX_AGENT_STREAM_WRITE_LIMIT || sh->out_error != NULL ||
-         sh->out_closed || sh->channel_closed;
+         sh->out_closed || sh->channel_closed || sh->aborted;
 }
 
 static void
@@ -366,7 +367,7 @@ output_check (Shared *sh, GError **error)
       g_propagate_error (error, g_error_copy (sh->out_error));
     return FALSE;
   }
-  if (sh->channel_closed) {
+  if (sh->channel_closed || sh->aborted) {
     g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_BROKEN_PIPE, "the peer closed the channel");
     return FALSE;
   }
@@ -647,5 +648,7 @@ void
 box_agent_stream_abort (BoxAgentStream *self)
 {
   g_return_if_fail (BOX_IS_AGENT_STREAM (self));
+  self->sh->aborted = TRUE;
+  self->sh->in_eof = TRUE;
   box_agent_channel_close (self->sh->channel);
 }

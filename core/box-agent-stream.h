@@ -46,7 +46,8 @@ G_DECLARE_FINAL_TYPE (BoxAgentStream, box_agent_stream, BOX, AGENT_STREAM, GIOSt
  * announced). */
 BoxAgentStream  *box_agent_stream_new         (BoxAgentChannel *channel);
 BoxAgentChannel *box_agent_stream_get_channel (BoxAgentStream *self);
-/* Closes the channel now (its work in the sandbox is abandoned). */
+/* Closes the channel now (its work in the sandbox is abandoned); reads see
+ * EOF and writes fail from now on. */
 void             box_agent_stream_abort       (BoxAgentStream *self);
 
 G_END_DECLS

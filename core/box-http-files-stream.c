@@ -29,6 +29,7 @@
 
 #include "box-agent-private.h"
 #include "box-http-files.h"
+#include "box-insandbox.h"
 
 #define UPLOAD_PIECE   (32 * 1024)
 #define UPLOAD_HIGH    (512 * 1024)
@@ -114,8 +115,17 @@ download_abort (Download *d, const char *why)
   g_debug ("%s %s: %s; the connection is closed", soup_server_message_get_method (d->req->msg),
            g_uri_get_path (soup_server_message_get_uri (d->req->msg)), why);
   if (!d->req->finished) {
-    g_autoptr(GIOStream) stream = soup_server_message_steal_connection (d->req->msg);
+    GSocket *socket = soup_server_message_get_socket (d->req->msg);
+    g_autoptr(GIOStream) stream = NULL;
 
+    /* Break the transport first: when libsoup lets go of the message it
+     * closes the chunked body stream, which writes the last chunk, and
+     * that must not reach the client. */
+    if (socket != NULL)
+      g_socket_shutdown (socket, TRUE, TRUE, NULL);
+    else
+      box_insandbox_abort_connection (d->req->msg);
+    stream = soup_server_message_steal_connection (d->req->msg);
     if (stream != NULL)
       g_io_stream_close (stream, NULL, NULL);
   }

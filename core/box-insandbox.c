@@ -23,8 +23,9 @@
 #define RETRY_MS    1000
 
 typedef struct {
-  char *sandbox_id;
-  char *project;
+  char    *sandbox_id;
+  char    *project;
+  GWeakRef stream;      /* the connection's GIOStream */
 } ConnTag;
 
 /* The agent connection of one running sandbox. */
@@ -58,6 +59,7 @@ conn_tag_free (ConnTag *tag)
 {
   g_free (tag->sandbox_id);
   g_free (tag->project);
+  g_weak_ref_clear (&tag->stream);
   g_free (tag);
 }
 
@@ -289,6 +291,7 @@ box_insandbox_accept (BoxInsandbox *self, const char *sandbox_id, GIOStream *str
   tag = g_new0 (ConnTag, 1);
   tag->sandbox_id = g_strdup (sandbox->id);
   tag->project = g_strdup (sandbox->project);
+  g_weak_ref_init (&tag->stream, stream);
   /* libsoup wants inet addresses (an HTTP/1.0 request without Host is
    * given the local one); the remote one carries the sandbox */
   local = g_inet_socket_address_new_from_string ("127.0.0.1", 80);
@@ -309,6 +312,18 @@ on_channel_opened (BoxAgentClient *agent, BoxAgentChannel *channel, JsonObject *
     g_debug ("in-sandbox connection of %s refused: %s", aw->sandbox_id, error->message);
     box_agent_stream_abort (stream);
   }
+}
+
+gboolean
+box_insandbox_abort_connection (SoupServerMessage *msg)
+{
+  ConnTag *tag = conn_tag_of (msg);
+  g_autoptr(GIOStream) stream = tag != NULL ? g_weak_ref_get (&tag->stream) : NULL;
+
+  if (stream == NULL || !BOX_IS_AGENT_STREAM (stream))
+    return FALSE;
+  box_agent_stream_abort (BOX_AGENT_STREAM (stream));
+  return TRUE;
 }
 
 /* ---- agents ------------------------------------------------------------- */

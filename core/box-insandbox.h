@@ -37,6 +37,10 @@ BoxInsandbox *box_insandbox_new      (BoxEngine *engine, BoxHttpServer *http);
  * agent-opened channel becomes; tests hand in a socket directly). */
 gboolean      box_insandbox_accept   (BoxInsandbox *self, const char *sandbox_id,
                                       GIOStream *stream, GError **error);
+/* Breaks the connection of @msg if it came through the socket (its
+ * agent channel closes; nothing more is written, not even what libsoup
+ * writes when it lets go of the message): FALSE when it did not. */
+gboolean      box_insandbox_abort_connection (SoupServerMessage *msg);
 /* Stops taking connections and closes those open.  Idempotent. */
 void          box_insandbox_shutdown (BoxInsandbox *self);
 
