@@ -267,7 +267,7 @@ box_cmd_exec (BoxCli *cli, int argc, char **argv)
     { "interactive", 'i', 0, G_OPTION_ARG_NONE, &options.interactive,
       N_("Pass standard input to the command (a streaming session)"), NULL },
     { "tty", 't', 0, G_OPTION_ARG_NONE, &options.tty,
-      N_("Run the command on a terminal (raw mode, window size)"), NULL },
+      N_("Run the command on a terminal (with -i the local one in raw mode)"), NULL },
     { "detachable", 0, 0, G_OPTION_ARG_NONE, &options.detachable,
       N_("Keep the session when the connection ends; the detach keys leave it running"), NULL },
     { "detach", 'd', 0, G_OPTION_ARG_NONE, &options.detach,
