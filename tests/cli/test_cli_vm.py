@@ -118,9 +118,13 @@ def test_sessions(t):
     check(t, r, 0, 'exec -d: started and returned')
     sid = r.out.strip()
     t.match(r'^s-[a-z0-9]{10}$', sid, 'exec -d prints the session ID')
-    time.sleep(1.5)
-    r = c('sessions', SB)
-    row = [ln for ln in r.out.splitlines() if ln.startswith(sid)]
+    end = time.time() + 30
+    while True:
+        r = c('sessions', SB)
+        row = [ln for ln in r.out.splitlines() if ln.startswith(sid)]
+        if time.time() > end or (len(row) == 1 and 'exited' in row[0]):
+            break
+        time.sleep(0.3)
     t.ok(r.rc == 0 and len(row) == 1 and 'exited 5' in row[0], 'sessions lists it, exited 5', r.out)
     r = c('attach', SB, sid)
     check(t, r, 5, 'attach to an exited session: the replay, then its status 5',
