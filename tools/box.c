@@ -165,9 +165,17 @@ main (int argc, char **argv)
       g_strcmp0 (name, "help") == 0) {
     g_autofree char *summary = commands_summary ();
 
-    g_print ("%s\n  box %s\n\n%s\n\n%s\n", _("Usage:"), _("COMMAND [OPTION…] [ARGUMENT…]"),
-             summary, environment_help ());
-    return name == NULL ? BOX_CLI_EXIT_USAGE : BOX_CLI_EXIT_OK;
+    g_autofree char *text = g_strdup_printf ("%s\n  box %s\n\n%s\n\n%s\n", _("Usage:"),
+                                             _("COMMAND [OPTION…] [ARGUMENT…]"), summary,
+                                             environment_help ());
+
+    /* asked for: stdout, exit 0; no command at all: a usage error */
+    if (name == NULL) {
+      g_printerr ("%s", text);
+      return BOX_CLI_EXIT_USAGE;
+    }
+    g_print ("%s", text);
+    return BOX_CLI_EXIT_OK;
   }
   if (g_strcmp0 (name, "--version") == 0) {
     g_print ("box %s\n", PACKAGE_VERSION);
