@@ -268,6 +268,15 @@ class VmBoxd(boxtest.Boxd):
         env.pop('BOX_ADMIN_TOKEN', None)
         env['BOX_ADMIN_TOKEN'] = self.admin_token
         env['BOX_IMAGE_CACHE'] = IMAGE_CACHE
+        # In AddressSanitizer builds: LeakSanitizer's exit-time scan reads a
+        # bogus dynamic-TLS range of a thread of boxd's that has run libvirt
+        # (dlopen()ed with the plugin) and its tracer dies of SIGSEGV, most
+        # often after a restart that adopted VMs (a sanitizer runtime bug;
+        # 3 of 4 runs of test_restart.py here).  Not tracking
+        # __tls_get_addr() avoids it (3 of 3 clean).  Other binaries ignore
+        # ASAN_OPTIONS.
+        env['ASAN_OPTIONS'] = ':'.join(filter(None, [env.get('ASAN_OPTIONS', ''),
+                                                      'intercept_tls_get_addr=0']))
         env.update(self.extra_env)
         logdir = self.own_dir or os.path.dirname(self.config_path)
         self.log_path = os.path.join(logdir, 'boxd-%d.log' % (len(self.logs) + 1))
