@@ -8,7 +8,8 @@
 #   prepare(tap)     libvirtd up (tools/libvirtd-up.sh) and the guest images
 #                    built (images/build-base.sh, cached), once however many
 #                    tests start at the same time (a lock file); a TAP skip
-#                    of the whole file (exit 77) when that cannot be done
+#                    of the whole file (exit 77) without root or the tools,
+#                    a bail-out when libvirtd does not start or the build fails
 #   VmBoxd           boxd with its default hypervisor and network, a config
 #                    file, and a cleanup that leaves no VM, tap or disk behind
 #   run()/ok_run()   POST /v1/sandboxes/{sandbox}/exec/run, outputs decoded
