@@ -421,15 +421,35 @@ on_term (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* Ends box as the signal would, but with the terminal restored and the
+ * socket closed (a non-detachable command gets SIGHUP). */
+static void
+end_by_signal (Stream *stream, int signum)
+{
+  stream->status = 128 + signum;
+  stream->got_exit = TRUE;
+  stream_close (stream, SOUP_WEBSOCKET_CLOSE_GOING_AWAY);
+}
+
 static gboolean
 on_hup (gpointer user_data)
 {
-  Stream *stream = user_data;
+  /* our terminal went away */
+  end_by_signal (user_data, SIGHUP);
+  return G_SOURCE_CONTINUE;
+}
 
-  /* our terminal went away: so does a non-detachable command (SIGHUP) */
-  stream->status = 128 + SIGHUP;
-  stream->got_exit = TRUE;
-  stream_close (stream, SOUP_WEBSOCKET_CLOSE_GOING_AWAY);
+static gboolean
+on_raw_int (gpointer user_data)
+{
+  end_by_signal (user_data, SIGINT);
+  return G_SOURCE_CONTINUE;
+}
+
+static gboolean
+on_raw_term (gpointer user_data)
+{
+  end_by_signal (user_data, SIGTERM);
   return G_SOURCE_CONTINUE;
 }
 
@@ -470,7 +490,11 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
   box_cli_ws_set_drained (ws, on_drained, &stream);
   if (options->tty)
     stream.signal_ids[0] = g_unix_signal_add (SIGWINCH, on_winch, &stream);
-  if (!raw && options->forward_signals) {
+  if (raw) {
+    /* only kill(1) sends these in raw mode: end, with the terminal restored */
+    stream.signal_ids[1] = g_unix_signal_add (SIGINT, on_raw_int, &stream);
+    stream.signal_ids[3] = g_unix_signal_add (SIGTERM, on_raw_term, &stream);
+  } else if (options->forward_signals) {
     stream.signal_ids[1] = g_unix_signal_add (SIGINT, on_int, &stream);
     stream.signal_ids[3] = g_unix_signal_add (SIGTERM, on_term, &stream);
   }

@@ -506,6 +506,25 @@ def terminal_session(t):
          text)
 
     keys('clear', 'Enter')
+    keys('stty -g > %s; box exec -it %s -- sleep 101; echo "EXIT6=$?"; stty -g > %s'
+         % (before + '2', SB, after + '2'), 'Enter')
+    time.sleep(3)
+    pids = subprocess.run(['pgrep', '-f', 'box exec -it %s -- sleep 101' % SB],
+                          stdout=subprocess.PIPE).stdout.split()
+    for pid in pids:
+        os.kill(int(pid), signal.SIGTERM)
+    m, text = wait_pane(r'^EXIT6=143$', 30)
+    time.sleep(0.5)
+    try:
+        with open(before + '2') as a, open(after + '2') as b:
+            same = a.read() == b.read()
+    except OSError as e:
+        same = repr(e)
+    t.ok(len(pids) == 1 and m is not None and same is True,
+         'SIGTERM to box in raw mode: it exits 143 with the terminal restored',
+         'pids %r same %r\n%s' % (pids, same, text))
+
+    keys('clear', 'Enter')
     keys('box exec -it %s -- sh -c "cat; echo done"; echo "EXIT4=$?"' % SB, 'Enter')
     time.sleep(2)
     keys('abc', 'Enter')
