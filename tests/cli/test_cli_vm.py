@@ -48,11 +48,24 @@ with clock('box create (first)'):
     FIRST = vmtest.setup_or_bail(d, setup_sandbox)
 
 
+def boxd_alive():
+    """A boxd that died makes every later check wait for its timeouts:
+    stop at once, with its log."""
+    if not d.alive():
+        rc = d.proc.returncode if d.proc else None
+        d.dump_log()
+        d.cleanup()
+        shutil.rmtree(WORK, ignore_errors=True)
+        print('Bail out! boxd died (exit %r)' % rc, flush=True)
+        os._exit(1)   # not SystemExit: the section would catch it and go on
+
+
 def sh(script, *args, **kw):
     return c('exec', SB, '--', 'sh', '-c', script, *args, **kw)
 
 
 def test_exec_oneshot(t):
+    boxd_alive()
     t.eq(FIRST.out, SB + '\n', 'box create printed the name')
     t.eq(vmtest.state(d, KEY, SB), 'running', 'the sandbox runs once box create returned')
     r = sh('echo to-out; echo to-err >&2; exit 7')
@@ -80,6 +93,7 @@ def test_exec_oneshot(t):
 
 
 def test_exec_stream(t):
+    boxd_alive()
     r = c('exec', '-i', SB, '--', 'sh', '-c', 'cat; echo err-line >&2; exit 3', stdin='line one\nline two\n')
     check(t, r, 3, 'exec -i: stdin reaches the command, then EOF; its status 3',
           out='line one\nline two\n')
@@ -114,6 +128,7 @@ def test_exec_stream(t):
 
 
 def test_sessions(t):
+    boxd_alive()
     r = c('exec', '-d', SB, '--', 'sh', '-c', 'for i in 1 2 3; do echo tick-$i; sleep 0.3; done; exit 5')
     check(t, r, 0, 'exec -d: started and returned')
     sid = r.out.strip()
@@ -190,6 +205,7 @@ def make_tree(root):
 
 
 def test_cp(t):
+    boxd_alive()
     src = os.path.join(WORK, 'tree')
     make_tree(src)
     want = tree_listing(src)
@@ -272,6 +288,7 @@ def wait_port(port, session, timeout=20):
 
 
 def test_ports(t):
+    boxd_alive()
     with open(os.path.join(WORK, 'page.bin'), 'wb') as f:
         f.write(os.urandom(2 * 1024 * 1024))
     check(t, c('cp', os.path.join(WORK, 'page.bin'), SB + ':/tmp/www/page.bin'), 1,
@@ -338,6 +355,7 @@ def test_ports(t):
 
 
 def test_pause_under_session(t):
+    boxd_alive()
     p = c.popen(['exec', '-i', '--detachable', SB, '--', 'sh', '-c', 'echo started; sleep 600'],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     first = p.stdout.readline()
@@ -403,6 +421,7 @@ def keys(*k):
 
 
 def test_terminal(t):
+    boxd_alive()
     if shutil.which('tmux') is None:
         t.skip('the interactive terminal under tmux', 'tmux is not installed')
         return
@@ -535,6 +554,7 @@ def terminal_session(t):
 
 
 def test_cleanup(t):
+    boxd_alive()
     r = c('delete', SB, 'tty-made')
     check(t, r, 0, 'box delete of both sandboxes', out='%s\ntty-made\n' % SB)
     d.stop()
