@@ -301,5 +301,22 @@ def test_interrupted_transfer(t):
     t.eq((r[0], vmtest.state(d, KEY, 'files-box')), (200, 'running'), 'the next call wakes it again')
 
 
+def test_abandoned_upload(t):
+    # a client that goes away in the middle of a PUT: the write is
+    # abandoned in the guest, the old file stays as it was
+    fs.put('/tmp/abandon', b'old contents')
+    s = socket.create_connection(('127.0.0.1', d.port), timeout=60)
+    s.sendall(('PUT /v1/sandboxes/files-box/fs/file?path=/tmp/abandon HTTP/1.1\r\nHost: x\r\n'
+               'Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n' % (KEY, 64 << 20)).encode())
+    for chunk in pattern_chunks(8 << 20):
+        s.sendall(chunk)
+    s.close()
+    time.sleep(3)
+    t.eq(fs.get('/tmp/abandon')[3], b'old contents', 'a PUT cut off by its client leaves the file as it was')
+    t.eq(sh('ls -a /tmp | grep -c "box-" || true').out.strip(), '0', 'and no temporary file')
+    t.eq(fs.put('/tmp/abandon', b'new')[0], 200, 'the next write goes through')
+
+
 vmtest.main(t, clock, test_write_read, test_refusal_before_body, test_stat_list,
-            test_mkdir_rename_delete, test_users, test_atomic_write, test_interrupted_transfer)
+            test_mkdir_rename_delete, test_users, test_atomic_write, test_abandoned_upload,
+            test_interrupted_transfer)

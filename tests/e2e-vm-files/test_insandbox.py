@@ -190,6 +190,19 @@ def test_socket(t):
     not_found(t, api('-X POST "http://x/fs/stat?path=/"'), 'POST /fs/stat', 'a known path with another method: 404')
 
 
+def test_socket_after_restart(t):
+    # a stopped sandbox boots again with a new agent connection: the socket
+    # is served from it too
+    r = d.request('POST', '/v1/sandboxes/in-other/stop', {}, token=KEY)
+    t.eq(r[0], 200, 'stop the second sandbox')
+    st, body = api('http://x/self', sandbox='in-other')   # the exec wakes it (a fresh boot)
+    t.eq((st, (body or {}).get('id')), (200, SB2['id']), 'after stop and a fresh boot the socket answers again')
+    r = d.request('POST', '/v1/sandboxes/in-box/pause', {}, token=KEY)
+    t.eq(r[0], 200, 'pause the first sandbox')
+    st, body = api('"http://x/fs/stat?path=/"')
+    t.eq((st, (body or {}).get('type')), (200, 'dir'), 'after a pause and a wake the socket answers again')
+
+
 GUEST_WS = r'''
 import json, socket, sys
 sys.path.insert(0, '/tmp')
@@ -241,4 +254,5 @@ def test_socket_websockets(t):
     t.eq((out.get('refused') or [None])[0], 404, 'a refused upgrade through the socket is a plain 404')
 
 
-vmtest.main(t, clock, test_watch, test_socket, test_socket_websockets, test_watch_holds)
+vmtest.main(t, clock, test_watch, test_socket, test_socket_websockets, test_socket_after_restart,
+            test_watch_holds)
