@@ -11,7 +11,8 @@
  *   the queue, and they are not data frames), so the n-th callback is the
  *   n-th message sent.
  * - Input: while paused, reads answer G_IO_ERROR_WOULD_BLOCK and the
- *   pollable source libsoup waits on is a gate that opens only on resume;
+ *   pollable source libsoup waits on is a gate (a cancellable's source)
+ *   that opens only on resume;
  *   libsoup's read loop stops there, and the client's bytes stay in the
  *   kernel's socket buffer (TCP then stops the client).
  * - Closing closes the wrapped stream, asynchronously.
@@ -29,7 +30,7 @@ struct _BoxWsInput {
   GInputStream  parent_instance;
   GInputStream *base;
   gboolean      paused;
-  GPtrArray    *gates;    /* GSource*: sources handed out while paused */
+  GCancellable *gate;     /* while paused: cancelled to open the gate */
 };
 
 static void box_ws_input_pollable_init (GPollableInputStreamInterface *iface);
@@ -68,15 +69,6 @@ box_ws_input_is_readable (GPollableInputStream *stream)
   return !self->paused && g_pollable_input_stream_is_readable (G_POLLABLE_INPUT_STREAM (self->base));
 }
 
-static gboolean
-gate_dispatch (GSource *source, GSourceFunc callback, gpointer user_data)
-{
-  g_source_set_ready_time (source, -1);
-  return callback != NULL ? callback (user_data) : G_SOURCE_CONTINUE;
-}
-
-static GSourceFuncs gate_funcs = { NULL, NULL, gate_dispatch, NULL, NULL, NULL };
-
 static GSource *
 box_ws_input_create_source (GPollableInputStream *stream, GCancellable *cancellable)
 {
@@ -84,9 +76,8 @@ box_ws_input_create_source (GPollableInputStream *stream, GCancellable *cancella
   g_autoptr(GSource) child = NULL;
 
   if (self->paused) {
-    child = g_source_new (&gate_funcs, sizeof (GSource));
-    g_source_set_static_name (child, "BoxWsInput gate");
-    g_ptr_array_add (self->gates, g_source_ref (child));
+    /* ready once the gate's cancellable is cancelled (on resume) */
+    child = g_cancellable_source_new (self->gate);
   } else {
     child = g_pollable_input_stream_create_source (G_POLLABLE_INPUT_STREAM (self->base), NULL);
   }
@@ -113,11 +104,12 @@ box_ws_input_set_paused (BoxWsInput *self, gboolean paused)
   if (self->paused == paused)
     return;
   self->paused = paused;
-  if (!paused) {
-    /* open the gates: libsoup's waiting source dispatches and it reads */
-    for (guint i = 0; i < self->gates->len; i++)
-      g_source_set_ready_time (g_ptr_array_index (self->gates, i), 0);
-    g_ptr_array_set_size (self->gates, 0);
+  if (paused) {
+    self->gate = g_cancellable_new ();
+  } else {
+    /* open the gate: libsoup's waiting source dispatches and it reads */
+    g_cancellable_cancel (self->gate);
+    g_clear_object (&self->gate);
   }
 }
 
@@ -126,7 +118,7 @@ box_ws_input_finalize (GObject *object)
 {
   BoxWsInput *self = BOX_WS_INPUT (object);
 
-  g_ptr_array_unref (self->gates);
+  g_clear_object (&self->gate);
   g_clear_object (&self->base);
   G_OBJECT_CLASS (box_ws_input_parent_class)->finalize (object);
 }
@@ -154,7 +146,6 @@ box_ws_input_pollable_init (GPollableInputStreamInterface *iface)
 static void
 box_ws_input_init (BoxWsInput *self)
 {
-  self->gates = g_ptr_array_new_with_free_func ((GDestroyNotify) g_source_unref);
 }
 
 /* ---- output ------------------------------------------------------------ */

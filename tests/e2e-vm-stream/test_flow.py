@@ -7,6 +7,7 @@
 # (its write count stops), and other sessions of the same sandbox must not
 # be starved meanwhile.  Then many sessions at once, each complete.
 
+import hashlib
 import threading
 import time
 
@@ -210,6 +211,21 @@ def test_stdin_backpressure(t):
         pass
     w.abort()
     th.join(10)
+
+    # paused, then read: every byte arrives, in order
+    w = exec_ws(d, KEY, 'flow-box', ['sh', '-c', 'sleep 2; sha256sum'])
+    w.recv_json(30)
+    blob = bytes(range(256)) * 4096 * 32      # 32 MiB
+    t0 = time.time()
+    for i in range(0, len(blob), 65536):
+        w.send_binary(b'\x00' + blob[i:i + 65536])
+    streamtest.stdin_eof(w)
+    f = Frames(w, timeout=300)
+    seconds = time.time() - t0
+    want = hashlib.sha256(blob).hexdigest().encode()
+    t.ok(f.out(1).startswith(want) and f.exit_code() == 0,
+         '32 MiB of stdin sent while the command did not read yet arrive whole (sha256)', f.describe())
+    clock.add('32 MiB of stdin (%.0f MiB/s)' % (32 / seconds), seconds)
 
 
 def agent_rss_kib():
