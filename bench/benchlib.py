@@ -113,7 +113,9 @@ class Row:
     def __init__(self, key, label, samples, target_ms=None, floor=None, floor_label=None, note=''):
         self.key = key
         self.label = label
-        self.stats = summarize(samples.values if isinstance(samples, Samples) else samples)
+        values = samples.values if isinstance(samples, Samples) else samples
+        self.stats = summarize(values)
+        self.samples_ms = [round(v * 1000.0, 3) for v in values]
         self.errors = list(samples.errors) if isinstance(samples, Samples) else []
         self.target_ms = target_ms
         self.floor = floor              # stats dict of the floor operation
@@ -133,7 +135,8 @@ class Row:
     def as_dict(self):
         return {'key': self.key, 'label': self.label, 'stats': self.stats, 'errors': self.errors,
                 'target_ms': self.target_ms, 'met': self.met(), 'floor': self.floor,
-                'floor_label': self.floor_label, 'ratio': self.ratio(), 'note': self.note}
+                'floor_label': self.floor_label, 'ratio': self.ratio(), 'note': self.note,
+                'samples_ms': self.samples_ms}
 
 
 class Table:
@@ -577,7 +580,10 @@ class BenchBoxd:
             for line in self.d.log_text().splitlines():
                 m = re.search(r'libvirt: ((tcg|kvm) \(.*)$', line)
                 if m:
-                    return m.group(1)
+                    # the probe's reason may quote the guest console: escapes out
+                    text = re.sub(r'\x1b\[[0-9;?]*[A-Za-z]|\x1bc', ' ', m.group(1))
+                    text = ''.join(c if c.isprintable() else ' ' for c in text)
+                    return re.sub(r'\s+', ' ', text)
             time.sleep(0.2)
         return 'unknown'
 
