@@ -77,17 +77,50 @@ box_engine_get_agent (BoxEngine *self, const char *sandbox_id, GError **error)
 /* ---- exec/run ---------------------------------------------------------- */
 
 typedef struct {
+  BoxEngine      *engine;
   BoxExecRequest *request;
   char           *sandbox_id;
-  gboolean        held;
+  GCancellable   *cancellable;     /* ours: fired when the sandbox stops running */
+  GCancellable   *caller;          /* the caller's, forwarded to ours */
+  gulong          cancel_id;
+  gulong          interrupted_id;  /* on the engine */
+  char           *interrupted;     /* why, once it happened */
 } ExecRun;
 
 static void
 exec_run_free (ExecRun *run)
 {
+  if (run->caller != NULL) {
+    g_cancellable_disconnect (run->caller, run->cancel_id);
+    g_object_unref (run->caller);
+  }
+  if (run->interrupted_id != 0)
+    g_signal_handler_disconnect (run->engine, run->interrupted_id);
   g_clear_pointer (&run->request, box_exec_request_free);
   g_free (run->sandbox_id);
+  g_free (run->interrupted);
+  g_clear_object (&run->cancellable);
   g_free (run);
+}
+
+static void
+forward_cancel (GCancellable *caller, gpointer user_data)
+{
+  g_cancellable_cancel (G_CANCELLABLE (user_data));
+}
+
+/* A command cannot finish in a sandbox that pauses, stops or goes away
+ * under it: the call ends then instead of hanging until a wake. */
+static void
+exec_run_interrupted (BoxEngine *engine, const char *sandbox_id, const char *why,
+                      gpointer user_data)
+{
+  ExecRun *run = user_data;
+
+  if (g_strcmp0 (sandbox_id, run->sandbox_id) != 0 || run->interrupted != NULL)
+    return;
+  run->interrupted = g_strdup (why);
+  g_cancellable_cancel (run->cancellable);
 }
 
 static void
@@ -102,6 +135,12 @@ exec_run_done (GObject *source, GAsyncResult *result, gpointer user_data)
   exec_result = box_agent_client_exec_run_finish (BOX_AGENT_CLIENT (source), result, &error);
   box_engine_release (self, run->sandbox_id);
   if (exec_result == NULL) {
+    if (run->interrupted != NULL && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
+      g_clear_error (&error);
+      error = g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                           "the sandbox went away while the command ran (%s); its exit status is unknown",
+                           run->interrupted);
+    }
     g_task_return_error (task, error);
     return;
   }
@@ -132,8 +171,9 @@ exec_run_held (GObject *source, GAsyncResult *result, gpointer user_data)
     g_object_unref (task);
     return;
   }
-  box_agent_client_exec_run_async (agent, run->request, g_task_get_cancellable (task),
-                                   exec_run_done, task);
+  run->interrupted_id = g_signal_connect (self, "sandbox-interrupted",
+                                          G_CALLBACK (exec_run_interrupted), run);
+  box_agent_client_exec_run_async (agent, run->request, run->cancellable, exec_run_done, task);
 }
 
 void
@@ -145,7 +185,14 @@ box_engine_exec_run_async (BoxEngine *self, const char *project, const char *id_
   ExecRun *run = g_new0 (ExecRun, 1);
 
   g_task_set_source_tag (task, box_engine_exec_run_async);
+  run->engine = self;
   run->request = box_exec_request_copy (request);
+  run->cancellable = g_cancellable_new ();
+  if (cancellable != NULL) {
+    run->caller = g_object_ref (cancellable);
+    run->cancel_id = g_cancellable_connect (cancellable, G_CALLBACK (forward_cancel),
+                                            g_object_ref (run->cancellable), g_object_unref);
+  }
   g_task_set_task_data (task, run, (GDestroyNotify) exec_run_free);
   box_engine_hold_async (self, project, id_or_name, cancellable, exec_run_held, task);
 }

@@ -21,7 +21,7 @@ for s in ${BOX_TEST_SUITES:-}; do suites+=(--suite "$s"); done
 builds=(build-test)
 [ "${BOX_TEST_SANITIZE:-1}" = "1" ] && builds+=(build-asan)
 
-export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}"
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:intercept_tls_get_addr=0}"
 export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$here/tests/lsan.supp:print_suppressions=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 
