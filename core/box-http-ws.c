@@ -26,6 +26,8 @@ struct _BoxHttpWs {
   GQueue                   inflight;     /* Sent* (no data), given to libsoup */
   gsize                    unwritten;
   gboolean                 input_paused;
+  GSocket                 *socket;       /* the connection's, when known */
+  GSource                 *hup_source;   /* while input is paused */
   gboolean                 close_pending;
   gushort                  close_code;
   char                    *close_reason;
@@ -72,6 +74,8 @@ box_http_ws_check_upgrade (BoxHttpRequest *req, GError **error)
 
 /* ---- sending ----------------------------------------------------------- */
 
+static void watch_hup (BoxHttpWs *self, gboolean on);
+
 static void
 emit_closed (BoxHttpWs *self)
 {
@@ -92,7 +96,34 @@ emit_closed (BoxHttpWs *self)
     if (self->io != NULL)
       box_http_ws_io_set_input_paused (self->io, FALSE);
   }
+  watch_hup (self, FALSE);
   g_signal_emit (self, signals[SIGNAL_CLOSED], 0);
+}
+
+/* While libsoup does not read, a client that went away is seen only as an
+ * error or hang-up on the socket (after a keep-alive ping drew a reset). */
+static gboolean
+on_socket_hup (GSocket *socket, GIOCondition condition, gpointer user_data)
+{
+  BoxHttpWs *self = user_data;
+
+  g_clear_pointer (&self->hup_source, g_source_unref);
+  emit_closed (self);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+watch_hup (BoxHttpWs *self, gboolean on)
+{
+  if (self->hup_source != NULL) {
+    g_source_destroy (self->hup_source);
+    g_clear_pointer (&self->hup_source, g_source_unref);
+  }
+  if (!on || self->socket == NULL)
+    return;
+  self->hup_source = g_socket_create_source (self->socket, G_IO_ERR | G_IO_HUP, NULL);
+  g_source_set_callback (self->hup_source, G_SOURCE_FUNC (on_socket_hup), self, NULL);
+  g_source_attach (self->hup_source, g_main_context_get_thread_default ());
 }
 
 static void
@@ -249,11 +280,13 @@ void
 box_http_ws_set_input_paused (BoxHttpWs *self, gboolean paused)
 {
   g_return_if_fail (BOX_IS_HTTP_WS (self));
-  if (self->closed)
+  if (self->closed || self->input_paused == paused)
     return;
   self->input_paused = paused;
-  if (self->io != NULL)
+  if (self->io != NULL) {
     box_http_ws_io_set_input_paused (self->io, paused);
+    watch_hup (self, paused);
+  }
 }
 
 gsize
@@ -324,10 +357,19 @@ on_wrote_informational (SoupServerMessage *msg, gpointer user_data)
     return;
   }
   self->io = box_http_ws_io_new (stream, on_frame_written, self);
+  /* libsoup 3.2 leaves the socket on the stolen stream */
+  self->socket = g_object_get_data (G_OBJECT (stream), "GSocket");
+  if (self->socket == NULL && G_IS_SOCKET_CONNECTION (stream))
+    self->socket = g_socket_connection_get_socket (G_SOCKET_CONNECTION (stream));
+  if (self->socket != NULL)
+    g_object_ref (self->socket);
   box_http_ws_io_set_input_paused (self->io, self->input_paused);
+  watch_hup (self, self->input_paused);
   self->conn = soup_websocket_connection_new (self->io, soup_server_message_get_uri (msg),
                                               SOUP_WEBSOCKET_CONNECTION_SERVER, NULL, NULL, NULL);
   soup_websocket_connection_set_max_incoming_payload_size (self->conn, BOX_HTTP_WS_MAX_MESSAGE);
+  /* pings find clients that went away while nothing else was written */
+  soup_websocket_connection_set_keepalive_interval (self->conn, BOX_HTTP_WS_KEEPALIVE_S);
   g_signal_connect (self->conn, "message", G_CALLBACK (on_conn_message), self);
   g_signal_connect (self->conn, "closing", G_CALLBACK (on_conn_closing), self);
   g_signal_connect (self->conn, "error", G_CALLBACK (on_conn_error), self);
@@ -435,6 +477,8 @@ box_http_ws_dispose (GObject *object)
   disconnect_request (self);
   g_clear_pointer (&self->req, box_http_request_unref);
   g_clear_handle_id (&self->written_idle, g_source_remove);
+  watch_hup (self, FALSE);
+  g_clear_object (&self->socket);
   if (self->server != NULL) {
     box_http_server_remove_stream (self->server, self);
     self->server = NULL;

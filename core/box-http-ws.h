@@ -28,7 +28,8 @@
  * the producer in the sandbox, and boxd holds at most one channel window);
  * and (b) can stop reading the client's frames
  * (box_http_ws_set_input_paused()), so a fast client waits in its own
- * socket instead of in boxd.  Incoming messages are limited to
+ * socket instead of in boxd (pings every BOX_HTTP_WS_KEEPALIVE_S still find
+ * a client that left meanwhile).  Incoming messages are limited to
  * BOX_HTTP_WS_MAX_MESSAGE bytes (a bigger one closes with 1009).
  *
  * Signals (main context):
@@ -51,6 +52,10 @@ G_BEGIN_DECLS
 typedef struct _BoxHttpRequest BoxHttpRequest;
 
 #define BOX_HTTP_WS_MAX_MESSAGE (1024 * 1024)
+/* A ping every so often: a client that went away is noticed even while
+ * nothing else is written and its input is paused (then by the reset the
+ * ping draws: an error or hang-up on the socket). */
+#define BOX_HTTP_WS_KEEPALIVE_S 10
 
 #define BOX_TYPE_HTTP_WS (box_http_ws_get_type ())
 G_DECLARE_FINAL_TYPE (BoxHttpWs, box_http_ws, BOX, HTTP_WS, GObject)

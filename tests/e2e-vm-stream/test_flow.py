@@ -181,7 +181,7 @@ def test_stdin_backpressure(t):
     own socket: boxd stops reading the socket, its memory stays flat."""
     base = boxd_rss_kib(d)
     w = exec_ws(d, KEY, 'flow-box', ['sleep', '1000'])
-    w.recv_json(30)
+    sid = w.recv_json(30).get('session')
     sent = [0]
     chunk = b'\x00' + b'x' * 65535
 
@@ -211,6 +211,11 @@ def test_stdin_backpressure(t):
         pass
     w.abort()
     th.join(10)
+    t0 = time.time()
+    s = streamtest.wait_session(d, KEY, 'flow-box', sid, lambda s: s.get('exited'), timeout=40)
+    t.ok(s is not None and s.get('exited') and s.get('exit_code') == 129,
+         'a client that leaves while boxd does not read it is noticed (keep-alive ping): '
+         'its session hangs up (after %.1f s)' % (time.time() - t0), repr(s))
 
     # paused, then read: every byte arrives, in order
     w = exec_ws(d, KEY, 'flow-box', ['sh', '-c', 'sleep 2; sha256sum'])
@@ -262,8 +267,10 @@ def test_many_attached(t):
     while time.time() < end and any(s.get('attached') for s in by_id.values()):
         time.sleep(0.3)
         r, by_id = streamtest.sessions(d, KEY, 'flow-box')
-    t.ok(not any(s.get('attached') for s in by_id.values()), 'once closed none is attached')
+    still = [s for s in by_id.values() if s.get('attached')]
+    t.ok(not still, 'once closed none is attached', repr(still))
 
 
-vmtest.main(t, clock, test_gigabyte_slow_reader, test_stdin_backpressure, test_many_sessions,
-            test_many_attached)
+# the memory per attached session first, before other tests grow boxd's heap
+vmtest.main(t, clock, test_many_attached, test_gigabyte_slow_reader, test_stdin_backpressure,
+            test_many_sessions)
