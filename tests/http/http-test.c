@@ -101,14 +101,24 @@ static void
 test_no_route (void)
 {
   g_autoptr(Reply) r1 = call ("GET", "/nope", NULL, NULL);
-  g_autoptr(Reply) r2 = call ("GET", "/v1/sandboxes/whatever/exec", key_alpha, NULL);
+  g_autoptr(Reply) r2 = call ("GET", "/v1/sandboxes/whatever/nothing", key_alpha, NULL);
   g_autoptr(Reply) r3 = call ("GET", "/v1/nothing/here", key_alpha, NULL);
   g_autoptr(Reply) r4 = call ("GET", "/v1/sandboxes/", key_alpha, NULL);
 
   assert_error (r1, 404, "not_found", "no route GET /nope");
-  assert_error (r2, 404, "not_found", "no route GET /v1/sandboxes/whatever/exec");
+  assert_error (r2, 404, "not_found", "no route GET /v1/sandboxes/whatever/nothing");
   assert_error (r3, 404, "not_found", "no route GET /v1/nothing/here");
   assert_error (r4, 404, "not_found", "no route GET /v1/sandboxes/");
+}
+
+/* A WebSocket route read without the upgrade: 400 invalid (the spec), not
+ * a missing route. */
+static void
+test_websocket_without_upgrade (void)
+{
+  g_autoptr(Reply) r = call ("GET", "/v1/sandboxes/whatever/exec?cmd=true", key_alpha, NULL);
+
+  assert_error (r, 400, "invalid", NULL);
 }
 
 static void
@@ -725,6 +735,7 @@ main (int argc, char **argv)
   g_test_add_func ("/http/bearer", test_bearer);
   g_test_add_func ("/http/listen-errors", test_listen_errors);
   g_test_add_func ("/http/no-route", test_no_route);
+  g_test_add_func ("/http/websocket-without-upgrade", test_websocket_without_upgrade);
   g_test_add_func ("/http/method-not-allowed", test_method_not_allowed);
   g_test_add_func ("/http/auth", test_auth);
   g_test_add_func ("/http/whoami", test_whoami);
