@@ -19,6 +19,7 @@
 typedef struct {
   gint             ref_count;
   BoxAgentChannel *channel;
+  GMainContext    *context;       /* where the channel lives */
   gulong           data_id;
   gulong           eof_id;
   gulong           closed_id;
@@ -62,6 +63,7 @@ shared_unref (Shared *sh)
   g_queue_clear_full (&sh->in, (GDestroyNotify) g_bytes_unref);
   g_clear_error (&sh->out_error);
   g_object_unref (sh->channel);
+  g_main_context_unref (sh->context);
   g_free (sh);
 }
 
@@ -154,8 +156,25 @@ cond_finalize (GSource *source)
   shared_unref (((CondSource *) source)->sh);
 }
 
+/* g_pollable_source_new_full() gives its child a dummy closure, which only
+ * sources with a closure_callback may have */
+static gboolean
+cond_closure_callback (gpointer data)
+{
+  GClosure *closure = data;
+  GValue result = G_VALUE_INIT;
+  gboolean ret;
+
+  g_value_init (&result, G_TYPE_BOOLEAN);
+  g_closure_invoke (closure, &result, 0, NULL, NULL);
+  ret = g_value_get_boolean (&result);
+  g_value_unset (&result);
+  return ret;
+}
+
 static GSourceFuncs cond_funcs = {
-  cond_prepare, cond_check, cond_dispatch, cond_finalize, NULL, NULL,
+  cond_prepare, cond_check, cond_dispatch, cond_finalize,
+  (GSourceFunc) cond_closure_callback, NULL,
 };
 
 /* State changes only in dispatches on this context, and prepare runs again
@@ -169,7 +188,6 @@ cond_source_new (GObject *pollable, Shared *sh, gboolean (*ready) (Shared *sh),
 
   ((CondSource *) child)->sh = shared_ref (sh);
   ((CondSource *) child)->ready = ready;
-  g_source_set_dummy_callback (child);
   source = g_pollable_source_new_full (pollable, child, cancellable);
   g_source_unref (child);
   return source;
@@ -255,6 +273,11 @@ static gssize
 input_read (GInputStream *stream, void *buffer, gsize count, GCancellable *cancellable,
             GError **error)
 {
+  if (!g_main_context_is_owner (BOX_AGENT_INPUT (stream)->sh->context)) {
+    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_NOT_SUPPORTED,
+                         "an agent stream is read on its main context only");
+    return -1;
+  }
   /* nothing here may wait: see the header */
   return input_read_nonblocking (G_POLLABLE_INPUT_STREAM (stream), buffer, count, error);
 }
@@ -430,11 +453,64 @@ box_agent_output_pollable_init (GPollableOutputStreamInterface *iface)
   iface->write_nonblocking = output_write_nonblocking;
 }
 
+/* A write from another thread, done on the channel's context: GIO's
+ * default close_async runs a filter stream's close_fn in a worker thread,
+ * and libsoup's chunked body stream writes its last chunk from there. */
+typedef struct {
+  Shared       *sh;
+  const guint8 *buffer;
+  gsize         count;
+  gssize        result;
+  GError       *error;
+  gboolean      done;
+  GMutex        mutex;
+  GCond         cond;
+} ForeignWrite;
+
+static gboolean
+foreign_write_cb (gpointer data)
+{
+  ForeignWrite *fw = data;
+  gsize done = 0;
+
+  /* a blocking write may take it all: beyond the limit it waits in the
+   * channel's queue (such writes are a few bytes at the end of a body) */
+  if (output_check (fw->sh, &fw->error)) {
+    while (done < fw->count)
+      done += (gsize) output_send (fw->sh, fw->buffer + done, fw->count - done);
+    fw->result = (gssize) done;
+  } else {
+    fw->result = -1;
+  }
+  g_mutex_lock (&fw->mutex);
+  fw->done = TRUE;
+  g_cond_signal (&fw->cond);
+  g_mutex_unlock (&fw->mutex);
+  return G_SOURCE_REMOVE;
+}
+
 static gssize
 output_write (GOutputStream *stream, const void *buffer, gsize count, GCancellable *cancellable,
               GError **error)
 {
-  return output_write_nonblocking (G_POLLABLE_OUTPUT_STREAM (stream), buffer, count, error);
+  Shared *sh = BOX_AGENT_OUTPUT (stream)->sh;
+  ForeignWrite fw = { sh, buffer, count, -1, NULL, FALSE };
+
+  if (g_main_context_is_owner (sh->context))
+    return output_write_nonblocking (G_POLLABLE_OUTPUT_STREAM (stream), buffer, count, error);
+  g_mutex_init (&fw.mutex);
+  g_cond_init (&fw.cond);
+  g_main_context_invoke (sh->context, foreign_write_cb, &fw);
+  /* the main context runs it soon (it only queues); fw is on our stack */
+  g_mutex_lock (&fw.mutex);
+  while (!fw.done)
+    g_cond_wait (&fw.cond, &fw.mutex);
+  g_mutex_unlock (&fw.mutex);
+  g_mutex_clear (&fw.mutex);
+  g_cond_clear (&fw.cond);
+  if (fw.result < 0)
+    g_propagate_error (error, fw.error);
+  return fw.result;
 }
 
 static gboolean
@@ -621,6 +697,7 @@ box_agent_stream_new (BoxAgentChannel *channel)
   sh = g_new0 (Shared, 1);
   sh->ref_count = 1;
   sh->channel = g_object_ref (channel);
+  sh->context = g_main_context_ref_thread_default ();
   g_queue_init (&sh->in);
   sh->data_id = g_signal_connect (channel, "data", G_CALLBACK (on_data), sh);
   sh->eof_id = g_signal_connect (channel, "eof", G_CALLBACK (on_eof), sh);

@@ -7,9 +7,13 @@
  * and how anything that speaks GIO reads or writes a channel.
  *
  * Both halves are pollable and never block: everything runs on the
- * channel's main context.  A blocking read or write is refused with
+ * channel's main context.  A blocking read there is refused with
  * G_IO_ERROR_WOULD_BLOCK when it would have to wait (use the pollable or
- * async API).
+ * async API), and a blocking read from another thread with
+ * G_IO_ERROR_NOT_SUPPORTED.  A write from another thread is done on the
+ * channel's context, the thread waiting for it (GIO's default close_async
+ * runs a filter stream's close_fn in a worker thread: libsoup's chunked
+ * body stream writes its last chunk from there).
  *
  * Flow control: bytes the agent sent are credited back to it
  * (box_agent_channel_consumed()) only once they were read from the input

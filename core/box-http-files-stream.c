@@ -465,8 +465,10 @@ upload_over (Upload *u)
     box_engine_release (u->engine, u->sandbox_id);
     g_clear_pointer (&u->sandbox_id, g_free);
   }
-  /* the request keeps us (box_http_request_keep()): no cycle */
+  /* the message keeps the request (until its handler), the request keeps
+   * us (box_http_request_keep()): let go of both, or none is ever freed */
   g_clear_pointer (&u->req, box_http_request_unref);
+  g_clear_object (&u->msg);
   upload_unref (u);   /* the message's reference */
 }
 

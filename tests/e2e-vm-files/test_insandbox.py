@@ -190,6 +190,19 @@ def test_socket(t):
     not_found(t, api('-X POST "http://x/fs/stat?path=/"'), 'POST /fs/stat', 'a known path with another method: 404')
 
 
+def test_socket_bulk(t):
+    # bytes both ways through the socket's channel (an upload into the
+    # sandbox's own API from inside, and the download back), with credit
+    # flow control on both legs
+    sh('head -c 24000000 /dev/urandom > /tmp/bulk-src && chmod 644 /tmp/bulk-src')
+    r = sh('curl -s -f --unix-socket /run/box/api.sock -T /tmp/bulk-src "http://x/fs/file?path=/tmp/bulk-dst" '
+           '> /tmp/bulk-put.json && curl -s -f --unix-socket /run/box/api.sock "http://x/fs/file?path=/tmp/bulk-dst" '
+           '| sha256sum && sha256sum < /tmp/bulk-src && cat /tmp/bulk-put.json', user='box', timeout=600)
+    sums = [line.split()[0] for line in r.out.splitlines()[:2]]
+    t.ok(r.exit_code == 0 and len(sums) == 2 and sums[0] == sums[1] and '"size":24000000' in r.out,
+         '24 MB PUT and GET through the in-sandbox socket come back intact', r.describe())
+
+
 def test_socket_after_restart(t):
     # a stopped sandbox boots again with a new agent connection: the socket
     # is served from it too
@@ -254,5 +267,5 @@ def test_socket_websockets(t):
     t.eq((out.get('refused') or [None])[0], 404, 'a refused upgrade through the socket is a plain 404')
 
 
-vmtest.main(t, clock, test_watch, test_socket, test_socket_websockets, test_socket_after_restart,
+vmtest.main(t, clock, test_watch, test_socket, test_socket_websockets, test_socket_bulk, test_socket_after_restart,
             test_watch_holds)
