@@ -8,6 +8,8 @@
 # the signal route.  Two sandboxes: one for everything that leaves it
 # running, one that gets paused.
 
+import json
+import os
 import time
 
 import streamtest
@@ -320,6 +322,39 @@ def test_pause(t):
              started, r[0], f.describe()))
 
 
+def test_insandbox(t):
+    """The same routes from inside the sandbox, on /run/box/api.sock (no
+    key, no /v1/sandboxes/{sandbox} prefix)."""
+    with open(os.path.join(streamtest.SOURCE_ROOT, 'tests', 'e2e', 'wsclient.py')) as f:
+        prog = f.read() + r'''
+import json, socket
+s = socket.socket(socket.AF_UNIX)
+s.connect('/run/box/api.sock')
+w = connect('localhost', 0, '/exec?cmd=sh&cmd=-c&cmd=echo+inside%3B+echo+e+%3E%262%3B+exit+4', sock=s)
+out = []
+while True:
+    op, data = w.recv(30)
+    if op == OP_CLOSE:
+        break
+    out.append(json.loads(data) if op == OP_TEXT else [data[0], data[1:].decode()])
+print(json.dumps({'frames': out, 'close': w.close_code}))
+'''
+    r = vmtest.run(d, KEY, 'stream-box', ['python3', '-'], stdin=prog)
+    try:
+        got = json.loads(r.out)
+    except ValueError:
+        got = {}
+    frames = got.get('frames') or []
+    t.ok(len(frames) == 4 and frames[0].get('type') == 'started' and frames[1:3] == [[1, 'inside\n'], [2, 'e\n']]
+         and frames[3] == {'type': 'exit', 'code': 4} and got.get('close') == 1000,
+         'an exec WebSocket on the in-sandbox socket: started, output, exit 4, 1000', r.describe())
+    r = vmtest.run(d, KEY, 'stream-box', ['curl', '-s', '--unix-socket', '/run/box/api.sock',
+                                          'http://localhost/exec/sessions'])
+    ids = [s.get('id') for s in (json.loads(r.out or '{}').get('sessions') or [])]
+    t.ok(frames[:1] and frames[0].get('session') in ids,
+         'GET /exec/sessions on the in-sandbox socket lists it', r.describe())
+
+
 vmtest.main(t, clock, test_exec_frames, test_error_frames, test_refusals, test_tty,
             test_signal_frame, test_sighup_on_close, test_detachable, test_exited_attach_and_list,
-            test_signal_route, test_pause)
+            test_signal_route, test_insandbox, test_pause)
