@@ -12,7 +12,7 @@ import threading
 import time
 
 import streamtest
-from streamtest import Frames, boxd_rss_kib, exec_ws, read_until, stdin
+from streamtest import Frames, boxd_rss_kib, boxd_sanitized, exec_ws, read_until, stdin
 import vmtest
 from vmtest import Tap, VmBoxd
 import wsclient
@@ -141,8 +141,12 @@ def test_gigabyte_slow_reader(t):
               % (base, stalled_rss, slow_rss, peak, growth))
     t.comment('1 GiB stream: %.0f MiB/s at full speed (%d frames in all)' % (rate, frames))
     clock.add('full-speed part of the 1 GiB stream (%.0f MiB/s)' % rate, seconds)
-    t.ok(growth < 48, 'boxd memory stays bounded: RSS grew %.1f MiB for 1 GiB streamed '
-         '(far less than the output)' % growth)
+    if boxd_sanitized(d):
+        t.skip('boxd memory stays bounded while 1 GiB streams',
+               'RSS means nothing under AddressSanitizer (quarantine, shadow memory); checked in the plain build')
+    else:
+        t.ok(growth < 48, 'boxd memory stays bounded: RSS grew %.1f MiB for 1 GiB streamed '
+             '(far less than the output)' % growth)
     t.ok(lat_fast is not None and lat_fast < 2,
          'a session beside a full-speed producer is not starved (echo in %s s)'
          % (None if lat_fast is None else '%.3f' % lat_fast))
@@ -253,7 +257,11 @@ def test_many_attached(t):
     per = (peak - base) / n
     t.comment('%d idle attached sessions: boxd RSS %d -> %d KiB (%.1f KiB each), agent RSS %s -> %s KiB'
               % (n, base, peak, per, agent_base, agent_peak))
-    t.ok(per <= 64, 'boxd memory per idle attached session: %.1f KiB (at most 64 KiB)' % per)
+    if boxd_sanitized(d):
+        t.skip('boxd memory per idle attached session at most 64 KiB',
+               'RSS means nothing under AddressSanitizer (quarantine, shadow memory); checked in the plain build')
+    else:
+        t.ok(per <= 64, 'boxd memory per idle attached session: %.1f KiB (at most 64 KiB)' % per)
     for i, w in enumerate(socks):
         stdin(w, 'n%d\n' % i)
     answered = sum(1 for i, w in enumerate(socks)
