@@ -35,6 +35,10 @@
 #define UPLOAD_HIGH    (512 * 1024)
 #define UPLOAD_LOW     (128 * 1024)
 #define LIST_LINE_MAX  (1024 * 1024)
+/* downloads: the agent's DATA frames (small ones for a tar of small files)
+ * are gathered into chunks of up to this much, flushed when the reader has
+ * taken what was there */
+#define BATCH_MAX      (128 * 1024)
 
 /* ---- downloads ---------------------------------------------------------- */
 
@@ -48,6 +52,9 @@ typedef struct {
   char             *sandbox_id;    /* held while set */
   BoxAgentChannel  *channel;
   GQueue            credits;       /* per chunk appended: bytes to credit once written */
+  GByteArray       *batch;         /* output not yet appended to the answer */
+  gsize             batch_credit;  /* what the batch credits once written */
+  GSource          *flush_source;
   gboolean          eof;
   gboolean          over;
   gulong            msg_ids[3];
@@ -75,6 +82,7 @@ download_unref (Download *d)
   g_clear_pointer (&d->args, json_object_unref);
   g_free (d->content_type);
   g_queue_clear (&d->credits);
+  g_byte_array_unref (d->batch);
   if (d->line != NULL)
     g_string_free (d->line, TRUE);
   g_free (d);
@@ -93,6 +101,10 @@ download_over (Download *d)
   d->over = TRUE;
   for (guint i = 0; i < G_N_ELEMENTS (d->msg_ids); i++)
     g_clear_signal_handler (&d->msg_ids[i], d->req->msg);
+  if (d->flush_source != NULL) {
+    g_source_destroy (d->flush_source);
+    g_clear_pointer (&d->flush_source, g_source_unref);
+  }
   if (d->channel != NULL) {
     g_signal_handlers_disconnect_by_data (d->channel, d);
     box_agent_channel_close (d->channel);
@@ -139,17 +151,59 @@ download_kick (Download *d)
     soup_server_message_unpause (d->req->msg);
 }
 
+/* The batch becomes a chunk of the answer. */
+static void
+download_flush (Download *d)
+{
+  g_autoptr(GBytes) bytes = NULL;
+
+  if (d->flush_source != NULL) {
+    g_source_destroy (d->flush_source);
+    g_clear_pointer (&d->flush_source, g_source_unref);
+  }
+  if (d->batch->len == 0 || d->over)
+    return;
+  bytes = g_byte_array_free_to_bytes (g_steal_pointer (&d->batch));
+  d->batch = g_byte_array_sized_new (BATCH_MAX);
+  soup_message_body_append_bytes (soup_server_message_get_response_body (d->req->msg), bytes);
+  g_queue_push_tail (&d->credits, GSIZE_TO_POINTER (d->batch_credit));
+  d->batch_credit = 0;
+  download_kick (d);
+}
+
+static gboolean
+flush_cb (gpointer user_data)
+{
+  Download *d = user_data;
+
+  g_clear_pointer (&d->flush_source, g_source_unref);
+  download_flush (d);
+  return G_SOURCE_REMOVE;
+}
+
+/* @bytes (crediting @credit once written) go out with the next chunk: at
+ * once when the batch is full, else once the frames at hand are taken. */
 static void
 download_append (Download *d, GBytes *bytes, gsize credit)
 {
-  if (g_bytes_get_size (bytes) == 0) {
+  gsize len = 0;
+  const guint8 *p = g_bytes_get_data (bytes, &len);
+
+  if (len == 0) {
     if (credit > 0)
       box_agent_channel_consumed (d->channel, credit);
     return;
   }
-  soup_message_body_append_bytes (soup_server_message_get_response_body (d->req->msg), bytes);
-  g_queue_push_tail (&d->credits, GSIZE_TO_POINTER (credit));
-  download_kick (d);
+  g_byte_array_append (d->batch, p, (guint) len);
+  d->batch_credit += credit;
+  if (d->batch->len >= BATCH_MAX) {
+    download_flush (d);
+  } else if (d->flush_source == NULL) {
+    d->flush_source = g_idle_source_new ();
+    g_source_set_priority (d->flush_source, G_PRIORITY_DEFAULT_IDLE);
+    g_source_set_callback (d->flush_source, flush_cb, d, NULL);
+    g_source_attach (d->flush_source, g_main_context_get_thread_default ());
+  }
 }
 
 static void
@@ -252,6 +306,7 @@ on_eof (BoxAgentChannel *channel, guint stream, gpointer user_data)
     download_append (d, tail, 0);
   }
   d->eof = TRUE;
+  download_flush (d);
   soup_message_body_complete (soup_server_message_get_response_body (d->req->msg));
   download_kick (d);
 }
@@ -381,6 +436,7 @@ box_http_files_download (BoxHttpRequest *req, const char *op, JsonObject *args,
   d->content_type = g_strdup (content_type);
   d->list = list;
   g_queue_init (&d->credits);
+  d->batch = g_byte_array_sized_new (BATCH_MAX);
   box_engine_hold_async (req->engine, box_http_request_project (req),
                          box_http_request_param (req, 0), NULL, download_held, download_ref (d));
 }
