@@ -163,8 +163,12 @@ def test_big_file(t):
     t.comment('boxd VmRSS %d -> %d KiB, VmHWM %d -> %d KiB' % (rss0, rss1, hwm0, hwm1))
     clock.add('PUT 256 MiB (%.1f MiB/s)' % (256 / put_s), put_s)
     clock.add('GET 256 MiB (%.1f MiB/s)' % (256 / get_s), get_s)
-    t.ok(grow < 32, "boxd's peak memory grew by %d MiB for a 256 MiB file in and out "
-         '(bounded: well under 32 MiB)' % grow)
+    if filetest.boxd_sanitized(d):
+        t.skip("boxd's peak memory stays bounded for a 256 MiB file in and out",
+               'RSS means nothing under AddressSanitizer (quarantine, shadow memory); checked in the plain build')
+    else:
+        t.ok(grow < 32, "boxd's peak memory grew by %d MiB for a 256 MiB file in and out "
+             '(bounded: well under 32 MiB)' % grow)
     sh('rm -f /tmp/big')
 
 
