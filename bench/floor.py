@@ -357,13 +357,18 @@ class Floor:
             t0 = time.perf_counter()
             qemu_img_overlay(disk, self.t_disk, 'qcow2')
             vm = self._vm(name, disk, ram_path=self.t_ram, share=False, incoming=True)
-            vm.spawn().connect()
-            vm.set_caps()
-            t1 = time.perf_counter()
-            vm.incoming(self.t_state)
-            t2 = time.perf_counter()
-            self._check_exec(vm.agent, name)
-            t3 = time.perf_counter()
+            try:
+                vm.spawn().connect()
+                vm.set_caps()
+                t1 = time.perf_counter()
+                vm.incoming(self.t_state)
+                t2 = time.perf_counter()
+                self._check_exec(vm.agent, name)
+                t3 = time.perf_counter()
+            except Exception as e:      # noqa: BLE001 -- recorded, the run goes on
+                self._failed(vm, 'fork', name, e)
+                os.unlink(disk)
+                continue
             self.s['fork'].add(t2 - t0)
             self.s['fork_prestarted'].add(t2 - t1)
             self.s['fork_exec'].add(t3 - t0)
@@ -408,14 +413,18 @@ class Floor:
         shutil.copyfile(self.t_state, state)
         for i in range(n):
             vm = self._vm('restore', disk, ram_path=ram, share=True, incoming=True)
-            t = time.perf_counter()
-            vm.spawn().connect()
-            vm.set_caps()
-            vm.incoming(state)
-            self.s['restore'].add(time.perf_counter() - t)
-            self._check_exec(vm.agent, 'restore %d' % i)
-            with self.s['save'].timed():
-                vm.save(state)
+            try:
+                t = time.perf_counter()
+                vm.spawn().connect()
+                vm.set_caps()
+                vm.incoming(state)
+                self.s['restore'].add(time.perf_counter() - t)
+                self._check_exec(vm.agent, 'restore %d' % i)
+                with self.s['save'].timed():
+                    vm.save(state)
+            except Exception as e:      # noqa: BLE001 -- recorded; the snapshot chain ends here
+                self._failed(vm, 'restore', 'restore %d' % i, e)
+                break
             self._gone(vm)
         shutil.rmtree(rdir, ignore_errors=True)
 
@@ -425,12 +434,16 @@ class Floor:
         qemu_img_overlay(disk, self.t_disk, 'qcow2')
         for i in range(n):
             vm = self._vm('boot', disk)
-            t = time.perf_counter()
-            vm.spawn().connect()
-            vm.agent.wait_ready(timeout=300)
-            self.s['cold_boot'].add(time.perf_counter() - t)
-            vm.agent.hello()
-            self._check_exec(vm.agent, 'boot %d' % i)
+            try:
+                t = time.perf_counter()
+                vm.spawn().connect()
+                vm.agent.wait_ready(timeout=300)
+                self.s['cold_boot'].add(time.perf_counter() - t)
+                vm.agent.hello()
+                self._check_exec(vm.agent, 'boot %d' % i)
+            except Exception as e:      # noqa: BLE001 -- recorded, the run goes on
+                self._failed(vm, 'cold_boot', 'boot %d' % i, e)
+                continue
             t = time.perf_counter()
             try:
                 vm.poweroff()
@@ -439,6 +452,22 @@ class Floor:
                 self.s['stop'].fail('QEMU still running 60 s after poweroff')
             self._gone(vm)
         os.unlink(disk)
+
+    def _failed(self, vm, key, what, exc):
+        """Records a failed run with QEMU's exit status, keeps the VM's logs
+        in <work>/floor-failures/ and ends the VM."""
+        status = vm.proc.poll() if vm.proc is not None else None
+        keep = os.path.join(os.path.dirname(self.work), 'floor-failures',
+                            '%s-%s' % (time.strftime('%Y%m%d-%H%M%S'), what.replace(' ', '-')))
+        self._gone(vm)
+        os.makedirs(keep, exist_ok=True)
+        for name in ('console.log', 'qemu.log'):
+            src = os.path.join(vm.dir, name)
+            if os.path.exists(src):
+                shutil.copyfile(src, os.path.join(keep, name))
+        msg = '%s: %s: %s (QEMU exit status %r; logs in %s)' % (what, type(exc).__name__, exc, status, keep)
+        log('floor: ' + msg)
+        self.s[key].fail(msg)
 
     def run(self, n, boots=None):
         """Everything, n runs each (boots: cold boots, default n)."""
