@@ -114,7 +114,7 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!config_uint (plugin, "max_memory_mib", "0", G_MAXUINT32, &config->max_memory_mib, error) ||
       !config_uint (plugin, "max_cpus", "0", G_MAXUINT32, &config->max_cpus, error))
     return FALSE;
-  if (!config_uint (plugin, "cpu_overcommit", "64", 1024, &value, error))
+  if (!config_uint (plugin, "cpu_overcommit", "128", 1024, &value, error))
     return FALSE;
   config->cpu_overcommit = MAX (value, 1);
   if (!config_uint (plugin, "tb_cache_mib", "128", 4096, &value, error))

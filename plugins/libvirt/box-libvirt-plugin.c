@@ -15,7 +15,7 @@
  *   hot_pause_s=60         a pause turns into a cold snapshot after this (0: at once)
  *   max_memory_mib=0       0: the host's memory minus a reserve
  *   max_cpus=0             0: the host's CPUs times cpu_overcommit
- *   cpu_overcommit=64
+ *   cpu_overcommit=128
  *   tb_cache_mib=128       TCG translation cache per VM
  *   boot_timeout_s=120     cold boot to agent-ready
  *   disk_cache=writeback   QEMU's disk cache: writeback, none, or unsafe (guest
