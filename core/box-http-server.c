@@ -105,8 +105,8 @@ box_http_server_get_routes (guint *n_routes)
 
 /* Splits "/a/b%2Fc/" into decoded segments {"a", "b/c", ""}; NULL when an
  * escape is malformed. */
-static GStrv
-split_path (const char *path)
+GStrv
+box_http_split_path (const char *path)
 {
   g_auto(GStrv) raw = NULL;
   g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
@@ -124,8 +124,8 @@ split_path (const char *path)
 }
 
 /* Matches @segments against @pattern; fills @params (may be NULL). */
-static gboolean
-route_matches (const char *pattern, const char *const *segments, GPtrArray *params)
+gboolean
+box_http_route_matches (const char *pattern, const char *const *segments, GPtrArray *params)
 {
   g_auto(GStrv) parts = g_strsplit (pattern + 1, "/", -1);
   guint i;
@@ -145,8 +145,8 @@ route_matches (const char *pattern, const char *const *segments, GPtrArray *para
   return segments[i] == NULL;
 }
 
-static gboolean
-method_matches (const char *route_method, const char *method)
+gboolean
+box_http_method_matches (const char *route_method, const char *method)
 {
   if (g_strcmp0 (route_method, method) == 0)
     return TRUE;
@@ -204,7 +204,7 @@ reply_method_not_allowed (SoupServerMessage *msg, const char *method, const char
   g_autofree char *message = g_strdup_printf ("method %s not allowed on %s", method, path);
 
   for (guint i = 0; i < G_N_ELEMENTS (routes); i++) {
-    if (!route_matches (routes[i].pattern, segments, NULL))
+    if (!box_http_route_matches (routes[i].pattern, segments, NULL))
       continue;
     if (allow->len > 0)
       g_string_append (allow, ", ");
@@ -263,7 +263,7 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
   const char *method = soup_server_message_get_method (msg);
   g_autoptr(BoxHttpRequest) req = box_http_request_new (self, self->engine, msg);
   g_autoptr(GError) error = NULL;
-  g_auto(GStrv) segments = split_path (path);
+  g_auto(GStrv) segments = box_http_split_path (path);
   const BoxHttpRoute *path_match = NULL;
   GPtrArray *query_params;
   BoxHttpAuth auth;
@@ -275,11 +275,11 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
     return;
   }
   for (guint i = 0; i < G_N_ELEMENTS (routes); i++) {
-    if (!route_matches (routes[i].pattern, (const char *const *) segments, NULL))
+    if (!box_http_route_matches (routes[i].pattern, (const char *const *) segments, NULL))
       continue;
     if (path_match == NULL)
       path_match = &routes[i];
-    if (method_matches (routes[i].method, method)) {
+    if (box_http_method_matches (routes[i].method, method)) {
       req->route = &routes[i];
       break;
     }
@@ -303,7 +303,7 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
     reply_method_not_allowed (msg, method, path, (const char *const *) segments);
     return;
   }
-  route_matches (req->route->pattern, (const char *const *) segments, req->path_params);
+  box_http_route_matches (req->route->pattern, (const char *const *) segments, req->path_params);
 
   query_params = box_http_parse_query (g_uri_get_query (soup_server_message_get_uri (msg)), &error);
   if (query_params == NULL) {

@@ -107,6 +107,14 @@ gboolean        box_http_request_no_body    (BoxHttpRequest *req, GError **error
  * BoxHttpParam*; '+' is a space.  NULL with BOX_ERROR_INVALID when an
  * escape is malformed. */
 GPtrArray      *box_http_parse_query        (const char *query, GError **error);
+/* Routing, shared by the API server and the in-sandbox socket
+ * (box-http-server.c): "/a/b%2Fc/" -> {"a", "b/c", ""} (NULL for a
+ * malformed escape); a pattern's {param} segments match any non-empty
+ * segment and go to @params (may be NULL); HEAD matches a GET route. */
+GStrv           box_http_split_path         (const char *path);
+gboolean        box_http_route_matches      (const char *pattern, const char *const *segments,
+                                             GPtrArray *params);
+gboolean        box_http_method_matches     (const char *route_method, const char *method);
 /* "Bearer <token>" -> token, or NULL */
 char           *box_http_bearer_token       (SoupMessageHeaders *headers);
 void            box_http_param_free         (BoxHttpParam *param);

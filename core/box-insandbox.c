@@ -65,54 +65,6 @@ conn_tag_free (ConnTag *tag)
 
 /* ---- routing ------------------------------------------------------------ */
 
-/* "/a/b%2Fc" -> {"a", "b/c"}; NULL for a malformed escape */
-static GStrv
-split_path (const char *path)
-{
-  g_auto(GStrv) raw = NULL;
-  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
-
-  if (path == NULL || path[0] != '/')
-    return NULL;
-  raw = g_strsplit (path + 1, "/", -1);
-  for (guint i = 0; raw[i] != NULL; i++) {
-    g_autofree char *segment = g_uri_unescape_string (raw[i], NULL);
-
-    if (segment == NULL)
-      return NULL;
-    g_strv_builder_add (builder, segment);
-  }
-  return g_strv_builder_end (builder);
-}
-
-static gboolean
-route_matches (const char *pattern, const char *const *segments, GPtrArray *params)
-{
-  g_auto(GStrv) parts = g_strsplit (pattern + 1, "/", -1);
-  guint i;
-
-  for (i = 0; parts[i] != NULL; i++) {
-    if (segments[i] == NULL)
-      return FALSE;
-    if (parts[i][0] == '{') {
-      if (segments[i][0] == '\0')
-        return FALSE;
-      if (params != NULL)
-        g_ptr_array_add (params, g_strdup (segments[i]));
-    } else if (strcmp (parts[i], segments[i]) != 0) {
-      return FALSE;
-    }
-  }
-  return segments[i] == NULL;
-}
-
-static gboolean
-method_matches (const char *route_method, const char *method)
-{
-  return g_strcmp0 (route_method, method) == 0 ||
-         (g_strcmp0 (method, "HEAD") == 0 && g_strcmp0 (route_method, "GET") == 0);
-}
-
 /* The route @method @path names on the socket of @sandbox_id; @mapped gets
  * the segments of the API path it stands for. */
 static const BoxHttpRoute *
@@ -139,13 +91,13 @@ find_route (const char *method, const char *const *segments, const char *sandbox
     if (self_alias) {
       /* GET /self is the sandbox's record: GET /v1/sandboxes/{sandbox} */
       if (g_str_equal (route->pattern, "/v1/sandboxes/{sandbox}") &&
-          g_str_equal (route->method, "GET") && method_matches (route->method, method))
+          g_str_equal (route->method, "GET") && box_http_method_matches (route->method, method))
         return route;
       continue;
     }
     if ((route->flags & BOX_HTTP_ROUTE_IN_SANDBOX) != 0 &&
-        method_matches (route->method, method) &&
-        route_matches (route->pattern, (const char *const *) *mapped, NULL))
+        box_http_method_matches (route->method, method) &&
+        box_http_route_matches (route->pattern, (const char *const *) *mapped, NULL))
       return route;
   }
   return NULL;
@@ -192,7 +144,7 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHa
   ConnTag *tag = conn_tag_of (msg);
   g_autoptr(BoxHttpRequest) req = NULL;
   g_autoptr(GError) error = NULL;
-  g_auto(GStrv) segments = split_path (path);
+  g_auto(GStrv) segments = box_http_split_path (path);
   g_auto(GStrv) mapped = NULL;
   const BoxHttpRoute *route;
   GPtrArray *query_params;
@@ -224,7 +176,7 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHa
   req->principal->kind = BOX_PRINCIPAL_SANDBOX;
   req->principal->project = g_strdup (tag->project);
   req->principal->sandbox_id = g_strdup (tag->sandbox_id);
-  route_matches (route->pattern, (const char *const *) mapped, req->path_params);
+  box_http_route_matches (route->pattern, (const char *const *) mapped, req->path_params);
 
   query_params = box_http_parse_query (g_uri_get_query (soup_server_message_get_uri (msg)), &error);
   if (query_params == NULL) {
