@@ -40,6 +40,12 @@ typedef struct {
 } BoxSandboxRuntime;
 
 /* box-engine-sandboxes.c */
+/* One operation at a time per sandbox, in arrival order: the callback runs
+ * holding the lock (g_task_propagate_boolean on its result is TRUE); pass
+ * it on with box_engine_unlock_sandbox(). */
+void     box_engine_lock_sandbox_async  (BoxEngine *self, const char *id,
+                                         GAsyncReadyCallback callback, gpointer user_data);
+void     box_engine_unlock_sandbox      (BoxEngine *self, const char *id);
 void     box_engine_sandboxes_init      (BoxEngine *self);
 void     box_engine_sandboxes_finalize  (BoxEngine *self);
 gboolean box_engine_reconcile           (BoxEngine *self, GError **error);

@@ -115,13 +115,14 @@ runtime_sync (BoxEngine *self, const BoxSandbox *sandbox)
   rt->idle_action = sandbox->idle_action;
 }
 
-static void
-lock_async (BoxEngine *self, const char *id, GAsyncReadyCallback callback, gpointer user_data)
+void
+box_engine_lock_sandbox_async (BoxEngine *self, const char *id, GAsyncReadyCallback callback,
+                               gpointer user_data)
 {
   Runtime *rt = runtime_get (self, id);
   GTask *task = g_task_new (self, NULL, callback, user_data);
 
-  g_task_set_source_tag (task, lock_async);
+  g_task_set_source_tag (task, box_engine_lock_sandbox_async);
   if (!rt->base.busy) {
     rt->base.busy = TRUE;
     g_task_return_boolean (task, TRUE);
@@ -131,8 +132,8 @@ lock_async (BoxEngine *self, const char *id, GAsyncReadyCallback callback, gpoin
   g_queue_push_tail (&rt->base.waiters, task);
 }
 
-static void
-unlock (BoxEngine *self, const char *id)
+void
+box_engine_unlock_sandbox (BoxEngine *self, const char *id)
 {
   Runtime *rt = g_hash_table_lookup (self->runtime, id);
   GTask *next;
@@ -274,7 +275,7 @@ op_start (BoxEngine *self, GTask *task, const char *id_or_name)
     return;
   }
   op->id = g_strdup (sandbox->id);
-  lock_async (self, op->id, op_locked, task);
+  box_engine_lock_sandbox_async (self, op->id, op_locked, task);
 }
 
 static void
@@ -282,7 +283,7 @@ op_finish_ok (BoxEngine *self, GTask *task)
 {
   Op *op = g_task_get_task_data (task);
 
-  unlock (self, op->id);
+  box_engine_unlock_sandbox (self, op->id);
   if (op->kind == OP_DELETE)
     g_task_return_boolean (task, TRUE);
   else
@@ -295,7 +296,7 @@ op_finish_error (BoxEngine *self, GTask *task, GError *error)
 {
   Op *op = g_task_get_task_data (task);
 
-  unlock (self, op->id);
+  box_engine_unlock_sandbox (self, op->id);
   g_task_return_error (task, error);
   g_object_unref (task);
 }
@@ -1213,7 +1214,7 @@ vm_lost_locked (GObject *source, GAsyncResult *result, gpointer user_data)
     if (sandbox->state == BOX_SANDBOX_STATE_RUNNING || vm_state != BOX_VM_STATE_SUSPENDED)
       mark_lost (self, sandbox, "vm_lost");
   }
-  unlock (self, id);
+  box_engine_unlock_sandbox (self, id);
 }
 
 static void
@@ -1221,7 +1222,7 @@ on_vm_lost (BoxHypervisor *hypervisor, const char *sandbox_id, gpointer user_dat
 {
   BoxEngine *self = user_data;
 
-  lock_async (self, sandbox_id, vm_lost_locked, g_strdup (sandbox_id));
+  box_engine_lock_sandbox_async (self, sandbox_id, vm_lost_locked, g_strdup (sandbox_id));
 }
 
 void

@@ -557,7 +557,7 @@ box_engine_list_port_settings (BoxEngine *self, const char *project, const char 
 typedef struct {
   char  *project;
   char  *id_or_name;
-  char  *sandbox_id;    /* the runtime whose lock we wait for, or NULL */
+  char  *sandbox_id;    /* the sandbox whose lock we hold */
   guint  port;
   char  *access;
 } PortAccess;
@@ -589,26 +589,6 @@ write_port_access (BoxEngine *self, PortAccess *pa, GError **error)
   return port_setting_to_json (self, sandbox, pa->port, pa->access);
 }
 
-/* Hands the sandbox's lock on as box-engine-sandboxes.c's unlock() does. */
-static void
-pass_lock_on (BoxEngine *self, const char *sandbox_id)
-{
-  BoxSandboxRuntime *rt = g_hash_table_lookup (self->runtime, sandbox_id);
-  GTask *next;
-
-  if (rt == NULL || !rt->busy)
-    return;
-  next = g_queue_pop_head (&rt->waiters);
-  if (next != NULL) {
-    g_task_return_boolean (next, TRUE);
-    g_object_unref (next);
-    return;
-  }
-  rt->busy = FALSE;
-  if (rt->deleted)
-    g_hash_table_remove (self->runtime, sandbox_id);
-}
-
 static void
 port_access_locked (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -618,7 +598,7 @@ port_access_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   GError *error = NULL;
   JsonNode *node = write_port_access (self, pa, &error);
 
-  pass_lock_on (self, pa->sandbox_id);
+  box_engine_unlock_sandbox (self, pa->sandbox_id);
   if (node == NULL)
     g_task_return_error (task, error);
   else
@@ -633,9 +613,7 @@ box_engine_set_port_access_async (BoxEngine *self, const char *project, const ch
   GTask *task = g_task_new (self, cancellable, callback, user_data);
   PortAccess *pa = g_new0 (PortAccess, 1);
   g_autoptr(BoxSandbox) sandbox = NULL;
-  BoxSandboxRuntime *rt;
   GError *error = NULL;
-  JsonNode *node;
 
   g_task_set_source_tag (task, box_engine_set_port_access_async);
   pa->project = g_strdup (project);
@@ -658,22 +636,10 @@ box_engine_set_port_access_async (BoxEngine *self, const char *project, const ch
     return;
   }
   /* An operation in progress (a pause, an update ...) writes the record it
-   * read when it began: wait for it as its lock's next holder, so that
-   * neither change is lost.  No wake is involved. */
-  rt = g_hash_table_lookup (self->runtime, sandbox->id);
-  if (rt != NULL && rt->busy) {
-    GTask *waiter = g_task_new (self, NULL, port_access_locked, task);
-
-    pa->sandbox_id = g_strdup (sandbox->id);
-    g_queue_push_tail (&rt->waiters, waiter);
-    return;
-  }
-  node = write_port_access (self, pa, &error);
-  if (node == NULL)
-    g_task_return_error (task, error);
-  else
-    g_task_return_pointer (task, node, (GDestroyNotify) json_node_unref);
-  g_object_unref (task);
+   * read when it began: take the sandbox's lock after it, so that neither
+   * change is lost.  No wake is involved. */
+  pa->sandbox_id = g_strdup (sandbox->id);
+  box_engine_lock_sandbox_async (self, sandbox->id, port_access_locked, task);
 }
 
 JsonNode *
