@@ -418,6 +418,19 @@ ba_chan_frame (const BaFrame *f, const uint8_t *payload)
       ba_chan_credit (c, f->len, true); /* input closed: dropped */
       break;
     }
+    if (c->in.len == 0 && chan_in_fd (c) >= 0) {
+      /* nothing queued: straight to the process or socket, saving a copy
+       * and a trip through poll; what does not fit waits for POLLOUT */
+      ssize_t w = write (chan_in_fd (c), payload, f->len);
+      if (w > 0) {
+        ba_chan_credit (c, (uint32_t) w, false);
+        payload += w;
+        ba_buf_append (&c->in, payload, f->len - (size_t) w);
+        if (c->in.len == 0)
+          ba_chan_credit (c, 0, true);
+        break;
+      }
+    }
     ba_buf_append (&c->in, payload, f->len);
     break;
   case BA_EOF:

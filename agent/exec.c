@@ -350,6 +350,8 @@ ba_spawn (const BaJson *req, BaProc *proc, const char **code, char *msg, size_t 
     ioctl (master, TIOCSWINSZ, &ws);
   } else if (pipe2 (in, O_CLOEXEC) < 0 || pipe2 (out, O_CLOEXEC) < 0 || pipe2 (err, O_CLOEXEC) < 0) {
     goto fail;
+  } else {
+    ba_pipe_grow ((int[]) { in[1], out[0], err[0] }, 3);
   }
 
   pid = fork ();

@@ -276,30 +276,43 @@ on_connected (void *obj, int tag, short revents)
   ba_chan_end (c, true);
 }
 
-static void
-on_sock_read (void *obj, int tag, short revents)
+/* One chunk from the socket; false when there is nothing more to take now
+ * (EAGAIN, EOF, the end of the credit, the connection gone). */
+static bool
+sock_read_chunk (BaChan *c)
 {
-  BaChan *c = obj;
   uint8_t buf[BA_DATA_CHUNK];
   size_t want;
   ssize_t r;
   if (c->dead || c->rd_eof || c->window == 0)
-    return;
+    return false;
   want = c->window < sizeof buf ? c->window : sizeof buf;
   r = read (c->fd, buf, want);
-  if (r < 0 && (errno == EINTR || errno == EAGAIN))
-    return;
+  if (r < 0 && errno == EINTR)
+    return true;
+  if (r < 0 && errno == EAGAIN)
+    return false;
   if (r < 0) { /* reset: the connection is over */
     ba_chan_end (c, false);
-    return;
+    return false;
   }
   if (r == 0) {
     c->rd_eof = true;
     ba_send (BA_EOF, BA_STDOUT, c->id, NULL, 0);
-    return;
+    return false;
   }
   c->window -= (uint32_t) r;
   ba_send (BA_DATA, BA_STDOUT, c->id, buf, (size_t) r);
+  return true;
+}
+
+static void
+on_sock_read (void *obj, int tag, short revents)
+{
+  /* a few chunks per turn while the host has room, as for process output */
+  for (int i = 0; i < 8 && ba_out_pending () < BA_OUT_QUEUE_HIGH; i++)
+    if (!sock_read_chunk (obj))
+      break;
 }
 
 static int

@@ -16,7 +16,7 @@
 #define BA_HEADER_SIZE    16
 #define BA_MAX_PAYLOAD    (1u << 20)   /* 1 MiB */
 #define BA_DATA_CHUNK     (32u << 10)  /* largest DATA payload a sender should use */
-#define BA_DEFAULT_WINDOW (256u << 10) /* initial credit per channel and direction */
+#define BA_DEFAULT_WINDOW (1u << 20)  /* initial credit per channel and direction */
 #define BA_VERSION        1
 
 enum {

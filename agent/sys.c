@@ -461,3 +461,12 @@ ba_init_stage2 (void)
     ba_log ("rootfs grown from %lld to %lld blocks", (long long) before, (long long) after);
   ba_log ("stage2: system ready in %lld ms", (long long) (ba_now_ms () - t0));
 }
+
+void
+ba_pipe_grow (const int *fds, int n)
+{
+  /* best effort: a smaller pipe only costs speed */
+  for (int i = 0; i < n; i++)
+    if (fds[i] >= 0)
+      (void) fcntl (fds[i], F_SETPIPE_SZ, BA_PIPE_SIZE);
+}

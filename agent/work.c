@@ -220,6 +220,7 @@ ba_work_start (int64_t id, uint32_t chan, const BaJson *req, int flags, BaWorkFn
     ba_reply_error (id, "failed", strerror (errno));
     return;
   }
+  ba_pipe_grow ((int[]) { in[1], out[0] }, 2);
   pid = fork ();
   if (pid == 0)
     child_main (in[0], out[1], res[1], u, req, fn);

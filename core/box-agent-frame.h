@@ -22,7 +22,7 @@ G_BEGIN_DECLS
 #define BOX_AGENT_HEADER_SIZE      16
 #define BOX_AGENT_MAX_PAYLOAD      (1u << 20)   /* 1 MiB */
 #define BOX_AGENT_DATA_CHUNK       (32u << 10)  /* largest DATA payload we send */
-#define BOX_AGENT_DEFAULT_WINDOW   (256u << 10) /* initial credit per channel and direction */
+#define BOX_AGENT_DEFAULT_WINDOW   (1u << 20)   /* initial credit per channel and direction */
 #define BOX_AGENT_JSON_MAX_DEPTH   32
 /* Channel ids from here on are opened by the agent. */
 #define BOX_AGENT_FIRST_AGENT_CHANNEL 0x80000000u

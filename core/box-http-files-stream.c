@@ -6,7 +6,7 @@
  * accumulate off), and its bytes are credited back to the agent only when
  * libsoup wrote the chunk ("wrote-chunk"): a client that reads slowly
  * pauses the reader in the sandbox, and boxd holds at most one channel
- * window (256 KiB) per download.  The agent sends EOF only when the whole
+ * window (1 MiB) per download.  The agent sends EOF only when the whole
  * output was read; a channel that ends without it (a read error midway,
  * the sandbox going away) aborts the connection, so the client sees a
  * truncated chunked body, never a short file taken for complete.

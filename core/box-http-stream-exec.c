@@ -17,7 +17,7 @@
  * Flow control (see box-http-ws.h): output from the agent goes to the
  * socket as it comes, and its credit goes back to the agent only once the
  * socket took the bytes (::written), so boxd holds at most one channel
- * window (256 KiB) per stream however slow the client; stdin is written to
+ * window (1 MiB) per stream however slow the client; stdin is written to
  * the channel within the agent's credit, and the socket stops being read
  * while more than STDIN_HIGH bytes wait for it.
  */

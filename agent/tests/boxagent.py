@@ -12,7 +12,7 @@ import time
 MAGIC = 0xB0C5
 HDR = 16
 CTRL, DATA, EOF, CREDIT, CLOSE = 1, 2, 3, 4, 5
-WINDOW = 256 * 1024
+WINDOW = 1024 * 1024
 
 
 def fnv1a(b):

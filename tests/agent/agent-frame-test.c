@@ -262,7 +262,7 @@ test_fake_resync (Fake *f, gconstpointer data)
   g_assert_cmpstr (box_agent_json_get_string (info, "agent"), ==, "fake");
   g_assert_cmpstr (box_agent_json_get_string (info, "boot_id"), ==, "b-1");
   g_assert_true (box_agent_json_get_int (info, "window", &v));
-  g_assert_cmpint (v, ==, 262144);
+  g_assert_cmpint (v, ==, BOX_AGENT_DEFAULT_WINDOW);
   g_assert_false (json_object_has_member (info, "nonce"));
   g_assert_false (json_object_has_member (info, "id"));
   /* nothing from before the reply came through */
@@ -426,6 +426,7 @@ test_fake_not_connected (Fake *f, gconstpointer data)
 
 /* Host-side credit: never more DATA in flight than the agent granted, in
  * frames of at most 32 KiB, EOF after the data. */
+#define TOTAL (2 * BOX_AGENT_DEFAULT_WINDOW)
 static void
 test_fake_write_credit (Fake *f, gconstpointer data)
 {
@@ -435,15 +436,15 @@ test_fake_write_credit (Fake *f, gconstpointer data)
   g_autoptr(BoxAgentChannel) channel = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *json = NULL;
-  g_autofree guint8 *big = g_malloc (1 << 20);
+  g_autofree guint8 *big = g_malloc (TOTAL);
   g_autoptr(GBytes) bytes = NULL;
   gint64 id = 0, chan = 0;
   gsize got = 0;
   guint8 credit[4];
 
-  for (gsize i = 0; i < (1 << 20); i++)
+  for (gsize i = 0; i < TOTAL; i++)
     big[i] = (guint8) (i * 7 + (i >> 12));
-  bytes = g_bytes_new_static (big, 1 << 20);
+  bytes = g_bytes_new_static (big, TOTAL);
   fake_connect (f, NULL);
   box_agent_client_open_channel_async (f->client, "port-connect", NULL, NULL, agent_test_store_result, &res);
   req = fake_agent_read_request (f->fake);
@@ -483,7 +484,7 @@ test_fake_write_credit (Fake *f, gconstpointer data)
     g_assert_cmpint (recv (f->fake->fd, &probe, 1, MSG_DONTWAIT | MSG_PEEK), ==, -1);
   }
   /* the rest, in credits of 100000 */
-  while (got < (1 << 20)) {
+  while (got < TOTAL) {
     gsize granted = 100000, taken = 0;
 
     credit[0] = 100000 & 0xff;
@@ -491,7 +492,7 @@ test_fake_write_credit (Fake *f, gconstpointer data)
     credit[2] = (100000 >> 16) & 0xff;
     credit[3] = 0;
     fake_agent_send (f->fake, BOX_AGENT_FRAME_CREDIT, 0, (guint32) chan, credit, 4);
-    while (taken < granted && got < (1 << 20)) {
+    while (taken < granted && got < TOTAL) {
       BoxAgentFrameHeader h;
       g_autoptr(GBytes) p = NULL;
 

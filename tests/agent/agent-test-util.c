@@ -177,14 +177,17 @@ fake_agent_read_request (FakeAgent *fake)
 void
 fake_agent_reply_hello (FakeAgent *fake, JsonObject *hello)
 {
-  gint64 id = 0;
+  gint64 id = 0, window = 0;
   g_autofree char *json = NULL;
 
   g_assert_cmpstr (box_agent_json_get_string (hello, "op"), ==, "hello");
   g_assert_true (box_agent_json_get_int (hello, "id", &id));
+  /* like the agent: the window asked for is the window in effect */
+  if (!box_agent_json_get_int (hello, "window", &window))
+    window = 256 * 1024;
   json = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true,\"version\":1,\"agent\":\"fake\","
-                          "\"boot_id\":\"b-1\",\"uptime_ms\":5,\"window\":262144,\"nonce\":\"%s\"}",
-                          id, box_agent_json_get_string (hello, "nonce"));
+                          "\"boot_id\":\"b-1\",\"uptime_ms\":5,\"window\":%" G_GINT64_FORMAT ",\"nonce\":\"%s\"}",
+                          id, window, box_agent_json_get_string (hello, "nonce"));
   fake_agent_send_json (fake, 0, json);
 }
 
