@@ -500,7 +500,7 @@ static void
 op_write (BaWorkCtx *w, const BaJson *req)
 {
   char path[PATH_MAX], dir[PATH_MAX], tmp[NAME_MAX + 1];
-  static uint8_t buf[1 << 16];
+  static uint8_t buf[1 << 20]; /* a syscall per MiB: they are dear under TCG */
   const char *base;
   uint32_t mode;
   bool mode_given, existed = false, unnamed;

@@ -138,45 +138,59 @@ ba_ring_write (BaRing *r, const void *d, size_t n, int stream)
   r->len += n;
 }
 
-size_t
-ba_ring_read (const BaRing *r, uint64_t off, void *out, size_t n, int *stream)
+/* The run of one stream's bytes from offset off, at most n: its count, and
+ * its index in the storage (*pos). */
+static size_t
+ring_run (const BaRing *r, uint64_t off, size_t n, size_t *pos, int *stream)
 {
   uint64_t start = ba_ring_start (r);
-  size_t pos, avail, run;
+  size_t avail, run;
   bool err;
-
   *stream = 1;
   if (off < start || off >= r->end || n == 0 || r->len == 0)
     return 0;
   avail = (size_t) (r->end - off);
   if (n > avail)
     n = avail;
-  pos = (r->head + (size_t) (off - start)) & (r->cap - 1);
-  err = bit_get (r->bits, pos);
+  *pos = (r->head + (size_t) (off - start)) & (r->cap - 1);
+  err = bit_get (r->bits, *pos);
   *stream = err ? 2 : 1;
-  if (r->bits == NULL) {
-    run = n; /* no stderr byte was ever kept: all stdout */
-  } else {
-    run = 0;
-    while (run < n) {
-      size_t i = (pos + run) & (r->cap - 1);
-      /* whole bytes of the bitmap at once when aligned */
-      if ((i & 7) == 0 && n - run >= 8 && r->bits[i >> 3] == (err ? 0xff : 0)) {
-        run += 8;
-        continue;
-      }
-      if (bit_get (r->bits, i) != err)
-        break;
-      run++;
+  if (r->bits == NULL)
+    return n; /* no stderr byte was ever kept: all stdout */
+  run = 0;
+  while (run < n) {
+    size_t i = (*pos + run) & (r->cap - 1);
+    /* whole bytes of the bitmap at once when aligned */
+    if ((i & 7) == 0 && n - run >= 8 && r->bits[i >> 3] == (err ? 0xff : 0)) {
+      run += 8;
+      continue;
     }
+    if (bit_get (r->bits, i) != err)
+      break;
+    run++;
   }
-  if (run > n)
-    run = n;
+  return run > n ? n : run;
+}
+
+size_t
+ba_ring_read (const BaRing *r, uint64_t off, void *out, size_t n, int *stream)
+{
+  size_t pos = 0, run = ring_run (r, off, n, &pos, stream);
   for (size_t done = 0; done < run; ) {
     size_t i = (pos + done) & (r->cap - 1);
     size_t piece = r->cap - i < run - done ? r->cap - i : run - done;
     memcpy ((uint8_t *) out + done, r->data + i, piece);
     done += piece;
   }
+  return run;
+}
+
+size_t
+ba_ring_peek (const BaRing *r, uint64_t off, size_t n, const uint8_t **data, int *stream)
+{
+  size_t pos = 0, run = ring_run (r, off, n, &pos, stream);
+  if (run > r->cap - pos)
+    run = r->cap - pos;
+  *data = run > 0 ? r->data + pos : NULL;
   return run;
 }

@@ -35,3 +35,8 @@ uint64_t ba_ring_clamp (const BaRing *r, uint64_t off);
  * at most n, and only one stream's run (*stream says which). Returns the
  * count (0 at the end). */
 size_t ba_ring_read (const BaRing *r, uint64_t off, void *out, size_t n, int *stream);
+/* ba_ring_read() without the copy: *data points at offset off inside the
+ * ring, and the count also stops where the storage wraps around (read on
+ * from off + count for the rest).  The pointer is good until the next
+ * write. */
+size_t ba_ring_peek (const BaRing *r, uint64_t off, size_t n, const uint8_t **data, int *stream);

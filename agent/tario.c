@@ -449,7 +449,7 @@ ba_fs_tar_put (BaWorkCtx *w, const BaJson *req)
   static const BaTarSink sink = { put_entry, put_data, put_end };
   static BaTarReader r;
   static TarIn t;
-  static uint8_t buf[1 << 16];
+  static uint8_t buf[1 << 20];
   char path[PATH_MAX];
   const char *err = NULL;
   BaBuf b = { 0 };

@@ -133,6 +133,23 @@ test_ring_model (void)
       /* the run is as long as it can be */
       if (m < sizeof out && off + m < r.end)
         g_assert_cmpint (streams->data[off + m], !=, got);
+      /* peek: the same bytes in place, up to where the storage wraps; the
+       * rest follows from the next offset */
+      {
+        const uint8_t *p = NULL;
+        int pst = 0;
+        size_t k = ba_ring_peek (&r, off, sizeof out, &p, &pst);
+        g_assert_cmpuint (k, >, 0);
+        g_assert_cmpuint (k, <=, m);
+        g_assert_cmpint (pst, ==, got);
+        g_assert_cmpmem (p, k, hist->data + off, k);
+        if (k < m) {
+          size_t k2 = ba_ring_peek (&r, off + k, m - k, &p, &pst);
+          g_assert_cmpuint (k2, ==, m - k);
+          g_assert_cmpmem (p, k2, hist->data + off + k, k2);
+          g_assert_cmpint (pst, ==, got);
+        }
+      }
     }
   }
   ba_ring_free (&r);
