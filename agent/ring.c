@@ -93,13 +93,49 @@ ring_resize (BaRing *r, size_t cap, bool want_bits)
   return true;
 }
 
+/* Grows the storage so that need bytes fit (and the bitmap exists when
+ * stderr bytes come); false when memory ran out. */
+static bool
+ring_make_room (BaRing *r, size_t need, bool err)
+{
+  size_t cap;
+  if (need <= r->cap && (!err || r->bits != NULL))
+    return true;
+  cap = r->cap > RING_MIN ? r->cap : RING_MIN;
+  while (cap < need)
+    cap *= 2;
+  if (cap > r->max)
+    cap = r->max;
+  return ring_resize (r, cap, err);
+}
+
+/* Appends n bytes already in place at the end of the storage. */
+static void
+ring_append (BaRing *r, size_t n, bool err)
+{
+  size_t pos;
+  if (r->len + n > r->cap) { /* drop the oldest */
+    size_t drop = r->len + n - r->cap;
+    r->head = (r->head + drop) & (r->cap - 1);
+    r->len -= drop;
+  }
+  pos = (r->head + r->len) & (r->cap - 1);
+  if (r->bits != NULL)
+    for (size_t done = 0; done < n; ) {
+      size_t run = r->cap - pos < n - done ? r->cap - pos : n - done;
+      bits_fill (r->bits, pos, run, err);
+      done += run;
+      pos = (pos + run) & (r->cap - 1);
+    }
+  r->len += n;
+}
+
 void
 ba_ring_write (BaRing *r, const void *d, size_t n, int stream)
 {
   const uint8_t *p = d;
   bool err = stream == 2;
-  size_t need, pos;
-
+  size_t pos;
   if (n == 0)
     return;
   r->end += n;
@@ -108,34 +144,43 @@ ba_ring_write (BaRing *r, const void *d, size_t n, int stream)
     n = r->max;
     r->len = 0; /* everything older is gone */
   }
-  need = r->len + n < r->max ? r->len + n : r->max;
-  if (need > r->cap || (err && r->bits == NULL)) {
-    size_t cap = r->cap > RING_MIN ? r->cap : RING_MIN;
-    while (cap < need)
-      cap *= 2;
-    if (cap > r->max)
-      cap = r->max;
-    if (!ring_resize (r, cap, err)) {
-      r->oom = true;
-      r->len = 0; /* keep offsets right; the bytes are lost */
-      return;
-    }
-  }
-  if (r->len + n > r->cap) { /* drop the oldest */
-    size_t drop = r->len + n - r->cap;
-    r->head = (r->head + drop) & (r->cap - 1);
-    r->len -= drop;
+  if (!ring_make_room (r, r->len + n < r->max ? r->len + n : r->max, err)) {
+    r->oom = true;
+    r->len = 0; /* keep offsets right; the bytes are lost */
+    return;
   }
   pos = (r->head + r->len) & (r->cap - 1);
   for (size_t done = 0; done < n; ) {
     size_t run = r->cap - pos < n - done ? r->cap - pos : n - done;
     memcpy (r->data + pos, p + done, run);
-    if (r->bits != NULL)
-      bits_fill (r->bits, pos, run, err);
     done += run;
     pos = (pos + run) & (r->cap - 1);
   }
-  r->len += n;
+  ring_append (r, n, err);
+}
+
+size_t
+ba_ring_reserve (BaRing *r, size_t n, int stream, uint8_t **data)
+{
+  size_t pos;
+  if (n > r->max)
+    n = r->max;
+  if (n == 0 || !ring_make_room (r, r->len + n < r->max ? r->len + n : r->max, stream == 2)) {
+    *data = NULL;
+    return 0;
+  }
+  pos = (r->head + r->len) & (r->cap - 1);
+  *data = r->data + pos;
+  return r->cap - pos < n ? r->cap - pos : n;
+}
+
+void
+ba_ring_commit (BaRing *r, size_t n, int stream)
+{
+  if (n == 0)
+    return;
+  r->end += n;
+  ring_append (r, n, stream == 2);
 }
 
 /* The run of one stream's bytes from offset off, at most n: its count, and

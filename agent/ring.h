@@ -27,6 +27,14 @@ void ba_ring_free (BaRing *r);
 /* Append n bytes of stream 1 (stdout) or 2 (stderr); the oldest bytes are
  * dropped beyond max. */
 void ba_ring_write (BaRing *r, const void *d, size_t n, int stream);
+/* ba_ring_write() in two steps, for a read() straight into the ring:
+ * ba_ring_reserve() makes room for up to n bytes of stream and returns how
+ * many can be written contiguously at *data (0 when memory ran out), then
+ * ba_ring_commit() appends the n bytes (at most that many) of the same
+ * stream that were written there.  Bytes the commit drops (the oldest) may
+ * already be overwritten in between. */
+size_t ba_ring_reserve (BaRing *r, size_t n, int stream, uint8_t **data);
+void ba_ring_commit (BaRing *r, size_t n, int stream);
 /* Absolute offset of the oldest byte kept. */
 uint64_t ba_ring_start (const BaRing *r);
 /* Clamp a requested offset into [start, end]. */

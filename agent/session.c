@@ -168,10 +168,18 @@ session_read (BaSession *s, int st)
   static uint8_t buf[READ_CHUNK];
   int fd = st == BA_STDOUT ? s->p.fd_out : s->p.fd_err;
   size_t room = session_room (s);
+  uint8_t *into = NULL;
   ssize_t r;
   if (s->eof[st] || fd < 0 || room == 0)
     return false;
-  r = read (fd, buf, room);
+  /* straight into the ring; through buf only when it has no memory left
+   * (ba_ring_write() then counts the loss) */
+  room = ba_ring_reserve (&s->ring, room, st, &into);
+  if (room == 0) {
+    into = NULL;
+    room = session_room (s);
+  }
+  r = read (fd, into != NULL ? into : buf, room);
   if (r < 0 && errno == EINTR)
     return true;
   if (r < 0 && errno == EAGAIN)
@@ -182,7 +190,10 @@ session_read (BaSession *s, int st)
       s->eof[BA_STDERR] = true;
     return false;
   }
-  ba_ring_write (&s->ring, buf, (size_t) r, st);
+  if (into != NULL)
+    ba_ring_commit (&s->ring, (size_t) r, st);
+  else
+    ba_ring_write (&s->ring, buf, (size_t) r, st);
   return true;
 }
 

@@ -113,7 +113,21 @@ test_ring_model (void)
       g_byte_array_append (streams, (guint8 *) &st, 1);
     }
     g_byte_array_append (hist, buf, (guint) n);
-    ba_ring_write (&r, buf, n, st);
+    if (g_rand_boolean (rnd)) {
+      ba_ring_write (&r, buf, n, st);
+    } else {
+      /* in place: reserve, fill (perhaps less than reserved), commit */
+      for (size_t done = 0; done < n; ) {
+        uint8_t *at = NULL;
+        size_t room = ba_ring_reserve (&r, n - done, st, &at), k;
+        g_assert_cmpuint (room, >, 0);
+        g_assert_nonnull (at);
+        k = room > 1 && g_rand_boolean (rnd) ? room / 2 : room;
+        memcpy (at, buf + done, k);
+        ba_ring_commit (&r, k, st);
+        done += k;
+      }
+    }
     g_free (buf);
     g_assert_cmpuint (r.end, ==, hist->len);
     g_assert_cmpuint (ba_ring_start (&r), ==, hist->len > max ? hist->len - max : 0);
