@@ -10,143 +10,15 @@
  *   frames in the order they were sent (only pongs and the close frame jump
  *   the queue, and they are not data frames), so the n-th callback is the
  *   n-th message sent.
- * - Input: while paused, reads answer G_IO_ERROR_WOULD_BLOCK and the
- *   pollable source libsoup waits on is a gate (a cancellable's source)
- *   that opens only on resume;
- *   libsoup's read loop stops there, and the client's bytes stay in the
- *   kernel's socket buffer (TCP then stops the client).
+ * - Input: a BoxPausableInput (box-pausable-input.h): while paused,
+ *   libsoup's read loop stops, and the client's bytes stay in the kernel's
+ *   socket buffer (TCP then stops the client).
  * - Closing closes the wrapped stream, asynchronously.
  */
 #include "config.h"
 
 #include "box-http-ws.h"
-
-/* ---- input ------------------------------------------------------------- */
-
-#define BOX_TYPE_WS_INPUT (box_ws_input_get_type ())
-G_DECLARE_FINAL_TYPE (BoxWsInput, box_ws_input, BOX, WS_INPUT, GInputStream)
-
-struct _BoxWsInput {
-  GInputStream  parent_instance;
-  GInputStream *base;
-  gboolean      paused;
-  GCancellable *gate;     /* while paused: cancelled to open the gate */
-};
-
-static void box_ws_input_pollable_init (GPollableInputStreamInterface *iface);
-
-G_DEFINE_TYPE_WITH_CODE (BoxWsInput, box_ws_input, G_TYPE_INPUT_STREAM,
-                         G_IMPLEMENT_INTERFACE (G_TYPE_POLLABLE_INPUT_STREAM,
-                                                box_ws_input_pollable_init))
-
-static gssize
-box_ws_input_read (GInputStream *stream, void *buffer, gsize count, GCancellable *cancellable,
-                   GError **error)
-{
-  BoxWsInput *self = BOX_WS_INPUT (stream);
-
-  return g_input_stream_read (self->base, buffer, count, cancellable, error);
-}
-
-static gboolean
-box_ws_input_close (GInputStream *stream, GCancellable *cancellable, GError **error)
-{
-  /* the wrapped GIOStream closes its own streams */
-  return TRUE;
-}
-
-static gboolean
-box_ws_input_can_poll (GPollableInputStream *stream)
-{
-  return TRUE;
-}
-
-static gboolean
-box_ws_input_is_readable (GPollableInputStream *stream)
-{
-  BoxWsInput *self = BOX_WS_INPUT (stream);
-
-  return !self->paused && g_pollable_input_stream_is_readable (G_POLLABLE_INPUT_STREAM (self->base));
-}
-
-static GSource *
-box_ws_input_create_source (GPollableInputStream *stream, GCancellable *cancellable)
-{
-  BoxWsInput *self = BOX_WS_INPUT (stream);
-  g_autoptr(GSource) child = NULL;
-
-  if (self->paused) {
-    /* ready once the gate's cancellable is cancelled (on resume) */
-    child = g_cancellable_source_new (self->gate);
-  } else {
-    child = g_pollable_input_stream_create_source (G_POLLABLE_INPUT_STREAM (self->base), NULL);
-  }
-  return g_pollable_source_new_full (stream, child, cancellable);
-}
-
-static gssize
-box_ws_input_read_nonblocking (GPollableInputStream *stream, void *buffer, gsize count,
-                               GError **error)
-{
-  BoxWsInput *self = BOX_WS_INPUT (stream);
-
-  if (self->paused) {
-    g_set_error_literal (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK, "input paused");
-    return -1;
-  }
-  return g_pollable_input_stream_read_nonblocking (G_POLLABLE_INPUT_STREAM (self->base), buffer,
-                                                   count, NULL, error);
-}
-
-static void
-box_ws_input_set_paused (BoxWsInput *self, gboolean paused)
-{
-  if (self->paused == paused)
-    return;
-  self->paused = paused;
-  if (paused) {
-    self->gate = g_cancellable_new ();
-  } else {
-    /* open the gate: libsoup's waiting source dispatches and it reads */
-    g_cancellable_cancel (self->gate);
-    g_clear_object (&self->gate);
-  }
-}
-
-static void
-box_ws_input_finalize (GObject *object)
-{
-  BoxWsInput *self = BOX_WS_INPUT (object);
-
-  g_clear_object (&self->gate);
-  g_clear_object (&self->base);
-  G_OBJECT_CLASS (box_ws_input_parent_class)->finalize (object);
-}
-
-static void
-box_ws_input_class_init (BoxWsInputClass *klass)
-{
-  GObjectClass *object_class = G_OBJECT_CLASS (klass);
-  GInputStreamClass *stream_class = G_INPUT_STREAM_CLASS (klass);
-
-  object_class->finalize = box_ws_input_finalize;
-  stream_class->read_fn = box_ws_input_read;
-  stream_class->close_fn = box_ws_input_close;
-}
-
-static void
-box_ws_input_pollable_init (GPollableInputStreamInterface *iface)
-{
-  iface->can_poll = box_ws_input_can_poll;
-  iface->is_readable = box_ws_input_is_readable;
-  iface->create_source = box_ws_input_create_source;
-  iface->read_nonblocking = box_ws_input_read_nonblocking;
-}
-
-static void
-box_ws_input_init (BoxWsInput *self)
-{
-}
+#include "box-pausable-input.h"
 
 /* ---- output ------------------------------------------------------------ */
 
@@ -330,7 +202,7 @@ G_DECLARE_FINAL_TYPE (BoxWsIo, box_ws_io, BOX, WS_IO, GIOStream)
 struct _BoxWsIo {
   GIOStream    parent_instance;
   GIOStream   *base;
-  BoxWsInput  *input;
+  BoxPausableInput *input;
   BoxWsOutput *output;
 };
 
@@ -423,8 +295,7 @@ box_http_ws_io_new (GIOStream *base, BoxHttpWsWrittenFunc written, gpointer user
 
   self = g_object_new (BOX_TYPE_WS_IO, NULL);
   self->base = g_object_ref (base);
-  self->input = g_object_new (BOX_TYPE_WS_INPUT, NULL);
-  self->input->base = g_object_ref (g_io_stream_get_input_stream (base));
+  self->input = BOX_PAUSABLE_INPUT (box_pausable_input_new (g_io_stream_get_input_stream (base)));
   self->output = g_object_new (BOX_TYPE_WS_OUTPUT, NULL);
   self->output->base = g_object_ref (g_io_stream_get_output_stream (base));
   self->output->written = written;
@@ -436,7 +307,7 @@ void
 box_http_ws_io_set_input_paused (GIOStream *io, gboolean paused)
 {
   g_return_if_fail (BOX_IS_WS_IO (io));
-  box_ws_input_set_paused (BOX_WS_IO (io)->input, paused);
+  box_pausable_input_set_paused (BOX_WS_IO (io)->input, paused);
 }
 
 void

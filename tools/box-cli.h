@@ -131,6 +131,9 @@ void         box_cli_ws_send        (BoxCliWs *ws, guint8 tag, const guint8 *dat
 /* A binary frame without a tag (the raw TCP stream of a port). */
 void         box_cli_ws_send_raw    (BoxCliWs *ws, const guint8 *data, gsize len);
 void         box_cli_ws_send_json   (BoxCliWs *ws, JsonNode *node);
+/* While paused, the connection reads nothing more from the server (its
+ * messages stop; TCP, then boxd's credit, stop the sender). */
+void         box_cli_ws_set_input_paused (BoxCliWs *ws, gboolean paused);
 /* @func runs each time the socket took bytes (to resume a paused reader). */
 void         box_cli_ws_set_drained (BoxCliWs *ws, BoxCliWsDrained func, gpointer user_data);
 void         box_cli_ws_free        (BoxCliWs *ws);

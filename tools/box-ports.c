@@ -3,9 +3,9 @@
  * port-forward listens on local TCP ports; each accepted connection opens
  * GET /v1/sandboxes/{sandbox}/ports/{port}/connect (a WebSocket carrying the
  * raw TCP stream, binary frames both ways) and pumps bytes until either side
- * ends.  The local side is read only while less than BOX_CLI_WS_HIGH_WATER
- * bytes wait to be sent; what the sandbox sends is queued for the local
- * client (libsoup 3.2 cannot pause a WebSocket's reading).
+ * ends.  Memory stays bounded both ways: the local side is read only while
+ * less than BOX_CLI_WS_HIGH_WATER bytes wait to be sent, and the socket is
+ * read only while less than that waits for the local client.
  */
 #include "config.h"
 
@@ -96,6 +96,8 @@ typedef struct {
   gboolean           reading;
   gboolean           local_eof;
   GQueue             out;       /* GBytes for the local side */
+  gsize              out_bytes;
+  gboolean           ws_paused; /* the local client is behind */
   gboolean           writing;
   gboolean           ws_closed;
   gboolean           done;
@@ -153,13 +155,20 @@ on_local_written (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   Pump *pump = user_data;
   g_autoptr(GError) error = NULL;
+  GBytes *next;
 
   pump->writing = FALSE;
   if (!g_output_stream_write_all_finish (G_OUTPUT_STREAM (source), result, NULL, &error)) {
     pump_end (pump);
     return;
   }
-  g_bytes_unref (g_queue_pop_head (&pump->out));
+  next = g_queue_pop_head (&pump->out);
+  pump->out_bytes -= g_bytes_get_size (next);
+  g_bytes_unref (next);
+  if (pump->ws_paused && pump->out_bytes <= BOX_CLI_WS_HIGH_WATER / 2) {
+    pump->ws_paused = FALSE;
+    box_cli_ws_set_input_paused (pump->ws, FALSE);
+  }
   pump_write (pump);
 }
 
@@ -195,6 +204,11 @@ on_ws_message (SoupWebsocketConnection *conn, SoupWebsocketDataType type, GBytes
   if (type != SOUP_WEBSOCKET_DATA_BINARY || g_bytes_get_size (message) == 0)
     return;
   g_queue_push_tail (&pump->out, g_bytes_ref (message));
+  pump->out_bytes += g_bytes_get_size (message);
+  if (!pump->ws_paused && pump->out_bytes >= BOX_CLI_WS_HIGH_WATER) {
+    pump->ws_paused = TRUE;
+    box_cli_ws_set_input_paused (pump->ws, TRUE);
+  }
   pump_write (pump);
 }
 

@@ -10,7 +10,10 @@
  * The output side of that stream counts what the socket took, so that a
  * producer (stdin, a local TCP connection) can pause while more than
  * BOX_CLI_WS_HIGH_WATER bytes wait in libsoup's queue: memory stays bounded
- * however fast the producer and however slow the network.
+ * however fast the producer and however slow the network.  Its input side
+ * can pause (box-pausable-input.h), so that a consumer (a local TCP client
+ * of port-forward) that does not keep up stops the reading of the socket,
+ * and through boxd's credit the producer in the sandbox.
  */
 #include "config.h"
 
@@ -18,6 +21,7 @@
 #include <glib/gi18n.h>
 
 #include "box-cli.h"
+#include "box-pausable-input.h"
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define HEAD_MAX (64 * 1024)
@@ -128,6 +132,7 @@ box_cli_count_stream_init (BoxCliCountStream *self)
 struct _BoxCliWs {
   GSocketConnection       *socket;
   BoxCliCountStream       *counter;
+  GInputStream            *input;    /* BoxPausableInput */
   GIOStream               *io;
   SoupWebsocketConnection *conn;
   guint64                  queued;   /* bytes handed to libsoup, frame headers included */
@@ -140,6 +145,7 @@ box_cli_ws_free (BoxCliWs *ws)
     ws->counter->drained = NULL;
   g_clear_object (&ws->conn);
   g_clear_object (&ws->io);
+  g_clear_object (&ws->input);
   g_clear_object (&ws->counter);
   if (ws->socket != NULL)
     g_io_stream_close (G_IO_STREAM (ws->socket), NULL, NULL);
@@ -157,6 +163,12 @@ guint64
 box_cli_ws_pending (BoxCliWs *ws)
 {
   return ws->queued > ws->counter->written ? ws->queued - ws->counter->written : 0;
+}
+
+void
+box_cli_ws_set_input_paused (BoxCliWs *ws, gboolean paused)
+{
+  box_pausable_input_set_paused (BOX_PAUSABLE_INPUT (ws->input), paused);
 }
 
 void
@@ -409,8 +421,8 @@ wrap (GSocketConnection *socket, const char *url)
   ws->counter = g_object_new (BOX_CLI_TYPE_COUNT_STREAM,
                               "base-stream", g_io_stream_get_output_stream (G_IO_STREAM (socket)),
                               "close-base-stream", FALSE, NULL);
-  ws->io = g_simple_io_stream_new (g_io_stream_get_input_stream (G_IO_STREAM (socket)),
-                                   G_OUTPUT_STREAM (ws->counter));
+  ws->input = box_pausable_input_new (g_io_stream_get_input_stream (G_IO_STREAM (socket)));
+  ws->io = g_simple_io_stream_new (ws->input, G_OUTPUT_STREAM (ws->counter));
   ws->conn = soup_websocket_connection_new (ws->io, uri, SOUP_WEBSOCKET_CONNECTION_CLIENT,
                                             NULL, NULL, NULL);
   /* frames as large as the server sends them; pings keep idle sessions open */
