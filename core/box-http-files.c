@@ -356,8 +356,9 @@ box_http_fs_rename (BoxHttpRequest *req)
 
 /* ---- streams ------------------------------------------------------------ */
 
-void
-box_http_fs_file_get (BoxHttpRequest *req)
+/* GET fs/file, fs/list, fs/tar: the agent's output of @op streamed. */
+static void
+download (BoxHttpRequest *req, const char *op, const char *content_type, gboolean list)
 {
   static const char *const allowed[] = { "path", "user", NULL };
   const char *path = NULL;
@@ -366,33 +367,25 @@ box_http_fs_file_get (BoxHttpRequest *req)
   if (!path_query (req, allowed, &path))
     return;
   args = box_http_files_args_new (req, path);
-  box_http_files_download (req, "fs-read", args, "application/octet-stream", FALSE);
+  box_http_files_download (req, op, args, content_type, list);
+}
+
+void
+box_http_fs_file_get (BoxHttpRequest *req)
+{
+  download (req, "fs-read", "application/octet-stream", FALSE);
 }
 
 void
 box_http_fs_list (BoxHttpRequest *req)
 {
-  static const char *const allowed[] = { "path", "user", NULL };
-  const char *path = NULL;
-  g_autoptr(JsonObject) args = NULL;
-
-  if (!path_query (req, allowed, &path))
-    return;
-  args = box_http_files_args_new (req, path);
-  box_http_files_download (req, "fs-list", args, "application/json", TRUE);
+  download (req, "fs-list", "application/json", TRUE);
 }
 
 void
 box_http_fs_tar_get (BoxHttpRequest *req)
 {
-  static const char *const allowed[] = { "path", "user", NULL };
-  const char *path = NULL;
-  g_autoptr(JsonObject) args = NULL;
-
-  if (!path_query (req, allowed, &path))
-    return;
-  args = box_http_files_args_new (req, path);
-  box_http_files_download (req, "fs-tar-get", args, "application/x-tar", FALSE);
+  download (req, "fs-tar-get", "application/x-tar", FALSE);
 }
 
 /* Early stage of PUT fs/file: the query is checked before any byte of the

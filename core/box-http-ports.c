@@ -319,21 +319,12 @@ connect_opened (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
-connect_held (GObject *source, GAsyncResult *result, gpointer user_data)
+connect_open (BoxHttpRequest *req, const char *sandbox_id)
 {
-  BoxHttpRequest *req = user_data;
   Connect *connect = req->kept;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
 
-  if (sandbox == NULL) {
-    box_http_reply_error (req->msg, error);
-    box_http_request_resume (req);
-    box_http_request_unref (req);
-    return;
-  }
-  connect->sandbox_id = g_strdup (sandbox->id);
-  box_engine_port_connect_async (req->engine, sandbox->id, connect->port, NULL, connect_opened, req);
+  connect->sandbox_id = g_strdup (sandbox_id);
+  box_engine_port_connect_async (req->engine, sandbox_id, connect->port, NULL, connect_opened, req);
 }
 
 void
@@ -350,8 +341,7 @@ box_http_port_connect (BoxHttpRequest *req)
   connect = g_new0 (Connect, 1);
   connect->port = port;
   box_http_request_keep (req, connect, (GDestroyNotify) connect_free);
-  box_engine_hold_async (req->engine, box_http_request_project (req), box_http_request_param (req, 0),
-                         NULL, connect_held, box_http_request_pause (req));
+  box_http_ws_hold (req, connect_open);
 }
 
 /* ---- PUT .../ports/{port}, GET .../ports/settings ---------------------- */

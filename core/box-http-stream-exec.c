@@ -438,6 +438,55 @@ exec_request_from_query (BoxHttpRequest *req, GError **error)
 /* ---- GET .../exec ------------------------------------------------------ */
 
 typedef struct {
+  BoxHttpRequest  *req;
+  BoxHttpHeldFunc  open;
+} Hold;
+
+static void
+hold_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Hold *hold = user_data;
+  BoxHttpRequest *req = hold->req;
+  BoxHttpHeldFunc open = hold->open;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
+
+  g_free (hold);
+  if (sandbox == NULL) {
+    box_http_reply_error (req->msg, error);
+    box_http_request_resume (req);
+    box_http_request_unref (req);
+    return;
+  }
+  open (req, sandbox->id);
+}
+
+void
+box_http_ws_hold (BoxHttpRequest *req, BoxHttpHeldFunc open)
+{
+  Hold *hold = g_new (Hold, 1);
+
+  hold->req = box_http_request_pause (req);
+  hold->open = open;
+  box_engine_hold_async (req->engine, box_http_request_project (req), box_http_request_param (req, 0),
+                         NULL, hold_done, hold);
+}
+
+/* The first frame of an exec or attach socket: {type, session, <key>}. */
+static void
+send_first (BoxHttpWs *ws, const char *type, const char *session, const char *key, gint64 value)
+{
+  g_autoptr(JsonObject) frame = json_object_new ();
+  g_autoptr(JsonNode) node = json_node_new (JSON_NODE_OBJECT);
+
+  json_object_set_string_member (frame, "type", type);
+  json_object_set_string_member (frame, "session", session);
+  json_object_set_int_member (frame, key, value);
+  json_node_set_object (node, frame);
+  box_http_ws_send_json (ws, node);
+}
+
+typedef struct {
   BoxExecStreamRequest *request;
   char                 *sandbox_id;
   gint64                offset;
@@ -459,8 +508,6 @@ exec_started (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autoptr(BoxAgentChannel) channel = NULL;
   g_autoptr(BoxHttpWs) ws = NULL;
-  g_autoptr(JsonBuilder) builder = NULL;
-  g_autoptr(JsonNode) node = NULL;
   JsonObject *reply;
   gint64 pid = 0;
 
@@ -475,36 +522,17 @@ exec_started (GObject *source, GAsyncResult *result, gpointer user_data)
   }
   reply = box_agent_channel_get_reply (channel);
   box_agent_json_get_int (reply, "pid", &pid);
-  builder = json_builder_new ();
-  json_builder_begin_object (builder);
-  json_builder_set_member_name (builder, "type");
-  json_builder_add_string_value (builder, "started");
-  json_builder_set_member_name (builder, "session");
-  json_builder_add_string_value (builder, box_agent_json_get_string (reply, "session"));
-  json_builder_set_member_name (builder, "pid");
-  json_builder_add_int_value (builder, pid);
-  json_builder_end_object (builder);
-  node = json_builder_get_root (builder);
-  box_http_ws_send_json (ws, node);
+  send_first (ws, "started", box_agent_json_get_string (reply, "session"), "pid", pid);
   box_http_ws_bridge (ws, channel, req->engine, stream->sandbox_id, TRUE);
 }
 
 static void
-exec_held (GObject *source, GAsyncResult *result, gpointer user_data)
+exec_open (BoxHttpRequest *req, const char *sandbox_id)
 {
-  BoxHttpRequest *req = user_data;
   Stream *stream = req->kept;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
 
-  if (sandbox == NULL) {
-    box_http_reply_error (req->msg, error);
-    box_http_request_resume (req);
-    box_http_request_unref (req);
-    return;
-  }
-  stream->sandbox_id = g_strdup (sandbox->id);
-  box_engine_exec_stream_async (req->engine, sandbox->id, stream->request, NULL, exec_started, req);
+  stream->sandbox_id = g_strdup (sandbox_id);
+  box_engine_exec_stream_async (req->engine, sandbox_id, stream->request, NULL, exec_started, req);
 }
 
 void
@@ -526,8 +554,7 @@ box_http_exec_stream (BoxHttpRequest *req)
   stream = g_new0 (Stream, 1);
   stream->request = request;
   box_http_request_keep (req, stream, (GDestroyNotify) stream_free);
-  box_engine_hold_async (req->engine, box_http_request_project (req), box_http_request_param (req, 0),
-                         NULL, exec_held, box_http_request_pause (req));
+  box_http_ws_hold (req, exec_open);
 }
 
 /* ---- GET .../exec/sessions/{session} (attach) -------------------------- */
@@ -540,8 +567,6 @@ attach_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autoptr(BoxAgentChannel) channel = NULL;
   g_autoptr(BoxHttpWs) ws = NULL;
-  g_autoptr(JsonBuilder) builder = NULL;
-  g_autoptr(JsonNode) node = NULL;
   JsonObject *reply;
   gint64 offset = 0;
 
@@ -555,36 +580,17 @@ attach_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   ws = box_http_ws_new (req);
   reply = box_agent_channel_get_reply (channel);
   box_agent_json_get_int (reply, "offset", &offset);
-  builder = json_builder_new ();
-  json_builder_begin_object (builder);
-  json_builder_set_member_name (builder, "type");
-  json_builder_add_string_value (builder, "attached");
-  json_builder_set_member_name (builder, "session");
-  json_builder_add_string_value (builder, box_http_request_param (req, 1));
-  json_builder_set_member_name (builder, "offset");
-  json_builder_add_int_value (builder, offset);
-  json_builder_end_object (builder);
-  node = json_builder_get_root (builder);
-  box_http_ws_send_json (ws, node);
+  send_first (ws, "attached", box_http_request_param (req, 1), "offset", offset);
   box_http_ws_bridge (ws, channel, req->engine, stream->sandbox_id, TRUE);
 }
 
 static void
-attach_held (GObject *source, GAsyncResult *result, gpointer user_data)
+attach_open (BoxHttpRequest *req, const char *sandbox_id)
 {
-  BoxHttpRequest *req = user_data;
   Stream *stream = req->kept;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
 
-  if (sandbox == NULL) {
-    box_http_reply_error (req->msg, error);
-    box_http_request_resume (req);
-    box_http_request_unref (req);
-    return;
-  }
-  stream->sandbox_id = g_strdup (sandbox->id);
-  box_engine_attach_session_async (req->engine, sandbox->id, box_http_request_param (req, 1),
+  stream->sandbox_id = g_strdup (sandbox_id);
+  box_engine_attach_session_async (req->engine, sandbox_id, box_http_request_param (req, 1),
                                    stream->offset, NULL, attach_opened, req);
 }
 
@@ -603,8 +609,7 @@ box_http_session_attach (BoxHttpRequest *req)
   stream = g_new0 (Stream, 1);
   stream->offset = offset;
   box_http_request_keep (req, stream, (GDestroyNotify) stream_free);
-  box_engine_hold_async (req->engine, box_http_request_project (req), box_http_request_param (req, 0),
-                         NULL, attach_held, box_http_request_pause (req));
+  box_http_ws_hold (req, attach_open);
 }
 
 /* ---- GET .../exec/sessions, POST .../signal ---------------------------- */

@@ -191,6 +191,12 @@ void box_http_session_signal  (BoxHttpRequest *req);
 typedef struct _BoxHttpWs BoxHttpWs;
 void box_http_ws_bridge       (BoxHttpWs *ws, BoxAgentChannel *channel, BoxEngine *engine,
                                const char *sandbox_id, gboolean tagged);
+/* The first step of a WebSocket route over an agent channel, after its
+ * checks: pauses @req and holds the sandbox of its path (a refusal, 404
+ * or 503 ..., is the plain HTTP answer), then calls @open with the
+ * sandbox's id; @open takes over the paused request's reference. */
+typedef void (*BoxHttpHeldFunc) (BoxHttpRequest *req, const char *sandbox_id);
+void box_http_ws_hold         (BoxHttpRequest *req, BoxHttpHeldFunc open);
 /* box-http-ports.c */
 void box_http_port_list       (BoxHttpRequest *req);
 void box_http_port_watch      (BoxHttpRequest *req);
