@@ -73,6 +73,13 @@ gboolean    box_cli_send            (BoxCli *cli, SoupMessage *msg, JsonNode **r
  * NULL with @error set; an empty answer is a JSON null node. */
 JsonNode   *box_cli_call            (BoxCli *cli, const char *method, const char *path,
                                      const char *query, JsonNode *body, GError **error);
+/* GET @path?@query of a listing, and its array @member.  NULL when no
+ * table is to be printed, with *status the exit status: the call failed,
+ * the answer has no such array (@missing: the message saying so), or
+ * --json printed the answer.  *answer holds the array. */
+JsonArray  *box_cli_get_list        (BoxCli *cli, const char *path, const char *query,
+                                     const char *member, const char *missing, JsonNode **answer,
+                                     int *status);
 /* The same, running the main loop and showing @what with a spinner and the
  * elapsed time on a terminal while it waits. */
 JsonNode   *box_cli_call_progress   (BoxCli *cli, const char *method, const char *path,

@@ -469,11 +469,9 @@ box_cmd_sessions (BoxCli *cli, int argc, char **argv)
   };
   const char *const header[] = { _("SESSION"), _("COMMAND"), _("TTY"), _("PID"), _("STARTED"),
                                  _("STATUS"), _("ATTACHED"), NULL };
-  g_autoptr(GError) error = NULL;
   g_autoptr(JsonNode) answer = NULL;
   g_autoptr(BoxCliTable) table = NULL;
   g_autofree char *path = NULL;
-  JsonObject *root;
   JsonArray *array = NULL;
   int status;
 
@@ -483,21 +481,9 @@ box_cmd_sessions (BoxCli *cli, int argc, char **argv)
       !box_cli_ready (cli, &status))
     return status;
   path = box_cli_sandbox_path (argv[1], "/exec/sessions");
-  answer = box_cli_call (cli, "GET", path, NULL, NULL, &error);
-  if (answer == NULL)
-    return box_cli_fail (cli, error);
-  if (cli->json) {
-    box_cli_print_json (answer);
-    return BOX_CLI_EXIT_OK;
-  }
-  root = JSON_NODE_HOLDS_OBJECT (answer) ? json_node_get_object (answer) : NULL;
-  if (root != NULL && json_object_has_member (root, "sessions") &&
-      JSON_NODE_HOLDS_ARRAY (json_object_get_member (root, "sessions")))
-    array = json_object_get_array_member (root, "sessions");
-  if (array == NULL) {
-    g_set_error (&error, BOX_CLI_ERROR, BOX_CLI_ERROR_PROTOCOL, _("The API's answer has no sessions"));
-    return box_cli_fail (cli, error);
-  }
+  array = box_cli_get_list (cli, path, NULL, "sessions", _("The API's answer has no sessions"), &answer, &status);
+  if (array == NULL)
+    return status;
   table = box_cli_table_new (header);
   for (guint i = 0; i < json_array_get_length (array); i++) {
     JsonObject *session = json_array_get_object_element (array, i);

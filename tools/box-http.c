@@ -325,6 +325,32 @@ box_cli_call (BoxCli *cli, const char *method, const char *path, const char *que
   return root;
 }
 
+JsonArray *
+box_cli_get_list (BoxCli *cli, const char *path, const char *query, const char *member,
+                  const char *missing, JsonNode **answer, int *status)
+{
+  g_autoptr(GError) error = NULL;
+  JsonObject *root;
+
+  *answer = box_cli_call (cli, "GET", path, query, NULL, &error);
+  if (*answer == NULL) {
+    *status = box_cli_fail (cli, error);
+    return NULL;
+  }
+  if (cli->json) {
+    box_cli_print_json (*answer);
+    *status = BOX_CLI_EXIT_OK;
+    return NULL;
+  }
+  root = JSON_NODE_HOLDS_OBJECT (*answer) ? json_node_get_object (*answer) : NULL;
+  if (root != NULL && json_object_has_member (root, member) &&
+      JSON_NODE_HOLDS_ARRAY (json_object_get_member (root, member)))
+    return json_object_get_array_member (root, member);
+  g_set_error_literal (&error, BOX_CLI_ERROR, BOX_CLI_ERROR_PROTOCOL, missing);
+  *status = box_cli_fail (cli, error);
+  return NULL;
+}
+
 typedef struct {
   GMainLoop *loop;
   GBytes    *body;

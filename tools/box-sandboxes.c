@@ -199,10 +199,8 @@ box_cmd_list (BoxCli *cli, int argc, char **argv)
                                  _("CREATED"), NULL };
   g_autoptr(GString) query = g_string_new (NULL);
   g_autoptr(JsonNode) answer = NULL;
-  g_autoptr(GError) error = NULL;
   g_autoptr(BoxCliTable) table = NULL;
   JsonArray *array = NULL;
-  JsonObject *root;
   int status;
 
   if (!box_cli_parse (cli, &argc, &argv, entries, "", _("List the project's sandboxes."), 0, 0,
@@ -222,21 +220,9 @@ box_cmd_list (BoxCli *cli, int argc, char **argv)
   if (!box_cli_ready (cli, &status))
     return status;
 
-  answer = box_cli_call (cli, "GET", "/v1/sandboxes", query->str, NULL, &error);
-  if (answer == NULL)
-    return box_cli_fail (cli, error);
-  if (cli->json) {
-    box_cli_print_json (answer);
-    return BOX_CLI_EXIT_OK;
-  }
-  root = JSON_NODE_HOLDS_OBJECT (answer) ? json_node_get_object (answer) : NULL;
-  if (root != NULL && json_object_has_member (root, "sandboxes") &&
-      JSON_NODE_HOLDS_ARRAY (json_object_get_member (root, "sandboxes")))
-    array = json_object_get_array_member (root, "sandboxes");
-  if (array == NULL) {
-    g_set_error (&error, BOX_CLI_ERROR, BOX_CLI_ERROR_PROTOCOL, _("The API's answer has no sandboxes"));
-    return box_cli_fail (cli, error);
-  }
+  array = box_cli_get_list (cli, "/v1/sandboxes", query->str, "sandboxes", _("The API's answer has no sandboxes"), &answer, &status);
+  if (array == NULL)
+    return status;
   table = box_cli_table_new (header);
   for (guint i = 0; i < json_array_get_length (array); i++) {
     JsonObject *sb = json_array_get_object_element (array, i);
