@@ -218,19 +218,6 @@ ring_run (const BaRing *r, uint64_t off, size_t n, size_t *pos, int *stream)
 }
 
 size_t
-ba_ring_read (const BaRing *r, uint64_t off, void *out, size_t n, int *stream)
-{
-  size_t pos = 0, run = ring_run (r, off, n, &pos, stream);
-  for (size_t done = 0; done < run; ) {
-    size_t i = (pos + done) & (r->cap - 1);
-    size_t piece = r->cap - i < run - done ? r->cap - i : run - done;
-    memcpy ((uint8_t *) out + done, r->data + i, piece);
-    done += piece;
-  }
-  return run;
-}
-
-size_t
 ba_ring_peek (const BaRing *r, uint64_t off, size_t n, const uint8_t **data, int *stream)
 {
   size_t pos = 0, run = ring_run (r, off, n, &pos, stream);

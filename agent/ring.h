@@ -39,12 +39,9 @@ void ba_ring_commit (BaRing *r, size_t n, int stream);
 uint64_t ba_ring_start (const BaRing *r);
 /* Clamp a requested offset into [start, end]. */
 uint64_t ba_ring_clamp (const BaRing *r, uint64_t off);
-/* Copy bytes from offset off (which must be within [start, end]) into out:
- * at most n, and only one stream's run (*stream says which). Returns the
+/* The bytes from offset off (which must be within [start, end]), in place:
+ * at most n, only one stream's run (*stream says which), and only up to
+ * where the storage wraps around (read on from off + count for the rest).
+ * *data points into the ring and is good until the next write.  Returns the
  * count (0 at the end). */
-size_t ba_ring_read (const BaRing *r, uint64_t off, void *out, size_t n, int *stream);
-/* ba_ring_read() without the copy: *data points at offset off inside the
- * ring, and the count also stops where the storage wraps around (read on
- * from off + count for the rest).  The pointer is good until the next
- * write. */
 size_t ba_ring_peek (const BaRing *r, uint64_t off, size_t n, const uint8_t **data, int *stream);
