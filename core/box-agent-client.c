@@ -12,6 +12,7 @@
 #include "box-error.h"
 
 #define READ_CHUNK 65536
+#define READ_TURN (1024 * 1024)
 #define WRITE_COALESCE 65536
 /* agent-opened channels at once: each may hold a window of data */
 #define MAX_AGENT_CHANNELS 1024
@@ -388,7 +389,22 @@ read_done (GObject *source, GAsyncResult *result, gpointer data)
     } else if (n == 0) {
       box_agent_client_lost (self, "end of stream");
     } else {
+      GInputStream *in = g_io_stream_get_input_stream (self->stream);
+      gsize total = (gsize) n;
+
+      /* drain what the socket holds (up to READ_TURN) before handling it:
+       * QEMU's chardev buffer is small, and a turn per 64 KiB left the
+       * guest's port waiting on the host */
       box_agent_decoder_feed (self->decoder, op->buf, (gsize) n);
+      while (total < READ_TURN && G_IS_POLLABLE_INPUT_STREAM (in) &&
+             g_pollable_input_stream_can_poll (G_POLLABLE_INPUT_STREAM (in))) {
+        gssize more = g_pollable_input_stream_read_nonblocking (G_POLLABLE_INPUT_STREAM (in), op->buf,
+                                                                sizeof op->buf, NULL, NULL);
+        if (more <= 0)
+          break;
+        box_agent_decoder_feed (self->decoder, op->buf, (gsize) more);
+        total += (gsize) more;
+      }
       process_input (self);
       if (!self->closed)
         box_agent_client_start_read (self);
