@@ -27,7 +27,8 @@ void ba_init_stage2 (void);
 const char *ba_cmdline_get (const char *key); /* box.KEY=VALUE from /proc/cmdline */
 bool ba_set_hostname (const char *name, const char **err);
 bool ba_net_configure (const BaJson *req, const char **err);
-bool ba_grow_rootfs (int64_t *old_blocks, int64_t *new_blocks, const char **err);
+bool ba_grow_rootfs (uint64_t min_bytes, int64_t *old_blocks, int64_t *new_blocks,
+                     const char **err);
 /* Pipes between the agent and the processes and workers it runs hold
  * BA_PIPE_SIZE instead of 64 KiB: fewer wake-ups per MiB streamed, which
  * counts under TCG (pages are only taken as data is queued). */

@@ -368,8 +368,12 @@ dispatch (const BaJson *m)
     ba_jw_end (&b);
     ba_send_json (0, &b);
   } else if (strcmp (op, "grow-fs") == 0) {
-    int64_t before = 0, after = 0;
-    if (!ba_grow_rootfs (&before, &after, &err)) {
+    int64_t before = 0, after = 0, bytes = 0;
+    if (ba_json_get (m, "bytes") != NULL && (!ba_json_get_int (m, "bytes", &bytes) || bytes < 0)) {
+      ba_reply_error (id, "invalid", "bytes must be a size in bytes");
+      return;
+    }
+    if (!ba_grow_rootfs ((uint64_t) bytes, &before, &after, &err)) {
       ba_reply_error (id, "failed", err);
       return;
     }

@@ -354,14 +354,40 @@ ba_set_hostname (const char *name, const char **err)
 
 /* ---- filesystem growth -------------------------------------------------------- */
 
+/* The disk's size in 512-byte sectors as the kernel sees it now. */
+static bool
+disk_sectors (const struct stat *st, unsigned long long *sectors)
+{
+  char path[128];
+  FILE *f;
+  bool ok;
+
+  snprintf (path, sizeof path, "/sys/dev/block/%u:%u/size", major (st->st_dev),
+            minor (st->st_dev));
+  f = fopen (path, "re");
+  if (f == NULL)
+    return false;
+  ok = fscanf (f, "%llu", sectors) == 1;
+  fclose (f);
+  return ok;
+}
+
+/* min_bytes: the size the host gave the disk (0: whatever it is).  A
+ * virtio disk learns of a resize through a configuration interrupt that
+ * the kernel handles in a work queue, so right after the host grew it
+ * (and resumed the VM) the old size can still show for a moment: wait
+ * for the new one, up to GROW_WAIT_MS. */
+#define GROW_WAIT_MS 10000
+
 bool
-ba_grow_rootfs (int64_t *old_blocks, int64_t *new_blocks, const char **err)
+ba_grow_rootfs (uint64_t min_bytes, int64_t *old_blocks, int64_t *new_blocks, const char **err)
 {
   struct stat st;
   char path[128], devname[160] = "";
   unsigned long long sectors = 0;
   uint8_t sb[1024];
   uint64_t bsize, cur, want;
+  int64_t deadline = ba_now_ms () + GROW_WAIT_MS;
   FILE *f;
   int fd;
 
@@ -369,15 +395,19 @@ ba_grow_rootfs (int64_t *old_blocks, int64_t *new_blocks, const char **err)
     *err = "stat /";
     return false;
   }
-  snprintf (path, sizeof path, "/sys/dev/block/%u:%u/size", major (st.st_dev), minor (st.st_dev));
-  f = fopen (path, "re");
-  if (f == NULL || fscanf (f, "%llu", &sectors) != 1) {
-    if (f != NULL)
-      fclose (f);
-    *err = "cannot read the disk size";
-    return false;
+  for (;;) {
+    if (!disk_sectors (&st, &sectors)) {
+      *err = "cannot read the disk size";
+      return false;
+    }
+    if (sectors * 512 >= min_bytes)
+      break;
+    if (ba_now_ms () >= deadline) {
+      *err = "the disk did not reach the size the host gave it";
+      return false;
+    }
+    usleep (2000);
   }
-  fclose (f);
   snprintf (path, sizeof path, "/sys/dev/block/%u:%u/uevent", major (st.st_dev), minor (st.st_dev));
   f = fopen (path, "re");
   while (f != NULL && fgets (path, sizeof path, f) != NULL)
@@ -455,7 +485,7 @@ ba_init_stage2 (void)
     if (!net_apply ("eth0", NULL, ipbuf, gw != NULL ? gwbuf : NULL, dv, dns != NULL ? 1 : 0, &err))
       ba_log ("eth0: %s", err);
   }
-  if (!ba_grow_rootfs (&before, &after, &err))
+  if (!ba_grow_rootfs (0, &before, &after, &err))
     ba_log ("grow rootfs: %s", err);
   else if (after != before)
     ba_log ("rootfs grown from %lld to %lld blocks", (long long) before, (long long) after);

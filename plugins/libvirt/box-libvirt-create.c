@@ -104,8 +104,10 @@ create_resumed (GObject *source, GAsyncResult *result, gpointer user_data)
            (g_get_monotonic_time () - op->started) / 1e3);
   if (op->net != NULL)
     setup.steps |= BOX_LIBVIRT_GUEST_NETWORK;
-  if (op->resize)
+  if (op->resize) {
     setup.steps |= BOX_LIBVIRT_GUEST_GROW_FS;
+    setup.disk_bytes = (guint64) op->resources.disk_gib << 30;
+  }
   box_libvirt_guest_setup_async (&setup, NULL, create_guest_ready, task);
 }
 

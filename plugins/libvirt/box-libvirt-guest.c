@@ -23,6 +23,7 @@ typedef struct {
   char               *hostname;
   BoxNetAttachment   *net;
   GHashTable         *env;
+  guint64             disk_bytes;
   guint               timeout_s;
   GCancellable       *cancellable;    /* ours: the caller's or the timeout cancel it */
   gulong              caller_handler;
@@ -209,8 +210,13 @@ run_steps (GTask *task)
       json_object_set_string_member (args, "hostname", setup->hostname);
     step (task, "configure-network", args);
   }
-  if (setup->steps & BOX_LIBVIRT_GUEST_GROW_FS)
-    step (task, "grow-fs", NULL);
+  if (setup->steps & BOX_LIBVIRT_GUEST_GROW_FS) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    /* the guest waits for the disk to show this size: it learns of a
+     * resize asynchronously */
+    json_object_set_int_member (args, "bytes", (gint64) setup->disk_bytes);
+    step (task, "grow-fs", args);
+  }
   if (setup->steps & BOX_LIBVIRT_GUEST_ENV) {
     g_autoptr(JsonObject) args = json_object_new ();
     json_object_set_object_member (args, "env", env_object (setup->env));
@@ -282,6 +288,7 @@ box_libvirt_guest_setup_async (const BoxLibvirtGuestSetup *params, GCancellable 
   setup->hostname = g_strdup (params->hostname);
   setup->net = params->net != NULL ? box_net_attachment_copy (params->net) : NULL;
   setup->env = params->env != NULL ? g_hash_table_ref (params->env) : NULL;
+  setup->disk_bytes = params->disk_bytes;
   setup->timeout_s = MAX (params->timeout_s, 1);
   setup->started = g_get_monotonic_time ();
   setup->cancellable = g_cancellable_new ();

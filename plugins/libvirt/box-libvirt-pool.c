@@ -265,8 +265,10 @@ fill_restored (GObject *source, GAsyncResult *result, gpointer user_data)
   fill->slot->paused = TRUE;
   if (fill->slot->net != NULL)
     setup.steps |= BOX_LIBVIRT_GUEST_NETWORK;
-  if (fill->slot->disk_bytes > fill->self->image->rootfs_bytes)
+  if (fill->slot->disk_bytes > fill->self->image->rootfs_bytes) {
     setup.steps |= BOX_LIBVIRT_GUEST_GROW_FS;
+    setup.disk_bytes = fill->slot->disk_bytes;
+  }
   /* connect first: the agent then sees its host the moment it runs */
   fill->pending = 2;
   box_libvirt_guest_setup_async (&setup, NULL, fill_warmed, fill);

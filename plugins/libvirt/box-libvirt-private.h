@@ -287,6 +287,7 @@ typedef struct {
   const char             *hostname;
   const BoxNetAttachment *net;
   GHashTable             *env;
+  guint64                 disk_bytes;   /* grow-fs: the size the host gave the disk */
   guint                   timeout_s;
 } BoxLibvirtGuestSetup;
 
