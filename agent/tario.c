@@ -27,6 +27,7 @@
 
 typedef struct {
   BaWorkCtx *w;
+  BaTarWriter *tw;
   BaBuf out;
   int64_t entries, skipped;
 } TarOut;
@@ -39,9 +40,16 @@ out_flush (TarOut *t)
   t->out.len = 0;
 }
 
+/* What libarchive produces: small pieces (headers, padding) are gathered,
+ * file data goes straight through when nothing waits before it. */
 static void
-out_append (TarOut *t, const void *p, size_t n)
+out_write (void *ud, const void *p, size_t n)
 {
+  TarOut *t = ud;
+  if (t->out.len == 0 && n >= OUT_FLUSH / 2) {
+    ba_fs_write_all (t->w->out, p, n);
+    return;
+  }
   ba_buf_append (&t->out, p, n);
   if (t->out.oom)
     _exit (4);
@@ -52,9 +60,9 @@ out_append (TarOut *t, const void *p, size_t n)
 static void
 entry_from_stat (BaTarEntry *e, const char *name, const struct stat *st, char type)
 {
-  size_t l = strnlen (name, sizeof e->name - 1);
   memset (e, 0, sizeof *e);
-  memcpy (e->name, name, l);
+  e->name = name;
+  e->link = "";
   e->type = type;
   e->mode = st->st_mode & 07777;
   e->mtime = st->st_mtime;
@@ -62,30 +70,40 @@ entry_from_stat (BaTarEntry *e, const char *name, const struct stat *st, char ty
   e->gid = st->st_gid;
 }
 
-/* A regular file: header, exactly st_size bytes (zeros if it shrank), padding. */
+static void
+put_header (TarOut *t, const BaTarEntry *e)
+{
+  const char *err = NULL;
+  if (ba_tar_write_header (t->tw, e, &err))
+    t->entries++;
+  else
+    t->skipped++;
+}
+
+/* A regular file: its header, then exactly st_size bytes (the writer pads
+ * with zeros if it shrank, and cuts what it grew). */
 static void
 put_file (TarOut *t, int fd, const char *name, const struct stat *st)
 {
-  static BaTarEntry e;
   static uint8_t buf[1 << 16];
-  static const uint8_t zeros[BA_TAR_BLOCK];
+  BaTarEntry e;
+  const char *err = NULL;
   uint64_t left = (uint64_t) st->st_size;
   entry_from_stat (&e, name, st, '0');
   e.size = left;
-  ba_tar_encode (&t->out, &e);
-  out_flush (t);
+  if (!ba_tar_write_header (t->tw, &e, &err)) {
+    t->skipped++;
+    return;
+  }
   while (left > 0) {
     ssize_t r = read (fd, buf, left < sizeof buf ? (size_t) left : sizeof buf);
     if (r < 0 && errno == EINTR)
       continue;
-    if (r <= 0) { /* shrank or unreadable: keep the archive well formed */
-      memset (buf, 0, sizeof buf);
-      r = (ssize_t) (left < sizeof buf ? left : sizeof buf);
-    }
-    ba_fs_write_all (t->w->out, buf, (size_t) r);
+    if (r <= 0)
+      break; /* shrank or unreadable: the writer pads */
+    ba_tar_write_data (t->tw, buf, (size_t) r);
     left -= (uint64_t) r;
   }
-  out_append (t, zeros, ba_tar_padding (e.size));
   t->entries++;
 }
 
@@ -98,7 +116,7 @@ strcmp_ptr (const void *a, const void *b)
 static void
 walk (TarOut *t, int dfd, const char *rel, int depth)
 {
-  static BaTarEntry e;
+  BaTarEntry e;
   size_t n = 0;
   char **names = NULL;
   int dup_fd = dup (dfd);
@@ -142,8 +160,7 @@ walk (TarOut *t, int dfd, const char *rel, int depth)
       }
       strcat (sub, "/");
       entry_from_stat (&e, sub, &st, '5');
-      ba_tar_encode (&t->out, &e);
-      t->entries++;
+      put_header (t, &e);
       walk (t, fd, sub, depth + 1);
       close (fd);
     } else if (S_ISREG (st.st_mode)) {
@@ -163,14 +180,11 @@ walk (TarOut *t, int dfd, const char *rel, int depth)
       }
       target[tl] = 0;
       entry_from_stat (&e, sub, &st, '2');
-      snprintf (e.link, sizeof e.link, "%s", target);
-      ba_tar_encode (&t->out, &e);
-      t->entries++;
+      e.link = target;
+      put_header (t, &e);
     } else {
       t->skipped++;
     }
-    if (t->out.len >= OUT_FLUSH)
-      out_flush (t);
   }
   for (size_t i = 0; i < n; i++)
     free (names[i]);
@@ -181,7 +195,6 @@ void
 ba_fs_tar_get (BaWorkCtx *w, const BaJson *req)
 {
   char path[PATH_MAX];
-  static const uint8_t zeros[2 * BA_TAR_BLOCK];
   struct stat st;
   TarOut t = { .w = w };
   BaBuf b = { 0 };
@@ -199,6 +212,7 @@ ba_fs_tar_get (BaWorkCtx *w, const BaJson *req)
     return;
   }
   ba_work_reply_ok (w);
+  t.tw = ba_tar_writer_new (out_write, &t);
   if (S_ISDIR (st.st_mode)) {
     walk (&t, fd, "", 0);
   } else {
@@ -206,7 +220,7 @@ ba_fs_tar_get (BaWorkCtx *w, const BaJson *req)
     fcntl (fd, F_SETFL, 0);
     put_file (&t, fd, name, &st);
   }
-  out_append (&t, zeros, sizeof zeros);
+  ba_tar_writer_finish (t.tw);
   out_flush (&t);
   ba_buf_clear (&t.out);
   ba_jw_begin (&b);
@@ -398,17 +412,18 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
 }
 
 static bool
-put_data (void *ud, const uint8_t *p, size_t n, const char **err)
+put_data (void *ud, uint64_t off, const uint8_t *p, size_t n, const char **err)
 {
   TarIn *t = ud;
   while (t->fd >= 0 && n > 0) {
-    ssize_t k = write (t->fd, p, n);
+    ssize_t k = pwrite (t->fd, p, n, (off_t) off);
     if (k < 0 && errno == EINTR)
       continue;
     if (k < 0)
       return refuse (t, err, ba_errno_code (errno), "entry", t->cur.name, strerror (errno));
     p += k;
     n -= (size_t) k;
+    off += (uint64_t) k;
   }
   return true;
 }
@@ -419,6 +434,9 @@ put_end (void *ud, const char **err)
   TarIn *t = ud;
   if (t->fd >= 0) {
     struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = t->cur.mtime } };
+    /* a sparse entry may end in a hole */
+    if (ftruncate (t->fd, (off_t) t->cur.size) < 0)
+      return refuse (t, err, ba_errno_code (errno), "entry", t->cur.name, strerror (errno));
     fchmod (t->fd, t->cur.mode);
     futimens (t->fd, ts);
     close (t->fd);
@@ -443,17 +461,26 @@ apply_dir_modes (TarIn *t)
   free (t->modes);
 }
 
+static ssize_t
+read_input (void *ud, void *buf, size_t size)
+{
+  BaWorkCtx *w = ud;
+  for (;;) {
+    ssize_t n = read (w->in, buf, size);
+    if (n >= 0 || errno != EINTR)
+      return n;
+  }
+}
+
 void
 ba_fs_tar_put (BaWorkCtx *w, const BaJson *req)
 {
   static const BaTarSink sink = { put_entry, put_data, put_end };
-  static BaTarReader r;
   static TarIn t;
-  static uint8_t buf[1 << 20];
   char path[PATH_MAX];
   const char *err = NULL;
   BaBuf b = { 0 };
-  int e;
+  int e, rc;
 
   if (!ba_fs_path_arg (w, req, "path", path, sizeof path))
     return;
@@ -469,22 +496,9 @@ ba_fs_tar_put (BaWorkCtx *w, const BaJson *req)
     return;
   }
   ba_work_reply_ok (w);
-  ba_tar_reader_init (&r);
-  for (;;) {
-    ssize_t n = read (w->in, buf, sizeof buf);
-    int rc;
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    rc = ba_tar_feed (&r, buf, (size_t) n, &sink, &t, &err);
-    if (rc < 0) {
-      ba_work_error (w, t.code != NULL ? t.code : "invalid", "%s", err);
-      return;
-    }
-  }
-  if (!ba_tar_finish (&r, &err)) {
-    ba_work_error (w, "invalid", "%s", err);
+  rc = ba_tar_read (read_input, w, &sink, &t, &err);
+  if (rc <= 0) {
+    ba_work_error (w, rc == 0 && t.code != NULL ? t.code : "invalid", "%s", err);
     return;
   }
   apply_dir_modes (&t);
