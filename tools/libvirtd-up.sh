@@ -31,6 +31,18 @@ answers() {
   [ -S "$sock" ] && virsh -q -c qemu:///system version >/dev/null 2>&1
 }
 
+# /dev/kvm as udev would leave it (Debian: group kvm, which libvirt-qemu is
+# in).  Hosts without udev have it root-only; libvirt then finds at every
+# lookup that KVM, present when it probed QEMU, is not "available now",
+# throws its capability cache away and probes QEMU again, which made every
+# VM start take 15-70 s.  Whether KVM really boots a guest is the
+# hypervisor plugin's own probe, not this.
+if [ -c /dev/kvm ] && getent group kvm >/dev/null &&
+   [ "$(stat -c %G:%a /dev/kvm)" != kvm:660 ] && [ "$(stat -c %a /dev/kvm)" != 666 ]; then
+  $sudo chgrp kvm /dev/kvm && $sudo chmod 0660 /dev/kvm ||
+    say "cannot give /dev/kvm to group kvm: libvirt will re-probe QEMU at every VM start"
+fi
+
 if answers; then
   exit 0
 fi

@@ -69,6 +69,7 @@ fill_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   virConnectPtr conn;
   virDomainPtr dom;
   gboolean ok;
+  gint64 t0 = g_get_monotonic_time (), t1, t2;
 
   if (!box_libvirt_make_vm_dir (dir, error) ||
       !box_libvirt_create_overlay (disk, backing, "qcow2", self->image->rootfs_bytes, error) ||
@@ -77,9 +78,13 @@ fill_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   conn = box_libvirt_conn_get (self->conn, error);
   if (conn == NULL)
     return FALSE;
+  t1 = g_get_monotonic_time ();
   dom = box_libvirt_domain_start (conn, fill->xml, TRUE, fill->tmpl->memory_mib,
                                   self->config.tb_cache_mib, error);
+  t2 = g_get_monotonic_time ();
   ok = dom != NULL && box_libvirt_migrate_load (dom, state, TRUE, error);
+  g_debug ("libvirt: pool VM %s: disk %.1f ms, QEMU started %.1f ms, state loaded %.1f ms",
+           vm_id, (t1 - t0) / 1e3, (t2 - t1) / 1e3, (g_get_monotonic_time () - t2) / 1e3);
   if (ok && g_atomic_int_get (&fill->cancelled)) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
                          "the hypervisor is stopping");
