@@ -494,6 +494,11 @@ class Files(AgentCase):
             f.write("long")
         os.symlink("a/b/f.txt", os.path.join(root, "link"))
         os.chmod(os.path.join(root, "a", "b", "f.txt"), 0o640)
+        # modes beyond the permissions, and one without write permission
+        for name, mode in (("setuid", 0o4755), ("readonly", 0o444)):
+            with open(os.path.join(root, name), "w") as f:
+                f.write(name)
+            os.chmod(os.path.join(root, name), mode)
         os.mkfifo(os.path.join(root, "fifo"))
         # names beyond ASCII (pax headers carry them as UTF-8)
         os.makedirs(os.path.join(root, "caf\u00e9"))
@@ -556,6 +561,13 @@ class Files(AgentCase):
         done = self.tar_put(self.path("dst", "x"), data)
         self.assertEqual(done["event"], "done")
         expect = self.tree(src)
+        self.assertEqual(self.tree(self.path("dst", "x")), expect)
+        self.assertEqual(expect["setuid"][1], 0o4755)
+        # again over what is there: every file replaced, the same tree
+        with open(self.path("dst", "x", "readonly"), "w") as f:
+            f.write("changed")
+        done = self.tar_put(self.path("dst", "x"), data)
+        self.assertEqual(done["event"], "done")
         self.assertEqual(self.tree(self.path("dst", "x")), expect)
         # a single file
         data, done = self.tar_get(os.path.join(src, "top.bin"))
