@@ -208,7 +208,8 @@ static la_ssize_t
 output_write (struct archive *a, void *data, const void *p, size_t n)
 {
   BaTarWriter *w = data;
-  w->out (w->ud, p, n);
+  if (w->out != NULL)
+    w->out (w->ud, p, n);
   return (la_ssize_t) n;
 }
 
@@ -277,6 +278,16 @@ ba_tar_write_data (BaTarWriter *w, const void *p, size_t n)
     b += k;
     n -= (size_t) k;
   }
+}
+
+void
+ba_tar_writer_abandon (BaTarWriter *w)
+{
+  /* failed, closing it does not pad the entry; what it still writes (the
+   * end blocks) goes nowhere */
+  archive_write_fail (w->a);
+  w->out = NULL;
+  ba_tar_writer_finish (w);
 }
 
 void

@@ -69,5 +69,7 @@ BaTarWriter *ba_tar_writer_new (BaTarWriteFn out, void *ud);
  * nothing of it was written. */
 bool ba_tar_write_header (BaTarWriter *w, const BaTarEntry *e, const char **err);
 void ba_tar_write_data (BaTarWriter *w, const void *p, size_t n);
-/* The end blocks; frees w. */
+/* The end blocks (and the zeros an entry still owes); frees w. */
 void ba_tar_writer_finish (BaTarWriter *w);
+/* Frees w without writing anything more: the archive stays unfinished. */
+void ba_tar_writer_abandon (BaTarWriter *w);
