@@ -79,8 +79,24 @@ def wait_file(path, timeout=10):
     return False
 
 
+def sweep_dead_worlds():
+    """The namespaces and veths of earlier runs killed before their
+    teardown (their addresses could be ours)."""
+    for line in sh_host('ip netns list', check=False).splitlines():
+        ns = line.split()[0] if line.split() else ''
+        pid = ns.rsplit('-', 1)[-1]
+        if not ns.startswith(('boxe2e-inet-', 'boxe2e-lan-')) or not pid.isdigit() or \
+           os.path.exists('/proc/' + pid):
+            continue
+        sh_host('ip netns del %s' % ns, check=False)
+        sh_host('ip link del e2e%s%d 2>/dev/null' % ('i' if '-inet-' in ns else 'l', int(pid) % 100000),
+                check=False)
+        t.comment('removed what a killed run left: namespace %s' % ns)
+
+
 def make_world():
     global WORK
+    sweep_dead_worlds()
     WORK = vmtest.tempfile.mkdtemp(prefix='box-e2e-net-')
     vmtest.atexit.register(teardown_world)
     for ns, veth, inside, node, plen in ((NS_INET, VETH_INET, INET, INET_NODE, INET_LEN),

@@ -92,6 +92,36 @@ def recipe_key():
     return h.hexdigest()
 
 
+def sweep_dead_runs(tap):
+    """The nftables tables (boxe2e<pid>) and taps of earlier runs that were
+    killed before their cleanup: a stale table whose taps share our prefix
+    would drop our guests' traffic."""
+    r = subprocess.run(['nft', '-j', 'list', 'tables'], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL)
+    try:
+        items = json.loads(r.stdout or b'{}').get('nftables', [])
+    except ValueError:
+        return
+    for item in items:
+        name = item.get('table', {}).get('name', '')
+        if not name.startswith('boxe2e') or not name[6:].isdigit():
+            continue
+        if os.path.exists('/proc/%s' % name[6:]):
+            continue
+        r = subprocess.run(['nft', '-j', 'list', 'set', 'inet', name, 'taps'],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        taps = []
+        try:
+            for obj in json.loads(r.stdout or b'{}').get('nftables', []):
+                taps += [e for e in obj.get('set', {}).get('elem', []) if isinstance(e, str)]
+        except ValueError:
+            pass
+        for ifname in taps:
+            subprocess.run(['ip', 'link', 'del', ifname], stderr=subprocess.DEVNULL)
+        subprocess.run(['nft', 'delete', 'table', 'inet', name], stderr=subprocess.DEVNULL)
+        tap.comment('removed what a killed run left: table %s, taps %s' % (name, ' '.join(taps) or '-'))
+
+
 def prepare(tap):
     """libvirtd up and the base image built; skips the file when impossible."""
     if os.geteuid() != 0:
@@ -122,11 +152,14 @@ def prepare(tap):
                 bail_out('images/build-base.sh failed: %s' % tail)
             with open(stamp, 'w') as f:
                 f.write(recipe_key())
+        sweep_dead_runs(tap)
         fcntl.flock(lock, fcntl.LOCK_UN)
     os.makedirs(VM_DIR, mode=0o711, exist_ok=True)
     os.chmod(VM_DIR, 0o711)
     tap.comment('host ready (libvirtd up, images built) in %.1f s' % (time.time() - t))
-    # a timeout (meson sends SIGTERM) or ^C still removes the VMs and taps
+    # a timeout (meson sends SIGTERM) or ^C still removes the VMs and taps:
+    # SIGTERM becomes an exit, which runs the atexit handlers
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     atexit.register(lambda: [d.cleanup() for d in tap.daemons])
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _exit_on_signal)
