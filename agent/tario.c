@@ -70,14 +70,14 @@ entry_from_stat (BaTarEntry *e, const char *name, const struct stat *st, char ty
   e->gid = st->st_gid;
 }
 
-static void
+/* Counts the entry as stored, or as skipped when libarchive refused it. */
+static bool
 put_header (TarOut *t, const BaTarEntry *e)
 {
   const char *err = NULL;
-  if (ba_tar_write_header (t->tw, e, &err))
-    t->entries++;
-  else
-    t->skipped++;
+  bool ok = ba_tar_write_header (t->tw, e, &err);
+  *(ok ? &t->entries : &t->skipped) += 1;
+  return ok;
 }
 
 /* A regular file: its header, then exactly st_size bytes (the writer pads
@@ -87,14 +87,11 @@ put_file (TarOut *t, int fd, const char *name, const struct stat *st)
 {
   static uint8_t buf[1 << 16];
   BaTarEntry e;
-  const char *err = NULL;
   uint64_t left = (uint64_t) st->st_size;
   entry_from_stat (&e, name, st, '0');
   e.size = left;
-  if (!ba_tar_write_header (t->tw, &e, &err)) {
-    t->skipped++;
+  if (!put_header (t, &e))
     return;
-  }
   while (left > 0) {
     ssize_t r = read (fd, buf, left < sizeof buf ? (size_t) left : sizeof buf);
     if (r < 0 && errno == EINTR)
@@ -104,7 +101,6 @@ put_file (TarOut *t, int fd, const char *name, const struct stat *st)
     ba_tar_write_data (t->tw, buf, (size_t) r);
     left -= (uint64_t) r;
   }
-  t->entries++;
 }
 
 static int

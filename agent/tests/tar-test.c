@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "proto.h"
 #include "tar.h"
 
 #define BLOCK 512
