@@ -304,12 +304,36 @@ chan_ctrl (BaChan *c, const uint8_t *payload, uint32_t len)
 
 /* ---- host input (stream 0) ------------------------------------------------ */
 
+static void chan_pump_in (BaChan *c);
+
+void
+ba_chan_work_ready (BaChan *c, int fd)
+{
+  if (fd >= 0 && (c->in_closed || c->dead)) {
+    close (fd);
+  } else if (fd >= 0) {
+    if (c->p.fd_in >= 0)
+      close (c->p.fd_in);
+    c->p.fd_in = fd;
+    c->in_direct = true;
+  }
+  if (!c->dead)
+    chan_pump_in (c); /* what the host sent early, or its EOF */
+}
+
+/* Host input held until the work is set up */
+static bool
+chan_in_held (BaChan *c)
+{
+  return c->kind == BA_CH_PROC && c->w != NULL && !ba_work_replied (c->w);
+}
+
 static int
 chan_in_fd (BaChan *c)
 {
   switch (c->kind) {
   case BA_CH_PROC:
-    return c->p.fd_in;
+    return chan_in_held (c) ? -1 : c->p.fd_in;
   case BA_CH_ATTACH:
     return ba_session_stdin_fd (c->s);
   case BA_CH_SOCK:
@@ -334,7 +358,7 @@ ba_chan_credit (BaChan *c, uint32_t n, bool flush)
 static void
 chan_maybe_close_in (BaChan *c)
 {
-  if (!c->in_eof || c->in_closed || c->in.len > 0 || c->dead)
+  if (!c->in_eof || c->in_closed || c->in.len > 0 || c->dead || chan_in_held (c))
     return;
   switch (c->kind) {
   case BA_CH_PROC:
@@ -350,7 +374,7 @@ chan_maybe_close_in (BaChan *c)
       c->p.fd_in = -1;
     }
     if (c->w != NULL)
-      ba_work_input_done (c->w);
+      ba_work_input_done (c->w, c->in_err);
     break;
   case BA_CH_ATTACH:
     ba_session_stdin_eof (c->s);
@@ -378,7 +402,11 @@ chan_pump_in (BaChan *c)
       continue;
     if (w < 0 && errno == EAGAIN)
       break;
-    if (w <= 0) { /* EPIPE: the reader is gone; drop the rest */
+    if (w <= 0) {
+      /* EPIPE: the reader is gone; a worker's file: the worker reports the
+       * error. Either way the rest is dropped. */
+      if (c->in_direct)
+        c->in_err = w < 0 ? errno : EIO;
       ba_chan_credit (c, (uint32_t) c->in.len, false);
       c->in.len = 0;
       c->in_eof = true;
@@ -414,7 +442,7 @@ ba_chan_frame (const BaFrame *f, const uint8_t *payload)
   switch (f->type) {
   case BA_DATA:
     if (f->stream != BA_STDIN || c->in_eof || c->in_closed ||
-        (chan_in_fd (c) < 0 && !(c->kind == BA_CH_SOCK && c->connecting))) {
+        (chan_in_fd (c) < 0 && !chan_in_held (c) && !(c->kind == BA_CH_SOCK && c->connecting))) {
       ba_chan_credit (c, f->len, true); /* input closed: dropped */
       break;
     }

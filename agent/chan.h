@@ -32,6 +32,8 @@ struct BaChan {
   bool in_eof;            /* the host sent EOF */
   bool in_closed;         /* ... and it was passed on (fd closed, EOF char, shutdown) */
   uint32_t in_uncredited; /* consumed, not yet credited back */
+  bool in_direct;         /* a worker's file: the agent writes it itself */
+  int in_err;             /* ... and writing it failed with this errno */
   /* agent -> host */
   uint32_t window;        /* DATA bytes the host still accepts */
 
@@ -73,6 +75,10 @@ void ba_chan_exec (int64_t id, uint32_t chan, const BaJson *req);
 BaChan *ba_chan_new (uint32_t id, BaChanKind kind);
 BaChan *ba_chan_find (uint32_t id); /* live channels only */
 BaChan *ba_chan_first (void);
+/* A worker replied that its work is set up: the host's input, held until
+ * then, goes on. With fd >= 0, the worker's file (ba_work_reply_ok_input())
+ * becomes the channel's input in place of its stdin pipe, which is closed. */
+void ba_chan_work_ready (BaChan *c, int fd);
 /* Check a request's "chan" for a new host channel: replies `invalid` and
  * returns false when missing, out of range or in use. */
 bool ba_chan_take_id (int64_t id, const BaJson *req, uint32_t *chan);

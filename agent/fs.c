@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/sendfile.h>
+#include <sys/statfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -496,6 +498,19 @@ temp_name (char *out, size_t len, const char *base, int attempt)
   snprintf (out, len, ".%.200s.box-%08x", base, rnd);
 }
 
+/* Whether fd's file lives in memory (tmpfs), where a write waits for
+ * nothing but memory: then the agent writes the host's data into it from
+ * its own loop (a pipe hop and two copies fewer: under TCG, 1.5x the
+ * throughput). On a disk file system the worker keeps writing, so that the
+ * kernel's dirty-page throttling, or a server's or a FUSE process's
+ * slowness, pauses the worker and never the agent's other channels. */
+static bool
+file_in_memory (int fd)
+{
+  struct statfs sf;
+  return fstatfs (fd, &sf) == 0 && (unsigned long) sf.f_type == TMPFS_MAGIC;
+}
+
 static void
 op_write (BaWorkCtx *w, const BaJson *req)
 {
@@ -559,6 +574,20 @@ op_write (BaWorkCtx *w, const BaJson *req)
     ba_work_errno (w, EEXIST, "create", path);
     return;
   }
+  if (file_in_memory (fd)) {
+    int err;
+    ba_work_reply_ok_input (w, fd);
+    err = ba_work_wait_input (w);
+    if (err != 0) {
+      if (!unnamed)
+        unlinkat (dfd, tmp, 0);
+      if (err < 0) /* abandoned: the old file stays */
+        _exit (1);
+      ba_work_errno (w, err, "write", path);
+      return;
+    }
+    goto commit;
+  }
   ba_work_reply_ok (w);
   for (;;) {
     ssize_t r = read (w->in, buf, sizeof buf);
@@ -587,11 +616,12 @@ op_write (BaWorkCtx *w, const BaJson *req)
       off += k;
     }
   }
-  if (!ba_work_wait_commit (w)) { /* abandoned: the old file stays */
+  if (ba_work_wait_input (w) != 0) { /* abandoned: the old file stays */
     if (!unnamed)
       unlinkat (dfd, tmp, 0);
     _exit (1);
   }
+commit:
   if (unnamed) {
     char proc[64];
     snprintf (proc, sizeof proc, "/proc/self/fd/%d", fd);

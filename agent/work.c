@@ -29,6 +29,7 @@ struct BaWorker {
   int64_t id;         /* the request */
   uint32_t chan_id;
   BaChan *chan;
+  int in_fd;          /* the file the worker passed for the host's input, or -1 */
   bool has_out;
   bool graceful;      /* has host input: abandoned by closing it, not killed */
   bool replied, failed, exited, res_eof, dead;
@@ -124,15 +125,50 @@ ba_work_event (BaWorkCtx *w, BaBuf *b)
   send_line (w, b);
 }
 
-bool
-ba_work_wait_commit (BaWorkCtx *w)
+void
+ba_work_reply_ok_input (BaWorkCtx *w, int fd)
 {
-  char c = 0;
+  static const char line[] = "{\"ok\":true}\n";
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE (sizeof (int))];
+  } u;
+  struct iovec iov = { .iov_base = (void *) line, .iov_len = sizeof line - 1 };
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space };
+  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
   ssize_t r;
+
+  memset (&u, 0, sizeof u);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN (sizeof (int));
+  memcpy (CMSG_DATA (cm), &fd, sizeof fd);
   do
-    r = read (w->res, &c, 1);
+    r = sendmsg (w->res, &msg, MSG_NOSIGNAL);
   while (r < 0 && errno == EINTR);
-  return r == 1 && c == 'c';
+  if (r != (ssize_t) iov.iov_len)
+    _exit (3);
+  w->replied = true;
+}
+
+int
+ba_work_wait_input (BaWorkCtx *w)
+{
+  uint8_t m[5];
+  size_t got = 0;
+  while (got < sizeof m) {
+    ssize_t r = read (w->res, m + got, sizeof m - got);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return -1;
+    got += (size_t) r;
+    if (m[0] == 'c')
+      return 0;
+    if (m[0] != 'e')
+      return -1;
+  }
+  return m[1] | m[2] << 8 | m[3] << 16 | m[4] << 24;
 }
 
 static void
@@ -241,6 +277,7 @@ ba_work_start (int64_t id, uint32_t chan, const BaJson *req, int flags, BaWorkFn
   fcntl (res[0], F_SETFL, O_NONBLOCK);
   w->pid = pid;
   w->res = res[0];
+  w->in_fd = -1;
   w->id = id;
   w->chan_id = chan;
   w->has_out = (flags & BA_WORK_OUT) != 0;
@@ -328,10 +365,16 @@ ba_work_end_chan (BaWorker *w)
 }
 
 void
-ba_work_input_done (BaWorker *w)
+ba_work_input_done (BaWorker *w, int err)
 {
-  static const char commit = 'c';
-  (void) !write (w->res, &commit, 1);
+  uint8_t m[5] = { 'c' };
+  size_t n = 1;
+  if (err != 0) {
+    m[0] = 'e';
+    ba_put_u32 (m + 1, (uint32_t) err);
+    n = 5;
+  }
+  (void) !write (w->res, m, n);
 }
 
 void
@@ -380,6 +423,10 @@ handle_line (BaWorker *w, uint8_t *line, size_t n)
     } else {
       ba_send_json (0, &b);
     }
+    if (ok && w->chan != NULL) {
+      ba_chan_work_ready (w->chan, w->in_fd);
+      w->in_fd = -1;
+    }
     if (!ok) {
       w->failed = true;
       if (w->chan != NULL)
@@ -407,11 +454,31 @@ on_res (void *obj, int tag, short revents)
 {
   BaWorker *w = obj;
   uint8_t tmp[65536];
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE (4 * sizeof (int))];
+  } u;
+  struct iovec iov = { .iov_base = tmp, .iov_len = sizeof tmp };
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space };
   ssize_t r;
   size_t off = 0;
   if (w->dead || w->res_eof)
     return;
-  r = read (w->res, tmp, sizeof tmp);
+  r = recvmsg (w->res, &msg, MSG_CMSG_CLOEXEC);
+  /* a file descriptor comes only with the reply of an operation whose input
+   * the agent writes itself (ba_work_reply_ok_input()); keep the first */
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR (&msg); r >= 0 && cm != NULL; cm = CMSG_NXTHDR (&msg, cm)) {
+    if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+      continue;
+    for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN (0)) / sizeof (int); i++) {
+      int fd;
+      memcpy (&fd, CMSG_DATA (cm) + i * sizeof (int), sizeof fd);
+      if (w->in_fd < 0 && !w->replied)
+        w->in_fd = fd;
+      else
+        close (fd);
+    }
+  }
   if (r < 0 && (errno == EINTR || errno == EAGAIN))
     return;
   if (r <= 0) {
@@ -470,6 +537,8 @@ ba_work_sweep (void)
     if (w->dead) {
       *pp = w->next;
       close (w->res);
+      if (w->in_fd >= 0)
+        close (w->in_fd);
       ba_buf_clear (&w->buf);
       ba_buf_clear (&w->events);
       free (w);

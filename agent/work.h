@@ -44,9 +44,15 @@ void ba_work_error (BaWorkCtx *w, const char *code, const char *fmt, ...) __attr
 void ba_work_errno (BaWorkCtx *w, int err, const char *what, const char *path);
 /* An event for the channel: a complete JSON object. */
 void ba_work_event (BaWorkCtx *w, BaBuf *b);
-/* After the host's input reached EOF: true when the host ended it (EOF),
- * false when it was abandoned (CLOSE, the connection gone). */
-bool ba_work_wait_commit (BaWorkCtx *w);
+/* The reply {"ok":true}, handing @fd (a regular file on a local file
+ * system, open for writing) to the agent, which then writes the host's
+ * input into it itself instead of into the worker's stdin: a pipe hop and
+ * two copies fewer. The worker keeps its own descriptor. */
+void ba_work_reply_ok_input (BaWorkCtx *w, int fd);
+/* After the host's input reached EOF: 0 when the host ended it (EOF), -1
+ * when it was abandoned (CLOSE, the connection gone), or the errno of the
+ * agent's failed write into the file of ba_work_reply_ok_input(). */
+int ba_work_wait_input (BaWorkCtx *w);
 
 /* ---- in the agent ----------------------------------------------------------- */
 
@@ -60,8 +66,9 @@ bool ba_work_failed (BaWorker *w);
 /* The worker finished and its channel's output is drained: send EOF (when
  * it succeeded), its last events, and CLOSE. */
 void ba_work_end_chan (BaWorker *w);
-/* The host's input was all written and the pipe closed: commit. */
-void ba_work_input_done (BaWorker *w);
+/* The host's input was all written and the pipe closed: commit (err 0), or
+ * writing it into the worker's file failed with errno err. */
+void ba_work_input_done (BaWorker *w, int err);
 /* The host abandoned it: kill the child (no reply, no events). */
 void ba_work_abort (BaWorker *w);
 void ba_work_forget_chan (BaWorker *w);

@@ -447,6 +447,66 @@ class Files(AgentCase):
         self.wait_for(lambda: os.listdir(self.tmp).count("keep") == 1 and
                       not [n for n in os.listdir(self.tmp) if ".box-" in n], what="the temporary file to go")
 
+    def mount(self, fstype, *opts):
+        m = self.path("mnt-" + fstype)
+        os.mkdir(m)
+        if subprocess.run(["mount", "-t", fstype, *opts, "boxtest", m], stderr=subprocess.DEVNULL).returncode != 0:
+            self.skipTest("cannot mount a %s here" % fstype)
+        self.addCleanup(subprocess.run, ["umount", m])
+        return m
+
+    def test_write_on_a_full_file_system(self):
+        # the agent writes into the worker's file itself on tmpfs: a failed
+        # write reaches the host as the worker's error
+        m = self.mount("tmpfs", "-o", "size=256k")
+        p = os.path.join(m, "f")
+        with open(p, "wb") as f:
+            f.write(b"old")
+        chan, r = self.a.open("fs-write", path=p)
+        credit = [ba.WINDOW]
+        try:
+            self.a.send_data(chan, os.urandom(1 << 20), credit)
+            self.a.send(ba.EOF, 0, chan)
+        except EOFError:
+            pass  # the agent gave up before all was sent
+        res = self.a.collect(chan)
+        self.assertTrue(res["closed"])
+        self.assertEqual(res["events"][-1]["event"], "error", res["events"])
+        self.assertIn("No space left", res["events"][-1]["error"]["message"])
+        self.assertEqual(slurp(p, "rb"), b"old")
+        self.assertEqual(os.listdir(m), ["f"])
+        # and the file system takes a write that fits
+        self.assertEqual(self.write_file(p, b"new")["event"], "done")
+        self.assertEqual(slurp(p, "rb"), b"new")
+
+    def test_write_into_memory(self):
+        # on tmpfs the agent writes the data itself, elsewhere the worker
+        # does (the other tests, unless the test directory is on tmpfs)
+        m = self.mount("tmpfs")
+        p = os.path.join(m, "f")
+        data = os.urandom(3 << 20)
+        ev = self.write_file(p, data, mode="0600")
+        self.assertEqual(ev["event"], "done")
+        self.assertEqual(ev["stat"]["mode"], "0600")
+        self.assertEqual(slurp(p, "rb"), data)
+
+    def test_write_data_before_the_reply(self):
+        # DATA may follow the request at once: it is held until the file
+        # is open, then written in order
+        for d in (self.tmp, self.mount("tmpfs")):
+            p = os.path.join(d, "early")
+            chan = 77
+            rid = self.a.next_id
+            self.a.next_id += 1
+            self.a.send_json(0, {"id": rid, "op": "fs-write", "chan": chan, "path": p})
+            for i in range(8):
+                self.a.send(ba.DATA, 0, chan, bytes([65 + i]) * 1000)
+            self.a.send(ba.EOF, 0, chan)
+            res = self.a.collect(chan)
+            self.assertEqual(res["events"][-1]["event"], "done", res["events"])
+            self.assertEqual(slurp(p, "rb"), b"".join(bytes([65 + i]) * 1000 for i in range(8)))
+            self.a.pending = [f for f in self.a.pending if f[2] != 0]
+
     def test_users(self):
         pub = self.path("pub")
         os.mkdir(pub)

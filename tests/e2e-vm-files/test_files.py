@@ -98,6 +98,36 @@ def test_write_read(t):
     t.eq(fs.request('HEAD', '/fs/file', path='/tmp/rw/nope')[0], 404, 'HEAD of a missing file: 404')
 
 
+def test_write_targets(t):
+    # on tmpfs the agent writes the body into the file itself, on a disk
+    # file system its worker does: the same bytes and answers either way
+    big = b''.join(pattern_chunks(6 << 20))
+    for path in ('/tmp/rw-big', '/var/tmp/rw-big'):
+        r = fs.put(path, big, mode='0600')
+        t.eq((r[0], (r[2] or {}).get('size'), (r[2] or {}).get('mode')), (200, len(big), '0600'),
+             'PUT of 6 MiB into %s: 200 and its Stat' % path)
+        r = sh('sha256sum < %s | cut -c1-64; stat -f -c %%T %s' % (path, path))
+        t.eq(r.out.split(), [sha256(big), 'tmpfs' if path.startswith('/tmp') else 'ext2/ext3'],
+             'the guest has the same bytes in %s' % path)
+    # a full file system: the write fails, the old file stays, nothing is
+    # left (the image has no mount(8))
+    mount = ('python3 -c "import ctypes, os, sys; libc = ctypes.CDLL(None, use_errno=True); '
+             'sys.exit(os.strerror(ctypes.get_errno()) if libc.%s != 0 else 0)"')
+    guest_ok(t, d, KEY, 'files-box', 'mkdir -p /mnt/small && ' +
+             mount % "mount(b'boxsmall', b'/mnt/small', b'tmpfs', 0, b'size=1m')" +
+             ' && echo old > /mnt/small/f && stat -f -c %T /mnt/small | grep -qx tmpfs',
+             'a 1 MiB tmpfs in the guest')
+    try:
+        r = fs.put('/mnt/small/f', big)
+        t.error(r, 500, 'internal', 'PUT onto a full tmpfs: 500 internal, saying why',
+                message_contains='No space left')
+        r = sh('cat /mnt/small/f; ls -a /mnt/small | wc -l')
+        t.eq(r.out[:64], 'old\n3\n', 'the old file stays, no temporary file is left')
+        t.eq(fs.put('/mnt/small/f', b'fits')[0], 200, 'a write that fits goes through')
+    finally:
+        sh(mount % "umount(b'/mnt/small')")
+
+
 def test_refusal_before_body(t):
     # a refused upload answers from the headers: with Expect: 100-continue
     # the client never sends its body
@@ -317,6 +347,6 @@ def test_abandoned_upload(t):
     t.eq(fs.put('/tmp/abandon', b'new')[0], 200, 'the next write goes through')
 
 
-vmtest.main(t, clock, test_write_read, test_refusal_before_body, test_stat_list,
+vmtest.main(t, clock, test_write_read, test_write_targets, test_refusal_before_body, test_stat_list,
             test_mkdir_rename_delete, test_users, test_atomic_write, test_abandoned_upload,
             test_interrupted_transfer)
