@@ -22,6 +22,7 @@ struct _BoxEngine {
   BoxSecretKey     *secret_key;       /* NULL: secrets unsupported */
   GPtrArray        *network_defaults; /* BoxRule* */
   gboolean          started;
+  int               lock_fd;          /* holds <data_dir>/boxd.lock, or -1 */
 
   /* sandbox ID -> BoxSandboxRuntime*: what is known only while boxd runs */
   GHashTable       *runtime;

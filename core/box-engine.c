@@ -2,11 +2,18 @@
  *
  * The sandbox state machine lives in box-engine-sandboxes.c.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* F_OFD_SETLK */
+#endif
 #include "config.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <gio/gio.h>
+#include <glib/gstdio.h>
 #include <gnutls/gnutls.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "box-engine-private.h"
 #include "box-requests.h"
@@ -31,6 +38,8 @@ box_engine_finalize (GObject *object)
   BoxEngine *self = BOX_ENGINE (object);
 
   box_engine_stop (self);
+  if (self->lock_fd >= 0)
+    close (self->lock_fd);
   box_engine_sandboxes_finalize (self);
   g_clear_pointer (&self->plugins, g_ptr_array_unref);
   g_clear_object (&self->loader);
@@ -72,6 +81,7 @@ static void
 box_engine_init (BoxEngine *self)
 {
   self->plugins = g_ptr_array_new_with_free_func (g_object_unref);
+  self->lock_fd = -1;
   box_engine_sandboxes_init (self);
 }
 
@@ -255,6 +265,54 @@ load_network_defaults (BoxEngine *self, GError **error)
   return TRUE;
 }
 
+/* One engine per data directory: two would both adopt the same VMs and
+ * write the same records.  An open file description lock on
+ * <data_dir>/boxd.lock, held until the engine is finalized (the kernel
+ * drops it when the process dies, however it dies); the file holds the
+ * holder's pid for the message of the next one. */
+static gboolean
+lock_data_dir (BoxEngine *self, GError **error)
+{
+  g_autofree char *path = g_build_filename (self->config->data_dir, "boxd.lock", NULL);
+  struct flock lock = { .l_type = F_WRLCK, .l_whence = SEEK_SET };
+  g_autofree char *pid = NULL;
+  int fd;
+
+  if (self->lock_fd >= 0)
+    return TRUE;
+  fd = g_open (path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int saved_errno = errno;
+
+    g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot open %s: %s", path,
+                 g_strerror (saved_errno));
+    return FALSE;
+  }
+  if (fcntl (fd, F_OFD_SETLK, &lock) < 0) {
+    int saved_errno = errno;
+    char held[32] = "";
+    ssize_t n = pread (fd, held, sizeof held - 1, 0);
+
+    close (fd);
+    if (saved_errno != EAGAIN && saved_errno != EACCES) {
+      g_set_error (error, G_IO_ERROR, g_io_error_from_errno (saved_errno), "cannot lock %s: %s", path,
+                   g_strerror (saved_errno));
+      return FALSE;
+    }
+    held[n > 0 ? n : 0] = '\0';
+    g_strstrip (held);
+    g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY,
+                 "the data directory %s is in use by another boxd%s%s%s", self->config->data_dir,
+                 held[0] != '\0' ? " (pid " : "", held, held[0] != '\0' ? ")" : "");
+    return FALSE;
+  }
+  pid = g_strdup_printf ("%d\n", (int) getpid ());
+  if (ftruncate (fd, 0) < 0 || pwrite (fd, pid, strlen (pid), 0) < 0)
+    g_debug ("cannot record our pid in %s: %s", path, g_strerror (errno));
+  self->lock_fd = fd;
+  return TRUE;
+}
+
 gboolean
 box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
 {
@@ -274,7 +332,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
 
   g_return_val_if_fail (!self->started, FALSE);
 
-  if (!load_network_defaults (self, error))
+  if (!lock_data_dir (self, error) || !load_network_defaults (self, error))
     return FALSE;
 
   self->loader = box_plugin_loader_new ();

@@ -4,6 +4,7 @@
 
 import random
 import sqlite3
+import subprocess
 import threading
 import time
 
@@ -88,6 +89,33 @@ def test_restart(t):
     for k in (key, key2['secret'], key_b):
         t.eq(boxtest.grep_dir(d.data_dir, k.encode()), [], 'key %s... not stored on disk (only its hash)' % k[:8])
         t.ok(k not in d.log_text(), 'key %s... not in boxd\'s log' % k[:8])
+
+
+def test_one_boxd_per_data_dir(t):
+    d = Boxd(t).start()
+    key = d.project_with_key('alpha')
+    second = Boxd(t, data_dir=d.data_dir, admin_token=d.admin_token)
+    try:
+        second.start(wait=False)
+        try:
+            rc = second.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            rc = 'still running'
+        if rc == 'still running':
+            second.stop('(stopping the second boxd)')
+        else:
+            second.logf.close()
+            second.proc = None
+        t.eq(rc, 1, 'a second boxd on the same data dir exits with 1')
+        t.ok('is in use by another boxd (pid %d)' % d.proc.pid in second.log_text(),
+             'saying which boxd holds it', second.log_text()[-600:])
+        t.status(d.request('GET', '/v1/whoami', token=key), 200, 'the first one keeps serving')
+    finally:
+        d.stop()
+    second.start()
+    t.status(second.request('GET', '/v1/whoami', token=key), 200,
+             'once the first stopped, a boxd starts on the same data dir')
+    second.stop()
 
 
 def test_kill9_burst(t):
@@ -181,4 +209,4 @@ def test_kill9_burst(t):
 
 
 if __name__ == '__main__':
-    boxtest.main(Tap(), test_restart, test_kill9_burst)
+    boxtest.main(Tap(), test_restart, test_one_boxd_per_data_dir, test_kill9_burst)
