@@ -85,11 +85,11 @@ ba_frame_resync (const uint8_t *buf, size_t n)
 
 /* ---- buffers ---------------------------------------------------------- */
 
-void
-ba_buf_append (BaBuf *b, const void *data, size_t n)
+uint8_t *
+ba_buf_reserve (BaBuf *b, size_t n)
 {
-  if (b->oom || n == 0)
-    return;
+  if (b->oom)
+    return NULL;
   if (b->len + n > b->cap) {
     size_t cap = b->cap ? b->cap : 256;
     while (cap < b->len + n)
@@ -97,12 +97,21 @@ ba_buf_append (BaBuf *b, const void *data, size_t n)
     uint8_t *d = realloc (b->data, cap);
     if (d == NULL) {
       b->oom = true;
-      return;
+      return NULL;
     }
     b->data = d;
     b->cap = cap;
   }
-  memcpy (b->data + b->len, data, n);
+  return b->data + b->len;
+}
+
+void
+ba_buf_append (BaBuf *b, const void *data, size_t n)
+{
+  uint8_t *p;
+  if (n == 0 || (p = ba_buf_reserve (b, n)) == NULL)
+    return;
+  memcpy (p, data, n);
   b->len += n;
 }
 
