@@ -315,7 +315,6 @@ ba_chan_work_ready (BaChan *c, int fd)
     if (c->p.fd_in >= 0)
       close (c->p.fd_in);
     c->p.fd_in = fd;
-    c->in_direct = true;
   }
   if (!c->dead)
     chan_pump_in (c); /* what the host sent early, or its EOF */
@@ -403,9 +402,9 @@ chan_pump_in (BaChan *c)
     if (w < 0 && errno == EAGAIN)
       break;
     if (w <= 0) {
-      /* EPIPE: the reader is gone; a worker's file: the worker reports the
-       * error. Either way the rest is dropped. */
-      if (c->in_direct)
+      /* EPIPE: the reader is gone; a worker's file (a full file system):
+       * the worker reports the error. Either way the rest is dropped. */
+      if (c->w != NULL)
         c->in_err = w < 0 ? errno : EIO;
       ba_chan_credit (c, (uint32_t) c->in.len, false);
       c->in.len = 0;

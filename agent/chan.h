@@ -32,8 +32,7 @@ struct BaChan {
   bool in_eof;            /* the host sent EOF */
   bool in_closed;         /* ... and it was passed on (fd closed, EOF char, shutdown) */
   uint32_t in_uncredited; /* consumed, not yet credited back */
-  bool in_direct;         /* a worker's file: the agent writes it itself */
-  int in_err;             /* ... and writing it failed with this errno */
+  int in_err;             /* a worker's input: writing it failed with this errno */
   /* agent -> host */
   uint32_t window;        /* DATA bytes the host still accepts */
 

@@ -511,16 +511,40 @@ file_in_memory (int fd)
   return fstatfs (fd, &sf) == 0 && (unsigned long) sf.f_type == TMPFS_MAGIC;
 }
 
+/* The host's data from the worker's stdin into fd, to its EOF: 0, or the
+ * errno of the failed read (*failed_read) or write. */
+static int
+copy_input (BaWorkCtx *w, int fd, bool *failed_read)
+{
+  static uint8_t buf[1 << 20]; /* a syscall per MiB: they are dear under TCG */
+  for (;;) {
+    ssize_t r = read (w->in, buf, sizeof buf);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0) {
+      *failed_read = r < 0;
+      return r < 0 ? errno : 0;
+    }
+    for (ssize_t off = 0; off < r; ) {
+      ssize_t k = write (fd, buf + off, (size_t) (r - off));
+      if (k < 0 && errno == EINTR)
+        continue;
+      if (k < 0)
+        return errno;
+      off += k;
+    }
+  }
+}
+
 static void
 op_write (BaWorkCtx *w, const BaJson *req)
 {
   char path[PATH_MAX], dir[PATH_MAX], tmp[NAME_MAX + 1];
-  static uint8_t buf[1 << 20]; /* a syscall per MiB: they are dear under TCG */
   const char *base;
   uint32_t mode;
-  bool mode_given, existed = false, unnamed;
+  bool mode_given, existed = false, unnamed, failed_read = false;
   struct stat st, old;
-  int dfd, fd = -1;
+  int dfd, fd = -1, err = 0;
   BaBuf b = { 0 };
 
   if (!ba_fs_path_arg (w, req, "path", path, sizeof path) || !mode_arg (w, req, 0644, &mode, &mode_given))
@@ -575,53 +599,21 @@ op_write (BaWorkCtx *w, const BaJson *req)
     return;
   }
   if (file_in_memory (fd)) {
-    int err;
-    ba_work_reply_ok_input (w, fd);
-    err = ba_work_wait_input (w);
-    if (err != 0) {
-      if (!unnamed)
-        unlinkat (dfd, tmp, 0);
-      if (err < 0) /* abandoned: the old file stays */
-        _exit (1);
-      ba_work_errno (w, err, "write", path);
-      return;
-    }
-    goto commit;
+    ba_work_reply_ok_input (w, fd); /* the agent writes the data */
+  } else {
+    ba_work_reply_ok (w);
+    err = copy_input (w, fd, &failed_read);
   }
-  ba_work_reply_ok (w);
-  for (;;) {
-    ssize_t r = read (w->in, buf, sizeof buf);
-    if (r < 0 && errno == EINTR)
-      continue;
-    if (r < 0) {
-      int err = errno;
-      if (!unnamed)
-        unlinkat (dfd, tmp, 0);
-      ba_work_errno (w, err, "read", "input");
-      return;
-    }
-    if (r == 0)
-      break;
-    for (ssize_t off = 0; off < r; ) {
-      ssize_t k = write (fd, buf + off, (size_t) (r - off));
-      if (k < 0 && errno == EINTR)
-        continue;
-      if (k < 0) {
-        int err = errno;
-        if (!unnamed)
-          unlinkat (dfd, tmp, 0);
-        ba_work_errno (w, err, "write", path);
-        return;
-      }
-      off += k;
-    }
-  }
-  if (ba_work_wait_input (w) != 0) { /* abandoned: the old file stays */
+  if (err == 0)
+    err = ba_work_wait_input (w); /* or the errno of the agent's write */
+  if (err != 0) {
     if (!unnamed)
       unlinkat (dfd, tmp, 0);
-    _exit (1);
+    if (err < 0) /* abandoned: the old file stays */
+      _exit (1);
+    ba_work_errno (w, err, failed_read ? "read" : "write", failed_read ? "input" : path);
+    return;
   }
-commit:
   if (unnamed) {
     char proc[64];
     snprintf (proc, sizeof proc, "/proc/self/fd/%d", fd);
@@ -637,7 +629,7 @@ commit:
   }
   if (fchmod (fd, mode) < 0 || (existed && w->user == NULL && fchown (fd, old.st_uid, old.st_gid) < 0) ||
       fsync (fd) < 0 || renameat (dfd, tmp, dfd, base) < 0) {
-    int err = errno;
+    err = errno;
     unlinkat (dfd, tmp, 0);
     ba_work_errno (w, err, "write", path);
     return;

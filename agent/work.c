@@ -55,14 +55,46 @@ write_all (int fd, const void *p, size_t n)
   }
 }
 
+/* A result line; with fd >= 0 the descriptor goes along with it
+ * (SCM_RIGHTS), arriving at the agent no later than the line. */
 static void
-send_line (BaWorkCtx *w, BaBuf *b)
+send_line_fd (BaWorkCtx *w, BaBuf *b, int fd)
 {
+  union {
+    struct cmsghdr h;
+    char space[CMSG_SPACE (sizeof (int))];
+  } u;
+  struct iovec iov;
+  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space };
+  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
+  ssize_t r;
+
   ba_buf_append (b, "\n", 1);
   if (b->oom)
     _exit (4);
-  write_all (w->res, b->data, b->len);
+  if (fd >= 0) {
+    memset (&u, 0, sizeof u);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN (sizeof (int));
+    memcpy (CMSG_DATA (cm), &fd, sizeof fd);
+    iov = (struct iovec) { .iov_base = b->data, .iov_len = b->len };
+    do
+      r = sendmsg (w->res, &msg, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    if (r <= 0)
+      _exit (3);
+    write_all (w->res, b->data + r, b->len - (size_t) r);
+  } else {
+    write_all (w->res, b->data, b->len);
+  }
   ba_buf_clear (b);
+}
+
+static void
+send_line (BaWorkCtx *w, BaBuf *b)
+{
+  send_line_fd (w, b, -1);
 }
 
 void
@@ -128,27 +160,11 @@ ba_work_event (BaWorkCtx *w, BaBuf *b)
 void
 ba_work_reply_ok_input (BaWorkCtx *w, int fd)
 {
-  static const char line[] = "{\"ok\":true}\n";
-  union {
-    struct cmsghdr h;
-    char space[CMSG_SPACE (sizeof (int))];
-  } u;
-  struct iovec iov = { .iov_base = (void *) line, .iov_len = sizeof line - 1 };
-  struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.space, .msg_controllen = sizeof u.space };
-  struct cmsghdr *cm = CMSG_FIRSTHDR (&msg);
-  ssize_t r;
-
-  memset (&u, 0, sizeof u);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN (sizeof (int));
-  memcpy (CMSG_DATA (cm), &fd, sizeof fd);
-  do
-    r = sendmsg (w->res, &msg, MSG_NOSIGNAL);
-  while (r < 0 && errno == EINTR);
-  if (r != (ssize_t) iov.iov_len)
-    _exit (3);
+  BaBuf b = { 0 };
+  ba_work_reply_begin (&b);
+  ba_jw_end (&b);
   w->replied = true;
+  send_line_fd (w, &b, fd);
 }
 
 int

@@ -301,9 +301,12 @@ lock_data_dir (BoxEngine *self, GError **error)
     }
     held[n > 0 ? n : 0] = '\0';
     g_strstrip (held);
-    g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY,
-                 "the data directory %s is in use by another boxd%s%s%s", self->config->data_dir,
-                 held[0] != '\0' ? " (pid " : "", held, held[0] != '\0' ? ")" : "");
+    if (held[0] != '\0')
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY, "the data directory %s is in use by another boxd (pid %s)",
+                   self->config->data_dir, held);
+    else
+      g_set_error (error, G_IO_ERROR, G_IO_ERROR_BUSY, "the data directory %s is in use by another boxd",
+                   self->config->data_dir);
     return FALSE;
   }
   pid = g_strdup_printf ("%d\n", (int) getpid ());

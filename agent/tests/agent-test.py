@@ -40,6 +40,8 @@ class AgentCase(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="box-agent-test-")
+        # a cleanup, so that it runs after those of later mounts (LIFO)
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         os.chmod(self.tmp, 0o755)
         self.api = os.path.join(self.tmp, "run", "api.sock")
         self.hooks = os.path.join(self.tmp, "hooks")
@@ -75,7 +77,6 @@ class AgentCase(unittest.TestCase):
         if sys.exc_info()[0] is not None or os.environ.get("AGENT_TEST_LOG"):
             with open(self.log.name, errors="replace") as f:
                 sys.stderr.write(f.read())
-        shutil.rmtree(self.tmp, ignore_errors=True)
 
     # -- helpers --
     def path(self, *parts):
@@ -359,19 +360,21 @@ class Files(AgentCase):
         self.assertAgentError("not_found", "fs-delete", path=self.path("x"))
         self.assertAgentError("unknown_user", "fs-stat", path=d, user="no-such-user-here")
 
-    def test_recursive_delete_stops_at_a_mount(self):
-        m = self.path("tree", "mnt")
+    def mount(self, fstype, *opts, at=None):
+        m = at or self.path("mnt-" + fstype)
         os.makedirs(m)
-        if subprocess.run(["mount", "-t", "tmpfs", "boxtest", m], stderr=subprocess.DEVNULL).returncode != 0:
-            self.skipTest("cannot mount a tmpfs here")
-        try:
-            with open(os.path.join(m, "precious"), "w") as f:
-                f.write("keep")
-            e = self.assertAgentError("failed", "fs-delete", path=self.path("tree"), recursive=True)
-            self.assertIn("mnt", e.message)
-            self.assertEqual(slurp(os.path.join(m, "precious")), "keep")
-        finally:
-            subprocess.run(["umount", m])
+        if subprocess.run(["mount", "-t", fstype, *opts, "boxtest", m], stderr=subprocess.DEVNULL).returncode != 0:
+            self.skipTest("cannot mount a %s here" % fstype)
+        self.addCleanup(subprocess.run, ["umount", m])
+        return m
+
+    def test_recursive_delete_stops_at_a_mount(self):
+        m = self.mount("tmpfs", at=self.path("tree", "mnt"))
+        with open(os.path.join(m, "precious"), "w") as f:
+            f.write("keep")
+        e = self.assertAgentError("failed", "fs-delete", path=self.path("tree"), recursive=True)
+        self.assertIn("mnt", e.message)
+        self.assertEqual(slurp(os.path.join(m, "precious")), "keep")
 
     def test_list_with_channel(self):
         d = self.path("many")
@@ -446,14 +449,6 @@ class Files(AgentCase):
         self.assertEqual(slurp(p, "rb"), b"old")
         self.wait_for(lambda: os.listdir(self.tmp).count("keep") == 1 and
                       not [n for n in os.listdir(self.tmp) if ".box-" in n], what="the temporary file to go")
-
-    def mount(self, fstype, *opts):
-        m = self.path("mnt-" + fstype)
-        os.mkdir(m)
-        if subprocess.run(["mount", "-t", fstype, *opts, "boxtest", m], stderr=subprocess.DEVNULL).returncode != 0:
-            self.skipTest("cannot mount a %s here" % fstype)
-        self.addCleanup(subprocess.run, ["umount", m])
-        return m
 
     def test_write_on_a_full_file_system(self):
         # the agent writes into the worker's file itself on tmpfs: a failed
