@@ -83,6 +83,21 @@ class Client:
         return subprocess.Popen([BOX] + list(args), env=env, **kw)
 
 
+def wait_exit(p, timeout):
+    """Waits for a box started with popen (stdout and stderr piped); returns
+    (exit status or 'still running' after a kill, its stderr), pipes closed."""
+    try:
+        rc = p.wait(timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        rc = 'still running'
+    err = p.stderr.read().decode('utf-8', 'replace')
+    p.stdout.close()
+    p.stderr.close()
+    return rc, err
+
+
 def check(t, r, rc, desc, out=None, err_contains=None):
     """Exit status, and optionally stdout exactly and a piece of stderr."""
     good = r.rc == rc

@@ -8,10 +8,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 import time
 
-from clitest import Client, box, check
+from clitest import Client, box, check, wait_exit
 import boxtest
 from boxtest import Boxd, Tap
 
@@ -390,19 +391,79 @@ def test_events(t):
     r = c('events', '--sandbox', 'ghost', timeout=10)
     check(t, r, 1, 'events of an unknown sandbox: exit 1', err_contains='(not_found)')
 
-    # the stream ends when boxd goes: exit 3 (events are best effort)
-    p = c.popen(['events'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # --no-reconnect: the stream ends when boxd goes, exit 3 (events are best effort)
+    p = c.popen(['events', '--no-reconnect'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # and by default box follows across boxd's restart: a client stopped
+    # (SIGSTOP) over the restart finds the stream ended, tries while nothing
+    # listens, is stopped again until boxd is back and changes were made,
+    # then connects again and reports in "(state)" lines what changed
+    # unseen, then the events that come after
+    follow = c.popen(['events'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    follow_json = c.popen(['events', '--json'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    alpha_id = api_get('/v1/sandboxes/alpha')[2]['id']
+    check(t, c('wake', 'alpha'), 0, 'wake alpha (paused above)')
     time.sleep(0.8)
+    read_lines(follow, 1, 5)   # the wake: running (from paused)
+    read_lines(follow_json, 1, 5)
+    follow.send_signal(signal.SIGSTOP)
+    follow_json.send_signal(signal.SIGSTOP)
     d.stop('boxd stops on SIGTERM while box events follows')
+    rc, err = wait_exit(p, 15)
+    t.ok(rc == 3, 'box events --no-reconnect exits 3 when the API ends the stream',
+         'exit %r stderr %r' % (rc, err))
+    # a while with nothing listening (refused tries), stopped again before boxd is back
+    for f in (follow, follow_json):
+        f.send_signal(signal.SIGCONT)
+    time.sleep(1.5)
+    for f in (follow, follow_json):
+        f.send_signal(signal.SIGSTOP)
+    t.ok(follow.poll() is None and follow_json.poll() is None,
+         'box events keeps trying while the API cannot be reached')
+    d.start(same_port=True)
     try:
-        rc = p.wait(15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        rc = 'still running'
-    err = p.stderr.read().decode('utf-8', 'replace')
-    p.stdout.close()
-    p.stderr.close()
-    t.ok(rc == 3, 'box events exits 3 when the API ends the stream', 'exit %r stderr %r' % (rc, err))
+        check(t, c('pause', 'alpha'), 0, 'pause alpha while the followers are stopped')
+        check(t, c('create', '--name', 'unseen'), 0, 'create unseen while they are stopped')
+        unseen_id = api_get('/v1/sandboxes/unseen')[2]['id']
+        follow.send_signal(signal.SIGCONT)
+        follow_json.send_signal(signal.SIGCONT)
+        lines = sorted(read_lines(follow, 2, 20), key=lambda ln: ln.split()[2:3])
+        t.ok(len(lines) == 2 and lines[0].split()[1:] == ['(state)', 'alpha', '(%s)' % alpha_id, 'state=paused']
+             and boxtest.is_utc_ts(lines[0].split()[0]),
+             'after the reconnection: a (state) line for alpha, paused unseen', lines)
+        t.ok(len(lines) == 2 and lines[1].split()[1:] == ['(state)', 'unseen', '(%s)' % unseen_id, 'state=running'],
+             '... and one for the sandbox created unseen', lines)
+        check(t, c('delete', 'unseen'), 0, 'delete unseen after the reconnection')
+        after = read_lines(follow, 1, 10)
+        t.ok(len(after) == 1 and 'sandbox.deleted' in after[0] and 'unseen (%s)' % unseen_id in after[0],
+             'the events after the reconnection follow', after)
+        jl = read_lines(follow_json, 1, 10)
+        t.ok(len(jl) == 1 and json.loads(jl[0]).get('type') == 'sandbox.deleted',
+             'with --json: no state lines, the events after the reconnection', jl)
+    finally:
+        for f in (follow, follow_json):
+            f.send_signal(signal.SIGCONT)
+            f.terminate()
+            f.wait(10)
+    err = follow.stderr.read().decode('utf-8', 'replace')
+    t.ok('The API ended the event stream; connecting again' in err
+         and 'following the events again' in err,
+         'box events says on stderr that it connects again, and when it follows again', err)
+    for f in (follow, follow_json):
+        f.stdout.close()
+        f.stderr.close()
+
+    # a reconnection that gets an answer that is not worth a retry ends it
+    gone = c.popen(['events', '--sandbox', 'alpha'], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.8)
+    gone.send_signal(signal.SIGSTOP)
+    d.stop('boxd stops again')
+    d.start(same_port=True)
+    check(t, c('delete', 'alpha'), 0, 'delete alpha while its follower is stopped')
+    gone.send_signal(signal.SIGCONT)
+    rc, err = wait_exit(gone, 15)
+    t.ok(rc == 1 and '(not_found)' in err,
+         'box events --sandbox alpha ends with not_found (exit 1) when alpha is gone at the reconnection',
+         'exit %r stderr %r' % (rc, err))
 
 
 boxtest.main(t, test_help_and_usage, test_configuration, test_create, test_list_get, test_lifecycle,

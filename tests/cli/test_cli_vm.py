@@ -391,14 +391,7 @@ def test_ports(t):
         t.ok(refused, 'a forwarded port where nothing listens: the connection is closed')
     finally:
         pf.send_signal(signal.SIGINT)
-        try:
-            rc = pf.wait(20)
-        except subprocess.TimeoutExpired:
-            pf.kill()
-            rc = 'hung'
-        err = pf.stderr.read().decode('utf-8', 'replace')
-        pf.stdout.close()
-        pf.stderr.close()
+        rc, err = clitest.wait_exit(pf, 20)
     t.eq(rc, 0, 'port-forward ends with 0 on SIGINT')
     t.ok('(port_closed)' in err and 'CRITICAL' not in err and 'WARNING' not in err,
          'port-forward said why the other port failed (port_closed), and nothing else', err)

@@ -231,8 +231,10 @@ class Boxd:
         tap.daemons.append(self)
 
     # -- process --
-    def start(self, wait=True):
-        self.port = free_port()
+    def start(self, wait=True, same_port=False):
+        """same_port: listen where the last start did (a restart clients can follow)."""
+        if not same_port or self.port is None:
+            self.port = free_port()
         args = [BOXD, '--data-dir', self.data_dir, '--listen', '127.0.0.1:%d' % self.port,
                 '--hypervisor', 'dummy', '--no-dbus', '--plugin-dir', PLUGIN_DIR,
                 '--sandbox-domain', SANDBOX_DOMAIN] + self.extra_args
