@@ -477,6 +477,7 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   if (orphans > 0)
     g_message ("libvirt: ended %u VMs whose boxd is gone", orphans);
   box_libvirt_templates_sweep (self);
+  box_libvirt_templates_prune (self);
   box_libvirt_adopt (self);
   self->started = TRUE;
 

@@ -320,6 +320,7 @@ struct _BoxLibvirtTemplate {
   GQueue         slots;          /* BoxLibvirtSlot*, restored and paused */
   guint          filling;        /* pool fills under way */
   GList         *in_flight;      /* every fill under way (Fill*, box-libvirt-pool.c) */
+  int            hold_fd;        /* manifest.json under a shared flock while ready, or -1 */
 };
 
 typedef struct {
@@ -356,6 +357,10 @@ void      box_libvirt_template_refill  (BoxLibvirtPlugin *self, BoxLibvirtTempla
 /* Ends every pool domain (at stop) and removes the leftovers of a previous run. */
 void      box_libvirt_templates_drain  (BoxLibvirtPlugin *self);
 void      box_libvirt_templates_sweep  (BoxLibvirtPlugin *self);
+/* Removes the template snapshots of other inputs (an earlier image, QEMU,
+ * accelerator or recipe) that no disk under <vm_dir>/vms backs onto and no
+ * boxd holds; returns how many. */
+guint     box_libvirt_templates_prune  (BoxLibvirtPlugin *self);
 /* "ready", "building" or "absent", for the log and status */
 const char *box_libvirt_template_describe (BoxLibvirtTemplate *tmpl);
 

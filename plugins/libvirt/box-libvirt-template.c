@@ -19,13 +19,21 @@
  *
  * Pool and build domains are recorded in <state dir>/pool/<vm id> while
  * they exist, so that a restart after a crash removes them.
+ *
+ * A template snapshot of other inputs (after an image rebuild, a QEMU
+ * upgrade) is removed at start once no disk under <vm_dir>/vms backs onto
+ * it; several boxds may share a vm_dir, so each holds a shared flock on the
+ * manifest of every template it uses and the pruner needs the exclusive
+ * one.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
+#include <json-glib/json-glib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -69,6 +77,29 @@ box_libvirt_pool_record_remove (BoxLibvirtPlugin *self, const char *vm_id)
 
 /* ---- templates ---- */
 
+/* Takes the shared lock that keeps a pruning boxd off the snapshot; FALSE
+ * when there is no snapshot (or one is being removed). */
+static gboolean
+template_hold (BoxLibvirtTemplate *tmpl)
+{
+  g_autofree char *manifest = g_build_filename (tmpl->dir, "manifest.json", NULL);
+  int fd;
+
+  if (tmpl->hold_fd >= 0) {
+    close (tmpl->hold_fd);
+    tmpl->hold_fd = -1;
+  }
+  fd = open (manifest, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return FALSE;
+  if (flock (fd, LOCK_SH | LOCK_NB) != 0) {
+    close (fd);
+    return FALSE;
+  }
+  tmpl->hold_fd = fd;
+  return TRUE;
+}
+
 void
 box_libvirt_slot_free (BoxLibvirtSlot *slot)
 {
@@ -90,6 +121,8 @@ box_libvirt_template_free (BoxLibvirtTemplate *tmpl)
   g_assert (tmpl->in_flight == NULL);
   g_ptr_array_unref (tmpl->waiters);
   g_queue_clear_full (&tmpl->slots, (GDestroyNotify) box_libvirt_slot_free);
+  if (tmpl->hold_fd >= 0)
+    close (tmpl->hold_fd);
   g_free (tmpl->key);
   g_free (tmpl->dir);
   g_free (tmpl);
@@ -111,7 +144,6 @@ box_libvirt_template_get (BoxLibvirtPlugin *self, guint cpus, guint memory_mib)
                                             self->image->key, self->accel, self->qemu_version,
                                             cpus, memory_mib, nic);
   g_autofree char *key = g_compute_checksum_for_string (G_CHECKSUM_SHA256, input, -1);
-  g_autofree char *manifest = NULL;
   BoxLibvirtTemplate *tmpl;
 
   key[16] = '\0';
@@ -125,9 +157,9 @@ box_libvirt_template_get (BoxLibvirtPlugin *self, guint cpus, guint memory_mib)
   tmpl->nic = nic;
   tmpl->dir = g_build_filename (self->config.vm_dir, "templates", key, NULL);
   tmpl->waiters = g_ptr_array_new ();
+  tmpl->hold_fd = -1;
   g_queue_init (&tmpl->slots);
-  manifest = g_build_filename (tmpl->dir, "manifest.json", NULL);
-  tmpl->ready = g_file_test (manifest, G_FILE_TEST_IS_REGULAR);
+  tmpl->ready = template_hold (tmpl);
   g_hash_table_insert (self->templates, tmpl->key, tmpl);
   return tmpl;
 }
@@ -331,6 +363,8 @@ build_finish (Build *build)
   box_libvirt_pool_record_remove (self, build->build_id);
   if (build->failure == NULL) {
     tmpl->ready = TRUE;
+    if (!template_hold (tmpl))
+      g_warning ("libvirt: cannot hold the template snapshot %s: %s", tmpl->key, g_strerror (errno));
     g_message ("libvirt: template snapshot %s (%u CPUs, %u MiB) made in %.1f s", tmpl->key,
                tmpl->cpus, tmpl->memory_mib, (g_get_monotonic_time () - build->started) / 1e6);
   } else {
@@ -473,3 +507,128 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
   box_libvirt_run_in_thread (self, build_boot_work, build, NULL, NULL, build_booted, build);
 }
 
+
+/* ---- pruning the snapshots of earlier inputs ---- */
+
+/* The backing file a qcow2 image names, or NULL. */
+static char *
+qcow2_backing (const char *path)
+{
+  guint8 header[20];
+  guint64 offset = 0;
+  guint32 size = 0;
+  char *name = NULL;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+  if (fd < 0)
+    return NULL;
+  if (pread (fd, header, sizeof header, 0) == (ssize_t) sizeof header &&
+      memcmp (header, "QFI\xfb", 4) == 0) {
+    for (guint i = 0; i < 8; i++)
+      offset = offset << 8 | header[8 + i];
+    for (guint i = 0; i < 4; i++)
+      size = size << 8 | header[16 + i];
+  }
+  if (offset > 0 && size > 0 && size <= 4096) {
+    name = g_malloc0 (size + 1);
+    if (pread (fd, name, size, (off_t) offset) != (ssize_t) size)
+      g_clear_pointer (&name, g_free);
+  }
+  close (fd);
+  return name;
+}
+
+/* The keys of the templates that disks under <vm_dir>/vms back onto (a
+ * fork's disk is an overlay on its template's, whatever the VM's state). */
+static GHashTable *
+templates_in_use (BoxLibvirtPlugin *self, const char *templates_dir)
+{
+  GHashTable *keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autofree char *vms_dir = g_build_filename (self->config.vm_dir, "vms", NULL);
+  g_autoptr(GDir) vms = g_dir_open (vms_dir, 0, NULL);
+  const char *vm;
+
+  while (vms != NULL && (vm = g_dir_read_name (vms)) != NULL) {
+    g_autofree char *vm_path = g_build_filename (vms_dir, vm, NULL);
+    g_autoptr(GDir) files = g_dir_open (vm_path, 0, NULL);
+    const char *file;
+
+    while (files != NULL && (file = g_dir_read_name (files)) != NULL) {
+      g_autofree char *path = NULL;
+      g_autofree char *backing = NULL;
+      g_autofree char *dir = NULL;
+      g_autofree char *parent = NULL;
+
+      if (!g_str_has_suffix (file, ".qcow2"))
+        continue;
+      path = g_build_filename (vm_path, file, NULL);
+      backing = qcow2_backing (path);
+      if (backing == NULL)
+        continue;
+      dir = g_path_get_dirname (backing);
+      parent = g_path_get_dirname (dir);
+      if (g_str_equal (parent, templates_dir))
+        g_hash_table_add (keys, g_path_get_basename (dir));
+    }
+  }
+  return keys;
+}
+
+/* Whether the manifest in @dir describes a snapshot of this boxd's image,
+ * accelerator, QEMU and recipe (any CPUs and memory). */
+static gboolean
+template_current (BoxLibvirtPlugin *self, const char *dir, char **image_out)
+{
+  g_autofree char *manifest = g_build_filename (dir, "manifest.json", NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonObject *object;
+
+  if (!json_parser_load_from_file (parser, manifest, NULL) ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return TRUE;   /* not ours to judge */
+  object = json_node_get_object (json_parser_get_root (parser));
+  *image_out = g_strdup (json_object_get_string_member_with_default (object, "image", "?"));
+  return g_strcmp0 (*image_out, self->image->key) == 0 &&
+         g_strcmp0 (json_object_get_string_member_with_default (object, "accel", ""), self->accel) == 0 &&
+         g_strcmp0 (json_object_get_string_member_with_default (object, "qemu", ""),
+                    self->qemu_version) == 0 &&
+         g_strcmp0 (json_object_get_string_member_with_default (object, "recipe", ""),
+                    BOX_LIBVIRT_RECIPE) == 0;
+}
+
+guint
+box_libvirt_templates_prune (BoxLibvirtPlugin *self)
+{
+  g_autofree char *templates_dir = g_build_filename (self->config.vm_dir, "templates", NULL);
+  g_autoptr(GHashTable) in_use = templates_in_use (self, templates_dir);
+  g_autoptr(GDir) dir = g_dir_open (templates_dir, 0, NULL);
+  const char *key;
+  guint removed = 0;
+
+  while (dir != NULL && (key = g_dir_read_name (dir)) != NULL) {
+    g_autofree char *path = g_build_filename (templates_dir, key, NULL);
+    g_autofree char *manifest = g_build_filename (path, "manifest.json", NULL);
+    g_autofree char *image = NULL;
+    g_autoptr(GError) error = NULL;
+    int fd;
+
+    /* "<key>.tmp-<vm id>": a build under way, or the pool sweep's */
+    if (strchr (key, '.') != NULL || g_hash_table_contains (in_use, key) ||
+        template_current (self, path, &image))
+      continue;
+    fd = open (manifest, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      continue;
+    if (flock (fd, LOCK_EX | LOCK_NB) != 0) {
+      g_debug ("libvirt: template snapshot %s is held by another boxd", key);
+    } else if (box_libvirt_remove_tree (path, &error)) {
+      g_message ("libvirt: removed the template snapshot %s of image %s: no VM's disk backs onto it",
+                 key, image);
+      removed++;
+    } else {
+      g_warning ("libvirt: %s", error->message);
+    }
+    close (fd);
+  }
+  return removed;
+}
