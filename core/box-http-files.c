@@ -11,29 +11,6 @@
 
 /* ---- query ------------------------------------------------------------- */
 
-gboolean
-box_http_files_check_query (BoxHttpRequest *req, const char *const *allowed, GError **error)
-{
-  for (guint i = 0; i < req->query->len; i++) {
-    BoxHttpParam *param = g_ptr_array_index (req->query, i);
-
-    if (!g_strv_contains (allowed, param->name)) {
-      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "unknown query parameter %s", param->name);
-      return FALSE;
-    }
-    for (guint j = 0; j < i; j++) {
-      BoxHttpParam *earlier = g_ptr_array_index (req->query, j);
-
-      if (g_str_equal (earlier->name, param->name)) {
-        g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "query parameter %s given twice",
-                     param->name);
-        return FALSE;
-      }
-    }
-  }
-  return TRUE;
-}
-
 static gboolean
 check_path (const char *name, const char *path, GError **error)
 {
@@ -58,26 +35,6 @@ box_http_files_query_path (BoxHttpRequest *req, const char *name, const char **o
   if (!check_path (name, path, error))
     return FALSE;
   *out = path;
-  return TRUE;
-}
-
-gboolean
-box_http_files_query_bool (BoxHttpRequest *req, const char *name, gboolean def, gboolean *out,
-                           GError **error)
-{
-  const char *value = box_http_request_query (req, name);
-
-  if (value == NULL)
-    *out = def;
-  else if (g_str_equal (value, "true"))
-    *out = TRUE;
-  else if (g_str_equal (value, "false"))
-    *out = FALSE;
-  else {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s must be true or false, not %s", name,
-                 value);
-    return FALSE;
-  }
   return TRUE;
 }
 
@@ -237,7 +194,7 @@ path_query (BoxHttpRequest *req, const char *const *allowed, const char **path)
 {
   g_autoptr(GError) error = NULL;
 
-  if (!box_http_files_check_query (req, allowed, &error) || !check_user (req, &error) ||
+  if (!box_http_request_check_query (req, allowed, NULL, &error) || !check_user (req, &error) ||
       !box_http_files_query_path (req, "path", path, &error)) {
     box_http_reply_error (req->msg, error);
     return FALSE;
@@ -267,7 +224,7 @@ box_http_fs_file_delete (BoxHttpRequest *req)
 
   if (!path_query (req, allowed, &path))
     return;
-  if (!box_http_files_query_bool (req, "recursive", FALSE, &recursive, &error)) {
+  if (!box_http_request_query_bool (req, "recursive", FALSE, &recursive, &error)) {
     box_http_reply_error (req->msg, error);
     return;
   }
@@ -314,7 +271,7 @@ box_http_fs_mkdir (BoxHttpRequest *req)
   g_autofree char *mode = NULL;
   gboolean parents = FALSE;
 
-  if (!box_http_files_check_query (req, query, &error) || !check_user (req, &error) ||
+  if (!box_http_request_check_query (req, query, NULL, &error) || !check_user (req, &error) ||
       (body = body_object (req, fields, &error)) == NULL ||
       !body_path (body, "path", &path, &error) ||
       !box_json_get_bool (body, "parents", "parents", NULL, &parents, &error) ||
@@ -341,7 +298,7 @@ box_http_fs_rename (BoxHttpRequest *req)
   g_autofree char *from = NULL;
   g_autofree char *to = NULL;
 
-  if (!box_http_files_check_query (req, query, &error) || !check_user (req, &error) ||
+  if (!box_http_request_check_query (req, query, NULL, &error) || !check_user (req, &error) ||
       (body = body_object (req, fields, &error)) == NULL ||
       !body_path (body, "from", &from, &error) ||
       !body_path (body, "to", &to, &error)) {
@@ -401,9 +358,9 @@ box_http_fs_file_put_start (BoxHttpRequest *req)
   const char *path = NULL;
   gboolean mkdir = FALSE;
 
-  if (!box_http_files_check_query (req, allowed, &error) || !check_user (req, &error) ||
+  if (!box_http_request_check_query (req, allowed, NULL, &error) || !check_user (req, &error) ||
       !box_http_files_query_path (req, "path", &path, &error) ||
-      !box_http_files_query_bool (req, "mkdir", FALSE, &mkdir, &error) ||
+      !box_http_request_query_bool (req, "mkdir", FALSE, &mkdir, &error) ||
       (mode_str != NULL && !parse_mode ("mode", mode_str, &mode, &error))) {
     box_http_reply_error (req->msg, error);
     return;
@@ -429,7 +386,7 @@ box_http_fs_tar_put_start (BoxHttpRequest *req)
   g_autoptr(JsonObject) args = NULL;
   const char *path = NULL;
 
-  if (!box_http_files_check_query (req, allowed, &error) || !check_user (req, &error) ||
+  if (!box_http_request_check_query (req, allowed, NULL, &error) || !check_user (req, &error) ||
       !box_http_files_query_path (req, "path", &path, &error)) {
     box_http_reply_error (req->msg, error);
     return;

@@ -12,15 +12,9 @@
 
 G_BEGIN_DECLS
 
-/* The query has only @allowed names (NULL-terminated), none twice. */
-gboolean    box_http_files_check_query (BoxHttpRequest *req, const char *const *allowed,
-                                        GError **error);
 /* A required absolute path from the query. */
 gboolean    box_http_files_query_path  (BoxHttpRequest *req, const char *name, const char **out,
                                         GError **error);
-/* true/false (absent: @def) */
-gboolean    box_http_files_query_bool  (BoxHttpRequest *req, const char *name, gboolean def,
-                                        gboolean *out, GError **error);
 /* {path, user?} from the query, for an agent request */
 JsonObject *box_http_files_args_new    (BoxHttpRequest *req, const char *path);
 /* The agent's Stat, checked and with only the API's members. */

@@ -335,27 +335,6 @@ box_http_ws_bridge (BoxHttpWs *ws, BoxAgentChannel *channel, BoxEngine *engine,
 
 /* ---- the query --------------------------------------------------------- */
 
-static gboolean
-query_bool (BoxHttpRequest *req, const char *name, gboolean *out, GError **error)
-{
-  const char *value = box_http_request_query (req, name);
-
-  if (value == NULL || value[0] == '\0') {
-    *out = FALSE;
-    return TRUE;
-  }
-  if (g_strcmp0 (value, "true") == 0 || g_strcmp0 (value, "1") == 0) {
-    *out = TRUE;
-    return TRUE;
-  }
-  if (g_strcmp0 (value, "false") == 0 || g_strcmp0 (value, "0") == 0) {
-    *out = FALSE;
-    return TRUE;
-  }
-  g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "invalid %s: must be true or false", name);
-  return FALSE;
-}
-
 /* An integer in @min..@max, or -1 when absent. */
 static gboolean
 query_int (BoxHttpRequest *req, const char *name, gint64 min, gint64 max, gint64 *out,
@@ -384,8 +363,15 @@ exec_request_from_query (BoxHttpRequest *req, GError **error)
   g_autoptr(GPtrArray) env = box_http_request_query_all (req, "env");
   const char *cwd = box_http_request_query (req, "cwd");
   const char *user = box_http_request_query (req, "user");
+  static const char *const allowed[] = { "cmd", "tty", "cols", "rows", "cwd", "env", "user",
+                                         "detachable", NULL };
+  static const char *const repeatable[] = { "cmd", "env", NULL };
   gint64 cols, rows;
 
+  /* a misspelt detachable= must not quietly give a session that ends
+   * with its socket */
+  if (!box_http_request_check_query (req, allowed, repeatable, error))
+    return NULL;
   if (cmd->len == 0 || ((const char *) g_ptr_array_index (cmd, 0))[0] == '\0') {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
                          "invalid cmd: at least one cmd= parameter (the argv, in order) is required");
@@ -394,8 +380,8 @@ exec_request_from_query (BoxHttpRequest *req, GError **error)
   request->argv = g_new0 (char *, cmd->len + 1);
   for (guint i = 0; i < cmd->len; i++)
     request->argv[i] = g_strdup (g_ptr_array_index (cmd, i));
-  if (!query_bool (req, "tty", &request->tty, error) ||
-      !query_bool (req, "detachable", &request->detachable, error) ||
+  if (!box_http_request_query_bool (req, "tty", FALSE, &request->tty, error) ||
+      !box_http_request_query_bool (req, "detachable", FALSE, &request->detachable, error) ||
       !query_int (req, "cols", 1, 65535, &cols, error) ||
       !query_int (req, "rows", 1, 65535, &rows, error))
     return NULL;
@@ -601,7 +587,10 @@ box_http_session_attach (BoxHttpRequest *req)
   Stream *stream;
   gint64 offset;
 
+  static const char *const allowed[] = { "offset", NULL };
+
   if (!box_http_ws_check_upgrade (req, &error) ||
+      !box_http_request_check_query (req, allowed, NULL, &error) ||
       !query_int (req, "offset", 0, G_MAXINT64, &offset, &error)) {
     box_http_reply_error (req->msg, error);
     return;

@@ -122,6 +122,52 @@ box_http_request_query (BoxHttpRequest *req, const char *name)
   return NULL;
 }
 
+gboolean
+box_http_request_check_query (BoxHttpRequest *req, const char *const *allowed,
+                              const char *const *repeatable, GError **error)
+{
+  for (guint i = 0; i < req->query->len; i++) {
+    BoxHttpParam *param = g_ptr_array_index (req->query, i);
+
+    if (!g_strv_contains (allowed, param->name)) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "unknown query parameter %s", param->name);
+      return FALSE;
+    }
+    if (repeatable != NULL && g_strv_contains (repeatable, param->name))
+      continue;
+    for (guint j = 0; j < i; j++) {
+      BoxHttpParam *earlier = g_ptr_array_index (req->query, j);
+
+      if (g_str_equal (earlier->name, param->name)) {
+        g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "query parameter %s given twice",
+                     param->name);
+        return FALSE;
+      }
+    }
+  }
+  return TRUE;
+}
+
+gboolean
+box_http_request_query_bool (BoxHttpRequest *req, const char *name, gboolean def, gboolean *out,
+                             GError **error)
+{
+  const char *value = box_http_request_query (req, name);
+
+  if (value == NULL)
+    *out = def;
+  else if (g_str_equal (value, "true"))
+    *out = TRUE;
+  else if (g_str_equal (value, "false"))
+    *out = FALSE;
+  else {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s must be true or false, not %s", name,
+                 value);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 GPtrArray *
 box_http_request_query_all (BoxHttpRequest *req, const char *name)
 {

@@ -96,6 +96,13 @@ const char     *box_http_request_param      (BoxHttpRequest *req, guint index);
 const char     *box_http_request_query      (BoxHttpRequest *req, const char *name);
 /* Every value of @name in order (borrowed strings); never NULL */
 GPtrArray      *box_http_request_query_all  (BoxHttpRequest *req, const char *name);
+/* Every parameter is in @allowed and, unless in @repeatable (may be NULL),
+ * given once; else invalid, naming it. */
+gboolean        box_http_request_check_query (BoxHttpRequest *req, const char *const *allowed,
+                                              const char *const *repeatable, GError **error);
+/* "true" or "false" exactly; @def when absent. */
+gboolean        box_http_request_query_bool  (BoxHttpRequest *req, const char *name, gboolean def,
+                                              gboolean *out, GError **error);
 /* The project of a key principal, or NULL */
 const char     *box_http_request_project    (BoxHttpRequest *req);
 /* The JSON body: size and Content-Type checked, then box_json_parse_body(). */

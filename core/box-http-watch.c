@@ -212,9 +212,9 @@ box_http_fs_watch (BoxHttpRequest *req)
   Watch *w;
 
   if (!box_http_ws_check_upgrade (req, &error) ||
-      !box_http_files_check_query (req, allowed, &error) ||
+      !box_http_request_check_query (req, allowed, NULL, &error) ||
       !box_http_files_query_path (req, "path", &path, &error) ||
-      !box_http_files_query_bool (req, "recursive", FALSE, &recursive, &error)) {
+      !box_http_request_query_bool (req, "recursive", FALSE, &recursive, &error)) {
     box_http_reply_error (req->msg, error);
     return;
   }

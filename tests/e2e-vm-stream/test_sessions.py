@@ -103,13 +103,18 @@ def test_refusals(t):
             'upgrade for another project\'s sandbox')
     t.error(refused(d, KEY, '/v1/sandboxes/stream-box/exec'), 400, 'invalid', 'upgrade without cmd')
     for bad in ({'tty': 'maybe'}, {'cols': '0'}, {'rows': 'x'}, {'cwd': 'relative'},
-                {'env': 'NOEQUALS'}, {'env': '1BAD=x'}, {'detachable': 'yes please'}):
+                {'env': 'NOEQUALS'}, {'env': '1BAD=x'}, {'detachable': 'yes please'},
+                {'tty': '1'}, {'tty': ''}, {'detachble': 'true'}, {'ttty': 'true'},
+                {'cwd': '/', 'user': 'root', 'detachable': 'true', 'Detachable': 'true'}):
         t.error(refused(d, KEY, '/v1/sandboxes/stream-box/exec', cmd='true', **bad), 400, 'invalid',
                 'upgrade with %r' % bad)
     t.error(refused(d, KEY, '/v1/sandboxes/stream-box/exec/sessions/s-aaaaaaaaaa'), 404, 'not_found',
             'attach to a session the sandbox does not have')
     t.error(refused(d, KEY, '/v1/sandboxes/stream-box/exec/sessions/%s' % FIRST.get('session'),
                     offset='-1'), 400, 'invalid', 'attach with offset=-1')
+    t.error(refused(d, KEY, '/v1/sandboxes/stream-box/exec/sessions/%s' % FIRST.get('session'),
+                    ofset='3'), 400, 'invalid', 'attach with an unknown parameter',
+            message_contains='unknown query parameter ofset')
 
 
 def test_tty(t):
