@@ -20,6 +20,7 @@
 
 #include "agent.h"
 #include "chan.h"
+#include "tar.h"
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -41,7 +42,6 @@ bool
 ba_fs_path_arg (BaWorkCtx *w, const BaJson *req, const char *key, char *out, size_t outlen)
 {
   const BaJson *v = ba_json_get (req, key);
-  size_t o = 0;
   if (v == NULL || v->type != BA_JSTR || v->slen == 0 || strlen (v->s) != v->slen) {
     ba_work_error (w, "invalid", "%s must be an absolute path", key);
     return false;
@@ -50,18 +50,11 @@ ba_fs_path_arg (BaWorkCtx *w, const BaJson *req, const char *key, char *out, siz
     ba_work_error (w, "invalid", "%s must be an absolute path: %s", key, v->s);
     return false;
   }
-  if (v->slen >= outlen || v->slen >= PATH_MAX) {
+  if (v->slen + 2 > outlen || v->slen >= PATH_MAX) {
     ba_work_error (w, "invalid", "%s is too long", key);
     return false;
   }
-  for (size_t i = 0; i < v->slen; i++) {
-    if (v->s[i] == '/' && o > 0 && out[o - 1] == '/')
-      continue;
-    out[o++] = v->s[i];
-  }
-  if (o > 1 && out[o - 1] == '/')
-    o--;
-  out[o] = 0;
+  ba_path_normalise (v->s, out);
   return true;
 }
 
@@ -335,7 +328,14 @@ op_rename (BaWorkCtx *w, const BaJson *req)
   if (!ba_fs_path_arg (w, req, "from", from, sizeof from) || !ba_fs_path_arg (w, req, "to", to, sizeof to))
     return;
   if (rename (from, to) < 0) {
-    ba_work_errno (w, errno, "rename", from);
+    int err = errno;
+    struct stat st;
+    /* both exist, of kinds rename(2) will not swap (a directory onto a
+     * file or a non-empty directory): the state forbids it */
+    if ((err == ENOTDIR || err == EISDIR || err == EEXIST) && lstat (from, &st) == 0 && lstat (to, &st) == 0)
+      ba_work_error (w, "conflict", "rename %s: %s is in the way (%s)", from, to, strerror (err));
+    else
+      ba_work_errno (w, err, "rename", from);
     return;
   }
   reply_stat (w, to);

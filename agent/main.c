@@ -211,6 +211,10 @@ ba_errno_code (int err)
   case EEXIST:
     return "already_exists";
   case ENOTEMPTY:
+  case EBUSY:     /* a mount point, a file system in use */
+  case ETXTBSY:   /* a running executable */
+  case ENOSPC:    /* the file system is full: the sandbox's state, not a bug */
+  case EDQUOT:
     return "conflict";
   case EISDIR:
   case EINVAL:

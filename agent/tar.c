@@ -298,3 +298,34 @@ ba_tar_writer_finish (BaTarWriter *w)
   archive_entry_free (w->ae);
   free (w);
 }
+
+bool
+ba_path_normalise (const char *path, char *out)
+{
+  size_t o = 0;
+  if (path[0] != '/')
+    return false;
+  /* as a path API is expected to: "/tmp/.." is "/" for every check that
+   * follows (delete refuses "/"), and a base name is never "." or ".." */
+  for (const char *c = path, *end; *c != 0; c = end) {
+    size_t n;
+    while (*c == '/')
+      c++;
+    end = strchrnul (c, '/');
+    n = (size_t) (end - c);
+    if (n == 0 || (n == 1 && c[0] == '.'))
+      continue;
+    if (n == 2 && c[0] == '.' && c[1] == '.') {
+      while (o > 0 && out[--o] != '/')
+        ;
+      continue;
+    }
+    out[o++] = '/';
+    memcpy (out + o, c, n);
+    o += n;
+  }
+  if (o == 0)
+    out[o++] = '/';
+  out[o] = 0;
+  return true;
+}

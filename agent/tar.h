@@ -34,6 +34,13 @@ typedef struct {
  * an absolute name, any ".." component, and names that do not fit. */
 bool ba_tar_name_check (const char *name, char *out, size_t outlen, const char **err);
 
+/* An absolute path of a file route, normalised by name into out (at least
+ * strlen (path) + 2 bytes): no empty, "." or ".." components (".." of /
+ * is /), no trailing slash; "/" stays "/".  False when path is not
+ * absolute.  Not here for tar but next to its name check: both are what a
+ * client's names go through first (fuzzed together). */
+bool ba_path_normalise (const char *path, char *out);
+
 /* ---- reading ------------------------------------------------------------- */
 
 typedef struct {

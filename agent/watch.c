@@ -50,9 +50,14 @@ add_watch (Watch *x, const char *path, bool follow)
   return wd;
 }
 
-/* Watch every directory below path (path itself is watched already). */
+static void emit (Watch *x, const char *type, const char *path);
+
+/* Watch every directory below path (path itself is watched already).
+ * With announce (path was just created or moved in), what is already in
+ * it gets a create too: it came before its directory's watch (mkdir -p,
+ * tar x, a tree moved in), and may come twice when it raced the watch. */
 static void
-add_tree (Watch *x, const char *path, int depth)
+add_tree (Watch *x, const char *path, int depth, bool announce)
 {
   DIR *d;
   struct dirent *e;
@@ -65,8 +70,12 @@ add_tree (Watch *x, const char *path, int depth)
       continue;
     if ((size_t) snprintf (sub, sizeof sub, "%s/%s", strcmp (path, "/") == 0 ? "" : path, e->d_name) >= sizeof sub)
       continue;
-    if (lstat (sub, &st) == 0 && S_ISDIR (st.st_mode) && add_watch (x, sub, false) >= 0)
-      add_tree (x, sub, depth + 1);
+    if (lstat (sub, &st) != 0)
+      continue;
+    if (announce)
+      emit (x, "create", sub);
+    if (S_ISDIR (st.st_mode) && add_watch (x, sub, false) >= 0)
+      add_tree (x, sub, depth + 1, announce);
   }
   closedir (d);
 }
@@ -116,7 +125,7 @@ ba_fs_watch (BaWorkCtx *w, const BaJson *req)
     return;
   }
   if (x.recursive && S_ISDIR (st.st_mode))
-    add_tree (&x, path, 0);
+    add_tree (&x, path, 0, false);
   ba_work_reply_ok (w);
 
   for (;;) {
@@ -149,7 +158,7 @@ ba_fs_watch (BaWorkCtx *w, const BaJson *req)
       if (ev->mask & (IN_CREATE | IN_MOVED_TO)) {
         emit (&x, "create", full);
         if (x.recursive && (ev->mask & IN_ISDIR) && add_watch (&x, full, false) >= 0)
-          add_tree (&x, full, 0);
+          add_tree (&x, full, 0, true);
       }
       if (ev->mask & IN_MODIFY)
         emit (&x, "write", full);

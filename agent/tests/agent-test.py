@@ -360,6 +360,33 @@ class Files(AgentCase):
         self.assertAgentError("not_found", "fs-delete", path=self.path("x"))
         self.assertAgentError("unknown_user", "fs-stat", path=d, user="no-such-user-here")
 
+    def test_paths_are_normalised(self):
+        # "." and ".." are resolved by name before anything is done, so a
+        # base name is never "..": deleting "<dir>/a/.." deletes <dir>, not
+        # what lies around it
+        tree = self.path("norm", "tree")
+        os.makedirs(os.path.join(tree, "a"))
+        os.makedirs(self.path("norm", "beside"))
+        r = self.a.request("fs-stat", path=tree + "/./a/../a/")
+        self.assertEqual(r["stat"]["path"], os.path.join(tree, "a"))
+        self.assertEqual(self.a.request("fs-stat", path="/..")["stat"]["path"], "/")
+        self.assertEqual(self.a.request("fs-stat", path="/tmp/../..//.")["stat"]["path"], "/")
+        self.assertAgentError("invalid", "fs-delete", path="/tmp/..", recursive=True)
+        self.assertAgentError("invalid", "fs-delete", path="/.", recursive=True)
+        self.a.request("fs-delete", path=os.path.join(tree, "a", ".."), recursive=True)
+        self.assertFalse(os.path.exists(tree))
+        self.assertTrue(os.path.isdir(self.path("norm", "beside")))
+        # rename: a directory onto a file, or onto a non-empty directory
+        os.makedirs(self.path("norm", "d1"))
+        os.makedirs(self.path("norm", "d2", "x"))
+        with open(self.path("norm", "f"), "w") as f:
+            f.write("f")
+        self.assertAgentError("conflict", "fs-rename", **{"from": self.path("norm", "d1"), "to": self.path("norm", "f")})
+        self.assertAgentError("conflict", "fs-rename", **{"from": self.path("norm", "f"), "to": self.path("norm", "d2")})
+        self.assertAgentError("conflict", "fs-rename", **{"from": self.path("norm", "d1"), "to": self.path("norm", "d2")})
+        self.assertAgentError("not_found", "fs-rename", **{"from": self.path("norm", "f", "x"), "to": self.path("norm", "g")})
+        self.assertEqual(slurp(self.path("norm", "f")), "f")
+
     def mount(self, fstype, *opts, at=None):
         m = at or self.path("mnt-" + fstype)
         os.makedirs(m)
@@ -372,7 +399,7 @@ class Files(AgentCase):
         m = self.mount("tmpfs", at=self.path("tree", "mnt"))
         with open(os.path.join(m, "precious"), "w") as f:
             f.write("keep")
-        e = self.assertAgentError("failed", "fs-delete", path=self.path("tree"), recursive=True)
+        e = self.assertAgentError("conflict", "fs-delete", path=self.path("tree"), recursive=True)
         self.assertIn("mnt", e.message)
         self.assertEqual(slurp(os.path.join(m, "precious")), "keep")
 
@@ -468,6 +495,7 @@ class Files(AgentCase):
         self.assertTrue(res["closed"])
         self.assertEqual(res["events"][-1]["event"], "error", res["events"])
         self.assertIn("No space left", res["events"][-1]["error"]["message"])
+        self.assertEqual(res["events"][-1]["error"]["code"], "conflict")  # the state, not a bug
         self.assertEqual(slurp(p, "rb"), b"old")
         self.assertEqual(os.listdir(m), ["f"])
         # and the file system takes a write that fits
@@ -734,6 +762,17 @@ class Files(AgentCase):
         time.sleep(0.1)
         open(os.path.join(sub, "inner"), "w").close()
         expect("create", os.path.join(sub, "inner"))
+        # a tree that is there before its directory's watch: made elsewhere
+        # and moved in (as mkdir -p and tar x race the watch), each entry
+        # gets a create, and the tree is watched from then on
+        elsewhere = self.path("elsewhere")
+        os.makedirs(os.path.join(elsewhere, "x", "y"))
+        open(os.path.join(elsewhere, "x", "y", "z"), "w").close()
+        os.rename(elsewhere, os.path.join(d, "moved"))
+        for p in ("moved", "moved/x", "moved/x/y", "moved/x/y/z"):
+            expect("create", os.path.join(d, p))
+        open(os.path.join(d, "moved", "x", "y", "later"), "w").close()
+        expect("create", os.path.join(d, "moved", "x", "y", "later"))
         shutil.rmtree(d)
         expect("remove", d)
         res = self.a.collect(chan, timeout=10)

@@ -1,6 +1,7 @@
 /* libFuzzer target for what fs-tar-put runs on archives from clients: the
  * tar reader as the agent drives libarchive (agent/tar.c), fed in uneven
- * pieces, with the entry-name check on every name and hard link target.
+ * pieces, with the entry-name check on every name and hard link target;
+ * and each input as a name and as a file route's path (ba_path_normalise).
  *   clang -fsanitize=fuzzer,address,undefined -I agent agent/tests/fuzz-tar.c agent/tar.c agent/proto.c -larchive -lm
  * Without libFuzzer (meson), -DBA_FUZZ_MAIN adds a main() that runs each file
  * given on the command line once, so the corpus doubles as a regression test. */
@@ -44,6 +45,25 @@ assert_checked (const char *norm)
   for (const char *p = strstr (norm, ".."); p != NULL; p = strstr (p + 1, ".."))
     if ((p == norm || p[-1] == '/') && (p[2] == 0 || p[2] == '/'))
       abort ();
+}
+
+/* a file route's path: absolute, no empty, "." or ".." component */
+static void
+assert_path (const char *path)
+{
+  char *out = malloc (strlen (path) + 2);
+  if (out == NULL)
+    return;
+  if (ba_path_normalise (path, out)) {
+    size_t n = strlen (out);
+    if (out[0] != '/' || n > strlen (path) || strstr (out, "//") != NULL || (n > 1 && out[n - 1] == '/') ||
+        strstr (out, "/./") != NULL || strstr (out, "/../") != NULL ||
+        (n >= 2 && strcmp (out + n - 2, "/.") == 0) || (n >= 3 && strcmp (out + n - 3, "/..") == 0))
+      abort ();
+  } else if (path[0] == '/') {
+    abort ();
+  }
+  free (out);
 }
 
 static bool
@@ -96,6 +116,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       name[size] = 0;
       if (ba_tar_name_check (name, norm, sizeof norm, &err))
         assert_checked (norm);
+      assert_path (name);
       free (name);
     }
   }

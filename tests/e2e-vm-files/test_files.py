@@ -116,7 +116,7 @@ def test_write_targets(t):
              'a 1 MiB tmpfs in the guest (mount(8))')
     try:
         r = fs.put('/mnt/small/f', big)
-        t.error(r, 500, 'internal', 'PUT onto a full tmpfs: 500 internal, saying why',
+        t.error(r, 409, 'conflict', 'PUT onto a full tmpfs: 409 conflict (the state forbids it), saying why',
                 message_contains='No space left')
         r = sh('cat /mnt/small/f; ls -a /mnt/small | wc -l')
         t.eq(r.out[:64], 'old\n3\n', 'the old file stays, no temporary file is left')
@@ -231,6 +231,27 @@ def test_mkdir_rename_delete(t):
     t.error(fs.stat('/tmp/mk'), 404, 'not_found', 'the tree is gone')
     t.eq(sh('ls /tmp/keep').out, 'precious\n', 'a symlink in the tree was not followed')
     t.error(fs.delete('/tmp/mk'), 404, 'not_found', 'DELETE of a missing path: 404')
+
+    # paths are normalised by name first: "/tmp/.." is "/", never deleted
+    t.error(fs.delete('/tmp/..', recursive=True), 400, 'invalid', 'DELETE of /tmp/.. is DELETE of /: 400',
+            message_contains='cannot delete /')
+    t.error(fs.delete('/./', recursive=True), 400, 'invalid', 'DELETE of /./: 400')
+    t.eq(sh('test -x /bin/sh && test -d /boot && test -d /tmp && echo intact').out, 'intact\n',
+         'nothing was deleted')
+    sh('mkdir -p /tmp/nm/sub/keep /tmp/nm-beside')
+    r = fs.stat('/tmp/nm/./sub/keep/..//')
+    t.eq((r[0], (r[2] or {}).get('path')), (200, '/tmp/nm/sub'), 'stat of /tmp/nm/./sub/keep/..//: /tmp/nm/sub')
+    t.eq(fs.delete('/tmp/nm/sub/keep/..', recursive=True)[0], 204, 'DELETE of /tmp/nm/sub/keep/.. deletes /tmp/nm/sub')
+    t.eq(sh('ls -a /tmp/nm; test -d /tmp/nm-beside && echo beside').out, '.\n..\nbeside\n',
+         '... and only that')
+    # the state forbids it: 409, not a server error
+    t.error(fs.delete('/proc', recursive=True), 409, 'conflict', 'DELETE of a mount point (/proc): 409 conflict')
+    sh('mkdir -p /tmp/nm/d1 /tmp/nm/d2/x && echo f > /tmp/nm/f')
+    t.error(fs.rename({'from': '/tmp/nm/d1', 'to': '/tmp/nm/f'}), 409, 'conflict', 'rename of a directory onto a file: 409')
+    t.error(fs.rename({'from': '/tmp/nm/d1', 'to': '/tmp/nm/d2'}), 409, 'conflict',
+            'rename of a directory onto a non-empty one: 409')
+    t.error(fs.rename({'from': '/tmp/nm/f', 'to': '/tmp/nm/d2'}), 409, 'conflict', 'rename of a file onto a directory: 409')
+    sh('rm -rf /tmp/nm /tmp/nm-beside')
 
 
 def test_users(t):
