@@ -125,11 +125,13 @@ mode_arg (BaWorkCtx *w, const BaJson *req, uint32_t dflt, uint32_t *mode, bool *
 }
 
 int
-ba_fs_mkdirs (const char *path)
+ba_fs_mkdirs (const char *path, size_t *first_made)
 {
   char p[PATH_MAX];
   struct stat st;
   size_t n = strlen (path);
+  if (first_made != NULL)
+    *first_made = 0;
   if (n >= sizeof p)
     return ENAMETOOLONG;
   if (n <= 1)
@@ -144,6 +146,8 @@ ba_fs_mkdirs (const char *path)
         return errno;
       if (stat (p, &st) < 0 || !S_ISDIR (st.st_mode))
         return ENOTDIR;
+    } else if (first_made != NULL && *first_made == 0) {
+      *first_made = i;
     }
     p[i] = i < n ? '/' : 0;
   }
@@ -304,7 +308,7 @@ op_mkdir (BaWorkCtx *w, const BaJson *req)
     slash = strrchr (parent, '/');
     if (slash != NULL && slash != parent) {
       *slash = 0;
-      if ((err = ba_fs_mkdirs (parent)) != 0) {
+      if ((err = ba_fs_mkdirs (parent, NULL)) != 0) {
         ba_work_errno (w, err, "mkdir", parent);
         return;
       }
@@ -341,10 +345,8 @@ op_rename (BaWorkCtx *w, const BaJson *req)
   reply_stat (w, to);
 }
 
-/* Remove name in dfd and everything below it, never following symlinks.
- * Returns 0 or an errno value (err_path gets where). */
-static int
-remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *path, dev_t dev)
+int
+ba_fs_remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *path, dev_t dev)
 {
   int fd, err = 0;
   size_t n = 0;
@@ -374,7 +376,7 @@ remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *
   for (size_t i = 0; i < n && err == 0; i++) {
     char sub[PATH_MAX];
     snprintf (sub, sizeof sub, "%s/%s", path, names[i]);
-    err = remove_tree (fd, names[i], err_path, len, sub, dev);
+    err = ba_fs_remove_tree (fd, names[i], err_path, len, sub, dev);
   }
   for (size_t i = 0; i < n; i++)
     free (names[i]);
@@ -428,7 +430,7 @@ op_delete (BaWorkCtx *w, const BaJson *req)
     ba_work_errno (w, errno, "delete", path);
     return;
   }
-  err = remove_tree (dfd, base_name (path), where, sizeof where, path, st.st_dev);
+  err = ba_fs_remove_tree (dfd, base_name (path), where, sizeof where, path, st.st_dev);
   if (err != 0)
     ba_work_errno (w, err, "delete", where);
   else
@@ -558,7 +560,7 @@ op_write (BaWorkCtx *w, const BaJson *req)
   if (strlen (dir) > 1)
     dir[strlen (dir) - 1] = 0;
   if (ba_json_get_bool (req, "mkdir", false)) {
-    int err = ba_fs_mkdirs (dir);
+    int err = ba_fs_mkdirs (dir, NULL);
     if (err != 0) {
       ba_work_errno (w, err, "mkdir", dir);
       return;

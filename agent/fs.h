@@ -20,8 +20,14 @@ bool ba_fs_path_arg (BaWorkCtx *w, const BaJson *req, const char *key, char *out
 /* A Stat object (as member `key`, or an array element when key is NULL).
  * target: a symlink's contents (NULL: read it from path). */
 void ba_fs_stat_json (BaBuf *b, const char *key, const char *path, const struct stat *st, const char *target);
-/* mkdir -p, 0755 for what it creates. Returns 0 or an errno value. */
-int ba_fs_mkdirs (const char *path);
+/* mkdir -p, 0755 for what it creates. Returns 0 or an errno value;
+ * first_made (may be NULL) gets the length of the path's prefix naming the
+ * first directory it created, 0 when none. */
+int ba_fs_mkdirs (const char *path, size_t *first_made);
+/* Removes name in dfd and everything below it, never following symlinks
+ * nor crossing into another file system than dev (EBUSY).  0 or an errno
+ * value, err_path (len bytes) saying where; path names name in it. */
+int ba_fs_remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *path, dev_t dev);
 void ba_fs_write_all (int fd, const void *p, size_t n);
 
 /* tario.c */

@@ -4,7 +4,15 @@
  * component at a time with O_NOFOLLOW from the target directory, after the
  * name was checked (tar.c: no absolute names, no ".."): an entry can only
  * land inside the directory, whatever symlinks exist or the archive
- * creates. */
+ * creates.
+ *
+ * A refused or failed tar-put changes nothing: what it creates where
+ * nothing was is journalled (only where the parent existed before: inside
+ * a directory it made, everything is its own), what it replaces is first
+ * renamed aside to a backup name in the same directory (so on the same
+ * file system) and journalled.  On failure the journal is undone backwards
+ * and the directories it made for the target go; on success the backups
+ * are removed.  Directory modes are applied only after success. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -234,9 +242,25 @@ typedef struct {
   uint32_t mode;
 } DirMode;
 
+/* One change to undo: rel was created (backup 0), or what was at rel is
+ * in BACKUP_NAME backup of its directory. */
+typedef struct {
+  char *rel;
+  uint32_t backup;
+} Undo;
+
+#define BACKUP_NAME ".box-tar-old-%ld-%u"
+
+/* A directory made by this tar-put. */
+typedef struct {
+  dev_t dev;
+  ino_t ino;
+} Made;
+
 typedef struct {
   BaWorkCtx *w;
   int root;
+  bool root_made;                   /* the target itself is new: no journal */
   char cached[BA_TAR_NAME_MAX + 1]; /* relative dir whose fd is cached_fd */
   int cached_fd;
   int fd;                           /* the file being written */
@@ -247,7 +271,98 @@ typedef struct {
   size_t nmodes, cmodes;
   const char *code;                 /* the error code when a callback stops */
   char msg[BA_TAR_NAME_MAX + 256];
+  bool cached_made;                 /* cached_fd is a directory made here */
+  Undo *undo;
+  size_t nundo, cundo;
+  uint32_t nbackups;
+  Made *made;                       /* sorted */
+  size_t nmade, cmade;
 } TarIn;
+
+/* Journals the first len bytes of rel. */
+static void
+journal (TarIn *t, const char *rel, size_t len, uint32_t backup)
+{
+  if (t->nundo == t->cundo) {
+    Undo *n;
+    t->cundo = t->cundo ? t->cundo * 2 : 64;
+    n = realloc (t->undo, sizeof *n * t->cundo);
+    if (n == NULL)
+      _exit (4);
+    t->undo = n;
+  }
+  t->undo[t->nundo].rel = strndup (rel, len);
+  if (t->undo[t->nundo].rel == NULL)
+    _exit (4);
+  t->undo[t->nundo++].backup = backup;
+}
+
+static int
+made_cmp (const Made *a, dev_t dev, ino_t ino)
+{
+  if (a->dev != dev)
+    return a->dev < dev ? -1 : 1;
+  return a->ino == ino ? 0 : a->ino < ino ? -1 : 1;
+}
+
+/* The index where (dev, ino) is or belongs in t->made. */
+static size_t
+made_find (TarIn *t, dev_t dev, ino_t ino, bool *found)
+{
+  size_t lo = 0, hi = t->nmade;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = made_cmp (&t->made[mid], dev, ino);
+    if (c == 0) {
+      *found = true;
+      return mid;
+    }
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  *found = false;
+  return lo;
+}
+
+static bool
+dir_made (TarIn *t, int fd)
+{
+  struct stat st;
+  bool found = false;
+  if (t->root_made)
+    return true;
+  if (fstat (fd, &st) == 0)
+    made_find (t, st.st_dev, st.st_ino, &found);
+  return found;
+}
+
+/* Remembers that the directory base in pfd was made here. */
+static void
+remember_made (TarIn *t, int pfd, const char *base)
+{
+  struct stat st;
+  bool found;
+  size_t at;
+  if (t->root_made || fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return;
+  at = made_find (t, st.st_dev, st.st_ino, &found);
+  if (found)
+    return;
+  if (t->nmade == t->cmade) {
+    Made *n;
+    t->cmade = t->cmade ? t->cmade * 2 : 64;
+    n = realloc (t->made, sizeof *n * t->cmade);
+    if (n == NULL)
+      _exit (4);
+    t->made = n;
+  }
+  memmove (t->made + at + 1, t->made + at, sizeof *t->made * (t->nmade - at));
+  t->made[at].dev = st.st_dev;
+  t->made[at].ino = st.st_ino;
+  t->nmade++;
+}
 
 /* Stop with "<what> <name>: <why>". */
 static bool
@@ -281,6 +396,7 @@ open_parent (TarIn *t, const char *rel, bool create, const char **base, const ch
   t->cached_fd = -1;
   memcpy (t->cached, dir, dlen + 1); /* before the walk cuts dir into components */
   cur = dup (t->root);
+  t->cached_made = t->root_made;
   for (char *c = dir, *next; cur >= 0 && *c != 0; c = next) {
     int fd;
     next = strchr (c, '/');
@@ -289,8 +405,15 @@ open_parent (TarIn *t, const char *rel, bool create, const char **base, const ch
     else
       next = c + strlen (c);
     fd = openat (cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && create && mkdirat (cur, c, 0755) == 0)
+    if (fd < 0 && errno == ENOENT && create && mkdirat (cur, c, 0755) == 0) {
+      if (!t->cached_made) /* this component's path: t->cached up to c's end */
+        journal (t, t->cached, (size_t) (c - dir) + strlen (c), 0);
+      remember_made (t, cur, c);
+      t->cached_made = true;
       fd = openat (cur, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    } else if (fd >= 0 && !t->cached_made) {
+      t->cached_made = dir_made (t, fd);
+    }
     if (fd < 0) {
       int e = errno;
       struct stat st;
@@ -313,18 +436,39 @@ open_parent (TarIn *t, const char *rel, bool create, const char **base, const ch
   return cur;
 }
 
-/* Make room for a new non-directory entry: unlink a file or symlink. */
+/* Make room for a new entry: a file or symlink in the way is renamed to a
+ * backup (journalled; *moved) unless it is our own (pmade: its directory
+ * was made here); a directory in the way is refused. */
 static bool
-clear_name (TarIn *t, int pfd, const char *base, const char *rel, const char **err)
+clear_name (TarIn *t, int pfd, bool pmade, const char *base, const char *rel, const char **err,
+            bool *moved)
 {
   struct stat st;
+  char backup[64];
+  *moved = false;
   if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return true;
   if (S_ISDIR (st.st_mode))
     return refuse (t, err, "conflict", "entry", rel, "a directory is in the way");
-  if (unlinkat (pfd, base, 0) < 0)
+  if (pmade) {
+    if (unlinkat (pfd, base, 0) < 0)
+      return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
+    return true;
+  }
+  snprintf (backup, sizeof backup, BACKUP_NAME, (long) getpid (), t->nbackups + 1);
+  if (renameat (pfd, base, pfd, backup) < 0)
     return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
+  journal (t, rel, strlen (rel), ++t->nbackups);
+  *moved = true;
   return true;
+}
+
+/* What was made at rel where nothing was: undone on failure. */
+static void
+journal_new (TarIn *t, bool pmade, bool moved, const char *rel)
+{
+  if (!pmade && !moved)
+    journal (t, rel, strlen (rel), 0);
 }
 
 static bool
@@ -334,6 +478,7 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
   char rel[BA_TAR_NAME_MAX + 1], trel[BA_TAR_NAME_MAX + 1];
   const char *base, *tbase, *why = NULL;
   struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = e->mtime } };
+  bool pmade, moved = false;
   int pfd, tpfd;
 
   t->cur = *e;
@@ -352,13 +497,19 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
   pfd = open_parent (t, rel, true, &base, err);
   if (pfd < 0)
     return false;
+  pmade = t->cached_made;
   switch (e->type) {
   case '5': {
     struct stat st;
-    if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR (st.st_mode) && unlinkat (pfd, base, 0) < 0)
+    if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR (st.st_mode) &&
+        !clear_name (t, pfd, pmade, base, rel, err, &moved))
+      return false;
+    if (mkdirat (pfd, base, 0700) == 0) {
+      journal_new (t, pmade, moved, rel);
+      remember_made (t, pfd, base);
+    } else if (errno != EEXIST) {
       return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
-    if (mkdirat (pfd, base, 0700) < 0 && errno != EEXIST)
-      return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
+    }
     if (t->nmodes == t->cmodes) {
       DirMode *nm;
       t->cmodes = t->cmodes ? t->cmodes * 2 : 64;
@@ -378,24 +529,26 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
     t->end = 0;
     t->fd = openat (pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, e->mode & 0777);
     if (t->fd < 0 && errno == EEXIST) {
-      if (!clear_name (t, pfd, base, rel, err))
+      if (!clear_name (t, pfd, pmade, base, rel, err, &moved))
         return false;
       t->fd = openat (pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, e->mode & 0777);
     }
     if (t->fd < 0)
       return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
+    journal_new (t, pmade, moved, rel);
     break;
   case '2':
-    if (!clear_name (t, pfd, base, rel, err))
+    if (!clear_name (t, pfd, pmade, base, rel, err, &moved))
       return false;
     if (symlinkat (e->link, pfd, base) < 0)
       return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
+    journal_new (t, pmade, moved, rel);
     utimensat (pfd, base, ts, AT_SYMLINK_NOFOLLOW);
     break;
   case '1':
     if (!ba_tar_name_check (e->link, trel, sizeof trel, &why) || trel[0] == 0)
       return refuse (t, err, "invalid", "hard link", rel, why != NULL ? why : "links to the directory");
-    if (!clear_name (t, pfd, base, rel, err))
+    if (!clear_name (t, pfd, pmade, base, rel, err, &moved))
       return false;
     pfd = dup (pfd); /* the cache may move to the target's directory */
     tpfd = open_parent (t, trel, false, &tbase, err);
@@ -408,6 +561,7 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
       close (pfd);
       return refuse (t, err, errn == ENOENT ? "invalid" : ba_errno_code (errn), "hard link", rel, strerror (errn));
     }
+    journal_new (t, pmade, moved, rel);
     close (pfd);
     break;
   }
@@ -478,36 +632,99 @@ read_input (void *ud, void *buf, size_t size)
   }
 }
 
+/* The backups of what was replaced go (success). */
+static void
+drop_backups (TarIn *t)
+{
+  for (size_t i = 0; i < t->nundo; i++) {
+    const char *base, *err = NULL;
+    char name[64];
+    int pfd;
+    if (t->undo[i].backup == 0 || (pfd = open_parent (t, t->undo[i].rel, false, &base, &err)) < 0)
+      continue;
+    snprintf (name, sizeof name, BACKUP_NAME, (long) getpid (), t->undo[i].backup);
+    unlinkat (pfd, name, 0);
+  }
+}
+
+/* Puts everything back (failure), newest first: what was made goes, what
+ * was replaced comes back from its backup. */
+static void
+undo_all (TarIn *t)
+{
+  char where[PATH_MAX];
+  for (size_t i = t->nundo; i-- > 0; ) {
+    const char *base, *err = NULL;
+    struct stat st;
+    int pfd = open_parent (t, t->undo[i].rel, false, &base, &err);
+    if (pfd < 0)
+      continue;
+    if (fstatat (pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0)
+      ba_fs_remove_tree (pfd, base, where, sizeof where, t->undo[i].rel, st.st_dev);
+    if (t->undo[i].backup != 0) {
+      char name[64];
+      snprintf (name, sizeof name, BACKUP_NAME, (long) getpid (), t->undo[i].backup);
+      renameat (pfd, name, pfd, base);
+    }
+  }
+}
+
+/* The directories made for the target itself go: path up to made_len. */
+static void
+unmake_target (const char *path, size_t made_len)
+{
+  char top[PATH_MAX], where[PATH_MAX];
+  struct stat st;
+  if (made_len == 0)
+    return;
+  memcpy (top, path, made_len);
+  top[made_len] = 0;
+  if (lstat (top, &st) == 0)
+    ba_fs_remove_tree (AT_FDCWD, top, where, sizeof where, top, st.st_dev);
+}
+
 void
 ba_fs_tar_put (BaWorkCtx *w, const BaJson *req)
 {
   static const BaTarSink sink = { put_entry, put_data, put_end };
   static TarIn t;
-  char path[PATH_MAX];
-  const char *err = NULL;
+  char path[PATH_MAX], why[sizeof t.msg];
+  const char *err = NULL, *code;
+  size_t made_len = 0;
   BaBuf b = { 0 };
   int e, rc;
 
   if (!ba_fs_path_arg (w, req, "path", path, sizeof path))
     return;
-  if ((e = ba_fs_mkdirs (path)) != 0) {
+  if ((e = ba_fs_mkdirs (path, &made_len)) != 0) {
     ba_work_errno (w, e, "mkdir", path);
+    unmake_target (path, made_len);
     return;
   }
   t.w = w;
   t.cached_fd = t.fd = -1;
+  t.root_made = made_len > 0;
   t.root = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (t.root < 0) {
     ba_work_errno (w, errno, "open", path);
+    unmake_target (path, made_len);
     return;
   }
   ba_work_reply_ok (w);
   umask (0); /* this worker's: entries get the modes the archive gives them */
   rc = ba_tar_read (read_input, w, &sink, &t, &err);
   if (rc <= 0) {
-    ba_work_error (w, rc == 0 && t.code != NULL ? t.code : "invalid", "%s", err);
+    /* the refusal first (the undo's own lookups may overwrite t.msg) */
+    code = rc == 0 && t.code != NULL ? t.code : "invalid";
+    snprintf (why, sizeof why, "%s", err != NULL ? err : "failed");
+    if (t.fd >= 0)
+      close (t.fd);
+    undo_all (&t);
+    unmake_target (path, made_len);
+    ba_work_error (w, code, "%s", why);
     return;
   }
+  drop_backups (&t);
   apply_dir_modes (&t);
   ba_jw_begin (&b);
   ba_jw_str (&b, "event", "done");

@@ -714,8 +714,10 @@ class Files(AgentCase):
                     self.assertEqual(ev["error"]["code"], "invalid", ev)
                 self.assertEqual(sorted(os.listdir(outside)), ["victim"])
                 self.assertEqual(slurp(os.path.join(outside, "victim")), "original")
-        # partial extraction inside stays
-        self.assertEqual(slurp(os.path.join(dst, "ok.txt"), "rb"), b"fine")
+                if name != "symlink-then-overwrite":
+                    # a refusal changes nothing: dst, made for it, is gone
+                    self.assertFalse(os.path.exists(dst))
+        self.assertEqual(sorted(os.listdir(dst)), ["victim"])
         # a symlink already in the directory is not followed either
         os.symlink(outside, os.path.join(dst, "preexisting"))
         ev = self.tar_put(dst, self.evil_tar([("preexisting/evil", tarfile.REGTYPE, b"x")]))
@@ -728,6 +730,72 @@ class Files(AgentCase):
         ev = self.tar_put(dst, good[:1500])
         self.assertEqual(ev["error"]["code"], "invalid")
         self.assertIn("truncated", ev["error"]["message"].lower())
+        self.assertEqual(sorted(os.listdir(dst)), ["preexisting", "victim"])
+
+    def test_tar_refused_changes_nothing(self):
+        def snapshot(root):
+            out = {}
+            for dirpath, dirs, files in os.walk(root):
+                for n in dirs + files:
+                    p = os.path.join(dirpath, n)
+                    st = os.lstat(p)
+                    out[os.path.relpath(p, root)] = (stat.S_IFMT(st.st_mode), st.st_mode & 0o7777, st.st_ino,
+                                                     slurp(p, "rb") if stat.S_ISREG(st.st_mode) else
+                                                     os.readlink(p) if stat.S_ISLNK(st.st_mode) else None)
+            return out
+        dst = self.path("keep")
+        os.makedirs(os.path.join(dst, "d", "inner"))
+        os.chmod(os.path.join(dst, "d"), 0o750)
+        with open(os.path.join(dst, "f"), "w") as f:
+            f.write("old f")
+        with open(os.path.join(dst, "d", "g"), "w") as f:
+            f.write("old g")
+        os.symlink("f", os.path.join(dst, "ln"))
+        before = snapshot(dst)
+        evil = ("../escape", tarfile.REGTYPE, b"x")
+        cases = [
+            # new entries beside, inside and below existing ones, replacements
+            # of a file, a symlink and a file by a directory, then a refusal
+            ("new and replaced", [("new.txt", tarfile.REGTYPE, b"n"), ("d/", tarfile.DIRTYPE, ""),
+                                  ("d/g", tarfile.REGTYPE, b"new g"), ("d/inner/deep/x", tarfile.REGTYPE, b"x"),
+                                  ("f", tarfile.REGTYPE, b"new f"), ("ln", tarfile.SYMTYPE, "elsewhere"),
+                                  ("nd/", tarfile.DIRTYPE, ""), ("nd/y", tarfile.REGTYPE, b"y"),
+                                  ("f", tarfile.REGTYPE, b"twice"), ("hl", tarfile.LNKTYPE, "d/g"), evil]),
+            ("a file replaced by a directory", [("f/", tarfile.DIRTYPE, ""), ("f/z", tarfile.REGTYPE, b"z"), evil]),
+            ("a directory in the way", [("new2", tarfile.REGTYPE, b"2"), ("d", tarfile.REGTYPE, b"clash")]),
+            ("not a tar at all", None),
+            ("truncated", [("big", tarfile.REGTYPE, b"b" * 20000)]),
+        ]
+        for name, members in cases:
+            with self.subTest(name):
+                data = b"\x02" * 2048 if members is None else self.evil_tar(members)
+                if name == "truncated":
+                    data = data[:8000]
+                ev = self.tar_put(dst, data)
+                self.assertEqual(ev["event"], "error", ev)
+                self.assertEqual(snapshot(dst), before, "refused (%s): nothing changed" % ev["error"]["message"])
+        # the target made for the tar goes too, with the parents made for it
+        ev = self.tar_put(self.path("made", "for", "it"), self.evil_tar([("a", tarfile.REGTYPE, b"a"), evil]))
+        self.assertEqual(ev["event"], "error")
+        self.assertFalse(os.path.exists(self.path("made")))
+        ev = self.tar_put(os.path.join(dst, "sub", "new"), b"\x02" * 2048)
+        self.assertEqual(ev["event"], "error")
+        self.assertEqual(snapshot(dst), before)
+        # a full file system midway: all of it undone
+        m = self.mount("tmpfs", "-o", "size=256k")
+        with open(os.path.join(m, "f"), "w") as f:
+            f.write("old")
+        ev = self.tar_put(m, self.evil_tar([("f", tarfile.REGTYPE, b"new"), ("a", tarfile.REGTYPE, b"a" * 100000),
+                                            ("b", tarfile.REGTYPE, b"b" * 400000)]))
+        self.assertEqual(ev["error"]["code"], "conflict", ev)
+        self.assertEqual(sorted(os.listdir(m)), ["f"])
+        self.assertEqual(slurp(os.path.join(m, "f")), "old")
+        # and a good one replaces, leaving no backups behind
+        ev = self.tar_put(dst, self.evil_tar([("f", tarfile.REGTYPE, b"new f"), ("ln", tarfile.SYMTYPE, "d")]))
+        self.assertEqual(ev["event"], "done", ev)
+        self.assertEqual(slurp(os.path.join(dst, "f")), "new f")
+        self.assertEqual(os.readlink(os.path.join(dst, "ln")), "d")
+        self.assertEqual(sorted(os.listdir(dst)), ["d", "f", "ln"])
 
     def test_watch(self):
         d = self.path("w")

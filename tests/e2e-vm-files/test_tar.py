@@ -118,7 +118,16 @@ def test_tar_traversal(t):
     t.error(r, 400, 'invalid', 'a file through a symlink already in the directory is refused')
     t.ok(not exists('/tmp/outside/pwned3'), 'nothing written through the existing symlink')
     t.eq(sh('ls -A /tmp/outside').out, '', '/tmp/outside is still empty')
-    t.ok(exists('/tmp/t/dot-dot/ok'), 'entries before the refused one stay (partial extraction)')
+    t.ok(not exists('/tmp/t/dot-dot'), 'a refused tar changes nothing: the directory made for it is gone')
+    # over a directory with contents: what was replaced comes back, what was
+    # made goes, no backup is left
+    sh('mkdir -p /tmp/t/full/d && echo old > /tmp/t/full/f && echo g > /tmp/t/full/d/g')
+    before = sh('cd /tmp/t/full && find . | sort && cat f d/g').out
+    r = fs.tar_put('/tmp/t/full', tar_bytes([tar_member('f', data=b'new'), tar_member('d/n', data=b'n'),
+                                              tar_member('e/x', data=b'x'), tar_member('../escaped', data=b'evil')]))
+    t.error(r, 400, 'invalid', 'a refused tar over a directory with contents')
+    t.eq(sh('cd /tmp/t/full && find . | sort && cat f d/g').out, before,
+         'nothing changed: the old f is back, d/n and e are gone, no backups')
 
 
 def test_tar_users(t):
