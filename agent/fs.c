@@ -197,14 +197,8 @@ list_names (int dfd, size_t *count)
   while ((errno = 0, e = readdir (d)) != NULL) {
     if (strcmp (e->d_name, ".") == 0 || strcmp (e->d_name, "..") == 0)
       continue;
-    if (n + 1 >= cap) {
-      char **nv;
-      cap = cap ? cap * 2 : 64;
-      nv = realloc (v, sizeof *v * cap);
-      if (nv == NULL)
-        _exit (4);
-      v = nv;
-    }
+    if (!ba_grow ((void **) &v, &cap, n + 1, sizeof *v))
+      _exit (4);
     v[n++] = strdup (e->d_name);
   }
   closedir (d);

@@ -127,14 +127,8 @@ run_hooks (BaWorkCtx *w, const BaJson *req)
   while (d != NULL && (e = readdir (d)) != NULL) {
     if (e->d_name[0] == '.')
       continue;
-    if (n == cap) {
-      char **nv;
-      cap = cap ? cap * 2 : 16;
-      nv = realloc (names, sizeof *nv * cap);
-      if (nv == NULL)
-        break;
-      names = nv;
-    }
+    if (!ba_grow ((void **) &names, &cap, n, sizeof *names))
+      break;
     names[n++] = strdup (e->d_name);
   }
   if (d != NULL)

@@ -85,6 +85,23 @@ ba_frame_resync (const uint8_t *buf, size_t n)
 
 /* ---- buffers ---------------------------------------------------------- */
 
+bool
+ba_grow (void **p, size_t *cap, size_t n, size_t size)
+{
+  size_t c = *cap ? *cap : 64;
+  void *np;
+  if (n < *cap)
+    return true;
+  while (c <= n)
+    c *= 2;
+  np = realloc (*p, c * size);
+  if (np == NULL)
+    return false;
+  *p = np;
+  *cap = c;
+  return true;
+}
+
 uint8_t *
 ba_buf_reserve (BaBuf *b, size_t n)
 {

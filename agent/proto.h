@@ -97,6 +97,9 @@ void ba_buf_append (BaBuf *b, const void *data, size_t n);
 /* Room for n more bytes after len (to read into; the caller adds to len),
  * or NULL when out of memory (b->oom). */
 uint8_t *ba_buf_reserve (BaBuf *b, size_t n);
+/* Room for element n of the array *p of size-byte elements with *cap of
+ * them (doubling, from 64); false when out of memory (*p unchanged). */
+bool ba_grow (void **p, size_t *cap, size_t n, size_t size);
 void ba_buf_printf (BaBuf *b, const char *fmt, ...) __attribute__ ((format (printf, 2, 3)));
 void ba_buf_consume (BaBuf *b, size_t n);
 void ba_buf_clear (BaBuf *b);

@@ -135,14 +135,8 @@ walk (TarOut *t, int dfd, const char *rel, int depth)
   while ((de = readdir (d)) != NULL) {
     if (strcmp (de->d_name, ".") == 0 || strcmp (de->d_name, "..") == 0)
       continue;
-    if (n == cap) {
-      char **nv;
-      cap = cap ? cap * 2 : 64;
-      nv = realloc (names, sizeof *nv * cap);
-      if (nv == NULL)
-        _exit (4);
-      names = nv;
-    }
+    if (!ba_grow ((void **) &names, &cap, n, sizeof *names))
+      _exit (4);
     names[n++] = strdup (de->d_name);
   }
   closedir (d);
@@ -283,14 +277,8 @@ typedef struct {
 static void
 journal (TarIn *t, const char *rel, size_t len, uint32_t backup)
 {
-  if (t->nundo == t->cundo) {
-    Undo *n;
-    t->cundo = t->cundo ? t->cundo * 2 : 64;
-    n = realloc (t->undo, sizeof *n * t->cundo);
-    if (n == NULL)
-      _exit (4);
-    t->undo = n;
-  }
+  if (!ba_grow ((void **) &t->undo, &t->cundo, t->nundo, sizeof *t->undo))
+    _exit (4);
   t->undo[t->nundo].rel = strndup (rel, len);
   if (t->undo[t->nundo].rel == NULL)
     _exit (4);
@@ -350,14 +338,8 @@ remember_made (TarIn *t, int pfd, const char *base)
   at = made_find (t, st.st_dev, st.st_ino, &found);
   if (found)
     return;
-  if (t->nmade == t->cmade) {
-    Made *n;
-    t->cmade = t->cmade ? t->cmade * 2 : 64;
-    n = realloc (t->made, sizeof *n * t->cmade);
-    if (n == NULL)
-      _exit (4);
-    t->made = n;
-  }
+  if (!ba_grow ((void **) &t->made, &t->cmade, t->nmade, sizeof *t->made))
+    _exit (4);
   memmove (t->made + at + 1, t->made + at, sizeof *t->made * (t->nmade - at));
   t->made[at].dev = st.st_dev;
   t->made[at].ino = st.st_ino;
@@ -510,14 +492,8 @@ put_entry (void *ud, const BaTarEntry *e, const char **err)
     } else if (errno != EEXIST) {
       return refuse (t, err, ba_errno_code (errno), "entry", rel, strerror (errno));
     }
-    if (t->nmodes == t->cmodes) {
-      DirMode *nm;
-      t->cmodes = t->cmodes ? t->cmodes * 2 : 64;
-      nm = realloc (t->modes, sizeof *nm * t->cmodes);
-      if (nm == NULL)
-        _exit (4);
-      t->modes = nm;
-    }
+    if (!ba_grow ((void **) &t->modes, &t->cmodes, t->nmodes, sizeof *t->modes))
+      _exit (4);
     memcpy (t->modes[t->nmodes].path, rel, strlen (rel) + 1);
     t->modes[t->nmodes++].mode = e->mode;
     break;

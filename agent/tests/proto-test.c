@@ -158,6 +158,26 @@ test_base64 (void)
   g_assert_cmpint (ba_base64_decode ("a\0k=", 4, out), ==, -1);
 }
 
+static void
+test_grow (void)
+{
+  int *v = NULL;
+  size_t cap = 0;
+  for (size_t n = 0; n < 1000; n++) {
+    g_assert_true (ba_grow ((void **) &v, &cap, n, sizeof *v));
+    g_assert_cmpuint (cap, >, n);
+    v[n] = (int) n;
+  }
+  g_assert_cmpuint (cap, ==, 1024);
+  for (size_t n = 0; n < 1000; n++)
+    g_assert_cmpint (v[n], ==, (int) n);
+  /* a jump past the next doubling */
+  g_assert_true (ba_grow ((void **) &v, &cap, 5000, sizeof *v));
+  g_assert_cmpuint (cap, ==, 8192);
+  g_assert_cmpint (v[999], ==, 999);
+  free (v);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -169,5 +189,6 @@ main (int argc, char **argv)
   g_test_add_func ("/agent/proto/json-invalid", test_json_invalid);
   g_test_add_func ("/agent/proto/json-writer", test_json_writer);
   g_test_add_func ("/agent/proto/base64", test_base64);
+  g_test_add_func ("/agent/proto/grow", test_grow);
   return g_test_run ();
 }
