@@ -198,6 +198,35 @@ ba_chan_detach_all (bool agent, int *hung_up)
   return n;
 }
 
+/* kill -l's real-time names: RTMIN, RTMIN+n, RTMAX-n, RTMAX. */
+static int
+rt_signal (const char *name)
+{
+  int base, sign, sig;
+  char *end;
+  long n = 0;
+  if (strncmp (name, "RTMIN", 5) == 0) {
+    base = SIGRTMIN;
+    sign = 1;
+  } else if (strncmp (name, "RTMAX", 5) == 0) {
+    base = SIGRTMAX;
+    sign = -1;
+  } else {
+    return -1;
+  }
+  name += 5;
+  if (*name != 0) {
+    if (*name != (sign > 0 ? '+' : '-') || name[1] < '1' || name[1] > '9')
+      return -1;
+    errno = 0;
+    n = strtol (name + 1, &end, 10);
+    if (*end != 0 || errno != 0 || n > SIGRTMAX - SIGRTMIN)
+      return -1;
+  }
+  sig = base + sign * (int) n;
+  return sig >= SIGRTMIN && sig <= SIGRTMAX ? sig : -1;
+}
+
 int
 ba_signal_parse (const BaJson *v)
 {
@@ -216,10 +245,11 @@ ba_signal_parse (const BaJson *v)
     return (int) v->i;
   if (v->type != BA_JSTR)
     return -1;
+  const char *name = strncmp (v->s, "SIG", 3) == 0 ? v->s + 3 : v->s;
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcmp (v->s, names[i].name) == 0 || (strncmp (v->s, "SIG", 3) == 0 && strcmp (v->s + 3, names[i].name) == 0))
+    if (strcmp (name, names[i].name) == 0)
       return names[i].sig;
-  return -1;
+  return rt_signal (name);
 }
 
 /* ---- plain exec ------------------------------------------------------------ */

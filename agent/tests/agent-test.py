@@ -11,6 +11,7 @@ import json
 import os
 import pwd
 import shutil
+import signal
 import socket
 import stat
 import struct
@@ -149,6 +150,8 @@ class Sessions(AgentCase):
         self.assertAgentError("not_found", "attach", chan=52, session="s-nosuchone1")
         self.assertAgentError("not_found", "session-signal", session="s-nosuchone1", signal="TERM")
         self.assertAgentError("invalid", "session-signal", session="s-dupdupdup1", signal="NOSUCH")
+        for bad in ("RTMIN+0", "RTMIN-1", "RTMAX+1", "RTMIN+99", "RTMIN+", "RTMINX", "RTMAX-01"):
+            self.assertAgentError("invalid", "session-signal", session="s-dupdupdup1", signal=bad)
         self.assertAgentError("invalid", "attach", chan=53, session="s-dupdupdup1", offset=-1)
 
     def test_detach_reattach_offsets(self):
@@ -248,6 +251,27 @@ class Sessions(AgentCase):
         self.assertEqual(res["events"][-1]["code"], 143)
         self.assertEqual(res["events"][-1]["signal"], 15)
         self.assertAgentError("conflict", "session-signal", session="s-survivor01", signal="TERM")
+
+    def test_real_time_signals(self):
+        # kill -l's names for them: RTMIN+n and RTMAX-n
+        got = self.path("rt")
+        prog = ("import signal, sys, time\n"
+                "def h(n, f):\n"
+                "    open(sys.argv[1], 'a').write('%d\\n' % n)\n"
+                "for s in (signal.SIGRTMIN + 2, signal.SIGRTMAX - 3, signal.SIGRTMIN):\n"
+                "    signal.signal(s, h)\n"
+                "print('ready', flush=True)\n"
+                "while True: time.sleep(0.05)\n")
+        chan, r = self.a.open("exec", argv=[sys.executable, "-c", prog, got], user="root",
+                              session="s-realtime01", detachable=True)
+        self.a.collect(chan, until=lambda res: b"ready" in res["data"][1])
+        for name in ("RTMIN+2", "SIGRTMAX-3", "RTMIN"):
+            self.a.request("session-signal", session="s-realtime01", signal=name)
+            time.sleep(0.2)
+        self.wait_for(lambda: os.path.exists(got) and len(slurp(got).split()) == 3, what="three signals")
+        self.assertEqual([int(x) for x in slurp(got).split()],
+                         [signal.SIGRTMIN + 2, signal.SIGRTMAX - 3, signal.SIGRTMIN])
+        self.a.request("session-signal", session="s-realtime01", signal="KILL")
 
     def test_tty_session(self):
         chan, r = self.a.open("exec", argv=["sh", "-c", "stty size; read x; echo got:$x; stty size"], user="root",
