@@ -319,24 +319,142 @@ op_mkdir (BaWorkCtx *w, const BaJson *req)
   reply_stat (w, path);
 }
 
+/* Copies from (not following a symlink) to the new name to in dirfd,
+ * with modes and times, and owners when root: 0 or an errno value. */
+static int
+copy_entry (int sfd, const char *from, int dfd, const char *to, bool root)
+{
+  struct stat st;
+  struct timespec ts[2];
+  int err = 0;
+  if (fstatat (sfd, from, &st, AT_SYMLINK_NOFOLLOW) < 0)
+    return errno;
+  ts[0] = st.st_atim;
+  ts[1] = st.st_mtim;
+  if (S_ISREG (st.st_mode)) {
+    int in = openat (sfd, from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int out = in < 0 ? -1 : openat (dfd, to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (in < 0 || out < 0)
+      err = errno;
+    while (err == 0) {
+      ssize_t n = copy_file_range (in, NULL, out, NULL, 1 << 30, 0);
+      if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL))
+        n = sendfile (out, in, NULL, 1 << 30);
+      if (n < 0 && errno != EINTR)
+        err = errno;
+      if (n == 0)
+        break;
+    }
+    if (err == 0 && root && fchown (out, st.st_uid, st.st_gid) < 0)
+      err = errno;
+    if (err == 0 && (fchmod (out, st.st_mode & 07777) < 0 || futimens (out, ts) < 0))
+      err = errno;
+    if (in >= 0)
+      close (in);
+    if (out >= 0)
+      close (out);
+    return err;
+  }
+  if (S_ISLNK (st.st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = readlinkat (sfd, from, target, sizeof target - 1);
+    if (n < 0)
+      return errno;
+    target[n] = 0;
+    if (symlinkat (target, dfd, to) < 0 || (root && fchownat (dfd, to, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0))
+      return errno;
+    utimensat (dfd, to, ts, AT_SYMLINK_NOFOLLOW);
+    return 0;
+  }
+  if (S_ISDIR (st.st_mode)) {
+    int in, out;
+    size_t n = 0;
+    char **names;
+    if (mkdirat (dfd, to, 0700) < 0)
+      return errno;
+    in = openat (sfd, from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    out = openat (dfd, to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    names = in >= 0 && out >= 0 ? list_names (in, &n) : NULL;
+    if (names == NULL)
+      err = errno;
+    for (size_t i = 0; i < n; i++) {
+      if (err == 0)
+        err = copy_entry (in, names[i], out, names[i], root);
+      free (names[i]);
+    }
+    free (names);
+    if (err == 0 && root && fchown (out, st.st_uid, st.st_gid) < 0)
+      err = errno;
+    if (err == 0 && (fchmod (out, st.st_mode & 07777) < 0 || futimens (out, ts) < 0))
+      err = errno;
+    if (in >= 0)
+      close (in);
+    if (out >= 0)
+      close (out);
+    return err;
+  }
+  return EINVAL; /* a device, FIFO or socket does not move between file systems */
+}
+
+/* rename(2) between file systems, as mv(1) does it: a copy next to `to`
+ * (same file system) renamed over it, then the original removed.  A
+ * failure before the rename leaves everything as it was. */
+static int
+move_across (const char *from, const char *to, char *where, size_t wlen)
+{
+  char tmp[PATH_MAX], dir[PATH_MAX];
+  struct stat st;
+  int err;
+  snprintf (dir, sizeof dir, "%s", to);
+  *strrchr (dir, '/') = 0;
+  if ((size_t) snprintf (tmp, sizeof tmp, "%s/.box-move-%ld", dir, (long) getpid ()) >= sizeof tmp)
+    return ENAMETOOLONG;
+  snprintf (where, wlen, "%s", to);
+  err = copy_entry (AT_FDCWD, from, AT_FDCWD, tmp, geteuid () == 0);
+  if (err == 0 && rename (tmp, to) < 0)
+    err = errno;
+  if (err != 0) {
+    char ignored[PATH_MAX];
+    if (lstat (tmp, &st) == 0)
+      ba_fs_remove_tree (AT_FDCWD, tmp, ignored, sizeof ignored, tmp, st.st_dev);
+    return err;
+  }
+  snprintf (where, wlen, "%s", from);
+  return lstat (from, &st) == 0 ? ba_fs_remove_tree (AT_FDCWD, from, where, wlen, from, st.st_dev) : 0;
+}
+
 static void
 op_rename (BaWorkCtx *w, const BaJson *req)
 {
-  char from[PATH_MAX], to[PATH_MAX];
+  char from[PATH_MAX], to[PATH_MAX], where[PATH_MAX];
+  struct stat st, tst;
+  int err = 0;
   if (!ba_fs_path_arg (w, req, "from", from, sizeof from) || !ba_fs_path_arg (w, req, "to", to, sizeof to))
     return;
-  if (rename (from, to) < 0) {
-    int err = errno;
-    struct stat st;
-    /* both exist, of kinds rename(2) will not swap (a directory onto a
-     * file or a non-empty directory): the state forbids it */
-    if ((err == ENOTDIR || err == EISDIR || err == EEXIST) && lstat (from, &st) == 0 && lstat (to, &st) == 0)
-      ba_work_error (w, "conflict", "rename %s: %s is in the way (%s)", from, to, strerror (err));
-    else
-      ba_work_errno (w, err, "rename", from);
+  if (rename (from, to) == 0) {
+    reply_stat (w, to);
     return;
   }
-  reply_stat (w, to);
+  err = errno;
+  snprintf (where, sizeof where, "%s", from);
+  if (err == EXDEV && lstat (from, &st) == 0) {
+    /* what rename(2) would refuse on one file system is refused here too */
+    if (lstat (to, &tst) == 0 && (S_ISDIR (st.st_mode) != S_ISDIR (tst.st_mode)))
+      err = S_ISDIR (st.st_mode) ? ENOTDIR : EISDIR;
+    else if (strcmp (from, "/") == 0 || (strncmp (to, from, strlen (from)) == 0 && to[strlen (from)] == '/'))
+      err = EINVAL; /* into itself */
+    else if ((err = move_across (from, to, where, sizeof where)) == 0) {
+      reply_stat (w, to);
+      return;
+    }
+  }
+  /* both exist, of kinds rename(2) will not swap (a directory onto a
+   * file or a non-empty directory): the state forbids it */
+  if ((err == ENOTDIR || err == EISDIR || err == EEXIST || err == ENOTEMPTY) && lstat (from, &st) == 0 &&
+      lstat (to, &st) == 0)
+    ba_work_error (w, "conflict", "rename %s: %s is in the way (%s)", from, to, strerror (err));
+  else
+    ba_work_errno (w, err, "rename", where);
 }
 
 int

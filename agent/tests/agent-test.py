@@ -419,6 +419,56 @@ class Files(AgentCase):
         self.addCleanup(subprocess.run, ["umount", m])
         return m
 
+    def test_rename_across_file_systems(self):
+        # as mv(1) does: a copy (modes, times, symlinks) then the original goes
+        m = self.mount("tmpfs")
+        src = self.path("mv-src")
+        os.makedirs(os.path.join(src, "sub"))
+        with open(os.path.join(src, "a"), "w") as f:
+            f.write("aaa")
+        os.chmod(os.path.join(src, "a"), 0o640)
+        os.utime(os.path.join(src, "a"), (1000000000, 1000000000))
+        with open(os.path.join(src, "sub", "b"), "w") as f:
+            f.write("bbb")
+        os.chmod(os.path.join(src, "sub"), 0o750)
+        os.symlink("a", os.path.join(src, "ln"))
+        r = self.a.request("fs-rename", **{"from": src, "to": os.path.join(m, "moved")})
+        self.assertEqual(r["stat"]["path"], os.path.join(m, "moved"))
+        self.assertFalse(os.path.exists(src))
+        moved = os.path.join(m, "moved")
+        self.assertEqual(slurp(os.path.join(moved, "a")), "aaa")
+        self.assertEqual(stat.S_IMODE(os.lstat(os.path.join(moved, "a")).st_mode), 0o640)
+        self.assertEqual(os.lstat(os.path.join(moved, "a")).st_mtime, 1000000000)
+        self.assertEqual(stat.S_IMODE(os.lstat(os.path.join(moved, "sub")).st_mode), 0o750)
+        self.assertEqual(slurp(os.path.join(moved, "sub", "b")), "bbb")
+        self.assertEqual(os.readlink(os.path.join(moved, "ln")), "a")
+        self.assertEqual(sorted(os.listdir(m)), ["moved"])
+        # a file onto a file: replaced
+        f = self.path("mv-file")
+        with open(f, "w") as fh:
+            fh.write("new")
+        self.a.request("fs-rename", **{"from": f, "to": os.path.join(moved, "a")})
+        self.assertEqual(slurp(os.path.join(moved, "a")), "new")
+        self.assertFalse(os.path.exists(f))
+        # a directory onto a file: refused, nothing moved
+        os.makedirs(self.path("mv-dir"))
+        self.assertAgentError("conflict", "fs-rename", **{"from": self.path("mv-dir"), "to": os.path.join(moved, "a")})
+        # what cannot be copied (a FIFO): refused, nothing left half made
+        os.mkfifo(self.path("mv-dir", "fifo"))
+        self.assertAgentError("invalid", "fs-rename", **{"from": self.path("mv-dir"), "to": os.path.join(m, "d2")})
+        self.assertEqual(sorted(os.listdir(m)), ["moved"])
+        self.assertEqual(os.listdir(self.path("mv-dir")), ["fifo"])
+        # and as a user: the copy is theirs
+        pub = self.path("mv-pub")
+        os.makedirs(pub)
+        os.chmod(pub, 0o777)
+        os.chmod(m, 0o777)
+        with open(os.path.join(pub, "mine"), "w") as fh:
+            fh.write("x")
+        os.chmod(os.path.join(pub, "mine"), 0o666)
+        self.a.request("fs-rename", user="nobody", **{"from": os.path.join(pub, "mine"), "to": os.path.join(m, "theirs")})
+        self.assertEqual(os.lstat(os.path.join(m, "theirs")).st_uid, NOBODY.pw_uid)
+
     def test_recursive_delete_stops_at_a_mount(self):
         m = self.mount("tmpfs", at=self.path("tree", "mnt"))
         with open(os.path.join(m, "precious"), "w") as f:

@@ -252,6 +252,15 @@ def test_mkdir_rename_delete(t):
             'rename of a directory onto a non-empty one: 409')
     t.error(fs.rename({'from': '/tmp/nm/f', 'to': '/tmp/nm/d2'}), 409, 'conflict', 'rename of a file onto a directory: 409')
     sh('rm -rf /tmp/nm /tmp/nm-beside')
+    # /tmp is a tmpfs, /home/box the disk: a rename across them is a move
+    sh('rm -rf /tmp/mv /home/box/mv && mkdir -p /tmp/mv/sub && echo one > /tmp/mv/sub/f && ln -s sub/f /tmp/mv/ln'
+       ' && chmod 0710 /tmp/mv/sub')
+    r = fs.rename({'from': '/tmp/mv', 'to': '/home/box/mv'})
+    t.eq((r[0], (r[2] or {}).get('path'), (r[2] or {}).get('type')), (200, '/home/box/mv', 'dir'),
+         'rename of a tree from tmpfs to the disk: 200, its Stat')
+    t.eq(sh('cat /home/box/mv/ln; stat -c %a /home/box/mv/sub; test -e /tmp/mv || echo gone').out,
+         'one\n710\ngone\n', 'moved whole (a symlink, a mode), the original gone')
+    sh('rm -rf /home/box/mv')
 
 
 def test_users(t):
