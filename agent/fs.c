@@ -319,18 +319,32 @@ op_mkdir (BaWorkCtx *w, const BaJson *req)
   reply_stat (w, path);
 }
 
+/* The end of copying a file or directory: out gets the owner (when root),
+ * mode and times of st, unless err; both are closed.  Returns the error. */
+static int
+copy_done (int in, int out, const struct stat *st, bool root, int err)
+{
+  struct timespec ts[2] = { st->st_atim, st->st_mtim };
+  if (err == 0 && root && fchown (out, st->st_uid, st->st_gid) < 0)
+    err = errno;
+  if (err == 0 && (fchmod (out, st->st_mode & 07777) < 0 || futimens (out, ts) < 0))
+    err = errno;
+  if (in >= 0)
+    close (in);
+  if (out >= 0)
+    close (out);
+  return err;
+}
+
 /* Copies from (not following a symlink) to the new name to in dirfd,
  * with modes and times, and owners when root: 0 or an errno value. */
 static int
 copy_entry (int sfd, const char *from, int dfd, const char *to, bool root)
 {
   struct stat st;
-  struct timespec ts[2];
   int err = 0;
   if (fstatat (sfd, from, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return errno;
-  ts[0] = st.st_atim;
-  ts[1] = st.st_mtim;
   if (S_ISREG (st.st_mode)) {
     int in = openat (sfd, from, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     int out = in < 0 ? -1 : openat (dfd, to, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -345,15 +359,7 @@ copy_entry (int sfd, const char *from, int dfd, const char *to, bool root)
       if (n == 0)
         break;
     }
-    if (err == 0 && root && fchown (out, st.st_uid, st.st_gid) < 0)
-      err = errno;
-    if (err == 0 && (fchmod (out, st.st_mode & 07777) < 0 || futimens (out, ts) < 0))
-      err = errno;
-    if (in >= 0)
-      close (in);
-    if (out >= 0)
-      close (out);
-    return err;
+    return copy_done (in, out, &st, root, err);
   }
   if (S_ISLNK (st.st_mode)) {
     char target[PATH_MAX];
@@ -363,7 +369,7 @@ copy_entry (int sfd, const char *from, int dfd, const char *to, bool root)
     target[n] = 0;
     if (symlinkat (target, dfd, to) < 0 || (root && fchownat (dfd, to, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0))
       return errno;
-    utimensat (dfd, to, ts, AT_SYMLINK_NOFOLLOW);
+    utimensat (dfd, to, (struct timespec[2]) { st.st_atim, st.st_mtim }, AT_SYMLINK_NOFOLLOW);
     return 0;
   }
   if (S_ISDIR (st.st_mode)) {
@@ -383,15 +389,7 @@ copy_entry (int sfd, const char *from, int dfd, const char *to, bool root)
       free (names[i]);
     }
     free (names);
-    if (err == 0 && root && fchown (out, st.st_uid, st.st_gid) < 0)
-      err = errno;
-    if (err == 0 && (fchmod (out, st.st_mode & 07777) < 0 || futimens (out, ts) < 0))
-      err = errno;
-    if (in >= 0)
-      close (in);
-    if (out >= 0)
-      close (out);
-    return err;
+    return copy_done (in, out, &st, root, err);
   }
   return EINVAL; /* a device, FIFO or socket does not move between file systems */
 }
