@@ -293,30 +293,30 @@ box_cmd_exec (BoxCli *cli, int argc, char **argv)
   g_autofree char *path = NULL;
   g_autofree char *sandbox = NULL;
   gboolean streaming;
-  int dash = -1;
+  int first;
   int opt_argc;
   int status;
 
   cli->exec = TRUE;
-  for (int i = 1; i < argc && dash < 0; i++) {
-    if (strcmp (argv[i], "--") == 0)
-      dash = i;
-  }
-  /* "--" ends box's options; without it they end at the sandbox's name */
-  opt_argc = dash >= 0 ? dash : argc;
+  /* box's options end at the sandbox's name (or a "--" before it); a "--"
+   * right after the name is dropped, any later one is the command's */
+  opt_argc = argc;
   opt_argv = g_new0 (char *, opt_argc + 1);
   memcpy (opt_argv, argv, sizeof (char *) * (gsize) opt_argc);
   if (!box_cli_parse_full (cli, &opt_argc, &opt_argv, entries,
                            _("SANDBOX [--] [COMMAND [ARGUMENT…]]"),
                            _("Run a command in a sandbox. Without -i, -t or -d it runs to its end "
                              "(exec/run) and box exits with its status."),
-                           1, dash >= 0 ? 1 : G_MAXUINT, dash < 0, &status))
+                           1, G_MAXUINT, TRUE, &status))
     return status;
-  sandbox = g_strdup (opt_argv[1]);
-  if (dash >= 0)
-    cmd = g_strdupv (argv + dash + 1);
-  else
-    cmd = g_strdupv (opt_argv + 2);
+  first = strcmp (opt_argv[1], "--") == 0 ? 2 : 1;
+  if (first >= opt_argc) {
+    g_autofree char *message = g_strdup_printf (_("Missing arguments: %s"), "SANDBOX");
+
+    return box_cli_usage_error (cli, "exec", message);
+  }
+  sandbox = g_strdup (opt_argv[first]);
+  cmd = g_strdupv (opt_argv + first + 1 + (first + 1 < opt_argc && strcmp (opt_argv[first + 1], "--") == 0));
 
   for (guint i = 0; options.env != NULL && options.env[i] != NULL; i++) {
     const char *eq = strchr (options.env[i], '=');

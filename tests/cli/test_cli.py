@@ -87,6 +87,8 @@ def test_help_and_usage(t):
                        (['exec', '-t', 'sb'], '-t without a terminal'),
                        (['exec', '--env', 'X', 'sb', '--', 'true'], '--env without ='),
                        (['exec', '--bogus', 'sb', '--', 'true'], 'an unknown option'),
+                       (['exec', '--'], 'only "--"'),
+                       (['exec', '-u', 'root', '--'], 'options and "--", no sandbox'),
                        (['attach', 'sb'], 'attach without a session')):
         r = box(args)
         check(t, r, 125, 'exec/attach usage error (%s): exit 125' % what)

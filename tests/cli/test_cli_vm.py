@@ -86,6 +86,11 @@ def test_exec_oneshot(t):
     check(t, r, 0, 'exec --user --cwd --env', out='root /etc 1 2 x=y\n')
     r = c('exec', SB, 'echo', '-n', 'no-dashes')
     check(t, r, 0, 'without "--" options end at the sandbox (-n is the command\'s)', out='no-dashes')
+    r = c('exec', SB, 'sh', '-c', 'printf "%s|" "$@"', 'sh', 'a', '--', '-x')
+    check(t, r, 0, 'a "--" among the command\'s arguments is the command\'s', out='a|--|-x|')
+    r = c('exec', '-u', 'root', '--', SB, '--', 'printf', '%s|', '--', 'y')
+    check(t, r, 0, '"--" before the sandbox ends box\'s options; one after it is dropped, a later one kept',
+          out='--|y|')
     r = c('exec', SB, '--', 'head', '-c', '3000000', '/dev/urandom', binary=True)
     t.ok(r.rc == 0 and len(r.out) == 3000000, 'binary output of 3 MB comes through whole',
          'exit %r, %d bytes' % (r.rc, len(r.out)))
