@@ -28,7 +28,6 @@
 #include <glib/gstdio.h>
 #include <glib-unix.h>
 #include <gio/gunixinputstream.h>
-#include <gio/gunixoutputstream.h>
 
 #include "box-cli.h"
 
@@ -350,11 +349,13 @@ extract_here (Copy *copy, GInputStream *in, GError **error)
   int r;
 
   archive_read_support_format_tar (archive);
+  /* no ARCHIVE_EXTRACT_UNLINK: it would remove a symlink on the way
+   * (yours, in the destination) where SECURE_SYMLINKS refuses the entry;
+   * a file or symlink in the place of an entry is still replaced */
   archive_write_disk_set_options (disk, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
                                   ARCHIVE_EXTRACT_SECURE_NODOTDOT |
                                   ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                  ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS |
-                                  ARCHIVE_EXTRACT_UNLINK);
+                                  ARCHIVE_EXTRACT_SECURE_NOABSOLUTEPATHS);
   if (archive_read_open (archive, &reader, NULL, tar_read, NULL) != ARCHIVE_OK)
     ok = FALSE;
   while (ok && (r = archive_read_next_header (archive, &entry)) != ARCHIVE_EOF) {
@@ -362,7 +363,17 @@ extract_here (Copy *copy, GInputStream *in, GError **error)
     size_t size;
     la_int64_t offset;
 
-    if (r < ARCHIVE_WARN || archive_write_header (disk, entry) < ARCHIVE_WARN) {
+    if (r < ARCHIVE_WARN) {
+      ok = FALSE;
+      break;
+    }
+    /* what a sandbox sends is not trusted: files, directories and links
+     * only, and never set-user or set-group-ID (box may run as root) */
+    if (archive_entry_hardlink (entry) == NULL && archive_entry_filetype (entry) != AE_IFREG &&
+        archive_entry_filetype (entry) != AE_IFDIR && archive_entry_filetype (entry) != AE_IFLNK)
+      continue;
+    archive_entry_set_perm (entry, archive_entry_perm (entry) & 01777);
+    if (archive_write_header (disk, entry) < ARCHIVE_WARN) {
       ok = FALSE;
       break;
     }
@@ -380,9 +391,13 @@ extract_here (Copy *copy, GInputStream *in, GError **error)
   if (!ok) {
     if (reader.error != NULL)
       g_propagate_error (error, box_cli_error_network (copy->cli->url, reader.error));
-    else
+    else {
+      const char *why = archive_error_string (disk);
+
       g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_LOCAL, _("Cannot extract the tar: %s"),
-                   archive_error_string (archive_errno (disk) != 0 ? disk : archive));
+                   why != NULL ? why : archive_error_string (archive) != NULL
+                   ? archive_error_string (archive) : g_strerror (EIO));
+    }
   }
   g_clear_error (&reader.error);
   archive_write_close (disk);
@@ -452,6 +467,50 @@ upload_file (Copy *copy, const char *local, const struct stat *st, const char *s
                      G_INPUT_STREAM (in), st->st_size, error);
 }
 
+/* Sets "Cannot write @name: <errno>"; returns FALSE. */
+static gboolean
+write_failed (const char *name, GError **error)
+{
+  int saved_errno = errno;
+
+  g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_LOCAL, _("Cannot write %s: %s"), name,
+               g_strerror (saved_errno));
+  return FALSE;
+}
+
+/* Reads @body to its end into @fd (@name for messages): a read error is
+ * the connection's (exit status 3), a write error a local one. */
+static gboolean
+copy_body (Copy *copy, GInputStream *body, int fd, const char *name, GError **error)
+{
+  g_autofree guint8 *buffer = g_malloc (CHUNK);
+
+  for (;;) {
+    g_autoptr(GError) read_error = NULL;
+    gssize n = g_input_stream_read (body, buffer, CHUNK, NULL, &read_error);
+
+    if (n < 0) {
+      g_propagate_error (error, box_cli_error_network (copy->cli->url, read_error));
+      return FALSE;
+    }
+    if (n == 0)
+      return TRUE;
+    for (gssize off = 0; off < n; ) {
+      gssize w = write (fd, buffer + off, (gsize) (n - off));
+
+      if (w < 0 && errno == EINTR)
+        continue;
+      if (w < 0)
+        return write_failed (name, error);
+      off += w;
+    }
+    progress_add (copy, (gsize) n);
+  }
+}
+
+/* A file, or what a symlink points to (GET follows it; its stat is the
+ * link's), written to a temporary file beside @target (0600 until done)
+ * and renamed over it: @target is the old file or the whole new one. */
 static gboolean
 download_file (Copy *copy, const char *sandbox, const char *path, JsonObject *stat,
                const char *target, GError **error)
@@ -460,41 +519,41 @@ download_file (Copy *copy, const char *sandbox, const char *path, JsonObject *st
   g_autofree char *query = file_query (copy, path);
   g_autoptr(SoupMessage) msg = box_cli_message_new (copy->cli, "GET", route, query);
   g_autoptr(GInputStream) body = NULL;
-  g_autoptr(GFile) file = g_file_new_for_path (target);
-  g_autoptr(GFileOutputStream) out = NULL;
+  g_autofree char *dir = g_path_get_dirname (target);
+  g_autofree char *base = g_path_get_basename (target);
+  g_autofree char *tmp = NULL;
+  gboolean file = g_strcmp0 (box_cli_json_string (stat, "type"), "file") == 0;
   const char *mode = box_cli_json_string (stat, "mode");
-  g_autofree guint8 *buffer = g_malloc (CHUNK);
+  mode_t mask = umask (0);
+  guint perm;
+  int fd;
+  gboolean ok;
 
-  copy->total = (guint64) MAX (box_cli_json_int (stat, "size", 0), 0);
+  umask (mask);
+  perm = file && mode != NULL ? (guint) g_ascii_strtoull (mode, NULL, 8) & 0777 : 0666 & ~mask;
+  copy->total = file ? (guint64) MAX (box_cli_json_int (stat, "size", 0), 0) : 0;
   body = send_stream (copy, msg, error);
   if (body == NULL)
     return FALSE;
-  /* written beside the target and renamed over it at the end */
-  out = g_file_replace (file, NULL, FALSE, G_FILE_CREATE_REPLACE_DESTINATION, NULL, error);
-  if (out == NULL)
+  tmp = g_strdup_printf ("%s/.%s.box-XXXXXX", dir, base);
+  fd = g_mkstemp_full (tmp, O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    int saved_errno = errno;
+
+    g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_LOCAL, _("Cannot create %s: %s"), target,
+                 g_strerror (saved_errno));
     return FALSE;
-  for (;;) {
-    gssize n = g_input_stream_read (body, buffer, CHUNK, NULL, error);
-
-    if (n < 0 ||
-        (n > 0 && !g_output_stream_write_all (G_OUTPUT_STREAM (out), buffer, (gsize) n, NULL,
-                                              NULL, error))) {
-      g_autoptr(GCancellable) abandon = g_cancellable_new ();
-
-      /* a cancelled close removes the temporary file: the old one stays */
-      g_cancellable_cancel (abandon);
-      g_output_stream_close (G_OUTPUT_STREAM (out), abandon, NULL);
-      return FALSE;
-    }
-    if (n == 0)
-      break;
-    progress_add (copy, (gsize) n);
   }
-  if (!g_output_stream_close (G_OUTPUT_STREAM (out), NULL, error))
-    return FALSE;
-  if (mode != NULL)
-    g_chmod (target, (int) g_ascii_strtoull (mode, NULL, 8) & 07777);
-  return TRUE;
+  ok = copy_body (copy, body, fd, target, error);
+  if (ok && fchmod (fd, perm) < 0)
+    ok = write_failed (target, error);
+  if (close (fd) < 0 && ok)
+    ok = write_failed (target, error);
+  if (ok && g_rename (tmp, target) < 0)
+    ok = write_failed (target, error);
+  if (!ok)
+    g_unlink (tmp);
+  return ok;
 }
 
 /* ---- the command ------------------------------------------------------- */
@@ -593,10 +652,8 @@ copy_out (Copy *copy, const char *sandbox, char *path, const char *local, GError
     g_autofree char *query = file_query (copy, path);
     g_autoptr(SoupMessage) msg = box_cli_message_new (copy->cli, "GET", route, query);
     g_autoptr(GInputStream) body = send_stream (copy, msg, error);
-    g_autoptr(GOutputStream) out = g_unix_output_stream_new (STDOUT_FILENO, FALSE);
 
-    return body != NULL &&
-           g_output_stream_splice (out, body, G_OUTPUT_STREAM_SPLICE_CLOSE_SOURCE, NULL, error) >= 0;
+    return body != NULL && copy_body (copy, body, STDOUT_FILENO, _("standard output"), error);
   }
   strip_dot (dest);
   if (g_file_test (dest, G_FILE_TEST_IS_DIR) && !contents)

@@ -271,6 +271,39 @@ def test_cp(t):
     subprocess.run(['tar', '-C', unpacked, '-xf', '-'], input=r.out)
     t.eq(tree_listing(unpacked), want, 'the tar round trip is identical')
 
+    # what a sandbox sends is not trusted: no set-user-ID bit comes out; a
+    # symlink comes out as the file it points to, with a plain mode
+    c('exec', '--user', 'root', SB, '--', 'sh', '-c',
+      'rm -rf /tmp/evil && mkdir -p /tmp/evil/sub && echo x > /tmp/evil/suid && chmod 4755 /tmp/evil/suid '
+      '&& echo y > /tmp/evil/sub/f && chmod 0640 /tmp/evil/sub/f && ln -s sub/f /tmp/evil/ln')
+    evil = os.path.join(WORK, 'evil')
+    check(t, c('cp', SB + ':/tmp/evil', evil), 0, 'cp out of a tree with a set-user-ID file')
+    t.eq(oct(stat.S_IMODE(os.stat(os.path.join(evil, 'suid')).st_mode)), '0o755',
+         '... the set-user-ID bit is dropped here')
+    ln_out = os.path.join(WORK, 'from-link')
+    check(t, c('cp', SB + ':/tmp/evil/ln', ln_out), 0, 'cp out of a symlink')
+    umask = os.umask(0)
+    os.umask(umask)
+    t.eq((open(ln_out).read(), oct(stat.S_IMODE(os.stat(ln_out).st_mode))), ('y\n', oct(0o666 & ~umask)),
+         '... is the file it points to, with a plain mode (not the link\'s 0777)')
+    # a download cut short (the sandbox pauses) leaves the old file and no
+    # temporary one
+    c('exec', '--user', 'root', SB, '--', 'sh', '-c', 'head -c 160000000 /dev/zero > /tmp/big.bin')
+    old = os.path.join(WORK, 'old.bin')
+    with open(old, 'w') as f:
+        f.write('old')
+    p = c.popen(['cp', '-q', SB + ':/tmp/big.bin', old], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    end = time.time() + 60
+    while time.time() < end and not [n for n in os.listdir(WORK) if n.startswith('.old.bin.box-')]:
+        time.sleep(0.02)
+    check(t, c('pause', SB), 0, 'pause during a cp out')
+    rc, err = clitest.wait_exit(p, 60)
+    t.eq(rc, 3, 'the cut download: exit 3 (the connection)', )
+    t.eq((open(old).read(), [n for n in os.listdir(WORK) if n.startswith('.old.bin')]), ('old', []),
+         '... the old file is whole and no temporary file is left')
+    check(t, c('wake', SB), 0, 'wake after it')
+    c('exec', '--user', 'root', SB, '--', 'rm', '-f', '/tmp/big.bin')
+
     r = c('cp', '--user', 'box', src, SB + ':/root/nope')
     check(t, r, 1, 'cp --user box into /root: exit 1', err_contains='(permission_denied)')
     r = c('cp', SB + ':/tmp/does-not-exist', os.path.join(WORK, 'x'))
