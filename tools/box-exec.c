@@ -259,6 +259,19 @@ exec_detached (BoxCli *cli, BoxCliWs *ws)
   return status;
 }
 
+/* --detach-keys is checked before anything starts (a detachable session
+ * must not be left running for a typo); a usage error's status, or -1. */
+static int
+check_detach_keys (BoxCli *cli, const char *command, const char *keys)
+{
+  g_autoptr(GByteArray) bytes = g_byte_array_new ();
+  g_autoptr(GError) error = NULL;
+
+  if (keys == NULL || box_cli_parse_detach_keys (keys, bytes, &error))
+    return -1;
+  return box_cli_usage_error (cli, command, error->message);
+}
+
 int
 box_cmd_exec (BoxCli *cli, int argc, char **argv)
 {
@@ -337,6 +350,8 @@ box_cmd_exec (BoxCli *cli, int argc, char **argv)
     return box_cli_usage_error (cli, "exec", _("-d does not go with -i or -t."));
   if (options.tty && !isatty (STDIN_FILENO))
     return box_cli_usage_error (cli, "exec", _("-t needs a terminal on standard input."));
+  if ((status = check_detach_keys (cli, "exec", options.detach_keys)) >= 0)
+    return status;
   if (cmd[0] == NULL) {
     if (!options.tty)
       return box_cli_usage_error (cli, "exec", _("No command given (only -t starts a shell)."));
@@ -426,7 +441,9 @@ box_cmd_attach (BoxCli *cli, int argc, char **argv)
   cli->exec = TRUE;
   if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX SESSION"),
                       _("Attach to an exec session: its kept output, then live output; box exits "
-                        "with the command's status."), 2, 2, &status) ||
+                        "with the command's status."), 2, 2, &status))
+    return status;
+  if ((status = check_detach_keys (cli, "attach", detach_keys)) >= 0 ||
       !box_cli_ready (cli, &status))
     return status;
 

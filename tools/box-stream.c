@@ -39,8 +39,9 @@
 
 /* ---- the terminal ------------------------------------------------------ */
 
-static struct termios saved_termios;
+static struct termios saved_termios, raw_termios;
 static gboolean terminal_raw;
+static int cont_pipe[2] = { -1, -1 };   /* SIGCONT -> the main loop */
 
 static void
 terminal_restore (void)
@@ -70,6 +71,7 @@ terminal_make_raw (GError **error)
   }
   raw = saved_termios;
   cfmakeraw (&raw);
+  raw_termios = raw;
   if (tcsetattr (STDIN_FILENO, TCSADRAIN, &raw) < 0) {
     int saved_errno = errno;
 
@@ -407,6 +409,71 @@ on_winch (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
+/* Stopped in raw mode (only kill(1) sends SIGTSTP then: the terminal's
+ * ^Z goes to the command): the terminal as it was, then stop. */
+static void
+on_tstp_signal (int signum)
+{
+  int saved_errno = errno;
+
+  tcsetattr (STDIN_FILENO, TCSADRAIN, &saved_termios);
+  raise (SIGSTOP);
+  errno = saved_errno;
+}
+
+/* Continued (after SIGTSTP or SIGSTOP, the shell's fg): raw again, whatever
+ * the shell did to the terminal meanwhile; the loop sends the size. */
+static void
+on_cont_signal (int signum)
+{
+  int saved_errno = errno;
+
+  if (terminal_raw)
+    tcsetattr (STDIN_FILENO, TCSADRAIN, &raw_termios);
+  if (cont_pipe[1] >= 0 && write (cont_pipe[1], "c", 1) < 0) {
+    /* full: a wake-up is pending anyway */
+  }
+  errno = saved_errno;
+}
+
+static gboolean
+on_cont (gint fd, GIOCondition condition, gpointer user_data)
+{
+  char buf[64];
+
+  while (read (fd, buf, sizeof buf) > 0)
+    ;
+  send_window_size (user_data);
+  return G_SOURCE_CONTINUE;
+}
+
+/* Installs (@on) or removes the stop/continue handling of raw mode. */
+static guint
+raw_stop_handling (gboolean on, Stream *stream, guint source)
+{
+  struct sigaction sa = { 0 };
+
+  if (!on) {
+    sa.sa_handler = SIG_DFL;
+    sigaction (SIGTSTP, &sa, NULL);
+    sigaction (SIGCONT, &sa, NULL);
+    if (source != 0)
+      g_source_remove (source);
+    return 0;
+  }
+  if (cont_pipe[0] < 0 && !g_unix_open_pipe (cont_pipe, FD_CLOEXEC, NULL))
+    return 0;
+  g_unix_set_fd_nonblocking (cont_pipe[0], TRUE, NULL);
+  g_unix_set_fd_nonblocking (cont_pipe[1], TRUE, NULL);
+  sigemptyset (&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sa.sa_handler = on_tstp_signal;
+  sigaction (SIGTSTP, &sa, NULL);
+  sa.sa_handler = on_cont_signal;
+  sigaction (SIGCONT, &sa, NULL);
+  return g_unix_fd_add (cont_pipe[0], G_IO_IN, on_cont, stream);
+}
+
 static gboolean
 on_int (gpointer user_data)
 {
@@ -465,6 +532,7 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
   /* raw only when our keys go to the command: else Ctrl-C must stay ours */
   gboolean raw = options->tty && options->stdin_open;
   gulong ids[3];
+  guint cont_source = 0;
   int status;
 
   if (raw && !terminal_make_raw (&error))
@@ -494,6 +562,7 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
     /* only kill(1) sends these in raw mode: end, with the terminal restored */
     stream.signal_ids[1] = g_unix_signal_add (SIGINT, on_raw_int, &stream);
     stream.signal_ids[3] = g_unix_signal_add (SIGTERM, on_raw_term, &stream);
+    cont_source = raw_stop_handling (TRUE, &stream, 0);
   } else if (options->forward_signals) {
     stream.signal_ids[1] = g_unix_signal_add (SIGINT, on_int, &stream);
     stream.signal_ids[3] = g_unix_signal_add (SIGTERM, on_term, &stream);
@@ -508,6 +577,8 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
     if (stream.signal_ids[i] != 0)
       g_source_remove (stream.signal_ids[i]);
   }
+  if (raw)
+    raw_stop_handling (FALSE, &stream, cont_source);
   if (stream.close_timeout != 0)
     g_source_remove (stream.close_timeout);
   for (guint i = 0; i < G_N_ELEMENTS (ids); i++)

@@ -88,6 +88,9 @@ def test_help_and_usage(t):
                        (['exec', '--env', 'X', 'sb', '--', 'true'], '--env without ='),
                        (['exec', '--bogus', 'sb', '--', 'true'], 'an unknown option'),
                        (['exec', '--'], 'only "--"'),
+                       (['exec', '--detachable', '--detach-keys', 'ctrl-1', 'sb', '--', 'top'],
+                        'a bad --detach-keys, before the session starts'),
+                       (['attach', '--detach-keys', 'ctrl-1', 'sb', 's-aaaaaaaaaa'], 'attach with a bad --detach-keys'),
                        (['exec', '-u', 'root', '--'], 'options and "--", no sandbox'),
                        (['attach', 'sb'], 'attach without a session')):
         r = box(args)

@@ -625,6 +625,37 @@ def terminal_session(t):
          'SIGTERM to box in raw mode: it exits 143 with the terminal restored',
          'pids %r same %r\n%s' % (pids, same, text))
 
+    # stopped (kill -TSTP: in raw mode ^Z is the command's) and continued
+    # with the shell's fg: the shell gets its terminal back meanwhile, and
+    # box is raw again after
+    keys('clear', 'Enter')
+    keys('stty -g > %s; box exec -it %s -- sh; echo "EXIT7=$?"' % (before + '3', SB), 'Enter')
+    m, text = wait_pane(r'@%s' % SB, 60)
+    pids = subprocess.run(['pgrep', '-f', 'box exec -it %s -- sh$' % SB], stdout=subprocess.PIPE).stdout.split()
+    for pid in pids:
+        os.kill(int(pid), signal.SIGTSTP)
+    m, text = wait_pane(r'Stopped', 20)
+    keys('stty -g > %s' % (after + '3'), 'Enter')
+    time.sleep(1)
+    try:
+        with open(before + '3') as a, open(after + '3') as b:
+            same = a.read() == b.read()
+    except OSError as e:
+        same = repr(e)
+    t.ok(len(pids) == 1 and m is not None and same is True,
+         'kill -TSTP of box in raw mode: it stops with the shell\'s terminal settings back',
+         'pids %r same %r\n%s' % (pids, same, text))
+    keys('fg', 'Enter')
+    time.sleep(1.5)
+    keys('C-c')
+    keys('echo back-$((2+3))', 'Enter')
+    m, text = wait_pane(r'^back-5$', 20)
+    t.ok(m is not None and 'EXIT7=' not in text,
+         'after fg box is raw again: Ctrl-C goes to the sandbox\'s shell, typing works', text)
+    keys('exit 7', 'Enter')
+    m, text = wait_pane(r'^EXIT7=7$', 30)
+    t.ok(m is not None, '... and its exit status comes through', text)
+
     keys('clear', 'Enter')
     keys('box exec -it %s -- sh -c "cat; echo done"; echo "EXIT4=$?"' % SB, 'Enter')
     time.sleep(2)
