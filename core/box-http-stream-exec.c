@@ -128,7 +128,8 @@ on_channel_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
 }
 
 /* Raw (port connect): the peer in the sandbox shut its side.  A WebSocket
- * cannot half-close, so the socket ends here, after what came before. */
+ * cannot half-close, so the socket ends here, after what came before (the
+ * client's half-close is a text frame {"type": "eof"}, on_ws_message()). */
 static void
 on_channel_eof (BoxAgentChannel *channel, guint stream, gpointer user_data)
 {
@@ -256,6 +257,18 @@ handle_control (Bridge *b, GBytes *message)
   box_agent_channel_send_ctrl (b->channel, ctrl);
 }
 
+/* {"type": "eof"}: on a raw stream the only text frame there is. */
+static gboolean
+is_eof_frame (GBytes *message)
+{
+  gsize len = 0;
+  const char *text = g_bytes_get_data (message, &len);
+  g_autoptr(JsonNode) node = box_json_parse_body (text, len, FALSE, NULL);
+
+  return node != NULL && JSON_NODE_HOLDS_OBJECT (node) &&
+         g_strcmp0 (box_agent_json_get_string (json_node_get_object (node), "type"), "eof") == 0;
+}
+
 static void
 on_ws_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
 {
@@ -269,6 +282,11 @@ on_ws_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
   if (type == SOUP_WEBSOCKET_DATA_TEXT) {
     if (b->tagged)
       handle_control (b, message);
+    else if (is_eof_frame (message) && !b->eof_sent) {
+      /* connect: the client's half-close, after what it sent before */
+      b->eof_sent = TRUE;
+      box_agent_channel_send_eof (b->channel, 0);
+    }
     return;
   }
   if (!b->tagged) {

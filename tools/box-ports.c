@@ -221,11 +221,18 @@ on_local_read (GObject *source, GAsyncResult *result, gpointer user_data)
     pump_maybe_free (pump);
     return;
   }
-  if (n <= 0) {
-    /* the local client is done: a WebSocket has no half-close, so end */
+  if (n < 0) {
+    pump_end (pump);
+    return;
+  }
+  if (n == 0) {
+    /* the local client is done sending: the sandbox's side gets its end of
+     * file after what went before, and its answer still comes until it
+     * closes (then on_ws_closed) */
+    g_autoptr(JsonNode) eof = json_from_string ("{\"type\": \"eof\"}", NULL);
+
     pump->local_eof = TRUE;
-    if (box_cli_ws_pending (pump->ws) == 0)
-      pump_end (pump);
+    box_cli_ws_send_json (pump->ws, eof);
     return;
   }
   box_cli_ws_send_raw (pump->ws, pump->buffer, (gsize) n);
@@ -250,9 +257,7 @@ on_drained (gpointer user_data)
 {
   Pump *pump = user_data;
 
-  if (pump->local_eof && box_cli_ws_pending (pump->ws) == 0 && !pump->done)
-    pump_end (pump);
-  else if (box_cli_ws_pending (pump->ws) <= BOX_CLI_WS_HIGH_WATER / 2)
+  if (box_cli_ws_pending (pump->ws) <= BOX_CLI_WS_HIGH_WATER / 2)
     pump_read (pump);
 }
 

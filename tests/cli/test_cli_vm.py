@@ -420,6 +420,20 @@ def test_ports(t):
         for th in threads:
             th.join(90)
         t.eq(results, [True] * 4, 'four connections at once, each with its own stream')
+        # a client that half-closes (shutdown of its writing, nc -N) still
+        # gets the whole answer: HTTP/1.0 without keep-alive
+        with socket.create_connection(('127.0.0.1', local), timeout=60) as sk:
+            sk.sendall(b'GET /page.bin HTTP/1.0\r\nHost: x\r\n\r\n')
+            sk.shutdown(socket.SHUT_WR)
+            answer = b''
+            while True:
+                chunk = sk.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        t.ok(answer.startswith(b'HTTP/1.0 200') and answer.endswith(page),
+             'a local client that shuts its writing side after the request gets the whole answer',
+             (answer[:40], len(answer)))
         slow_local_client(t, pf, local)
         try:
             urllib.request.urlopen('http://127.0.0.1:%d/' % closed, timeout=30).read()

@@ -164,6 +164,25 @@ def test_connect(t):
     w.close()
     w2.close()
 
+    # the client's half-close: a text frame {"type": "eof"}; the echo server
+    # reads to its end of file, and what it sends until it closes still comes
+    w = ws(d, KEY, '/v1/sandboxes/ports-box/ports/9000/connect')
+    sent = os.urandom(300000)
+    w.send_binary(sent)
+    w.send_json({'type': 'eof'})
+    back = b''
+    while True:
+        try:
+            op, data = w.recv(30)
+        except (wsclient.ConnectionClosed, OSError):
+            break
+        if op == wsclient.OP_CLOSE:
+            break
+        back += data
+    t.ok(back == sent and w.close_code == 1000,
+         'half-close: the server got its end of file after all the bytes, its answer came, then 1000',
+         repr((len(back), len(sent), w.close_code)))
+
     S['http2'], _pid = start_detached('ports-box', ['python3', '-m', 'http.server', '8001'])
     wait_port(8001)
     w = ws(d, KEY, '/v1/sandboxes/ports-box/ports/8001/connect')
