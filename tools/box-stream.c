@@ -537,11 +537,14 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
 
   if (raw && !terminal_make_raw (&error))
     return box_cli_fail (cli, error);
+  if (raw)
+    cont_source = raw_stop_handling (TRUE, &stream, 0);
   if (raw && options->detachable) {
     stream.detach_keys = g_byte_array_new ();
     if (!box_cli_parse_detach_keys (options->detach_keys != NULL ? options->detach_keys
                                                                  : "ctrl-p,ctrl-q",
                                     stream.detach_keys, &error)) {
+      raw_stop_handling (FALSE, &stream, cont_source);
       terminal_restore ();
       g_byte_array_unref (stream.detach_keys);
       return box_cli_fail (cli, error);
@@ -562,7 +565,6 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
     /* only kill(1) sends these in raw mode: end, with the terminal restored */
     stream.signal_ids[1] = g_unix_signal_add (SIGINT, on_raw_int, &stream);
     stream.signal_ids[3] = g_unix_signal_add (SIGTERM, on_raw_term, &stream);
-    cont_source = raw_stop_handling (TRUE, &stream, 0);
   } else if (options->forward_signals) {
     stream.signal_ids[1] = g_unix_signal_add (SIGINT, on_int, &stream);
     stream.signal_ids[3] = g_unix_signal_add (SIGTERM, on_term, &stream);
