@@ -549,6 +549,29 @@ op_delete (BaWorkCtx *w, const BaJson *req)
 
 /* ---- streamed file contents ------------------------------------------------ */
 
+/* Whether fd's size is its length: not on the kernel's pseudo file
+ * systems, whose files say 0 or 4096 whatever they hold. */
+static bool
+size_is_length (int fd)
+{
+  static const unsigned long pseudo[] = {
+    PROC_SUPER_MAGIC, SYSFS_MAGIC, DEBUGFS_MAGIC, TRACEFS_MAGIC, SECURITYFS_MAGIC,
+    CGROUP_SUPER_MAGIC, CGROUP2_SUPER_MAGIC, BPF_FS_MAGIC, EFIVARFS_MAGIC, 0x65735546 /* fuse */,
+    0x62656570 /* configfs */,
+  };
+  struct statfs sf;
+  if (fstatfs (fd, &sf) < 0)
+    return false;
+  for (size_t i = 0; i < sizeof pseudo / sizeof pseudo[0]; i++)
+    if ((unsigned long) sf.f_type == pseudo[i])
+      return false;
+  return true;
+}
+
+/* The file's bytes to the host: exactly "length" of them when the reply
+ * gives one (the file's size at open; a file that grew is cut there, one
+ * that shrank is an error, so a short body is never taken for whole),
+ * else to its end. */
 static void
 op_read (BaWorkCtx *w, const BaJson *req)
 {
@@ -556,6 +579,8 @@ op_read (BaWorkCtx *w, const BaJson *req)
   static uint8_t buf[1 << 16];
   struct stat st;
   BaBuf b = { 0 };
+  uint64_t left;
+  bool exact;
   int fd;
   if (!ba_fs_path_arg (w, req, "path", path, sizeof path))
     return;
@@ -569,11 +594,15 @@ op_read (BaWorkCtx *w, const BaJson *req)
     return;
   }
   fcntl (fd, F_SETFL, 0);
+  exact = size_is_length (fd);
+  left = exact ? (uint64_t) st.st_size : UINT64_MAX;
   ba_work_reply_begin (&b);
   ba_fs_stat_json (&b, "stat", path, &st, NULL);
+  if (exact)
+    ba_jw_int (&b, "length", (int64_t) st.st_size);
   ba_work_reply_end (w, &b);
-  for (;;) {
-    ssize_t r = sendfile (w->out, fd, NULL, 1 << 20);
+  while (left > 0) {
+    ssize_t r = sendfile (w->out, fd, NULL, left < (1 << 20) ? (size_t) left : 1 << 20);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0 && (errno == EINVAL || errno == ENOSYS))
@@ -585,10 +614,11 @@ op_read (BaWorkCtx *w, const BaJson *req)
       return;
     }
     if (r == 0)
-      return;
+      break;
+    left -= (uint64_t) r;
   }
-  for (;;) {
-    ssize_t r = read (fd, buf, sizeof buf);
+  while (left > 0) {
+    ssize_t r = read (fd, buf, left < sizeof buf ? (size_t) left : sizeof buf);
     if (r < 0 && errno == EINTR)
       continue;
     if (r < 0) {
@@ -596,9 +626,13 @@ op_read (BaWorkCtx *w, const BaJson *req)
       return;
     }
     if (r == 0)
-      return;
+      break;
     ba_fs_write_all (w->out, buf, (size_t) r);
+    left -= (uint64_t) r;
   }
+  if (exact && left > 0)
+    ba_work_error (w, "conflict", "%s shrank while it was read (%lld of %lld bytes)", path,
+                   (long long) ((uint64_t) st.st_size - left), (long long) st.st_size);
 }
 
 static void

@@ -361,6 +361,7 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   SoupServerMessage *msg = d->req->msg;
   SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
+  gint64 length = -1;
 
   d->channel = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
   if (d->over) {
@@ -388,7 +389,15 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
     box_http_request_resume (d->req);
     return;
   }
-  soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
+  /* a file of a known length (fs-read's reply says): Content-Length, so
+   * that every client tells a cut transfer from a whole one (a connection
+   * closed between two chunks reads as the end to some, libsoup's among
+   * them); else chunked */
+  if (box_agent_channel_get_reply (d->channel) != NULL &&
+      box_agent_json_get_int (box_agent_channel_get_reply (d->channel), "length", &length) && length >= 0)
+    soup_message_headers_set_content_length (headers, length);
+  else
+    soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
   soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
   g_signal_connect (d->channel, "data", G_CALLBACK (on_data), d);
   g_signal_connect (d->channel, "eof", G_CALLBACK (on_eof), d);

@@ -147,8 +147,10 @@ static GInputStream *
 send_stream (Copy *copy, SoupMessage *msg, GError **error)
 {
   g_autoptr(GError) local_error = NULL;
-  g_autoptr(GInputStream) body = soup_session_send (copy->cli->session, msg, NULL, &local_error);
+  g_autoptr(GInputStream) body = NULL;
   guint status;
+
+  body = soup_session_send (copy->cli->session, msg, NULL, &local_error);
 
   if (body == NULL) {
     g_propagate_error (error, box_cli_error_network (copy->cli->url, local_error));
@@ -440,6 +442,19 @@ download_tree (Copy *copy, const char *sandbox, const char *path, const char *ta
     return FALSE;
   }
   ok = extract_here (copy, body, error);
+  if (ok) {
+    /* libarchive stops at the archive's end: the answer's own end follows */
+    g_autoptr(GError) read_error = NULL;
+    guint8 rest[512];
+    gssize n;
+
+    while ((n = g_input_stream_read (body, rest, sizeof rest, NULL, &read_error)) > 0)
+      ;
+    if (n < 0) {
+      g_propagate_error (error, box_cli_error_network (copy->cli->url, read_error));
+      ok = FALSE;
+    }
+  }
   if (fchdir (saved_cwd) < 0)
     g_warning ("cannot go back to the working directory: %s", g_strerror (errno));
   close (saved_cwd);
@@ -478,12 +493,18 @@ write_failed (const char *name, GError **error)
   return FALSE;
 }
 
-/* Reads @body to its end into @fd (@name for messages): a read error is
- * the connection's (exit status 3), a write error a local one. */
+/* Reads @body (of @msg's answer) to its end into @fd (@name for
+ * messages): a read error, or fewer bytes than the Content-Length, is the
+ * connection's (exit status 3), a write error a local one. */
 static gboolean
-copy_body (Copy *copy, GInputStream *body, int fd, const char *name, GError **error)
+copy_body (Copy *copy, SoupMessage *msg, GInputStream *body, int fd, const char *name,
+           GError **error)
 {
   g_autofree guint8 *buffer = g_malloc (CHUNK);
+  SoupMessageHeaders *headers = soup_message_get_response_headers (msg);
+  goffset expected = soup_message_headers_get_encoding (headers) == SOUP_ENCODING_CONTENT_LENGTH
+                     ? soup_message_headers_get_content_length (headers) : -1;
+  goffset got = 0;
 
   for (;;) {
     g_autoptr(GError) read_error = NULL;
@@ -493,8 +514,16 @@ copy_body (Copy *copy, GInputStream *body, int fd, const char *name, GError **er
       g_propagate_error (error, box_cli_error_network (copy->cli->url, read_error));
       return FALSE;
     }
-    if (n == 0)
-      return TRUE;
+    if (n == 0) {
+      /* libsoup ends a body cut short like a whole one: the length tells */
+      if (expected < 0 || got == expected)
+        return TRUE;
+      g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_UNREACHABLE,
+                   _("The transfer from %s broke off after %lld of %lld bytes"), copy->cli->url,
+                   (long long) got, (long long) expected);
+      return FALSE;
+    }
+    got += n;
     for (gssize off = 0; off < n; ) {
       gssize w = write (fd, buffer + off, (gsize) (n - off));
 
@@ -544,7 +573,7 @@ download_file (Copy *copy, const char *sandbox, const char *path, JsonObject *st
                  g_strerror (saved_errno));
     return FALSE;
   }
-  ok = copy_body (copy, body, fd, target, error);
+  ok = copy_body (copy, msg, body, fd, target, error);
   if (ok && fchmod (fd, perm) < 0)
     ok = write_failed (target, error);
   if (close (fd) < 0 && ok)
@@ -653,7 +682,7 @@ copy_out (Copy *copy, const char *sandbox, char *path, const char *local, GError
     g_autoptr(SoupMessage) msg = box_cli_message_new (copy->cli, "GET", route, query);
     g_autoptr(GInputStream) body = send_stream (copy, msg, error);
 
-    return body != NULL && copy_body (copy, body, STDOUT_FILENO, _("standard output"), error);
+    return body != NULL && copy_body (copy, msg, body, STDOUT_FILENO, _("standard output"), error);
   }
   strip_dot (dest);
   if (g_file_test (dest, G_FILE_TEST_IS_DIR) && !contents)

@@ -502,7 +502,12 @@ class Files(AgentCase):
             self.assertEqual(f.read(), data)
         r, got = self.read_file(p)
         self.assertEqual(r["stat"]["size"], len(data))
+        self.assertEqual(r["length"], len(data))  # a real file system: the size is the length
         self.assertEqual(got, data)
+        # /proc says 0 for a file that holds something: no length, read to its end
+        r, got = self.read_file("/proc/self/status")
+        self.assertNotIn("length", r)
+        self.assertIn(b"Name:", got)
         os.chmod(p, 0o600)
         self.assertEqual(self.write_file(p, b"x")["stat"]["mode"], "0600")  # an existing file keeps its mode
         self.assertEqual(self.write_file(p, b"y", mode="0755")["stat"]["mode"], "0755")

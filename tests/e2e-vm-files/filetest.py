@@ -134,7 +134,9 @@ class Fs:
 
     def get_stream(self, path, sink, timeout=600, bufsize=1 << 20, **params):
         """GET into sink(bytes); (status, headers, bytes read, complete).
-        complete is False when the chunked body ended without its last chunk."""
+        complete is False when a chunked body ended without its last chunk,
+        or a body with a Content-Length came short of it (http.client reads
+        that as an end)."""
         conn = http.client.HTTPConnection('127.0.0.1', self.d.port, timeout=timeout)
         total = 0
         try:
@@ -152,7 +154,8 @@ class Fs:
                     total += len(e.partial)
                     return resp.status, rh, total, False
                 if not data:
-                    return resp.status, rh, total, True
+                    length = rh.get('content-length')
+                    return resp.status, rh, total, length is None or int(length) == total
                 total += len(data)
                 sink(data)
         except (ConnectionError, http.client.HTTPException):

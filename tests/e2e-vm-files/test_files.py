@@ -329,8 +329,8 @@ def test_atomic_write(t):
 
 
 def test_interrupted_transfer(t):
-    # a download that a pause cuts short ends without the last chunk: the
-    # client sees an incomplete body, never a short file taken for whole
+    # a download that a pause cuts short ends short of its Content-Length:
+    # the client sees an incomplete body, never a short file taken for whole
     total = 48 << 20
     st, body = fs.put_stream('/tmp/long', pattern_chunks(total), total)
     t.eq((st, (body or {}).get('size')), (200, total), 'a 48 MiB file to read')
@@ -352,7 +352,7 @@ def test_interrupted_transfer(t):
     th.join(120)
     status, _h, n, complete = result.get('r', (None, None, 0, None))
     t.ok(status == 200 and not complete and n < total,
-         'the download ends incomplete (%d of %d bytes, no final chunk)' % (n, total),
+         'the download ends incomplete (%d of %d bytes, short of its Content-Length)' % (n, total),
          'status %r complete %r' % (status, complete))
     r = fs.stat('/tmp/long')
     t.eq((r[0], vmtest.state(d, KEY, 'files-box')), (200, 'running'), 'the next call wakes it again')
