@@ -129,7 +129,7 @@ on_channel_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
 
 /* Raw (port connect): the peer in the sandbox shut its side.  A WebSocket
  * cannot half-close, so the socket ends here, after what came before (the
- * client's half-close is a text frame {"type": "eof"}, on_ws_message()). */
+ * client's half-close is a text frame {"type": "eof"}, handle_control()). */
 static void
 on_channel_eof (BoxAgentChannel *channel, guint stream, gpointer user_data)
 {
@@ -233,6 +233,15 @@ handle_control (Bridge *b, GBytes *message)
   }
   obj = json_node_get_object (node);
   type = box_agent_json_get_string (obj, "type");
+  if (!b->tagged) {
+    /* connect: {"type": "eof"}, the client's half-close, after what it
+     * sent before; a raw stream has no other control frame */
+    if (g_strcmp0 (type, "eof") == 0 && !b->eof_sent) {
+      b->eof_sent = TRUE;
+      box_agent_channel_send_eof (b->channel, 0);
+    }
+    return;
+  }
   ctrl = json_object_new ();
   if (g_strcmp0 (type, "resize") == 0) {
     gint64 cols = 0, rows = 0;
@@ -257,18 +266,6 @@ handle_control (Bridge *b, GBytes *message)
   box_agent_channel_send_ctrl (b->channel, ctrl);
 }
 
-/* {"type": "eof"}: on a raw stream the only text frame there is. */
-static gboolean
-is_eof_frame (GBytes *message)
-{
-  gsize len = 0;
-  const char *text = g_bytes_get_data (message, &len);
-  g_autoptr(JsonNode) node = box_json_parse_body (text, len, FALSE, NULL);
-
-  return node != NULL && JSON_NODE_HOLDS_OBJECT (node) &&
-         g_strcmp0 (box_agent_json_get_string (json_node_get_object (node), "type"), "eof") == 0;
-}
-
 static void
 on_ws_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
 {
@@ -280,13 +277,7 @@ on_ws_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
     return;
   box_engine_touch (b->engine, b->sandbox_id);
   if (type == SOUP_WEBSOCKET_DATA_TEXT) {
-    if (b->tagged)
-      handle_control (b, message);
-    else if (is_eof_frame (message) && !b->eof_sent) {
-      /* connect: the client's half-close, after what it sent before */
-      b->eof_sent = TRUE;
-      box_agent_channel_send_eof (b->channel, 0);
-    }
+    handle_control (b, message);
     return;
   }
   if (!b->tagged) {

@@ -33,6 +33,9 @@ enum {
   BOX_CLI_EXIT_NOT_FOUND = 127,   /* the executable was not found */
 };
 
+/* The most of an error answer box reads. */
+#define BOX_CLI_ERROR_BODY_MAX (1024 * 1024)
+
 #define BOX_CLI_ERROR (box_cli_error_quark ())
 
 typedef enum {
@@ -69,6 +72,10 @@ SoupMessage *box_cli_message_new    (BoxCli *cli, const char *method, const char
  * gets the parsed JSON body, NULL for an empty one (204). */
 gboolean    box_cli_send            (BoxCli *cli, SoupMessage *msg, JsonNode **root_out,
                                      GError **error);
+/* Sends @msg and returns the answer's body as a stream, to be read as it
+ * comes; an error status is the API's error (its body read), no answer a
+ * BOX_CLI_ERROR_UNREACHABLE. */
+GInputStream *box_cli_send_stream   (BoxCli *cli, SoupMessage *msg, GError **error);
 /* A JSON call: @body may be NULL (no body).  Returns the answer's JSON, or
  * NULL with @error set; an empty answer is a JSON null node. */
 JsonNode   *box_cli_call            (BoxCli *cli, const char *method, const char *path,

@@ -32,7 +32,6 @@
 #include "box-cli.h"
 
 #define CHUNK (256 * 1024)
-#define ERROR_BODY_MAX (1024 * 1024)
 
 typedef struct {
   BoxCli     *cli;
@@ -141,31 +140,6 @@ stat_type (JsonNode *stat)
   return box_cli_json_string (json_node_get_object (stat), "type");
 }
 
-/* Sends @msg and returns the answer's body stream; an error status is the
- * API's error. */
-static GInputStream *
-send_stream (Copy *copy, SoupMessage *msg, GError **error)
-{
-  g_autoptr(GError) local_error = NULL;
-  g_autoptr(GInputStream) body = NULL;
-  guint status;
-
-  body = soup_session_send (copy->cli->session, msg, NULL, &local_error);
-
-  if (body == NULL) {
-    g_propagate_error (error, box_cli_error_network (copy->cli->url, local_error));
-    return NULL;
-  }
-  status = soup_message_get_status (msg);
-  if (status >= 300) {
-    g_autoptr(GBytes) bytes = g_input_stream_read_bytes (body, ERROR_BODY_MAX, NULL, NULL);
-
-    g_propagate_error (error, box_cli_error_from_answer (status, soup_message_get_reason_phrase (msg),
-                                                         bytes));
-    return NULL;
-  }
-  return g_steal_pointer (&body);
-}
 
 /* PUT @body (of @size bytes, -1: chunked) to @route. */
 static gboolean
@@ -177,7 +151,7 @@ put_stream (Copy *copy, const char *route, const char *query, const char *type,
 
   soup_message_set_request_body (msg, type, body, size);
   g_signal_connect (msg, "wrote-body-data", G_CALLBACK (on_wrote_body_data), copy);
-  answer = send_stream (copy, msg, error);
+  answer = box_cli_send_stream (copy->cli, msg, error);
   if (answer == NULL)
     return FALSE;
   g_input_stream_skip (answer, G_MAXSSIZE, NULL, NULL);
@@ -426,7 +400,7 @@ download_tree (Copy *copy, const char *sandbox, const char *path, const char *ta
                  g_strerror (saved_errno));
     return FALSE;
   }
-  body = send_stream (copy, msg, error);
+  body = box_cli_send_stream (copy->cli, msg, error);
   if (body == NULL)
     return FALSE;
   /* names stay relative to the destination, so that the secure flags
@@ -561,7 +535,7 @@ download_file (Copy *copy, const char *sandbox, const char *path, JsonObject *st
   umask (mask);
   perm = file && mode != NULL ? (guint) g_ascii_strtoull (mode, NULL, 8) & 0777 : 0666 & ~mask;
   copy->total = file ? (guint64) MAX (box_cli_json_int (stat, "size", 0), 0) : 0;
-  body = send_stream (copy, msg, error);
+  body = box_cli_send_stream (copy->cli, msg, error);
   if (body == NULL)
     return FALSE;
   tmp = g_strdup_printf ("%s/.%s.box-XXXXXX", dir, base);
@@ -680,7 +654,7 @@ copy_out (Copy *copy, const char *sandbox, char *path, const char *local, GError
     g_autofree char *route = box_cli_sandbox_path (sandbox, "/fs/tar");
     g_autofree char *query = file_query (copy, path);
     g_autoptr(SoupMessage) msg = box_cli_message_new (copy->cli, "GET", route, query);
-    g_autoptr(GInputStream) body = send_stream (copy, msg, error);
+    g_autoptr(GInputStream) body = box_cli_send_stream (copy->cli, msg, error);
 
     return body != NULL && copy_body (copy, msg, body, STDOUT_FILENO, _("standard output"), error);
   }

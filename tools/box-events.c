@@ -21,7 +21,6 @@
 
 #include "box-cli.h"
 
-#define ERROR_BODY_MAX (1024 * 1024)
 #define RETRY_FIRST_MS 250
 #define RETRY_MAX_MS   5000
 
@@ -150,6 +149,7 @@ print_event (Events *events, const char *type, const char *data)
   JsonObject *detail;
   const char *id;
   const char *name;
+  const char *state;
 
   if (events->cli->json) {
     g_print ("%s\n", data);
@@ -164,9 +164,9 @@ print_event (Events *events, const char *type, const char *data)
   }
   id = box_cli_json_string (event, "sandbox");
   name = id != NULL ? name_of (events, id) : "";
-  if (id != NULL && state_after (box_cli_json_string (event, "type")) != NULL)
-    g_hash_table_insert (events->states, g_strdup (id),
-                         g_strdup (state_after (box_cli_json_string (event, "type"))));
+  state = state_after (box_cli_json_string (event, "type"));
+  if (id != NULL && state != NULL)
+    g_hash_table_insert (events->states, g_strdup (id), g_strdup (state));
   g_string_append_printf (line, "%s  %-20s  ", box_cli_json_string (event, "at") ?: "",
                           box_cli_json_string (event, "type") ?: (type != NULL ? type : ""));
   if (name[0] != '\0')
@@ -193,25 +193,10 @@ open_stream (Events *events, GError **error)
 {
   BoxCli *cli = events->cli;
   g_autoptr(SoupMessage) msg = box_cli_message_new (cli, "GET", "/v1/events", events->query);
-  g_autoptr(GInputStream) body = NULL;
-  g_autoptr(GError) local = NULL;
 
   soup_message_headers_replace (soup_message_get_request_headers (msg), "Accept",
                                 "text/event-stream");
-  body = soup_session_send (cli->session, msg, NULL, &local);
-  if (body == NULL) {
-    g_propagate_error (error, box_cli_error_network (cli->url, local));
-    return NULL;
-  }
-  if (soup_message_get_status (msg) != SOUP_STATUS_OK) {
-    g_autoptr(GBytes) bytes = g_input_stream_read_bytes (body, ERROR_BODY_MAX, NULL, NULL);
-
-    g_propagate_error (error, box_cli_error_from_answer (soup_message_get_status (msg),
-                                                         soup_message_get_reason_phrase (msg),
-                                                         bytes));
-    return NULL;
-  }
-  return g_steal_pointer (&body);
+  return box_cli_send_stream (cli, msg, error);
 }
 
 /* Prints the events of @body until it ends; returns why it ended. */

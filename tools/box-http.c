@@ -293,6 +293,28 @@ box_cli_send (BoxCli *cli, SoupMessage *msg, JsonNode **root_out, GError **error
   return finish_answer (msg, body, root_out, error);
 }
 
+GInputStream *
+box_cli_send_stream (BoxCli *cli, SoupMessage *msg, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+  g_autoptr(GInputStream) body = soup_session_send (cli->session, msg, NULL, &local_error);
+  guint status;
+
+  if (body == NULL) {
+    g_propagate_error (error, box_cli_error_network (cli->url, local_error));
+    return NULL;
+  }
+  status = soup_message_get_status (msg);
+  if (status >= 300) {
+    g_autoptr(GBytes) bytes = g_input_stream_read_bytes (body, BOX_CLI_ERROR_BODY_MAX, NULL, NULL);
+
+    g_propagate_error (error, box_cli_error_from_answer (status, soup_message_get_reason_phrase (msg),
+                                                         bytes));
+    return NULL;
+  }
+  return g_steal_pointer (&body);
+}
+
 static SoupMessage *
 json_message_new (BoxCli *cli, const char *method, const char *path, const char *query,
                   JsonNode *body)

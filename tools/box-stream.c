@@ -447,20 +447,12 @@ on_cont (gint fd, GIOCondition condition, gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-/* Installs (@on) or removes the stop/continue handling of raw mode. */
+/* The stop/continue handling of raw mode: the source of the loop's side. */
 static guint
-raw_stop_handling (gboolean on, Stream *stream, guint source)
+raw_stop_install (Stream *stream)
 {
   struct sigaction sa = { 0 };
 
-  if (!on) {
-    sa.sa_handler = SIG_DFL;
-    sigaction (SIGTSTP, &sa, NULL);
-    sigaction (SIGCONT, &sa, NULL);
-    if (source != 0)
-      g_source_remove (source);
-    return 0;
-  }
   if (cont_pipe[0] < 0 && !g_unix_open_pipe (cont_pipe, FD_CLOEXEC, NULL))
     return 0;
   g_unix_set_fd_nonblocking (cont_pipe[0], TRUE, NULL);
@@ -472,6 +464,15 @@ raw_stop_handling (gboolean on, Stream *stream, guint source)
   sa.sa_handler = on_cont_signal;
   sigaction (SIGCONT, &sa, NULL);
   return g_unix_fd_add (cont_pipe[0], G_IO_IN, on_cont, stream);
+}
+
+static void
+raw_stop_remove (guint source)
+{
+  signal (SIGTSTP, SIG_DFL);
+  signal (SIGCONT, SIG_DFL);
+  if (source != 0)
+    g_source_remove (source);
 }
 
 static gboolean
@@ -538,13 +539,13 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
   if (raw && !terminal_make_raw (&error))
     return box_cli_fail (cli, error);
   if (raw)
-    cont_source = raw_stop_handling (TRUE, &stream, 0);
+    cont_source = raw_stop_install (&stream);
   if (raw && options->detachable) {
     stream.detach_keys = g_byte_array_new ();
     if (!box_cli_parse_detach_keys (options->detach_keys != NULL ? options->detach_keys
                                                                  : "ctrl-p,ctrl-q",
                                     stream.detach_keys, &error)) {
-      raw_stop_handling (FALSE, &stream, cont_source);
+      raw_stop_remove (cont_source);
       terminal_restore ();
       g_byte_array_unref (stream.detach_keys);
       return box_cli_fail (cli, error);
@@ -580,7 +581,7 @@ box_cli_stream_run (BoxCli *cli, BoxCliWs *ws, const BoxCliStreamOptions *option
       g_source_remove (stream.signal_ids[i]);
   }
   if (raw)
-    raw_stop_handling (FALSE, &stream, cont_source);
+    raw_stop_remove (cont_source);
   if (stream.close_timeout != 0)
     g_source_remove (stream.close_timeout);
   for (guint i = 0; i < G_N_ELEMENTS (ids); i++)

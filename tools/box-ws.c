@@ -25,7 +25,6 @@
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define HEAD_MAX (64 * 1024)
-#define ERROR_BODY_MAX (1024 * 1024)
 
 /* ---- an output stream that counts what its base stream took ------------- */
 
@@ -274,10 +273,10 @@ read_error_body (GInputStream *in, SoupMessageHeaders *headers)
   if (soup_message_headers_get_encoding (headers) == SOUP_ENCODING_CHUNKED) {
     g_autoptr(GString) line = g_string_new (NULL);
 
-    while (body->len < ERROR_BODY_MAX && read_line (in, line, NULL)) {
+    while (body->len < BOX_CLI_ERROR_BODY_MAX && read_line (in, line, NULL)) {
       guint64 size = g_ascii_strtoull (line->str, NULL, 16);
 
-      if (size == 0 || size > ERROR_BODY_MAX)
+      if (size == 0 || size > BOX_CLI_ERROR_BODY_MAX)
         break;
       while (size > 0) {
         gssize n = g_input_stream_read (in, buffer, MIN (size, sizeof buffer), NULL, NULL);
@@ -291,9 +290,9 @@ read_error_body (GInputStream *in, SoupMessageHeaders *headers)
     }
   } else {
     goffset left = soup_message_headers_get_encoding (headers) == SOUP_ENCODING_CONTENT_LENGTH
-      ? soup_message_headers_get_content_length (headers) : ERROR_BODY_MAX;
+      ? soup_message_headers_get_content_length (headers) : BOX_CLI_ERROR_BODY_MAX;
 
-    while (left > 0 && body->len < ERROR_BODY_MAX) {
+    while (left > 0 && body->len < BOX_CLI_ERROR_BODY_MAX) {
       gssize n = g_input_stream_read (in, buffer, (gsize) MIN (left, (goffset) sizeof buffer),
                                       NULL, NULL);
 

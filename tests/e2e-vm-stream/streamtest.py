@@ -143,6 +143,19 @@ def read_until(w, pred, timeout=30):
     return f
 
 
+def read_to_close(w, timeout=30):
+    """The bytes of the data frames until the socket closes (raw streams)."""
+    got = b''
+    while True:
+        try:
+            op, data = w.recv(timeout)
+        except (wsclient.ConnectionClosed, OSError):
+            return got
+        if op == wsclient.OP_CLOSE:
+            return got
+        got += data
+
+
 def stdin(w, data):
     w.send_binary(b'\x00' + (data.encode() if isinstance(data, str) else data))
 

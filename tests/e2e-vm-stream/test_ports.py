@@ -16,7 +16,6 @@ import streamtest
 from streamtest import Sse, exec_ws, refused, ws
 import vmtest
 from vmtest import Tap, VmBoxd
-import wsclient
 
 ECHO = r'''
 import socket, threading
@@ -170,15 +169,7 @@ def test_connect(t):
     sent = os.urandom(300000)
     w.send_binary(sent)
     w.send_json({'type': 'eof'})
-    back = b''
-    while True:
-        try:
-            op, data = w.recv(30)
-        except (wsclient.ConnectionClosed, OSError):
-            break
-        if op == wsclient.OP_CLOSE:
-            break
-        back += data
+    back = streamtest.read_to_close(w, 30)
     t.ok(back == sent and w.close_code == 1000,
          'half-close: the server got its end of file after all the bytes, its answer came, then 1000',
          repr((len(back), len(sent), w.close_code)))
@@ -187,15 +178,7 @@ def test_connect(t):
     wait_port(8001)
     w = ws(d, KEY, '/v1/sandboxes/ports-box/ports/8001/connect')
     w.send_binary(b'GET / HTTP/1.0\r\nHost: x\r\n\r\n')
-    answer = b''
-    while True:
-        try:
-            op, data = w.recv(10)
-        except (wsclient.ConnectionClosed, OSError):
-            break
-        if op == wsclient.OP_CLOSE:
-            break
-        answer += data
+    answer = streamtest.read_to_close(w, 10)
     t.ok(answer.startswith(b'HTTP/1.0 200') and w.close_code == 1000,
          'an HTTP request through connect; the server closing its side ends the socket with 1000',
          repr((answer[:80], w.close_code)))
