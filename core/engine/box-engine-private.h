@@ -3,6 +3,7 @@
  * sandbox state machine). */
 #pragma once
 
+#include "box-clock.h"
 #include "box-engine.h"
 #include "box-secret-key.h"
 
@@ -22,6 +23,8 @@ struct _BoxEngine {
   BoxSecretKey     *secret_key;       /* NULL: secrets unsupported */
   GPtrArray        *network_defaults; /* BoxRule* */
   gboolean          started;
+  BoxClock         *clock;            /* every time read and timer; real by default */
+  GThread          *owner;            /* the thread that created it: the only one it runs on */
   int               lock_fd;          /* holds <data_dir>/boxd.lock, or -1 */
 
   /* sandbox ID -> BoxSandboxRuntime*: what is known only while boxd runs */
@@ -36,9 +39,16 @@ typedef struct {
   gboolean busy;         /* an operation holds the sandbox */
   GQueue   waiters;      /* GTask* waiting for the sandbox */
   guint    holds;        /* calls in flight that keep it awake */
-  gint64   last_active;  /* monotonic-free wall clock, usec */
+  gint64   last_active;  /* the engine clock's real time, usec */
   gboolean deleted;
 } BoxSandboxRuntime;
+
+/* The engine keeps its state (the runtime table, the sandbox locks, the
+ * plugins) without locks: every call must come from its owner thread. */
+#define BOX_ENGINE_ASSERT_OWNER(self) g_assert (g_thread_self () == (self)->owner)
+
+/* The engine clock's real time (usec since the epoch) */
+#define box_engine_now(self) box_clock_get_real_time ((self)->clock)
 
 /* box-engine-sandboxes.c */
 /* One operation at a time per sandbox, in arrival order: the callback runs

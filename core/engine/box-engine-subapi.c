@@ -23,7 +23,7 @@ hold_woken (GObject *source, GAsyncResult *result, gpointer user_data)
   rt = g_hash_table_lookup (self->runtime, sandbox->id);
   g_assert (rt != NULL);
   rt->holds++;
-  rt->last_active = g_get_real_time ();
+  rt->last_active = box_engine_now (self);
   g_task_return_pointer (task, sandbox, (GDestroyNotify) box_sandbox_free);
 }
 
@@ -31,6 +31,9 @@ void
 box_engine_hold_async (BoxEngine *self, const char *project, const char *id_or_name,
                        GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (id_or_name != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   GTask *task = g_task_new (self, cancellable, callback, user_data);
 
   g_task_set_source_tag (task, box_engine_hold_async);
@@ -50,27 +53,41 @@ box_engine_hold_finish (BoxEngine *self, GAsyncResult *result, GError **error)
 void
 box_engine_release (BoxEngine *self, const char *sandbox_id)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (sandbox_id != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   BoxSandboxRuntime *rt = g_hash_table_lookup (self->runtime, sandbox_id);
 
   if (rt == NULL)
     return;   /* deleted meanwhile */
   g_return_if_fail (rt->holds > 0);
   rt->holds--;
-  rt->last_active = g_get_real_time ();
+  rt->last_active = box_engine_now (self);
 }
 
 void
 box_engine_touch (BoxEngine *self, const char *sandbox_id)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (sandbox_id != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   BoxSandboxRuntime *rt = g_hash_table_lookup (self->runtime, sandbox_id);
 
   if (rt != NULL)
-    rt->last_active = g_get_real_time ();
+    rt->last_active = box_engine_now (self);
 }
 
 BoxAgentClient *
 box_engine_get_agent (BoxEngine *self, const char *sandbox_id, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (sandbox_id != NULL, NULL);
+  /* ask rather than fail: a hypervisor that runs no VM has no agent */
+  if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED, "the %s hypervisor runs no VM",
+                 box_plugin_get_name (BOX_PLUGIN (self->hypervisor)));
+    return NULL;
+  }
   return box_hypervisor_get_agent (self->hypervisor, sandbox_id, error);
 }
 

@@ -13,12 +13,19 @@
  * _async/_finish pairs.  Every call that takes a @project answers
  * BOX_ERROR_NOT_FOUND for another project's resources, exactly as for
  * absent ones.
+ *
+ * Threads: the engine runs on the thread that created it (boxd's main
+ * thread) and keeps its state without locks; every public function must
+ * be called there, and every callback and signal comes there.  Functions
+ * that change state assert it; plugins must emit their signals
+ * (BoxHypervisor::vm-lost) there too.
  */
 #pragma once
 
 #include "box-agent-client.h"
 #include "box-auth.h"
 #include "box-broker.h"
+#include "box-clock.h"
 #include "box-config.h"
 #include "box-hypervisor.h"
 #include "box-network.h"
@@ -38,6 +45,10 @@ typedef enum {
 
 /* Takes ownership of @config. */
 BoxEngine     *box_engine_new                (BoxConfig *config);
+/* The clock the engine reads and arms timers with (box-clock.h); before
+ * box_engine_start() only.  Default: the real clock. */
+void           box_engine_set_clock          (BoxEngine *self, BoxClock *clock);
+BoxClock      *box_engine_get_clock          (BoxEngine *self);
 /* Loads plugins, starts them, reconciles sandboxes. */
 gboolean       box_engine_start              (BoxEngine *self, GCancellable *cancellable, GError **error);
 void           box_engine_stop               (BoxEngine *self);

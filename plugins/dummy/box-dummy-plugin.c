@@ -7,11 +7,21 @@
  * exactly as a real plugin must.  Operations complete asynchronously, on a
  * main-loop source, after an optional delay.
  *
+ * It is the engine's test double, so it can be told to misbehave: fail or
+ * delay any operation (per operation, per sandbox, n times), lose a VM in
+ * the middle of an operation, report any capability.  Through its config
+ * section, or at run time through box_dummy_plugin_script() or, for code
+ * that has only the instance (the plugin exports no symbol but its entry),
+ * the action signals "script", "set-capabilities" and "lose-vm".
+ *
  *   [plugin.dummy]
  *   delay_ms=0            artificial latency of every operation
  *   max_cpus=4096         capacity, counted over RUNNING VMs
  *   max_memory_mib=16777216
  *   fail_create=false     CREATE fails with BOX_ERROR_INTERNAL "injected failure"
+ *   script=               fault rules, ';'-separated (box-dummy-script.h)
+ *   capabilities=memory-snapshots,checkpoints,fork
+ *   accel=none
  */
 #include "config.h"
 
@@ -20,10 +30,12 @@
 #include <string.h>
 
 #include "box-dummy-plugin.h"
+#include "box-dummy-script.h"
 
 #define BOX_DUMMY_MAX_CPUS_DEFAULT        "4096"
 #define BOX_DUMMY_MAX_MEMORY_MIB_DEFAULT  "16777216"   /* 16 TiB */
 #define BOX_DUMMY_DELAY_MS_MAX            600000
+#define BOX_DUMMY_CAPS_DEFAULT            "memory-snapshots,checkpoints,fork"
 
 typedef struct {
   gboolean memory;
@@ -42,6 +54,10 @@ struct _BoxDummyPlugin {
   BoxPlugin   parent_instance;
   GHashTable *vms;             /* sandbox id -> BoxDummyVm* */
   gboolean    loaded;          /* the state directory has been read */
+  BoxDummyScript *script;      /* [plugin.dummy] script=, then box_dummy_plugin_script() */
+  gboolean    caps_set;        /* box_dummy_plugin_set_capabilities() overrides the config */
+  BoxHypervisorCaps caps;
+  char       *accel;
 };
 
 static void box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface);
@@ -355,6 +371,7 @@ typedef struct {
   gboolean      memory;
   char         *from_sandbox_id;
   char         *from_checkpoint_id;
+  BoxDummyOutcome scripted;
 } BoxDummyOp;
 
 static void
@@ -454,12 +471,48 @@ box_dummy_checkpoint (BoxDummyPlugin *self, const BoxDummyOp *op, BoxDummyVm *vm
   return TRUE;
 }
 
+static void box_dummy_plugin_get_capabilities (BoxHypervisor *hypervisor,
+                                               BoxHypervisorCapabilities *caps);
+
+/* An operation the reported capabilities rule out fails as it would on a
+ * real hypervisor without them. */
+static gboolean
+box_dummy_check_caps (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
+{
+  BoxHypervisorCapabilities caps = { 0 };
+  BoxHypervisorCaps needed = 0;
+
+  switch (op->op) {
+  case BOX_VM_OP_SUSPEND:
+  case BOX_VM_OP_RESUME:
+    needed = BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS;
+    break;
+  case BOX_VM_OP_CHECKPOINT:
+  case BOX_VM_OP_RESTORE:
+    needed = BOX_HYPERVISOR_CAP_CHECKPOINTS;
+    break;
+  case BOX_VM_OP_CREATE:
+    needed = op->from_sandbox_id != NULL ? BOX_HYPERVISOR_CAP_FORK : 0;
+    break;
+  default:
+    break;
+  }
+  box_dummy_plugin_get_capabilities (BOX_HYPERVISOR (self), &caps);
+  if ((caps.flags & needed) == needed)
+    return TRUE;
+  g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED, "the dummy hypervisor cannot %s%s",
+               box_vm_op_to_string (op->op), op->op == BOX_VM_OP_CREATE ? " forks" : "");
+  return FALSE;
+}
+
 /* One operation as a state change; @vm is the sandbox's record or NULL. */
 static gboolean
 box_dummy_apply (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
 {
   BoxDummyVm *vm;
 
+  if (!box_dummy_check_caps (self, op, error))
+    return FALSE;
   if (op->op == BOX_VM_OP_CREATE)
     return box_dummy_create (self, op, error);
 
@@ -545,6 +598,19 @@ box_dummy_plugin_run_cb (gpointer user_data)
                              box_vm_op_to_string (op->op), op->sandbox_id);
     return G_SOURCE_REMOVE;
   }
+  if (op->scripted.fail) {
+    g_task_return_new_error (task, BOX_ERROR, op->scripted.code, "injected failure");
+    return G_SOURCE_REMOVE;
+  }
+  if (op->scripted.lose) {
+    /* the VM dies under the operation: vm-lost first, as a real plugin
+     * sees the domain end before its operation fails */
+    box_dummy_plugin_lose_vm (self, op->sandbox_id);
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INTERNAL,
+                             "the VM of sandbox %s died during %s", op->sandbox_id,
+                             box_vm_op_to_string (op->op));
+    return G_SOURCE_REMOVE;
+  }
   if (!box_dummy_apply (self, op, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return G_SOURCE_REMOVE;
@@ -589,6 +655,9 @@ box_dummy_plugin_run_async (BoxHypervisor *hypervisor, BoxVmOp vm_op, const BoxV
   op->memory = request->memory;
   op->from_sandbox_id = g_strdup (request->from_sandbox_id);
   op->from_checkpoint_id = g_strdup (request->from_checkpoint_id);
+  box_dummy_script_match (self->script, vm_op, op->sandbox_id, &op->scripted);
+  if (op->scripted.delay_ms > 0)
+    delay_ms = op->scripted.delay_ms;
   g_task_set_task_data (task, op, (GDestroyNotify) box_dummy_op_free);
 
   source = delay_ms > 0 ? g_timeout_source_new ((guint) delay_ms) : g_idle_source_new ();
@@ -606,10 +675,37 @@ box_dummy_plugin_run_finish (BoxHypervisor *hypervisor, GAsyncResult *result, GE
 
 /* ---- the rest of BoxHypervisor ---- */
 
+static void
+box_dummy_plugin_get_capabilities (BoxHypervisor *hypervisor, BoxHypervisorCapabilities *caps)
+{
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
+  g_autofree char *names = NULL;
+  g_autofree char *accel = NULL;
+
+  if (self->caps_set) {
+    caps->flags = self->caps;
+    caps->accel = self->accel;
+    return;
+  }
+  /* start() refused a bad list; the default stands in for one set later */
+  names = box_plugin_get_config (BOX_PLUGIN (self), "capabilities", BOX_DUMMY_CAPS_DEFAULT);
+  if (!box_dummy_caps_parse (names, &caps->flags, NULL))
+    box_dummy_caps_parse (BOX_DUMMY_CAPS_DEFAULT, &caps->flags, NULL);
+  accel = box_plugin_get_config (BOX_PLUGIN (self), "accel", "none");
+  if (g_strcmp0 (accel, self->accel) != 0) {
+    g_free (self->accel);
+    self->accel = g_steal_pointer (&accel);
+  }
+  caps->accel = self->accel;
+}
+
 static const char *
 box_dummy_plugin_get_accel (BoxHypervisor *hypervisor)
 {
-  return "none";
+  BoxHypervisorCapabilities caps = { 0 };
+
+  box_dummy_plugin_get_capabilities (hypervisor, &caps);
+  return caps.accel;
 }
 
 static BoxTemplate *
@@ -686,12 +782,65 @@ static void
 box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface)
 {
   iface->get_accel = box_dummy_plugin_get_accel;
+  iface->get_capabilities = box_dummy_plugin_get_capabilities;
   iface->list_templates = box_dummy_plugin_list_templates;
   iface->check_room = box_dummy_plugin_check_room;
   iface->run_async = box_dummy_plugin_run_async;
   iface->run_finish = box_dummy_plugin_run_finish;
   iface->get_agent = box_dummy_plugin_get_agent;
   iface->query = box_dummy_plugin_query;
+}
+
+/* ---- scripting, for tests ---- */
+
+gboolean
+box_dummy_plugin_script (BoxDummyPlugin *self, const char *rules, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
+
+  if (rules == NULL || rules[0] == '\0') {
+    box_dummy_script_clear (self->script);
+    return TRUE;
+  }
+  return box_dummy_script_add (self->script, rules, error);
+}
+
+void
+box_dummy_plugin_set_capabilities (BoxDummyPlugin *self, BoxHypervisorCaps caps,
+                                   const char *accel)
+{
+  g_return_if_fail (BOX_IS_DUMMY_PLUGIN (self));
+
+  self->caps_set = TRUE;
+  self->caps = caps;
+  g_free (self->accel);
+  self->accel = g_strdup (accel != NULL ? accel : "none");
+}
+
+static gboolean
+box_dummy_plugin_script_action (BoxDummyPlugin *self, const char *rules)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!box_dummy_plugin_script (self, rules, &error)) {
+    g_warning ("dummy: %s", error->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+box_dummy_plugin_caps_action (BoxDummyPlugin *self, const char *names, const char *accel)
+{
+  g_autoptr(GError) error = NULL;
+  BoxHypervisorCaps caps = 0;
+
+  if (!box_dummy_caps_parse (names, &caps, &error)) {
+    g_warning ("dummy: %s", error->message);
+    return FALSE;
+  }
+  box_dummy_plugin_set_capabilities (self, caps, accel);
+  return TRUE;
 }
 
 /* ---- BoxPlugin ---- */
@@ -702,6 +851,9 @@ box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **e
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (plugin);
   guint64 value = 0;
   gboolean fail = FALSE;
+  g_autofree char *caps = NULL;
+  g_autofree char *script = NULL;
+  BoxHypervisorCaps flags = 0;
 
   /* refuse a bad configuration now rather than at the first operation */
   if (!box_dummy_config_uint (self, "delay_ms", "0", BOX_DUMMY_DELAY_MS_MAX, &value, error) ||
@@ -711,6 +863,13 @@ box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **e
                               G_MAXUINT32, &value, error) ||
       !box_dummy_config_bool (self, "fail_create", &fail, error))
     return FALSE;
+  caps = box_plugin_get_config (plugin, "capabilities", BOX_DUMMY_CAPS_DEFAULT);
+  script = box_plugin_get_config (plugin, "script", "");
+  if (!box_dummy_caps_parse (caps, &flags, error))
+    return FALSE;
+  box_dummy_script_clear (self->script);
+  if (!box_dummy_script_add (self->script, script, error))
+    return FALSE;
   box_dummy_plugin_ensure_loaded (self);
   return TRUE;
 }
@@ -718,7 +877,8 @@ box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **e
 static void
 box_dummy_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
 {
-  g_variant_builder_add (dict, "{sv}", "accel", g_variant_new_string ("none"));
+  g_variant_builder_add (dict, "{sv}", "accel",
+                         g_variant_new_string (box_dummy_plugin_get_accel (BOX_HYPERVISOR (plugin))));
 }
 
 static void
@@ -727,6 +887,8 @@ box_dummy_plugin_finalize (GObject *object)
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (object);
 
   g_hash_table_unref (self->vms);
+  box_dummy_script_free (self->script);
+  g_free (self->accel);
   G_OBJECT_CLASS (box_dummy_plugin_parent_class)->finalize (object);
 }
 
@@ -739,6 +901,34 @@ box_dummy_plugin_class_init (BoxDummyPluginClass *klass)
   object_class->finalize = box_dummy_plugin_finalize;
   plugin_class->start = box_dummy_plugin_start;
   plugin_class->add_status = box_dummy_plugin_add_status;
+
+  /**
+   * BoxDummyPlugin::script:
+   * @rules: rules as in box-dummy-script.h, appended; "" clears the script
+   *
+   * Returns: FALSE (and a warning) for a syntax error
+   */
+  g_signal_new_class_handler ("script", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_script_action), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
+  /**
+   * BoxDummyPlugin::set-capabilities:
+   * @caps: capability names, comma-separated
+   * @accel: the accel to report
+   */
+  g_signal_new_class_handler ("set-capabilities", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_caps_action), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 2, G_TYPE_STRING, G_TYPE_STRING);
+  /**
+   * BoxDummyPlugin::lose-vm:
+   * @sandbox_id: as box_dummy_plugin_lose_vm()
+   */
+  g_signal_new_class_handler ("lose-vm", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_lose_vm), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
 }
 
 static void
@@ -746,6 +936,8 @@ box_dummy_plugin_init (BoxDummyPlugin *self)
 {
   self->vms = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                      (GDestroyNotify) box_dummy_vm_free);
+  self->script = box_dummy_script_new ();
+  self->accel = g_strdup ("none");
 }
 
 BOX_PLUGIN_DEFINE ("dummy", "A hypervisor that runs no VM (a test double)",
