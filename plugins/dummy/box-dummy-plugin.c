@@ -31,24 +31,13 @@
 
 #include "box-dummy-plugin.h"
 #include "box-dummy-script.h"
+#include "box-dummy-vm.h"
 
 #define BOX_DUMMY_MAX_CPUS_DEFAULT        "4096"
 #define BOX_DUMMY_MAX_MEMORY_MIB_DEFAULT  "16777216"   /* 16 TiB */
 #define BOX_DUMMY_DELAY_MS_MAX            600000
 #define BOX_DUMMY_CAPS_DEFAULT            "memory-snapshots,checkpoints,fork"
 
-typedef struct {
-  gboolean memory;
-  gint64   created_at;
-} BoxDummyCheckpoint;
-
-typedef struct {
-  char         *id;
-  BoxVmState    state;
-  gint64        snapshot_at;
-  BoxResources  resources;
-  GHashTable   *checkpoints;   /* id -> BoxDummyCheckpoint* */
-} BoxDummyVm;
 
 struct _BoxDummyPlugin {
   BoxPlugin   parent_instance;
@@ -65,47 +54,6 @@ static void box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface);
 G_DEFINE_FINAL_TYPE_WITH_CODE (BoxDummyPlugin, box_dummy_plugin, BOX_TYPE_PLUGIN,
                                G_IMPLEMENT_INTERFACE (BOX_TYPE_HYPERVISOR,
                                                       box_dummy_plugin_hypervisor_init))
-
-static const char *const box_dummy_state_names[] = {
-  [BOX_VM_STATE_ABSENT] = "absent",
-  [BOX_VM_STATE_RUNNING] = "running",
-  [BOX_VM_STATE_SUSPENDED] = "suspended",
-  [BOX_VM_STATE_SHUTOFF] = "shutoff",
-  [BOX_VM_STATE_LOST] = "lost",
-};
-
-static BoxDummyVm *
-box_dummy_vm_new (const char *id)
-{
-  BoxDummyVm *vm = g_new0 (BoxDummyVm, 1);
-
-  vm->id = g_strdup (id);
-  vm->checkpoints = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  return vm;
-}
-
-static void
-box_dummy_vm_free (BoxDummyVm *vm)
-{
-  g_free (vm->id);
-  g_hash_table_unref (vm->checkpoints);
-  g_free (vm);
-}
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxDummyVm, box_dummy_vm_free)
-
-/* Sandbox IDs become file names: nothing but [a-z0-9-]. */
-static gboolean
-box_dummy_id_is_valid (const char *id)
-{
-  if (id == NULL || id[0] == '\0' || strlen (id) > 64)
-    return FALSE;
-  for (const char *p = id; *p != '\0'; p++) {
-    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && *p != '-')
-      return FALSE;
-  }
-  return TRUE;
-}
 
 /* ---- configuration ---- */
 
@@ -144,126 +92,6 @@ box_dummy_config_bool (BoxDummyPlugin *self, const char *key, gboolean *value, G
   return FALSE;
 }
 
-/* ---- state on disk ---- */
-
-static char *
-box_dummy_vm_path (BoxDummyPlugin *self, const char *id)
-{
-  const char *dir = box_plugin_get_state_dir (BOX_PLUGIN (self));
-  g_autofree char *basename = NULL;
-
-  if (dir == NULL)
-    return NULL;
-  basename = g_strconcat (id, ".json", NULL);
-  return g_build_filename (dir, basename, NULL);
-}
-
-static gboolean
-box_dummy_vm_save (BoxDummyPlugin *self, BoxDummyVm *vm, GError **error)
-{
-  g_autoptr(JsonBuilder) builder = json_builder_new ();
-  g_autoptr(JsonGenerator) generator = json_generator_new ();
-  g_autoptr(JsonNode) root = NULL;
-  g_autofree char *path = box_dummy_vm_path (self, vm->id);
-  g_autofree char *data = NULL;
-  g_autoptr(GError) error_local = NULL;
-  GHashTableIter iter;
-  gpointer key, value;
-
-  if (path == NULL)
-    return TRUE;   /* no engine, no data directory: memory only */
-
-  json_builder_begin_object (builder);
-  json_builder_set_member_name (builder, "state");
-  json_builder_add_string_value (builder, box_dummy_state_names[vm->state]);
-  json_builder_set_member_name (builder, "snapshot_at");
-  json_builder_add_int_value (builder, vm->snapshot_at);
-  json_builder_set_member_name (builder, "cpus");
-  json_builder_add_int_value (builder, vm->resources.cpus);
-  json_builder_set_member_name (builder, "memory_mib");
-  json_builder_add_int_value (builder, vm->resources.memory_mib);
-  json_builder_set_member_name (builder, "disk_gib");
-  json_builder_add_int_value (builder, vm->resources.disk_gib);
-  json_builder_set_member_name (builder, "checkpoints");
-  json_builder_begin_object (builder);
-  g_hash_table_iter_init (&iter, vm->checkpoints);
-  while (g_hash_table_iter_next (&iter, &key, &value)) {
-    const BoxDummyCheckpoint *checkpoint = value;
-    json_builder_set_member_name (builder, key);
-    json_builder_begin_object (builder);
-    json_builder_set_member_name (builder, "memory");
-    json_builder_add_boolean_value (builder, checkpoint->memory);
-    json_builder_set_member_name (builder, "created_at");
-    json_builder_add_int_value (builder, checkpoint->created_at);
-    json_builder_end_object (builder);
-  }
-  json_builder_end_object (builder);
-  json_builder_end_object (builder);
-
-  root = json_builder_get_root (builder);
-  json_generator_set_root (generator, root);
-  data = json_generator_to_data (generator, NULL);
-  if (!g_file_set_contents_full (path, data, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
-                                 &error_local)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
-                 "cannot save the state of %s: %s", vm->id, error_local->message);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-static BoxDummyVm *
-box_dummy_vm_load (const char *id, const char *path, GError **error)
-{
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autoptr(BoxDummyVm) vm = box_dummy_vm_new (id);
-  JsonObject *object;
-  JsonObject *checkpoints;
-  const char *state;
-  GList *members;
-
-  if (!json_parser_load_from_mapped_file (parser, path, error))
-    return NULL;
-  if (!JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL, "not a JSON object");
-    return NULL;
-  }
-  object = json_node_get_object (json_parser_get_root (parser));
-  state = json_object_get_string_member_with_default (object, "state", "");
-  vm->state = BOX_VM_STATE_ABSENT;
-  for (guint i = BOX_VM_STATE_RUNNING; i < G_N_ELEMENTS (box_dummy_state_names); i++) {
-    if (g_strcmp0 (state, box_dummy_state_names[i]) == 0)
-      vm->state = i;
-  }
-  if (vm->state == BOX_VM_STATE_ABSENT) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "unknown state \"%s\"", state);
-    return NULL;
-  }
-  vm->snapshot_at = json_object_get_int_member_with_default (object, "snapshot_at", 0);
-  vm->resources.cpus = json_object_get_int_member_with_default (object, "cpus", 0);
-  vm->resources.memory_mib = json_object_get_int_member_with_default (object, "memory_mib", 0);
-  vm->resources.disk_gib = json_object_get_int_member_with_default (object, "disk_gib", 0);
-  if (json_object_has_member (object, "checkpoints") &&
-      JSON_NODE_HOLDS_OBJECT (json_object_get_member (object, "checkpoints"))) {
-    checkpoints = json_object_get_object_member (object, "checkpoints");
-    members = json_object_get_members (checkpoints);
-    for (GList *l = members; l != NULL; l = l->next) {
-      JsonNode *node = json_object_get_member (checkpoints, l->data);
-      BoxDummyCheckpoint *checkpoint;
-
-      if (!JSON_NODE_HOLDS_OBJECT (node))
-        continue;
-      checkpoint = g_new0 (BoxDummyCheckpoint, 1);
-      checkpoint->memory = json_object_get_boolean_member_with_default (json_node_get_object (node),
-                                                                        "memory", FALSE);
-      checkpoint->created_at = json_object_get_int_member_with_default (json_node_get_object (node),
-                                                                        "created_at", 0);
-      g_hash_table_insert (vm->checkpoints, g_strdup (l->data), checkpoint);
-    }
-    g_list_free (members);
-  }
-  return g_steal_pointer (&vm);
-}
 
 /* Reads every <id>.json of the state directory once. */
 static void
@@ -316,7 +144,7 @@ box_dummy_plugin_lookup (BoxDummyPlugin *self, const char *id)
 static void
 box_dummy_plugin_forget (BoxDummyPlugin *self, const char *id)
 {
-  g_autofree char *path = box_dummy_vm_path (self, id);
+  g_autofree char *path = box_dummy_vm_path (box_plugin_get_state_dir (BOX_PLUGIN (self)), id);
 
   g_hash_table_remove (self->vms, id);
   if (path != NULL && g_unlink (path) != 0 && errno != ENOENT)
@@ -395,7 +223,7 @@ static gboolean
 box_dummy_conflict (const BoxDummyOp *op, const BoxDummyVm *vm, GError **error)
 {
   g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT, "cannot %s the %s VM of sandbox %s",
-               box_vm_op_to_string (op->op), box_dummy_state_names[vm->state], vm->id);
+               box_vm_op_to_string (op->op), box_dummy_vm_state_name (vm->state), vm->id);
   return FALSE;
 }
 
@@ -439,7 +267,7 @@ box_dummy_create (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
   }
   vm = box_dummy_vm_new (op->sandbox_id);
   vm->resources = op->resources;
-  if (!box_dummy_start_vm (self, vm, error) || !box_dummy_vm_save (self, vm, error))
+  if (!box_dummy_start_vm (self, vm, error) || !box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), error))
     return FALSE;
   g_hash_table_replace (self->vms, vm->id, vm);
   g_steal_pointer (&vm);
@@ -525,7 +353,7 @@ box_dummy_apply (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
     if (vm == NULL || op->checkpoint_id == NULL ||
         !g_hash_table_remove (vm->checkpoints, op->checkpoint_id))
       return TRUE;
-    return box_dummy_vm_save (self, vm, error);
+    return box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), error);
   default:
     break;
   }
@@ -581,7 +409,7 @@ box_dummy_apply (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
                  "the dummy hypervisor cannot %s", box_vm_op_to_string (op->op));
     return FALSE;
   }
-  return box_dummy_vm_save (self, vm, error);
+  return box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), error);
 }
 
 static gboolean
@@ -772,7 +600,7 @@ box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
   if (vm == NULL)
     return FALSE;
   vm->state = BOX_VM_STATE_LOST;
-  if (!box_dummy_vm_save (self, vm, &error))
+  if (!box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), &error))
     g_warning ("%s", error->message);
   box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (self), sandbox_id);
   return TRUE;
