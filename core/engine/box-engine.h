@@ -23,6 +23,8 @@
 #pragma once
 
 #include "box-agent-client.h"
+#include "box-file-transfer.h"
+#include "box-file-watch.h"
 #include "box-auth.h"
 #include "box-broker.h"
 #include "box-clock.h"
@@ -262,28 +264,34 @@ char             *box_engine_port_url             (BoxEngine *self, const BoxSan
                                                    guint port);
 
 /* ---- files (box-engine-files.c) ----
- * The fs-* operations of the guest agent (doc/AGENT-PROTOCOL.md "Files");
- * @args are the operation's fields (path, user ...), not consumed. */
+ * Typed file operations (box-agent-files.h).  Errors: the engine's (404 no
+ * such sandbox, 503 not wakeable) and the agent's, as BOX_ERROR
+ * (not_found, permission_denied, invalid, already_exists, conflict). */
 
-/* hold, one request, release: the agent's reply members (a new
- * reference).  Errors: the engine's (404 no such sandbox, 503 not
- * wakeable) and the agent's, mapped to BOX_ERROR (not_found,
- * permission_denied, invalid, already_exists, conflict). */
+/* hold, one request (STAT, MKDIR, RENAME, DELETE), release: TRUE with the
+ * Stat in @info (NULL for DELETE). */
 void              box_engine_fs_call_async        (BoxEngine *self, const char *project,
-                                                   const char *id_or_name, const char *op,
-                                                   JsonObject *args, GCancellable *cancellable,
-                                                   GAsyncReadyCallback callback, gpointer user_data);
-JsonObject       *box_engine_fs_call_finish       (BoxEngine *self, GAsyncResult *result,
-                                                   GError **error);
-/* (held: the caller holds @sandbox_id with box_engine_hold_async() and
- * releases it once the channel is over) an operation that opens a channel
- * (fs-read, fs-write, fs-list, fs-tar-get, fs-tar-put, fs-watch); its
- * reply is box_agent_channel_get_reply(). */
-void              box_engine_fs_open_async        (BoxEngine *self, const char *sandbox_id,
-                                                   const char *op, JsonObject *args,
+                                                   const char *id_or_name,
+                                                   const BoxFileRequest *request,
                                                    GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
-BoxAgentChannel  *box_engine_fs_open_finish       (BoxEngine *self, GAsyncResult *result,
+gboolean          box_engine_fs_call_finish       (BoxEngine *self, GAsyncResult *result,
+                                                   BoxFileInfo **info, GError **error);
+/* (held: the caller holds @sandbox_id with box_engine_hold_async() and
+ * releases it once the transfer is over) a download or upload (READ,
+ * LIST, TAR_GET, WRITE, TAR_PUT), see box-file-transfer.h. */
+void              box_engine_fs_open_async        (BoxEngine *self, const char *sandbox_id,
+                                                   const BoxFileRequest *request,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxFileTransfer  *box_engine_fs_open_finish       (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* (held, likewise) a watch (WATCH), see box-file-watch.h. */
+void              box_engine_fs_watch_async       (BoxEngine *self, const char *sandbox_id,
+                                                   const BoxFileRequest *request,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxFileWatch     *box_engine_fs_watch_finish      (BoxEngine *self, GAsyncResult *result,
                                                    GError **error);
 
 G_END_DECLS
