@@ -6,6 +6,21 @@
 #include "box-agent-private.h"
 #include "box-error.h"
 
+static JsonObject *
+env_object (GHashTable *env)
+{
+  JsonObject *obj = json_object_new ();
+  GHashTableIter iter;
+  gpointer key, value;
+
+  if (env != NULL) {
+    g_hash_table_iter_init (&iter, env);
+    while (g_hash_table_iter_next (&iter, &key, &value))
+      json_object_set_string_member (obj, key, value);
+  }
+  return obj;
+}
+
 JsonObject *
 box_agent_exec_args_new (char **argv, GHashTable *env, const char *cwd, const char *user)
 {
@@ -15,16 +30,8 @@ box_agent_exec_args_new (char **argv, GHashTable *env, const char *cwd, const ch
   for (guint i = 0; argv[i] != NULL; i++)
     json_array_add_string_element (array, argv[i]);
   json_object_set_array_member (args, "argv", array);
-  if (env != NULL && g_hash_table_size (env) > 0) {
-    JsonObject *obj = json_object_new ();
-    GHashTableIter iter;
-    gpointer key, value;
-
-    g_hash_table_iter_init (&iter, env);
-    while (g_hash_table_iter_next (&iter, &key, &value))
-      json_object_set_string_member (obj, key, value);
-    json_object_set_object_member (args, "env", obj);
-  }
+  if (env != NULL && g_hash_table_size (env) > 0)
+    json_object_set_object_member (args, "env", env_object (env));
   if (cwd != NULL)
     json_object_set_string_member (args, "cwd", cwd);
   if (user != NULL)
@@ -221,4 +228,41 @@ box_agent_client_exec_run_finish (BoxAgentClient *self, GAsyncResult *result, GE
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- set-env ------------------------------------------------------------- */
+
+static void
+env_set (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  g_autoptr(JsonObject) reply = NULL;
+  GError *error = NULL;
+
+  reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result, &error);
+  if (reply == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+}
+
+void
+box_agent_client_set_env_async (BoxAgentClient *self, GHashTable *env, GCancellable *cancellable,
+                                GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(JsonObject) args = json_object_new ();
+  GTask *task;
+
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_agent_client_set_env_async);
+  json_object_set_object_member (args, "env", env_object (env));
+  box_agent_client_call_async (self, "set-env", args, cancellable, env_set, task);
+}
+
+gboolean
+box_agent_client_set_env_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
 }

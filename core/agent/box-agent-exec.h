@@ -33,6 +33,17 @@ BoxExecResult  *box_agent_client_exec_run_finish    (BoxAgentClient *self,
                                                      GAsyncResult   *result,
                                                      GError        **error);
 
+/* The sandbox env (@env: char* -> char*, may be NULL for none), under
+ * every later exec's own; kept in the agent's memory only. */
+void            box_agent_client_set_env_async      (BoxAgentClient       *self,
+                                                     GHashTable           *env,
+                                                     GCancellable         *cancellable,
+                                                     GAsyncReadyCallback   callback,
+                                                     gpointer              user_data);
+gboolean        box_agent_client_set_env_finish     (BoxAgentClient *self,
+                                                     GAsyncResult   *result,
+                                                     GError        **error);
+
 /* exec in a new session @session_id, chosen by the caller ("s-" + 10 of
  * [0-9a-z]); the stream is attached to it from offset 0.  Errors concern
  * starting the command (unknown user, executable not found, bad cwd:

@@ -197,6 +197,36 @@ test_exec (Agent *f, gconstpointer data)
   watch_clear (&w, session);
 }
 
+/* the sandbox env under every exec's own */
+static void
+test_set_env (Agent *f, gconstpointer data)
+{
+  char *argv[] = { "sh", "-c", "echo \"$BOX_A-$BOX_B\"", NULL };
+  g_autoptr(GHashTable) env = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(GHashTable) own = g_hash_table_new (g_str_hash, g_str_equal);
+  BoxExecStreamRequest req = { .argv = argv, .user = "root", .env = own };
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxExecSession) session = NULL;
+  Watch w;
+
+  if (!agent_need_root () || !agent_connect (f))
+    return;
+  g_hash_table_insert (env, "BOX_A", "sandbox");
+  g_hash_table_insert (env, "BOX_B", "sandbox");
+  g_hash_table_insert (own, "BOX_B", "own");
+  box_agent_client_set_env_async (f->client, env, NULL, agent_test_store_result, &res);
+  agent_test_wait_result (&res);
+  g_assert_true (box_agent_client_set_env_finish (f->client, res, &error));
+  g_assert_no_error (error);
+  session = exec_session (f, &req, "s-test000005", &error);
+  g_assert_no_error (error);
+  watch_init (&w, session);
+  AGENT_TEST_WAIT_FOR (w.closed);
+  g_assert_cmpstr (w.out[1]->str, ==, "sandbox-own\n");
+  watch_clear (&w, session);
+}
+
 /* a TTY's size at start and after resize, and a signal by name */
 static void
 test_tty_signal (Agent *f, gconstpointer data)
@@ -455,6 +485,7 @@ main (int argc, char **argv)
   signal (SIGPIPE, SIG_IGN);
 
   g_test_add ("/agent-session/exec", Agent, NULL, agent_setup, test_exec, agent_teardown);
+  g_test_add ("/agent-session/set-env", Agent, NULL, agent_setup, test_set_env, agent_teardown);
   g_test_add ("/agent-session/tty-signal", Agent, NULL, agent_setup, test_tty_signal, agent_teardown);
   g_test_add ("/agent-session/attach", Agent, NULL, agent_setup, test_attach, agent_teardown);
   g_test_add ("/agent-session/ports", Agent, NULL, agent_setup, test_ports, agent_teardown);
