@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "box-agent-client.h"
+#include "box-agent-exec.h"
 #include "box-engine-private.h"
 #include "box-validate.h"
 
@@ -822,21 +823,6 @@ apply_update (BoxEngine *self, BoxSandbox *sandbox, const BoxSandboxUpdate *upda
                                     (const char *const *) sandbox->secrets, error));
 }
 
-static JsonObject *
-env_args (GHashTable *env)
-{
-  JsonObject *args = json_object_new ();
-  JsonObject *map = json_object_new ();
-  GHashTableIter iter;
-  gpointer key, value;
-
-  g_hash_table_iter_init (&iter, env);
-  while (g_hash_table_iter_next (&iter, &key, &value))
-    json_object_set_string_member (map, key, value);
-  json_object_set_object_member (args, "env", map);
-  return args;
-}
-
 static void
 env_pushed (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -844,12 +830,10 @@ env_pushed (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxEngine *self = g_task_get_source_object (task);
   Op *op = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonObject) reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result,
-                                                              &error);
 
   /* The record holds the new env either way; the guest gets it at its
    * next wake at the latest. */
-  if (reply == NULL)
+  if (!box_agent_client_set_env_finish (BOX_AGENT_CLIENT (source), result, &error))
     g_warning ("sandbox %s: the new env did not reach the guest now: %s", op->id, error->message);
   op_finish_ok (self, task);
 }
@@ -860,7 +844,6 @@ push_env (BoxEngine *self, GTask *task)
   Op *op = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
   g_autoptr(BoxAgentClient) agent = NULL;
-  g_autoptr(JsonObject) args = NULL;
 
   /* a hypervisor that runs no VM has no guest to tell */
   if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT)) {
@@ -870,12 +853,11 @@ push_env (BoxEngine *self, GTask *task)
   agent = box_hypervisor_get_agent (self->hypervisor, op->id, &error);
   if (agent == NULL) {
     g_warning ("sandbox %s: the new env did not reach the guest now: %s", op->id,
-                 error->message);
+               error->message);
     op_finish_ok (self, task);
     return;
   }
-  args = env_args (op->sandbox->env);
-  box_agent_client_call_async (agent, "set-env", args, NULL, env_pushed, task);
+  box_agent_client_set_env_async (agent, op->sandbox->env, NULL, env_pushed, task);
 }
 
 static void
