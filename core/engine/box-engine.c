@@ -778,12 +778,3 @@ box_engine_count_defaults (BoxEngine *self)
 {
   return self->network_defaults != NULL ? self->network_defaults->len : 0;
 }
-
-JsonNode *
-box_engine_sandbox_to_json (BoxEngine *self, const BoxSandbox *sandbox)
-{
-  g_autoptr(BoxProject) project = box_storage_project_get (self->storage, sandbox->project, NULL);
-
-  return box_sandbox_to_api_json (sandbox, self->config->sandbox_domain,
-                                  project != NULL ? (const char *const *) project->domains : NULL);
-}
