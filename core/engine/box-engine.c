@@ -610,6 +610,31 @@ box_engine_set_project_domains (BoxEngine *self, const char *name, const char *c
   return g_steal_pointer (&project);
 }
 
+/* Deletes @project's keys through the auth plugin, so that one which
+ * remembers the keys it accepted forgets them before they are gone (storage
+ * would delete them with the project behind its back). */
+static gboolean
+revoke_project_keys (BoxEngine *self, const char *project, GError **error)
+{
+  g_autoptr(GPtrArray) keys = NULL;
+  g_autoptr(GError) local_error = NULL;
+
+  keys = box_auth_list_keys (self->auth, project, &local_error);
+  if (keys == NULL) {
+    /* an auth plugin without keys has none to revoke */
+    if (g_error_matches (local_error, BOX_ERROR, BOX_ERROR_UNSUPPORTED))
+      return TRUE;
+    g_propagate_error (error, g_steal_pointer (&local_error));
+    return FALSE;
+  }
+  for (guint i = 0; i < keys->len; i++) {
+    const BoxKey *key = g_ptr_array_index (keys, i);
+    if (!box_auth_delete_key (self->auth, project, key->id, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 static void
 delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -619,6 +644,7 @@ delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer use
   g_autoptr(GError) error = NULL;
 
   if (!box_engine_destroy_project_sandboxes_finish (self, result, &error) ||
+      !revoke_project_keys (self, name, &error) ||
       !box_storage_project_delete (self->storage, name, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return;
@@ -843,15 +869,4 @@ guint
 box_engine_count_defaults (BoxEngine *self)
 {
   return self->network_defaults != NULL ? self->network_defaults->len : 0;
-}
-
-JsonNode *
-box_engine_sandbox_to_json (BoxEngine *self, const BoxSandbox *sandbox)
-{
-  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
-  g_return_val_if_fail (sandbox != NULL, NULL);
-  g_autoptr(BoxProject) project = box_storage_project_get (self->storage, sandbox->project, NULL);
-
-  return box_sandbox_to_api_json (sandbox, self->config->sandbox_domain,
-                                  project != NULL ? (const char *const *) project->domains : NULL);
 }

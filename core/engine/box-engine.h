@@ -148,9 +148,6 @@ void           box_engine_exec_run_async     (BoxEngine *self, const char *proje
 BoxExecResult *box_engine_exec_run_finish    (BoxEngine *self, GAsyncResult *result,
                                               GError **error);
 
-/* URLs of a sandbox as the API shows them */
-JsonNode      *box_engine_sandbox_to_json    (BoxEngine *self, const BoxSandbox *sandbox);
-
 /* ---- secrets ---- */
 
 BoxSecret     *box_engine_put_secret         (BoxEngine *self, const char *project, const char *name,
