@@ -313,6 +313,8 @@ test_foreign_database (Fixture *fx, gconstpointer data)
 
 #define KILL_ROUNDS 5
 #define KILL_AFTER_US (500 * G_TIME_SPAN_MILLISECOND)
+/* how long a writer may take to start (a sanitizer build on a busy machine) */
+#define KILL_START_US (30 * G_TIME_SPAN_SECOND)
 
 /* Writes @line to stdout whole; FALSE when stdout is gone. */
 static gboolean
@@ -431,8 +433,10 @@ run_writer_and_kill (const char *path, const char *round_str)
                                            NULL, NULL, &pid, NULL, &out_fd, NULL, &error));
   g_assert_no_error (error);
 
-  deadline = g_get_monotonic_time () + KILL_AFTER_US;
-  for (;;) {
+  /* the kill comes KILL_AFTER_US after the first acknowledgement, so that
+   * it hits writes whatever the start of the writer cost */
+  deadline = g_get_monotonic_time () + KILL_START_US;
+  for (gboolean started = FALSE;;) {
     gint64 left = deadline - g_get_monotonic_time ();
     struct pollfd pfd = { .fd = out_fd, .events = POLLIN };
 
@@ -440,6 +444,10 @@ run_writer_and_kill (const char *path, const char *round_str)
       break;
     if (poll (&pfd, 1, (int) (left / 1000) + 1) > 0 && !read_some (out_fd, out))
       g_error ("the writer ended by itself: %s", out->str);
+    if (!started && strchr (out->str, '\n') != NULL) {
+      started = TRUE;
+      deadline = g_get_monotonic_time () + KILL_AFTER_US;
+    }
   }
   g_assert_cmpint (kill (pid, SIGKILL), ==, 0);
   while (read_some (out_fd, out))
