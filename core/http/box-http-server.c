@@ -24,7 +24,7 @@ struct _BoxHttpServer {
   gboolean    close_connections;
 };
 
-G_DEFINE_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
+G_DEFINE_FINAL_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
 
 #define A BOX_HTTP_AUTH_ADMIN
 #define K BOX_HTTP_AUTH_KEY
