@@ -95,45 +95,6 @@ BoxAgentChannel *box_agent_client_open_channel_finish (BoxAgentClient *self,
                                                        GAsyncResult   *result,
                                                        GError        **error);
 
-/* One-shot exec (POST /exec/run). */
-typedef struct {
-  char        **argv;           /* required, non-empty */
-  GHashTable   *env;            /* char* -> char*, on top of the sandbox env; may be NULL */
-  char         *cwd;            /* NULL: the user's home */
-  char         *user;           /* NULL: "box" */
-  GBytes       *stdin_data;     /* NULL: empty; then EOF */
-  guint         timeout_s;      /* 0: none; the process group is killed after it */
-} BoxExecRequest;
-
-typedef struct {
-  int           exit_code;      /* 128 + signal when killed (137 on timeout) */
-  gboolean      timed_out;
-  gboolean      truncated;      /* stdout or stderr was cut at 16 MiB */
-  GBytes       *stdout_data;
-  GBytes       *stderr_data;
-} BoxExecResult;
-
-#define BOX_EXEC_OUTPUT_LIMIT (16u << 20)
-
-void            box_exec_result_free            (BoxExecResult *result);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecResult, box_exec_result_free)
-
-/* exec with limit 16 MiB and timeout_ms, stdin within credit then EOF,
- * output collected (credit returned as it is taken) until the exit event.
- * Errors concern starting the command (see call_async()); a non-zero exit
- * is a result.  A channel that ends without an exit event (the connection
- * went away, or the agent closed it for a pause: detach-all) is
- * BOX_ERROR_SANDBOX_UNAVAILABLE.  Cancelling closes the channel (SIGHUP to
- * the process group) and completes with G_IO_ERROR_CANCELLED. */
-void            box_agent_client_exec_run_async (BoxAgentClient       *self,
-                                                 const BoxExecRequest *request,
-                                                 GCancellable         *cancellable,
-                                                 GAsyncReadyCallback   callback,
-                                                 gpointer              user_data);
-BoxExecResult  *box_agent_client_exec_run_finish (BoxAgentClient *self,
-                                                  GAsyncResult   *result,
-                                                  GError        **error);
-
 /* Signals:
  *   ::event (JsonObject *event)        a channel-0 event other than a reply (e.g. ready)
  *   ::closed (GError *error)           once, when the stream ended or broke (or

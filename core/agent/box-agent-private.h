@@ -6,6 +6,7 @@
 #include "box-agent-client.h"
 #include "box-agent-files.h"
 #include "box-agent-frame.h"
+#include "box-exec-session.h"
 
 G_BEGIN_DECLS
 
@@ -114,6 +115,19 @@ GSource         *box_agent_watch_cancellable      (GMainContext            *cont
                                                    GCancellable            *cancellable,
                                                    GCancellableSourceFunc   func,
                                                    gpointer                 data);
+
+/* box-exec-session.c: the stream of a session over @channel (which it
+ * takes a reference on and listens to; right after the channel was opened) */
+BoxExecSession  *box_exec_session_new             (BoxAgentChannel *channel,
+                                                   const char      *id,
+                                                   gint64           pid,
+                                                   gint64           offset);
+
+/* box-agent-exec.c: {argv, env?, cwd?, user?} of an exec request */
+JsonObject      *box_agent_exec_args_new          (char       **argv,
+                                                   GHashTable  *env,
+                                                   const char  *cwd,
+                                                   const char  *user);
 
 /* agent error {code, message} -> BOX_ERROR */
 GError          *box_agent_error_from_reply       (JsonObject *reply);

@@ -19,6 +19,7 @@
 #include <libvirt/libvirt.h>
 
 #include "box-agent-client.h"
+#include "box-agent-exec.h"
 #include "box-engine.h"
 #include "box-libvirt-plugin.h"
 
