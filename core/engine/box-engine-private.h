@@ -104,14 +104,4 @@ gboolean box_engine_check_secrets       (BoxEngine *self, const char *project,
                                          const char *const *secrets, GError **error);
 guint    box_engine_count_defaults      (BoxEngine *self);
 
-/* The sub-API's "hold, call the agent, release" (box-engine-files.c):
- * holds @id_or_name (waking it), then hands its agent to @func, which
- * completes @task (taken); the hold ends once @task completed.  A failed
- * hold or a missing agent completes @task with the error instead. */
-typedef void (*BoxEngineHeldFunc) (BoxEngine *self, const char *sandbox_id,
-                                   BoxAgentClient *agent, GTask *task);
-void     box_engine_run_held            (BoxEngine *self, const char *project,
-                                         const char *id_or_name, GTask *task,
-                                         BoxEngineHeldFunc func);
-
 G_END_DECLS
