@@ -1,6 +1,6 @@
 /* box-engine-files.c: the sandbox's files (box-engine.h "files"): typed
- * requests through the agent (box-agent-files.h), each one "hold, call the
- * agent, release" (box_engine_agent_task(), box-engine-subapi.c). */
+ * requests through the agent (box-agent-files.h), held with the sub-API's
+ * one "hold, call the agent, release" (box_engine_agent_task()). */
 #include "config.h"
 
 #include "box-engine-private.h"
@@ -14,7 +14,6 @@ fs_call_done (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxFileInfo *info = NULL;
   GError *error = NULL;
 
-  /* the hold ends before the caller hears of the answer */
   box_engine_task_release (task);
   if (box_agent_client_fs_call_finish (BOX_AGENT_CLIENT (source), result, &info, &error))
     g_task_return_pointer (task, info, (GDestroyNotify) box_file_info_free);
@@ -81,25 +80,28 @@ fs_open_done (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
+fs_open_run (BoxEngine *self, BoxAgentClient *agent, GTask *task)
+{
+  const BoxFileRequest *request = g_task_get_task_data (task);
+
+  if (g_task_get_source_tag (task) == box_engine_fs_watch_async)
+    box_agent_client_fs_watch_async (agent, request, g_task_get_cancellable (task), fs_open_done,
+                                     task);
+  else
+    box_agent_client_fs_open_async (agent, request, g_task_get_cancellable (task), fs_open_done,
+                                    task);
+}
+
+static void
 fs_open (BoxEngine *self, const char *sandbox_id, const BoxFileRequest *request, gpointer tag,
          GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
-  g_autoptr(BoxAgentClient) agent = NULL;
-  GError *error = NULL;
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
 
   g_task_set_source_tag (task, tag);
-  agent = box_engine_get_agent (self, sandbox_id, &error);
-  if (agent == NULL) {
-    g_task_return_error (task, error);
-    return;
-  }
-  if (tag == box_engine_fs_watch_async)
-    box_agent_client_fs_watch_async (agent, request, cancellable, fs_open_done,
-                                     g_steal_pointer (&task));
-  else
-    box_agent_client_fs_open_async (agent, request, cancellable, fs_open_done,
-                                    g_steal_pointer (&task));
+  g_task_set_task_data (task, box_file_request_copy (request), (GDestroyNotify) box_file_request_free);
+  /* the caller holds the sandbox */
+  box_engine_agent_task_held (self, sandbox_id, FALSE, fs_open_run, task);
 }
 
 void

@@ -15,13 +15,12 @@
 
 #include <string.h>
 
-#include "box-agent-stream.h"
 #include "box-http-util.h"
 #include "box-insandbox.h"
+#include "box-sandbox-connections.h"
 
 #define TAG_KEY     "box-insandbox-tag"
 #define REQUEST_KEY "box-insandbox-request"
-#define RETRY_MS    1000
 
 typedef struct {
   char    *sandbox_id;
@@ -29,31 +28,16 @@ typedef struct {
   GWeakRef stream;      /* the connection's GIOStream */
 } ConnTag;
 
-/* The agent connection of one running sandbox. */
-typedef struct {
-  BoxInsandbox   *self;
-  char           *sandbox_id;
-  BoxAgentClient *agent;
-  gulong          opened_id;
-  gulong          closed_id;
-  gboolean        interrupted;  /* a pause, stop ... was announced: no retry */
-  guint           retry_id;
-} AgentWatch;
-
 struct _BoxInsandbox {
   GObject        parent_instance;
   BoxEngine     *engine;
   BoxHttpServer *http;
   SoupServer    *soup;
-  GHashTable    *watches;       /* sandbox id -> AgentWatch* */
-  gulong         event_id;
-  gulong         interrupted_id;
+  BoxSandboxConnections *connections;
   gboolean       shut_down;
 };
 
 G_DEFINE_FINAL_TYPE (BoxInsandbox, box_insandbox, G_TYPE_OBJECT)
-
-static void attach (BoxInsandbox *self, const char *sandbox_id);
 
 static void
 conn_tag_free (ConnTag *tag)
@@ -254,16 +238,14 @@ box_insandbox_accept (BoxInsandbox *self, const char *sandbox_id, GIOStream *str
 }
 
 static void
-on_channel_opened (BoxAgentClient *agent, BoxAgentChannel *channel, JsonObject *event,
-                   gpointer user_data)
+on_connection (BoxSandboxConnections *connections, const char *sandbox_id, GIOStream *stream,
+               gpointer user_data)
 {
-  AgentWatch *aw = user_data;
-  g_autoptr(BoxAgentStream) stream = box_agent_stream_new (channel);
   g_autoptr(GError) error = NULL;
 
-  if (!box_insandbox_accept (aw->self, aw->sandbox_id, G_IO_STREAM (stream), &error)) {
-    g_debug ("in-sandbox connection of %s refused: %s", aw->sandbox_id, error->message);
-    box_agent_stream_abort (stream);
+  if (!box_insandbox_accept (BOX_INSANDBOX (user_data), sandbox_id, stream, &error)) {
+    g_debug ("in-sandbox connection of %s refused: %s", sandbox_id, error->message);
+    box_sandbox_connections_abort (stream);
   }
 }
 
@@ -273,116 +255,7 @@ box_insandbox_abort_connection (SoupServerMessage *msg)
   ConnTag *tag = conn_tag_of (msg);
   g_autoptr(GIOStream) stream = tag != NULL ? g_weak_ref_get (&tag->stream) : NULL;
 
-  if (stream == NULL || !BOX_IS_AGENT_STREAM (stream))
-    return FALSE;
-  box_agent_stream_abort (BOX_AGENT_STREAM (stream));
-  return TRUE;
-}
-
-/* ---- agents ------------------------------------------------------------- */
-
-static void
-watch_drop_agent (AgentWatch *aw)
-{
-  if (aw->agent == NULL)
-    return;
-  g_clear_signal_handler (&aw->opened_id, aw->agent);
-  g_clear_signal_handler (&aw->closed_id, aw->agent);
-  g_clear_object (&aw->agent);
-}
-
-static void
-agent_watch_free (AgentWatch *aw)
-{
-  watch_drop_agent (aw);
-  g_clear_handle_id (&aw->retry_id, g_source_remove);
-  g_free (aw->sandbox_id);
-  g_free (aw);
-}
-
-static gboolean
-retry_cb (gpointer user_data)
-{
-  AgentWatch *aw = user_data;
-  g_autofree char *sandbox_id = g_strdup (aw->sandbox_id);
-
-  aw->retry_id = 0;
-  attach (aw->self, sandbox_id);
-  return G_SOURCE_REMOVE;
-}
-
-static void
-on_agent_closed (BoxAgentClient *agent, GError *error, gpointer user_data)
-{
-  AgentWatch *aw = user_data;
-
-  watch_drop_agent (aw);
-  /* the connection broke while the sandbox runs: take the next one (a
-   * pause or stop was announced before and its end event re-attaches) */
-  if (!aw->interrupted && aw->retry_id == 0)
-    aw->retry_id = g_timeout_add (RETRY_MS, retry_cb, aw);
-}
-
-/* Takes the channels of @sandbox_id's current agent, if it runs. */
-static void
-attach (BoxInsandbox *self, const char *sandbox_id)
-{
-  g_autoptr(BoxSandbox) sandbox = NULL;
-  g_autoptr(BoxAgentClient) agent = NULL;
-  g_autoptr(GError) error = NULL;
-  AgentWatch *aw;
-
-  if (self->shut_down)
-    return;
-  sandbox = box_engine_get_sandbox (self->engine, NULL, sandbox_id, NULL);
-  if (sandbox == NULL || sandbox->state != BOX_SANDBOX_STATE_RUNNING) {
-    g_hash_table_remove (self->watches, sandbox_id);
-    return;
-  }
-  agent = box_engine_get_agent (self->engine, sandbox->id, &error);
-  if (agent == NULL) {
-    g_debug ("in-sandbox socket of %s: %s", sandbox->id, error->message);
-    g_hash_table_remove (self->watches, sandbox_id);
-    return;
-  }
-  aw = g_hash_table_lookup (self->watches, sandbox->id);
-  if (aw == NULL) {
-    aw = g_new0 (AgentWatch, 1);
-    aw->self = self;
-    aw->sandbox_id = g_strdup (sandbox->id);
-    g_hash_table_insert (self->watches, aw->sandbox_id, aw);
-  }
-  aw->interrupted = FALSE;
-  g_clear_handle_id (&aw->retry_id, g_source_remove);
-  if (aw->agent == agent)
-    return;
-  watch_drop_agent (aw);
-  aw->agent = g_steal_pointer (&agent);
-  aw->opened_id = g_signal_connect (aw->agent, "channel-opened", G_CALLBACK (on_channel_opened), aw);
-  aw->closed_id = g_signal_connect (aw->agent, "closed", G_CALLBACK (on_agent_closed), aw);
-  if (box_agent_client_is_closed (aw->agent))
-    on_agent_closed (aw->agent, NULL, aw);
-}
-
-static void
-on_event (BoxEngine *engine, BoxEvent *event, gpointer user_data)
-{
-  /* created, woken, restored, checkpointed, paused, deleted ...: whatever
-   * changed, the sandbox's agent is looked at again */
-  if (event->sandbox != NULL)
-    attach (BOX_INSANDBOX (user_data), event->sandbox);
-}
-
-static void
-on_interrupted (BoxEngine *engine, const char *sandbox_id, const char *why, gpointer user_data)
-{
-  BoxInsandbox *self = BOX_INSANDBOX (user_data);
-  AgentWatch *aw = g_hash_table_lookup (self->watches, sandbox_id);
-
-  if (aw != NULL) {
-    aw->interrupted = TRUE;
-    g_clear_handle_id (&aw->retry_id, g_source_remove);
-  }
+  return box_sandbox_connections_abort (stream);
 }
 
 /* ---- object ------------------------------------------------------------- */
@@ -391,9 +264,6 @@ BoxInsandbox *
 box_insandbox_new (BoxEngine *engine, BoxHttpServer *http)
 {
   BoxInsandbox *self;
-  g_autoptr(GPtrArray) running = NULL;
-  g_autoptr(GError) error = NULL;
-  BoxSandboxState state = BOX_SANDBOX_STATE_RUNNING;
 
   g_return_val_if_fail (BOX_IS_ENGINE (engine), NULL);
   g_return_val_if_fail (BOX_IS_HTTP_SERVER (http), NULL);
@@ -404,14 +274,8 @@ box_insandbox_new (BoxEngine *engine, BoxHttpServer *http)
   self->soup = soup_server_new ("server-header", "boxd/" PACKAGE_VERSION " ", NULL);
   soup_server_add_early_handler (self->soup, NULL, early_handler, self, NULL);
   soup_server_add_handler (self->soup, NULL, handler, self, NULL);
-  self->event_id = g_signal_connect (engine, "event", G_CALLBACK (on_event), self);
-  self->interrupted_id = g_signal_connect (engine, "sandbox-interrupted",
-                                           G_CALLBACK (on_interrupted), self);
-  running = box_engine_list_sandboxes (engine, NULL, NULL, &state, &error);
-  if (running == NULL)
-    g_warning ("in-sandbox socket: cannot list the running sandboxes: %s", error->message);
-  for (guint i = 0; running != NULL && i < running->len; i++)
-    attach (self, ((BoxSandbox *) g_ptr_array_index (running, i))->id);
+  self->connections = box_sandbox_connections_new (engine);
+  g_signal_connect (self->connections, "connection", G_CALLBACK (on_connection), self);
   return self;
 }
 
@@ -422,9 +286,8 @@ box_insandbox_shutdown (BoxInsandbox *self)
   if (self->shut_down)
     return;
   self->shut_down = TRUE;
-  g_clear_signal_handler (&self->event_id, self->engine);
-  g_clear_signal_handler (&self->interrupted_id, self->engine);
-  g_hash_table_remove_all (self->watches);
+  g_signal_handlers_disconnect_by_data (self->connections, self);
+  box_sandbox_connections_shutdown (self->connections);
   soup_server_disconnect (self->soup);
 }
 
@@ -435,19 +298,11 @@ box_insandbox_dispose (GObject *object)
 
   if (self->engine != NULL)
     box_insandbox_shutdown (self);
+  g_clear_object (&self->connections);
   g_clear_object (&self->soup);
   g_clear_object (&self->http);
   g_clear_object (&self->engine);
   G_OBJECT_CLASS (box_insandbox_parent_class)->dispose (object);
-}
-
-static void
-box_insandbox_finalize (GObject *object)
-{
-  BoxInsandbox *self = BOX_INSANDBOX (object);
-
-  g_hash_table_unref (self->watches);
-  G_OBJECT_CLASS (box_insandbox_parent_class)->finalize (object);
 }
 
 static void
@@ -456,12 +311,9 @@ box_insandbox_class_init (BoxInsandboxClass *klass)
   GObjectClass *object_class = G_OBJECT_CLASS (klass);
 
   object_class->dispose = box_insandbox_dispose;
-  object_class->finalize = box_insandbox_finalize;
 }
 
 static void
 box_insandbox_init (BoxInsandbox *self)
 {
-  self->watches = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
-                                         (GDestroyNotify) agent_watch_free);
 }

@@ -1,11 +1,9 @@
 /* box-insandbox.h: the in-sandbox socket, host side.
  *
- * The guest agent serves /run/box/api.sock inside each VM and announces
- * every connection to it as a channel it opens (BoxAgentClient
- * ::channel-opened, doc/AGENT-PROTOCOL.md "In-sandbox socket").
- * BoxInsandbox takes those channels from the agent of every running
- * sandbox and serves HTTP over each (a BoxAgentStream handed to a SoupServer
- * of its own), tagged with the sandbox it came from.
+ * The guest agent serves /run/box/api.sock inside each VM; the engine's
+ * BoxSandboxConnections hands over every connection to it as a GIOStream
+ * (box-sandbox-connections.h), and BoxInsandbox serves HTTP over each (a
+ * SoupServer of its own), tagged with the sandbox it came from.
  *
  * What it serves: the sandbox sub-API of that sandbox only, at the paths of
  * /v1/sandboxes/{sandbox}/... without that prefix, through the same route
@@ -14,11 +12,7 @@
  * GET /self, the sandbox's record.  The host name is ignored.  Anything
  * else is 404 not_found "no route <METHOD> <path> on the in-sandbox socket".
  *
- * Which agents: the agent of each sandbox that is running when the server
- * starts, and after every event of a sandbox (created, woken, restored
- * ...), the agent the hypervisor then hands out; when an agent connection
- * ends while its sandbox runs (not for a pause, stop or delete: those are
- * announced by ::sandbox-interrupted first), the new one a second later.
+ * Which sandboxes: see box-sandbox-connections.h.
  */
 #pragma once
 
@@ -38,7 +32,7 @@ BoxInsandbox *box_insandbox_new      (BoxEngine *engine, BoxHttpServer *http);
 gboolean      box_insandbox_accept   (BoxInsandbox *self, const char *sandbox_id,
                                       GIOStream *stream, GError **error);
 /* Breaks the connection of @msg if it came through the socket (its
- * agent channel closes; nothing more is written, not even what libsoup
+ * channel to the agent closes; nothing more is written, not even what libsoup
  * writes when it lets go of the message): FALSE when it did not. */
 gboolean      box_insandbox_abort_connection (SoupServerMessage *msg);
 /* Stops taking connections and closes those open.  Idempotent. */
