@@ -9,6 +9,10 @@
 
 G_BEGIN_DECLS
 
+/* How often a write that lost a compare-and-swap race is tried again
+ * before the conflict is reported (see box-storage-records.h). */
+#define BOX_ENGINE_STORAGE_TRIES 3
+
 struct _BoxEngine {
   GObject           parent_instance;
 

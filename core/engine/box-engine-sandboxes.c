@@ -14,6 +14,7 @@
 #include "box-agent-client.h"
 #include "box-agent-exec.h"
 #include "box-engine-private.h"
+#include "box-storage-records.h"
 #include "box-validate.h"
 
 #define TICK_INTERVAL_S 1
@@ -194,13 +195,34 @@ fill_vm_request (BoxEngine *self, BoxVmRequest *request, Op *op)
   request->egress = op->egress;
 }
 
-/* Writes @sandbox (updated_at moved) and refreshes the runtime. */
+/* Writes @sandbox (updated_at moved) and refreshes the runtime.
+ *
+ * The write names the revision @sandbox was read at.  The caller holds the
+ * sandbox (an op under its lock), so it owns the record: when the stored
+ * record moved on meanwhile, the revision is read again and the caller's
+ * copy written over it (as the last writer always won), at most
+ * BOX_ENGINE_STORAGE_TRIES times; then the conflict is reported. */
 static gboolean
 save (BoxEngine *self, BoxSandbox *sandbox, GError **error)
 {
   sandbox->updated_at = box_engine_now (self);
-  if (!box_storage_sandbox_update (self->storage, sandbox, error))
-    return FALSE;
+  for (guint attempt = 1;; attempt++) {
+    g_autoptr(GError) local = NULL;
+    g_autoptr(BoxSandbox) stored = NULL;
+
+    if (box_storage_sandbox_update (self->storage, sandbox, &local))
+      break;
+    if (attempt == BOX_ENGINE_STORAGE_TRIES ||
+        !g_error_matches (local, BOX_ERROR, BOX_ERROR_CONFLICT)) {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return FALSE;
+    }
+    g_debug ("engine: %s: %s; writing again", sandbox->id, local->message);
+    stored = box_storage_sandbox_get (self->storage, NULL, sandbox->id, error);
+    if (stored == NULL)
+      return FALSE;
+    sandbox->revision = stored->revision;
+  }
   runtime_sync (self, sandbox);
   return TRUE;
 }

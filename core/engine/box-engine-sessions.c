@@ -6,6 +6,7 @@
 
 #include "box-agent-exec.h"
 #include "box-engine-private.h"
+#include "box-storage-records.h"
 #include "box-validate.h"
 
 /* ---- streams on a held sandbox ----------------------------------------- */
@@ -431,21 +432,30 @@ port_access_free (PortAccess *pa)
   g_free (pa);
 }
 
-/* The record change itself: synchronous, so nothing runs in between. */
+/* The record change itself: read, change, write at the revision read; a
+ * write that lost the race to another writer starts again from the read. */
 static BoxPortSetting *
 write_port_access (BoxEngine *self, PortAccess *pa, GError **error)
 {
   BoxStorage *storage = box_engine_get_storage (self);
-  g_autoptr(BoxSandbox) sandbox = box_storage_sandbox_get (storage, pa->project, pa->id_or_name, error);
-  g_autofree char *key = NULL;
 
-  if (sandbox == NULL)
-    return NULL;
-  key = g_strdup_printf ("%u", pa->port);
-  g_hash_table_replace (sandbox->port_access, g_steal_pointer (&key), g_strdup (pa->access));
-  if (!box_storage_sandbox_update (storage, sandbox, error))
-    return NULL;
-  return port_setting_new (self, sandbox, pa->port, pa->access);
+  for (guint attempt = 1;; attempt++) {
+    g_autoptr(BoxSandbox) sandbox = box_storage_sandbox_get (storage, pa->project, pa->id_or_name,
+                                                             error);
+    g_autoptr(GError) local = NULL;
+
+    if (sandbox == NULL)
+      return NULL;
+    g_hash_table_replace (sandbox->port_access, g_strdup_printf ("%u", pa->port),
+                          g_strdup (pa->access));
+    if (box_storage_sandbox_update (storage, sandbox, &local))
+      return port_setting_new (self, sandbox, pa->port, pa->access);
+    if (attempt == BOX_ENGINE_STORAGE_TRIES ||
+        !g_error_matches (local, BOX_ERROR, BOX_ERROR_CONFLICT)) {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  }
 }
 
 static void

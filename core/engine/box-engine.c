@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "box-engine-private.h"
+#include "box-storage-records.h"
 #include "box-requests.h"
 #include "box-validate.h"
 
@@ -616,19 +617,28 @@ box_engine_set_project_domains (BoxEngine *self, const char *name, const char *c
                                 GError **error)
 {
   g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
-  g_autoptr(BoxProject) project = box_storage_project_get (self->storage, name, error);
   const char *none[] = { NULL };
 
-  if (project == NULL)
-    return NULL;
-  if (!check_domains (self, name, domains, error))
-    return NULL;
-  g_strfreev (project->domains);
-  project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
-  g_hash_table_remove (self->projects, name);
-  if (!box_storage_project_update (self->storage, project, error))
-    return NULL;
-  return g_steal_pointer (&project);
+  /* read, change, write at the revision read; a lost race starts again */
+  for (guint attempt = 1;; attempt++) {
+    g_autoptr(BoxProject) project = box_storage_project_get (self->storage, name, error);
+    g_autoptr(GError) local = NULL;
+
+    if (project == NULL)
+      return NULL;
+    if (!check_domains (self, name, domains, error))
+      return NULL;
+    g_strfreev (project->domains);
+    project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
+    g_hash_table_remove (self->projects, name);
+    if (box_storage_project_update (self->storage, project, &local))
+      return g_steal_pointer (&project);
+    if (attempt == BOX_ENGINE_STORAGE_TRIES ||
+        !g_error_matches (local, BOX_ERROR, BOX_ERROR_CONFLICT)) {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  }
 }
 
 /* Deletes @project's keys through the auth plugin, so that one which

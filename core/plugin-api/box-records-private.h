@@ -18,6 +18,9 @@ void box_records_set_nullable_string (JsonObject *obj, const char *member, const
 char *box_records_object_to_string (JsonObject *obj);
 gboolean box_records_enum_from_string (const char *const *names, guint n_names, const char *str, guint *out);
 void box_records_sandbox_common_to_json (JsonObject *obj, const BoxSandbox *sandbox, gboolean api);
+/* bytes <-> lowercase hex; decoding takes either case, NULL when malformed */
+char *box_records_hex_encode (GBytes *bytes);
+GBytes *box_records_hex_decode (const char *hex);
 void box_records_secret_common_to_json (JsonObject *obj, const BoxSecret *secret);
 
 G_END_DECLS

@@ -30,6 +30,20 @@ box_project_to_storage_json (const BoxProject *project)
 }
 
 char *
+box_key_to_storage_json (const BoxKey *key)
+{
+  JsonObject *obj = json_object_new ();
+
+  g_return_val_if_fail (key != NULL, NULL);
+  box_records_set_string (obj, "id", key->id);
+  box_records_set_string (obj, "name", key->name);
+  box_records_set_string (obj, "project", key->project);
+  box_records_set_string (obj, "hash", key->hash);
+  json_object_set_int_member (obj, "created_at", key->created_at);
+  return box_records_object_to_string (obj);
+}
+
+char *
 box_sandbox_to_storage_json (const BoxSandbox *sandbox)
 {
   JsonObject *obj = json_object_new ();
@@ -83,6 +97,11 @@ box_secret_to_storage_json (const BoxSecret *secret)
   box_records_set_string (obj, "project", secret->project);
   json_object_set_int_member (obj, "created_at", secret->created_at);
   json_object_set_int_member (obj, "updated_at", secret->updated_at);
+  if (secret->sealed_value != NULL) {
+    g_autofree char *hex = box_records_hex_encode (secret->sealed_value);
+
+    json_object_set_string_member (obj, "sealed", hex);
+  }
   return box_records_object_to_string (obj);
 }
 
@@ -435,8 +454,43 @@ box_checkpoint_from_storage_json (const char *json, GError **error)
   return g_steal_pointer (&checkpoint);
 }
 
+/* Hex (either case) -> bytes */
+static GBytes *
+read_hex (Reader *r, JsonObject *obj, const char *member)
+{
+  g_autofree char *hex = read_string (r, obj, member);
+  GBytes *bytes;
+
+  if (hex == NULL)
+    return NULL;
+  bytes = box_records_hex_decode (hex);
+  if (bytes == NULL)
+    reader_fail (r, member, "hex digits");
+  return bytes;
+}
+
+BoxKey *
+box_key_from_storage_json (const char *json, GError **error)
+{
+  g_autoptr(JsonObject) obj = parse_storage (json, "key", error);
+  g_autoptr(BoxKey) key = NULL;
+  Reader r = { "key", error, FALSE };
+
+  if (obj == NULL)
+    return NULL;
+  key = g_new0 (BoxKey, 1);
+  key->id = read_string_or_empty (&r, obj, "id");
+  key->name = read_string_or_empty (&r, obj, "name");
+  key->project = read_string_or_empty (&r, obj, "project");
+  key->hash = read_string_or_empty (&r, obj, "hash");
+  key->created_at = read_int (&r, obj, "created_at", G_MININT64, G_MAXINT64, 0);
+  if (r.failed)
+    return NULL;
+  return g_steal_pointer (&key);
+}
+
 BoxSecret *
-box_secret_from_storage_json (const char *json, GBytes *sealed_value, GError **error)
+box_secret_from_storage_json (const char *json, GError **error)
 {
   g_autoptr(JsonObject) obj = parse_storage (json, "secret", error);
   g_autoptr(BoxSecret) secret = NULL;
@@ -459,6 +513,9 @@ box_secret_from_storage_json (const char *json, GBytes *sealed_value, GError **e
   secret->updated_at = read_int (&r, obj, "updated_at", G_MININT64, G_MAXINT64, 0);
   if (r.failed)
     return NULL;
-  secret->sealed_value = sealed_value != NULL ? g_bytes_ref (sealed_value) : NULL;
+  if (json_object_has_member (obj, "sealed"))
+    secret->sealed_value = read_hex (&r, obj, "sealed");
+  if (r.failed)
+    return NULL;
   return g_steal_pointer (&secret);
 }

@@ -312,6 +312,42 @@ node_from_object (JsonObject *obj)
 }
 
 char *
+box_records_hex_encode (GBytes *bytes)
+{
+  static const char digits[] = "0123456789abcdef";
+  gsize size = 0;
+  const guint8 *data = g_bytes_get_data (bytes, &size);
+  char *hex = g_malloc (size * 2 + 1);
+
+  for (gsize i = 0; i < size; i++) {
+    hex[2 * i] = digits[data[i] >> 4];
+    hex[2 * i + 1] = digits[data[i] & 0xf];
+  }
+  hex[size * 2] = '\0';
+  return hex;
+}
+
+GBytes *
+box_records_hex_decode (const char *hex)
+{
+  gsize len;
+  g_autofree guint8 *data = NULL;
+
+  if (hex == NULL || (len = strlen (hex)) % 2 != 0)
+    return NULL;
+  data = g_malloc (len / 2 + 1);
+  for (gsize i = 0; i < len / 2; i++) {
+    int hi = g_ascii_xdigit_value (hex[2 * i]);
+    int lo = g_ascii_xdigit_value (hex[2 * i + 1]);
+
+    if (hi < 0 || lo < 0)
+      return NULL;
+    data[i] = (guint8) (hi * 16 + lo);
+  }
+  return g_bytes_new_take (g_steal_pointer (&data), len / 2);
+}
+
+char *
 box_records_object_to_string (JsonObject *obj)
 {
   g_autoptr(JsonNode) node = node_from_object (obj);
@@ -396,6 +432,7 @@ box_project_copy (const BoxProject *project)
   copy->name = g_strdup (project->name);
   copy->domains = strv_copy_or_empty (project->domains);
   copy->created_at = project->created_at;
+  copy->revision = project->revision;
   return copy;
 }
 
@@ -424,6 +461,7 @@ box_key_copy (const BoxKey *key)
   copy->project = g_strdup (key->project);
   copy->hash = g_strdup (key->hash);
   copy->created_at = key->created_at;
+  copy->revision = key->revision;
   return copy;
 }
 

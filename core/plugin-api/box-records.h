@@ -8,8 +8,8 @@
  *     interface specification, computed fields (url, urls) included;
  *   - the storage form (box_*_to_storage_json() / _from_storage_json()):
  *     everything needed to rebuild the record, including internal fields.
- *     Storage plugins treat it as an opaque string next to a few indexed
- *     columns, so a new field needs no schema migration.
+ *     It is the body of a BoxStorageRecord (box-storage-records.h), which
+ *     stores treat as opaque, so a new field needs no schema migration.
  *
  * Times are gint64 microseconds since the Unix epoch (g_get_real_time()),
  * formatted as RFC 3339 UTC by box_time_format().
@@ -27,6 +27,7 @@ typedef struct {
   char   *name;
   char  **domains;      /* NULL-terminated, never NULL */
   gint64  created_at;
+  guint64 revision;     /* the storage revision it was read at; 0 = not stored */
 } BoxProject;
 
 typedef struct {
@@ -35,6 +36,7 @@ typedef struct {
   char   *project;
   char   *hash;         /* lowercase hex SHA-256 of the whole secret */
   gint64  created_at;
+  guint64 revision;     /* the storage revision it was read at; 0 = not stored */
 } BoxKey;
 
 typedef enum {
@@ -119,6 +121,7 @@ typedef struct {
   /* ports whose access was set (PUT /ports/{port}): "<port>" -> "private" or
    * "public"; never NULL; every other port is private */
   GHashTable        *port_access;
+  guint64            revision;       /* the storage revision it was read at; 0 = not stored */
 } BoxSandbox;
 
 /* ---- Checkpoints ------------------------------------------------------- */
@@ -131,6 +134,7 @@ typedef struct {
   gboolean  memory;
   gboolean  auto_;
   gint64    created_at;
+  guint64   revision;   /* the storage revision it was read at; 0 = not stored */
 } BoxCheckpoint;
 
 /* ---- Secrets ----------------------------------------------------------- */
@@ -145,6 +149,7 @@ typedef struct {
   GBytes *sealed_value;       /* AEAD-sealed by the engine; never plaintext */
   gint64  created_at;
   gint64  updated_at;
+  guint64 revision;           /* the storage revision it was read at; 0 = not stored */
 } BoxSecret;
 
 /* ---- Templates --------------------------------------------------------- */
@@ -277,14 +282,15 @@ JsonNode      *box_event_to_api_json      (const BoxEvent *event);
 
 char          *box_project_to_storage_json      (const BoxProject *project);
 BoxProject    *box_project_from_storage_json    (const char *json, GError **error);
+char          *box_key_to_storage_json          (const BoxKey *key);
+BoxKey        *box_key_from_storage_json        (const char *json, GError **error);
 char          *box_sandbox_to_storage_json      (const BoxSandbox *sandbox);
 BoxSandbox    *box_sandbox_from_storage_json    (const char *json, GError **error);
 char          *box_checkpoint_to_storage_json   (const BoxCheckpoint *checkpoint);
 BoxCheckpoint *box_checkpoint_from_storage_json (const char *json, GError **error);
-/* The sealed value is not part of the JSON; storage keeps it as a blob. */
+/* The sealed value is in the JSON as "sealed", in hex. */
 char          *box_secret_to_storage_json       (const BoxSecret *secret);
-BoxSecret     *box_secret_from_storage_json     (const char *json, GBytes *sealed_value,
-                                                 GError **error);
+BoxSecret     *box_secret_from_storage_json     (const char *json, GError **error);
 
 /* The sandbox URL: https://<name>--<project>.<domain> ("" without a domain) */
 char          *box_sandbox_url                  (const BoxSandbox *sandbox,

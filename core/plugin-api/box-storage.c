@@ -5,366 +5,306 @@
 
 G_DEFINE_INTERFACE (BoxStorage, box_storage, G_TYPE_OBJECT)
 
+/* ---- default async variants: the sync call, in-line ------------------- */
+
+typedef struct {
+  char            *kind;
+  char            *scope;
+  BoxStorageIndex  index;
+  char            *key;
+  BoxStorageOrder  order;
+} ReadArgs;
+
+static void
+read_args_free (ReadArgs *args)
+{
+  g_free (args->kind);
+  g_free (args->scope);
+  g_free (args->key);
+  g_free (args);
+}
+
+static void
+default_write_async (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
+                     GCancellable *cancellable, GAsyncReadyCallback callback,
+                     gpointer user_data)
+{
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  GError *error = NULL;
+
+  g_task_set_source_tag (task, default_write_async);
+  if (g_task_return_error_if_cancelled (task))
+    return;
+  if (box_storage_write (self, ops, n_ops, &error))
+    g_task_return_boolean (task, TRUE);
+  else
+    g_task_return_error (task, error);
+}
+
+static gboolean
+default_write_finish (BoxStorage *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+static GTask *
+read_task_new (BoxStorage *self, gpointer tag, const char *kind, const char *scope,
+               BoxStorageIndex index, const char *key, BoxStorageOrder order,
+               GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  ReadArgs *args = g_new0 (ReadArgs, 1);
+
+  g_task_set_source_tag (task, tag);
+  args->kind = g_strdup (kind);
+  args->scope = g_strdup (scope);
+  args->index = index;
+  args->key = g_strdup (key);
+  args->order = order;
+  g_task_set_task_data (task, args, (GDestroyNotify) read_args_free);
+  return task;
+}
+
+static void
+default_get_async (BoxStorage *self, const char *kind, const char *scope,
+                   BoxStorageIndex index, const char *key, GCancellable *cancellable,
+                   GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = read_task_new (self, default_get_async, kind, scope, index, key, 0,
+                                         cancellable, callback, user_data);
+  GError *error = NULL;
+  BoxStorageRecord *record;
+
+  if (g_task_return_error_if_cancelled (task))
+    return;
+  record = box_storage_get (self, kind, scope, index, key, &error);
+  if (record != NULL)
+    g_task_return_pointer (task, record, (GDestroyNotify) box_storage_record_free);
+  else
+    g_task_return_error (task, error);
+}
+
+static BoxStorageRecord *
+default_get_finish (BoxStorage *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+static void
+default_list_async (BoxStorage *self, const char *kind, const char *scope,
+                    BoxStorageIndex index, const char *key, BoxStorageOrder order,
+                    GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = read_task_new (self, default_list_async, kind, scope, index, key,
+                                         order, cancellable, callback, user_data);
+  GError *error = NULL;
+  GPtrArray *records;
+
+  if (g_task_return_error_if_cancelled (task))
+    return;
+  records = box_storage_list (self, kind, scope, index, key, order, &error);
+  if (records != NULL)
+    g_task_return_pointer (task, records, (GDestroyNotify) g_ptr_array_unref);
+  else
+    g_task_return_error (task, error);
+}
+
+static GPtrArray *
+default_list_finish (BoxStorage *self, GAsyncResult *result, GError **error)
+{
+  return g_task_propagate_pointer (G_TASK (result), error);
+}
+
 static void
 box_storage_default_init (BoxStorageInterface *iface)
-{}
+{
+  iface->write_async = default_write_async;
+  iface->write_finish = default_write_finish;
+  iface->get_async = default_get_async;
+  iface->get_finish = default_get_finish;
+  iface->list_async = default_list_async;
+  iface->list_finish = default_list_finish;
+}
+
+/* ---- records ----------------------------------------------------------- */
+
+BoxStorageRecord *
+box_storage_record_new (const char *kind, const char *scope, const char *id, const char *body)
+{
+  BoxStorageRecord *record = g_new0 (BoxStorageRecord, 1);
+
+  record->kind = g_strdup (kind);
+  record->scope = g_strdup (scope != NULL ? scope : "");
+  record->id = g_strdup (id);
+  record->body = g_strdup (body != NULL ? body : "{}");
+  return record;
+}
+
+BoxStorageRecord *
+box_storage_record_copy (const BoxStorageRecord *record)
+{
+  BoxStorageRecord *copy;
+
+  g_return_val_if_fail (record != NULL, NULL);
+  copy = g_new0 (BoxStorageRecord, 1);
+  *copy = *record;
+  copy->kind = g_strdup (record->kind);
+  copy->scope = g_strdup (record->scope);
+  copy->id = g_strdup (record->id);
+  copy->name = g_strdup (record->name);
+  copy->lookup = g_strdup (record->lookup);
+  copy->body = g_strdup (record->body);
+  return copy;
+}
+
+void
+box_storage_record_free (BoxStorageRecord *record)
+{
+  if (record == NULL)
+    return;
+  g_free (record->kind);
+  g_free (record->scope);
+  g_free (record->id);
+  g_free (record->name);
+  g_free (record->lookup);
+  g_free (record->body);
+  g_free (record);
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+static gboolean
+check_implemented (BoxStorage *self, gconstpointer vfunc, const char *name, GError **error)
+{
+  if (vfunc != NULL)
+    return TRUE;
+  g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+               "%s does not implement %s", G_OBJECT_TYPE_NAME (self), name);
+  return FALSE;
+}
 
 gboolean
-box_storage_project_insert (BoxStorage *self, const BoxProject *project, GError **error)
+box_storage_write (BoxStorage *self, BoxStorageOp *ops, guint n_ops, GError **error)
 {
   BoxStorageInterface *iface;
 
   g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
+  g_return_val_if_fail (ops != NULL || n_ops == 0, FALSE);
   iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->project_insert == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement project_insert", G_OBJECT_TYPE_NAME (self));
+  if (!check_implemented (self, iface->write, "write", error))
     return FALSE;
-  }
-  return iface->project_insert (self, project, error);
+  return iface->write (self, ops, n_ops, error);
 }
 
-gboolean
-box_storage_project_update (BoxStorage *self, const BoxProject *project, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->project_update == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement project_update", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->project_update (self, project, error);
-}
-
-BoxProject *
-box_storage_project_get (BoxStorage *self, const char *name, GError **error)
+BoxStorageRecord *
+box_storage_get (BoxStorage *self, const char *kind, const char *scope, BoxStorageIndex index,
+                 const char *key, GError **error)
 {
   BoxStorageInterface *iface;
 
   g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
+  g_return_val_if_fail (kind != NULL && key != NULL, NULL);
+  g_return_val_if_fail (index != BOX_STORAGE_BY_SCOPE, NULL);
   iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->project_get == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement project_get", G_OBJECT_TYPE_NAME (self));
+  if (!check_implemented (self, iface->get, "get", error))
     return NULL;
-  }
-  return iface->project_get (self, name, error);
+  return iface->get (self, kind, scope, index, key, error);
 }
 
 GPtrArray *
-box_storage_project_list (BoxStorage *self, GError **error)
+box_storage_list (BoxStorage *self, const char *kind, const char *scope, BoxStorageIndex index,
+                  const char *key, BoxStorageOrder order, GError **error)
 {
   BoxStorageInterface *iface;
 
   g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
+  g_return_val_if_fail (kind != NULL, NULL);
+  g_return_val_if_fail ((index == BOX_STORAGE_BY_SCOPE) == (key == NULL), NULL);
   iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->project_list == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement project_list", G_OBJECT_TYPE_NAME (self));
+  if (!check_implemented (self, iface->list, "list", error))
     return NULL;
-  }
-  return iface->project_list (self, error);
+  return iface->list (self, kind, scope, index, key, order, error);
+}
+
+void
+box_storage_write_async (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
+                         GCancellable *cancellable, GAsyncReadyCallback callback,
+                         gpointer user_data)
+{
+  g_return_if_fail (BOX_IS_STORAGE (self));
+  BOX_STORAGE_GET_IFACE (self)->write_async (self, ops, n_ops, cancellable, callback, user_data);
 }
 
 gboolean
-box_storage_project_delete (BoxStorage *self, const char *name, GError **error)
+box_storage_write_finish (BoxStorage *self, GAsyncResult *result, GError **error)
 {
-  BoxStorageInterface *iface;
-
   g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->project_delete == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement project_delete", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->project_delete (self, name, error);
+  return BOX_STORAGE_GET_IFACE (self)->write_finish (self, result, error);
 }
 
-gboolean
-box_storage_key_insert (BoxStorage *self, const BoxKey *key, GError **error)
+void
+box_storage_get_async (BoxStorage *self, const char *kind, const char *scope,
+                       BoxStorageIndex index, const char *key, GCancellable *cancellable,
+                       GAsyncReadyCallback callback, gpointer user_data)
 {
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->key_insert == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement key_insert", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->key_insert (self, key, error);
+  g_return_if_fail (BOX_IS_STORAGE (self));
+  BOX_STORAGE_GET_IFACE (self)->get_async (self, kind, scope, index, key, cancellable,
+                                           callback, user_data);
 }
 
-BoxKey *
-box_storage_key_get_by_hash (BoxStorage *self, const char *hash, GError **error)
+BoxStorageRecord *
+box_storage_get_finish (BoxStorage *self, GAsyncResult *result, GError **error)
 {
-  BoxStorageInterface *iface;
-
   g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->key_get_by_hash == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement key_get_by_hash", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->key_get_by_hash (self, hash, error);
+  return BOX_STORAGE_GET_IFACE (self)->get_finish (self, result, error);
+}
+
+void
+box_storage_list_async (BoxStorage *self, const char *kind, const char *scope,
+                        BoxStorageIndex index, const char *key, BoxStorageOrder order,
+                        GCancellable *cancellable, GAsyncReadyCallback callback,
+                        gpointer user_data)
+{
+  g_return_if_fail (BOX_IS_STORAGE (self));
+  BOX_STORAGE_GET_IFACE (self)->list_async (self, kind, scope, index, key, order, cancellable,
+                                            callback, user_data);
 }
 
 GPtrArray *
-box_storage_key_list (BoxStorage *self, const char *project, GError **error)
+box_storage_list_finish (BoxStorage *self, GAsyncResult *result, GError **error)
 {
-  BoxStorageInterface *iface;
-
   g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->key_list == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement key_list", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->key_list (self, project, error);
+  return BOX_STORAGE_GET_IFACE (self)->list_finish (self, result, error);
+}
+
+/* ---- one-op conveniences ----------------------------------------------- */
+
+static gboolean
+write_one (BoxStorage *self, BoxStorageOpType type, BoxStorageRecord *record, GError **error)
+{
+  BoxStorageOp op = { type, record };
+
+  return box_storage_write (self, &op, 1, error);
 }
 
 gboolean
-box_storage_key_delete (BoxStorage *self, const char *project, const char *id, GError **error)
+box_storage_insert (BoxStorage *self, BoxStorageRecord *record, GError **error)
 {
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->key_delete == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement key_delete", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->key_delete (self, project, id, error);
+  return write_one (self, BOX_STORAGE_OP_INSERT, record, error);
 }
 
 gboolean
-box_storage_sandbox_insert (BoxStorage *self, const BoxSandbox *sandbox, GError **error)
+box_storage_update (BoxStorage *self, BoxStorageRecord *record, GError **error)
 {
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->sandbox_insert == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement sandbox_insert", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->sandbox_insert (self, sandbox, error);
+  return write_one (self, BOX_STORAGE_OP_UPDATE, record, error);
 }
 
 gboolean
-box_storage_sandbox_update (BoxStorage *self, const BoxSandbox *sandbox, GError **error)
+box_storage_delete (BoxStorage *self, const char *kind, const char *scope, const char *id,
+                    guint64 revision, GError **error)
 {
-  BoxStorageInterface *iface;
+  BoxStorageRecord record = { (char *) kind, (char *) scope, (char *) id, NULL, NULL, NULL,
+                              0, revision, 0 };
 
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->sandbox_update == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement sandbox_update", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->sandbox_update (self, sandbox, error);
-}
-
-BoxSandbox *
-box_storage_sandbox_get (BoxStorage *self, const char *project, const char *id_or_name, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->sandbox_get == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement sandbox_get", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->sandbox_get (self, project, id_or_name, error);
-}
-
-GPtrArray *
-box_storage_sandbox_list (BoxStorage *self, const char *project, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->sandbox_list == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement sandbox_list", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->sandbox_list (self, project, error);
-}
-
-gboolean
-box_storage_sandbox_delete (BoxStorage *self, const char *project, const char *id, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->sandbox_delete == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement sandbox_delete", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->sandbox_delete (self, project, id, error);
-}
-
-gboolean
-box_storage_checkpoint_insert (BoxStorage *self, const BoxCheckpoint *checkpoint, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->checkpoint_insert == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement checkpoint_insert", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->checkpoint_insert (self, checkpoint, error);
-}
-
-BoxCheckpoint *
-box_storage_checkpoint_get (BoxStorage *self, const char *sandbox_id, const char *id, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->checkpoint_get == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement checkpoint_get", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->checkpoint_get (self, sandbox_id, id, error);
-}
-
-GPtrArray *
-box_storage_checkpoint_list (BoxStorage *self, const char *sandbox_id, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->checkpoint_list == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement checkpoint_list", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->checkpoint_list (self, sandbox_id, error);
-}
-
-gboolean
-box_storage_checkpoint_delete (BoxStorage *self, const char *sandbox_id, const char *id, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->checkpoint_delete == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement checkpoint_delete", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->checkpoint_delete (self, sandbox_id, id, error);
-}
-
-gboolean
-box_storage_secret_put (BoxStorage *self, const BoxSecret *secret, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->secret_put == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement secret_put", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->secret_put (self, secret, error);
-}
-
-BoxSecret *
-box_storage_secret_get (BoxStorage *self, const char *project, const char *name, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->secret_get == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement secret_get", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->secret_get (self, project, name, error);
-}
-
-GPtrArray *
-box_storage_secret_list (BoxStorage *self, const char *project, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->secret_list == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement secret_list", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->secret_list (self, project, error);
-}
-
-gboolean
-box_storage_secret_delete (BoxStorage *self, const char *project, const char *name, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->secret_delete == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement secret_delete", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->secret_delete (self, project, name, error);
-}
-
-GBytes *
-box_storage_meta_get (BoxStorage *self, const char *key, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), NULL);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->meta_get == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement meta_get", G_OBJECT_TYPE_NAME (self));
-    return NULL;
-  }
-  return iface->meta_get (self, key, error);
-}
-
-gboolean
-box_storage_meta_set (BoxStorage *self, const char *key, GBytes *value, GError **error)
-{
-  BoxStorageInterface *iface;
-
-  g_return_val_if_fail (BOX_IS_STORAGE (self), FALSE);
-  iface = BOX_STORAGE_GET_IFACE (self);
-  if (iface->meta_set == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "%s does not implement meta_set", G_OBJECT_TYPE_NAME (self));
-    return FALSE;
-  }
-  return iface->meta_set (self, key, value, error);
+  return write_one (self, BOX_STORAGE_OP_DELETE, &record, error);
 }

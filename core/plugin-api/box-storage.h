@@ -1,15 +1,47 @@
-/* box-storage.h: where records live.
+/* box-storage.h: where records live, as collections of generic records.
  *
- * The engine calls storage on the main thread, one call per write, and
- * every call is atomic (one transaction).  Implementations must be quick
- * for the embedded case (SQLite in WAL mode) and durable: once a call has
- * returned TRUE the write survives a kill -9 of boxd.
+ * A store keeps BoxStorageRecords.  A record is a JSON body the store does
+ * not read, filed under:
  *
- * Lookups that find nothing fail with BOX_ERROR_NOT_FOUND; inserts that
- * collide with a unique key fail with BOX_ERROR_ALREADY_EXISTS.  Lists
- * return a GPtrArray that owns its records (free func set), ordered by
- * creation time then ID.  A NULL @project in a sandbox call means "any
- * project" and is only used by operator paths (D-Bus list, reconciliation).
+ *   kind      the collection ("sandbox", "project", "key", ...); a store
+ *             never knows the kinds, so a new kind needs no change here
+ *   scope     what it belongs to (a project name, a sandbox ID), "" for none
+ *   id        unique among the records of its kind
+ *   name      NULL, or unique among the records of one kind and scope
+ *   lookup    NULL, or unique among the records of its kind (a key's hash)
+ *
+ * Every write gives the records it writes a new revision, from one counter
+ * of the whole store that only grows; create_revision is the revision of
+ * the insert and gives the insertion order.
+ *
+ * Writes are batches of BoxStorageOps applied in one transaction, all or
+ * nothing: an INSERT that collides with an id, name or lookup fails with
+ * BOX_ERROR_ALREADY_EXISTS; an UPDATE, DELETE or CHECK of an absent record
+ * with BOX_ERROR_NOT_FOUND; one whose record->revision is not 0 and is not
+ * the stored revision with BOX_ERROR_CONFLICT (compare-and-swap: the writer
+ * names the revision it read).  DELETE_SCOPE deletes every record of the
+ * scope (of one kind, or of every kind when record->kind is NULL).  On
+ * success the store sets revision (and, for an INSERT, create_revision) in
+ * the records of the INSERT and UPDATE ops.  Once a write has returned TRUE
+ * it survives a kill -9 of boxd.
+ *
+ * Reads: get by id, name or lookup (NOT_FOUND when absent; a NULL scope
+ * means any scope; with BY_NAME and a NULL scope the first of the list
+ * order); list by scope (NULL = every scope) and optionally by name or
+ * lookup, ordered by created_at, then id (BOX_STORAGE_ORDER_CREATED) or
+ * then insertion (BOX_STORAGE_ORDER_INSERTED).  Lists return a GPtrArray
+ * that owns its records.
+ *
+ * Threads: the sync calls are made on the main thread by the engine and
+ * may be made from any thread by a plugin; an implementation must be quick
+ * for the embedded case.  The async calls report in the thread-default
+ * main context of the caller; the default implementations run the sync
+ * call in-line and report from an idle callback, so a network store
+ * overrides them.  Ops and their records stay alive and untouched until
+ * the callback has run.
+ *
+ * The typed records of the engine (BoxSandbox, ...) map to records in
+ * box-storage-records.h, which is core code, not part of this interface.
  */
 #pragma once
 
@@ -17,77 +49,113 @@
 
 G_BEGIN_DECLS
 
+typedef struct {
+  char    *kind;
+  char    *scope;            /* "" for none */
+  char    *id;
+  char    *name;             /* NULL for none */
+  char    *lookup;           /* NULL for none */
+  char    *body;             /* JSON text */
+  gint64   created_at;       /* set by the writer; orders lists */
+  guint64  revision;         /* set by the store; 0 in an UPDATE = any */
+  guint64  create_revision;  /* set by the store */
+} BoxStorageRecord;
+
+typedef enum {
+  BOX_STORAGE_OP_INSERT,
+  BOX_STORAGE_OP_UPDATE,       /* by kind and id; scope, name, lookup, body replaced */
+  BOX_STORAGE_OP_DELETE,       /* by kind and id (and scope when not NULL) */
+  BOX_STORAGE_OP_DELETE_SCOPE, /* by scope (and kind when not NULL); none is fine */
+  BOX_STORAGE_OP_CHECK,        /* the record exists (at that revision when not 0) */
+} BoxStorageOpType;
+
+typedef struct {
+  BoxStorageOpType  type;
+  BoxStorageRecord *record;    /* not owned */
+} BoxStorageOp;
+
+typedef enum {
+  BOX_STORAGE_BY_ID,
+  BOX_STORAGE_BY_NAME,
+  BOX_STORAGE_BY_LOOKUP,
+  BOX_STORAGE_BY_SCOPE,        /* list only: no key, every record of the scope */
+} BoxStorageIndex;
+
+typedef enum {
+  BOX_STORAGE_ORDER_CREATED,   /* created_at, then id */
+  BOX_STORAGE_ORDER_INSERTED,  /* created_at, then create_revision */
+} BoxStorageOrder;
+
 #define BOX_TYPE_STORAGE (box_storage_get_type ())
 G_DECLARE_INTERFACE (BoxStorage, box_storage, BOX, STORAGE, GObject)
 
 struct _BoxStorageInterface {
   GTypeInterface g_iface;
 
-  /* projects; deleting a project deletes its keys, sandboxes, checkpoints
-   * and secrets in the same transaction */
-  gboolean       (*project_insert)    (BoxStorage *self, const BoxProject *project, GError **error);
-  gboolean       (*project_update)    (BoxStorage *self, const BoxProject *project, GError **error);
-  BoxProject    *(*project_get)       (BoxStorage *self, const char *name, GError **error);
-  GPtrArray     *(*project_list)      (BoxStorage *self, GError **error);
-  gboolean       (*project_delete)    (BoxStorage *self, const char *name, GError **error);
+  gboolean          (*write)        (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
+                                     GError **error);
+  BoxStorageRecord *(*get)          (BoxStorage *self, const char *kind, const char *scope,
+                                     BoxStorageIndex index, const char *key, GError **error);
+  GPtrArray        *(*list)         (BoxStorage *self, const char *kind, const char *scope,
+                                     BoxStorageIndex index, const char *key,
+                                     BoxStorageOrder order, GError **error);
 
-  /* keys; only hashes are stored */
-  gboolean       (*key_insert)        (BoxStorage *self, const BoxKey *key, GError **error);
-  BoxKey        *(*key_get_by_hash)   (BoxStorage *self, const char *hash, GError **error);
-  GPtrArray     *(*key_list)          (BoxStorage *self, const char *project, GError **error);
-  gboolean       (*key_delete)        (BoxStorage *self, const char *project, const char *id, GError **error);
+  void              (*write_async)  (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
+                                     GCancellable *cancellable, GAsyncReadyCallback callback,
+                                     gpointer user_data);
+  gboolean          (*write_finish) (BoxStorage *self, GAsyncResult *result, GError **error);
+  void              (*get_async)    (BoxStorage *self, const char *kind, const char *scope,
+                                     BoxStorageIndex index, const char *key,
+                                     GCancellable *cancellable, GAsyncReadyCallback callback,
+                                     gpointer user_data);
+  BoxStorageRecord *(*get_finish)   (BoxStorage *self, GAsyncResult *result, GError **error);
+  void              (*list_async)   (BoxStorage *self, const char *kind, const char *scope,
+                                     BoxStorageIndex index, const char *key,
+                                     BoxStorageOrder order, GCancellable *cancellable,
+                                     GAsyncReadyCallback callback, gpointer user_data);
+  GPtrArray        *(*list_finish)  (BoxStorage *self, GAsyncResult *result, GError **error);
 
-  /* sandboxes; (project, name) is unique; id is unique everywhere */
-  gboolean       (*sandbox_insert)    (BoxStorage *self, const BoxSandbox *sandbox, GError **error);
-  gboolean       (*sandbox_update)    (BoxStorage *self, const BoxSandbox *sandbox, GError **error);
-  BoxSandbox    *(*sandbox_get)       (BoxStorage *self, const char *project, const char *id_or_name, GError **error);
-  GPtrArray     *(*sandbox_list)      (BoxStorage *self, const char *project, GError **error);
-  /* also deletes the sandbox's checkpoints */
-  gboolean       (*sandbox_delete)    (BoxStorage *self, const char *project, const char *id, GError **error);
-
-  /* checkpoints, per sandbox; listed oldest first */
-  gboolean       (*checkpoint_insert) (BoxStorage *self, const BoxCheckpoint *checkpoint, GError **error);
-  BoxCheckpoint *(*checkpoint_get)    (BoxStorage *self, const char *sandbox_id, const char *id, GError **error);
-  GPtrArray     *(*checkpoint_list)   (BoxStorage *self, const char *sandbox_id, GError **error);
-  gboolean       (*checkpoint_delete) (BoxStorage *self, const char *sandbox_id, const char *id, GError **error);
-
-  /* secrets, per project; put inserts or replaces (keeping created_at) */
-  gboolean       (*secret_put)        (BoxStorage *self, const BoxSecret *secret, GError **error);
-  BoxSecret     *(*secret_get)        (BoxStorage *self, const char *project, const char *name, GError **error);
-  GPtrArray     *(*secret_list)       (BoxStorage *self, const char *project, GError **error);
-  gboolean       (*secret_delete)     (BoxStorage *self, const char *project, const char *name, GError **error);
-
-  /* small named values of the service itself (signing keys, node ID ...);
-   * get of an absent key is NOT_FOUND */
-  GBytes        *(*meta_get)          (BoxStorage *self, const char *key, GError **error);
-  gboolean       (*meta_set)          (BoxStorage *self, const char *key, GBytes *value, GError **error);
-
-  gpointer padding[24];
+  gpointer padding[16];
 };
 
-gboolean       box_storage_project_insert    (BoxStorage *self, const BoxProject *project, GError **error);
-gboolean       box_storage_project_update    (BoxStorage *self, const BoxProject *project, GError **error);
-BoxProject    *box_storage_project_get       (BoxStorage *self, const char *name, GError **error);
-GPtrArray     *box_storage_project_list      (BoxStorage *self, GError **error);
-gboolean       box_storage_project_delete    (BoxStorage *self, const char *name, GError **error);
-gboolean       box_storage_key_insert        (BoxStorage *self, const BoxKey *key, GError **error);
-BoxKey        *box_storage_key_get_by_hash   (BoxStorage *self, const char *hash, GError **error);
-GPtrArray     *box_storage_key_list          (BoxStorage *self, const char *project, GError **error);
-gboolean       box_storage_key_delete        (BoxStorage *self, const char *project, const char *id, GError **error);
-gboolean       box_storage_sandbox_insert    (BoxStorage *self, const BoxSandbox *sandbox, GError **error);
-gboolean       box_storage_sandbox_update    (BoxStorage *self, const BoxSandbox *sandbox, GError **error);
-BoxSandbox    *box_storage_sandbox_get       (BoxStorage *self, const char *project, const char *id_or_name, GError **error);
-GPtrArray     *box_storage_sandbox_list      (BoxStorage *self, const char *project, GError **error);
-gboolean       box_storage_sandbox_delete    (BoxStorage *self, const char *project, const char *id, GError **error);
-gboolean       box_storage_checkpoint_insert (BoxStorage *self, const BoxCheckpoint *checkpoint, GError **error);
-BoxCheckpoint *box_storage_checkpoint_get    (BoxStorage *self, const char *sandbox_id, const char *id, GError **error);
-GPtrArray     *box_storage_checkpoint_list   (BoxStorage *self, const char *sandbox_id, GError **error);
-gboolean       box_storage_checkpoint_delete (BoxStorage *self, const char *sandbox_id, const char *id, GError **error);
-gboolean       box_storage_secret_put        (BoxStorage *self, const BoxSecret *secret, GError **error);
-BoxSecret     *box_storage_secret_get        (BoxStorage *self, const char *project, const char *name, GError **error);
-GPtrArray     *box_storage_secret_list       (BoxStorage *self, const char *project, GError **error);
-gboolean       box_storage_secret_delete     (BoxStorage *self, const char *project, const char *name, GError **error);
-GBytes        *box_storage_meta_get          (BoxStorage *self, const char *key, GError **error);
-gboolean       box_storage_meta_set          (BoxStorage *self, const char *key, GBytes *value, GError **error);
+BoxStorageRecord *box_storage_record_new   (const char *kind, const char *scope, const char *id,
+                                            const char *body);
+BoxStorageRecord *box_storage_record_copy  (const BoxStorageRecord *record);
+void              box_storage_record_free  (BoxStorageRecord *record);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxStorageRecord, box_storage_record_free)
+
+gboolean          box_storage_write        (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
+                                            GError **error);
+BoxStorageRecord *box_storage_get          (BoxStorage *self, const char *kind, const char *scope,
+                                            BoxStorageIndex index, const char *key,
+                                            GError **error);
+GPtrArray        *box_storage_list         (BoxStorage *self, const char *kind, const char *scope,
+                                            BoxStorageIndex index, const char *key,
+                                            BoxStorageOrder order, GError **error);
+void              box_storage_write_async  (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
+                                            GCancellable *cancellable,
+                                            GAsyncReadyCallback callback, gpointer user_data);
+gboolean          box_storage_write_finish (BoxStorage *self, GAsyncResult *result,
+                                            GError **error);
+void              box_storage_get_async    (BoxStorage *self, const char *kind, const char *scope,
+                                            BoxStorageIndex index, const char *key,
+                                            GCancellable *cancellable,
+                                            GAsyncReadyCallback callback, gpointer user_data);
+BoxStorageRecord *box_storage_get_finish   (BoxStorage *self, GAsyncResult *result,
+                                            GError **error);
+void              box_storage_list_async   (BoxStorage *self, const char *kind, const char *scope,
+                                            BoxStorageIndex index, const char *key,
+                                            BoxStorageOrder order, GCancellable *cancellable,
+                                            GAsyncReadyCallback callback, gpointer user_data);
+GPtrArray        *box_storage_list_finish  (BoxStorage *self, GAsyncResult *result,
+                                            GError **error);
+
+/* One-op conveniences over box_storage_write() */
+gboolean          box_storage_insert       (BoxStorage *self, BoxStorageRecord *record,
+                                            GError **error);
+gboolean          box_storage_update       (BoxStorage *self, BoxStorageRecord *record,
+                                            GError **error);
+gboolean          box_storage_delete       (BoxStorage *self, const char *kind, const char *scope,
+                                            const char *id, guint64 revision, GError **error);
 
 G_END_DECLS

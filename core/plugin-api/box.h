@@ -13,4 +13,5 @@
 #include "box-records.h"
 #include "box-requests.h"
 #include "box-storage.h"
+#include "box-storage-records.h"
 #include "box-validate.h"

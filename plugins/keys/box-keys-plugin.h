@@ -3,6 +3,7 @@
 
 #include "box-auth.h"
 #include "box-storage.h"
+#include "box-storage-records.h"
 
 G_BEGIN_DECLS
 

@@ -5,17 +5,17 @@
 
 #include "box-keys-plugin.h"
 
-/* ---- a BoxStorage test double: projects and keys in memory ---- */
+/* ---- a BoxStorage test double: generic records in memory ---- */
 
 #define TEST_TYPE_STORAGE (test_storage_get_type ())
 G_DECLARE_FINAL_TYPE (TestStorage, test_storage, TEST, STORAGE, GObject)
 
 struct _TestStorage {
   GObject    parent_instance;
-  GPtrArray *projects;      /* BoxProject* */
-  GPtrArray *keys;          /* BoxKey* */
-  guint      n_lookups;     /* key_get_by_hash calls */
-  gboolean   lying;         /* key_get_by_hash answers any hash with the first key */
+  GPtrArray *records;       /* BoxStorageRecord*, in insertion order */
+  guint64    revision;
+  guint      n_lookups;     /* gets by lookup (key hash) */
+  gboolean   lying;         /* a get by lookup answers with the first key */
 };
 
 static void test_storage_iface_init (BoxStorageInterface *iface);
@@ -23,93 +23,107 @@ static void test_storage_iface_init (BoxStorageInterface *iface);
 G_DEFINE_FINAL_TYPE_WITH_CODE (TestStorage, test_storage, G_TYPE_OBJECT,
                                G_IMPLEMENT_INTERFACE (BOX_TYPE_STORAGE, test_storage_iface_init))
 
-static BoxProject *
-test_storage_project_get (BoxStorage *storage, const char *name, GError **error)
+static const char *
+record_key (const BoxStorageRecord *record, BoxStorageIndex index)
 {
-  TestStorage *self = TEST_STORAGE (storage);
-
-  for (guint i = 0; i < self->projects->len; i++) {
-    BoxProject *project = g_ptr_array_index (self->projects, i);
-    if (g_strcmp0 (project->name, name) == 0)
-      return box_project_copy (project);
-  }
-  g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "project %s not found", name);
-  return NULL;
+  return index == BOX_STORAGE_BY_ID ? record->id
+       : index == BOX_STORAGE_BY_NAME ? record->name
+       : index == BOX_STORAGE_BY_LOOKUP ? record->lookup : NULL;
 }
 
 static gboolean
-test_storage_key_insert (BoxStorage *storage, const BoxKey *key, GError **error)
+record_matches (const BoxStorageRecord *record, const char *kind, const char *scope,
+                BoxStorageIndex index, const char *key)
 {
-  TestStorage *self = TEST_STORAGE (storage);
-
-  for (guint i = 0; i < self->keys->len; i++) {
-    BoxKey *other = g_ptr_array_index (self->keys, i);
-    if (g_strcmp0 (other->id, key->id) == 0 || g_strcmp0 (other->hash, key->hash) == 0) {
-      g_set_error_literal (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS, "key exists");
-      return FALSE;
-    }
-  }
-  g_ptr_array_add (self->keys, box_key_copy (key));
-  return TRUE;
-}
-
-static BoxKey *
-test_storage_key_get_by_hash (BoxStorage *storage, const char *hash, GError **error)
-{
-  TestStorage *self = TEST_STORAGE (storage);
-
-  self->n_lookups++;
-  if (self->lying && self->keys->len > 0)
-    return box_key_copy (g_ptr_array_index (self->keys, 0));
-  for (guint i = 0; i < self->keys->len; i++) {
-    BoxKey *key = g_ptr_array_index (self->keys, i);
-    if (g_strcmp0 (key->hash, hash) == 0)
-      return box_key_copy (key);
-  }
-  g_set_error_literal (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no such key");
-  return NULL;
+  return (kind == NULL || g_strcmp0 (record->kind, kind) == 0) &&
+         (scope == NULL || g_strcmp0 (record->scope, scope) == 0) &&
+         (index == BOX_STORAGE_BY_SCOPE || g_strcmp0 (record_key (record, index), key) == 0);
 }
 
 static GPtrArray *
-test_storage_key_list (BoxStorage *storage, const char *project, GError **error)
+test_storage_list (BoxStorage *storage, const char *kind, const char *scope,
+                   BoxStorageIndex index, const char *key, BoxStorageOrder order,
+                   GError **error)
 {
   TestStorage *self = TEST_STORAGE (storage);
-  GPtrArray *keys = g_ptr_array_new_with_free_func ((GDestroyNotify) box_key_free);
+  GPtrArray *found = g_ptr_array_new_with_free_func ((GDestroyNotify) box_storage_record_free);
 
-  for (guint i = 0; i < self->keys->len; i++) {
-    BoxKey *key = g_ptr_array_index (self->keys, i);
-    if (g_strcmp0 (key->project, project) == 0)
-      g_ptr_array_add (keys, box_key_copy (key));
+  for (guint i = 0; i < self->records->len; i++) {
+    BoxStorageRecord *record = g_ptr_array_index (self->records, i);
+    if (record_matches (record, kind, scope, index, key))
+      g_ptr_array_add (found, box_storage_record_copy (record));
   }
-  return keys;
+  return found;
 }
 
-/* Deliberately ignores @project: the plugin must not rely on storage to
- * keep projects apart when deleting. */
+static BoxStorageRecord *
+test_storage_get (BoxStorage *storage, const char *kind, const char *scope,
+                  BoxStorageIndex index, const char *key, GError **error)
+{
+  TestStorage *self = TEST_STORAGE (storage);
+  g_autoptr(GPtrArray) found = NULL;
+
+  if (index == BOX_STORAGE_BY_LOOKUP) {
+    self->n_lookups++;
+    if (self->lying)
+      return test_storage_get (storage, kind, NULL, BOX_STORAGE_BY_SCOPE, NULL, error);
+  }
+  found = test_storage_list (storage, kind, scope, index, key, 0, error);
+  if (found->len == 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no %s %s", kind, key);
+    return NULL;
+  }
+  return g_ptr_array_steal_index (found, 0);
+}
+
+/* Deliberately ignores the scope of a DELETE: the plugin must not rely on
+ * storage to keep projects apart when deleting. */
 static gboolean
-test_storage_key_delete (BoxStorage *storage, const char *project, const char *id, GError **error)
+test_storage_write (BoxStorage *storage, BoxStorageOp *ops, guint n_ops, GError **error)
 {
   TestStorage *self = TEST_STORAGE (storage);
 
-  for (guint i = 0; i < self->keys->len; i++) {
-    BoxKey *key = g_ptr_array_index (self->keys, i);
-    if (g_strcmp0 (key->id, id) == 0) {
-      g_ptr_array_remove_index (self->keys, i);
-      return TRUE;
+  for (guint n = 0; n < n_ops; n++) {
+    BoxStorageRecord *record = ops[n].record;
+
+    for (guint i = 0; i < self->records->len; i++) {
+      BoxStorageRecord *other = g_ptr_array_index (self->records, i);
+
+      if (g_strcmp0 (other->kind, record->kind) != 0 || g_strcmp0 (other->id, record->id) != 0)
+        continue;
+      if (ops[n].type == BOX_STORAGE_OP_DELETE) {
+        g_ptr_array_remove_index (self->records, i);
+        return TRUE;
+      }
+      g_set_error_literal (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS, "record exists");
+      return FALSE;
     }
+    if (ops[n].type == BOX_STORAGE_OP_DELETE) {
+      g_set_error_literal (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no such record");
+      return FALSE;
+    }
+    g_assert_cmpint (ops[n].type, ==, BOX_STORAGE_OP_INSERT);
+    if (record->lookup != NULL) {
+      g_autoptr(GPtrArray) same = test_storage_list (storage, record->kind, NULL,
+                                                     BOX_STORAGE_BY_LOOKUP, record->lookup,
+                                                     0, NULL);
+      if (same->len > 0) {
+        g_set_error_literal (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS, "lookup taken");
+        return FALSE;
+      }
+    }
+    record->revision = record->create_revision = ++self->revision;
+    g_ptr_array_add (self->records, box_storage_record_copy (record));
   }
-  g_set_error_literal (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no such key");
-  return FALSE;
+  return TRUE;
 }
 
 static void
 test_storage_iface_init (BoxStorageInterface *iface)
 {
-  iface->project_get = test_storage_project_get;
-  iface->key_insert = test_storage_key_insert;
-  iface->key_get_by_hash = test_storage_key_get_by_hash;
-  iface->key_list = test_storage_key_list;
-  iface->key_delete = test_storage_key_delete;
+  iface->write = test_storage_write;
+  iface->get = test_storage_get;
+  iface->list = test_storage_list;
 }
 
 static void
@@ -117,8 +131,7 @@ test_storage_finalize (GObject *object)
 {
   TestStorage *self = TEST_STORAGE (object);
 
-  g_ptr_array_unref (self->projects);
-  g_ptr_array_unref (self->keys);
+  g_ptr_array_unref (self->records);
   G_OBJECT_CLASS (test_storage_parent_class)->finalize (object);
 }
 
@@ -131,19 +144,36 @@ test_storage_class_init (TestStorageClass *klass)
 static void
 test_storage_init (TestStorage *self)
 {
-  self->projects = g_ptr_array_new_with_free_func ((GDestroyNotify) box_project_free);
-  self->keys = g_ptr_array_new_with_free_func ((GDestroyNotify) box_key_free);
+  self->records = g_ptr_array_new_with_free_func ((GDestroyNotify) box_storage_record_free);
 }
 
 static void
 test_storage_add_project (TestStorage *self, const char *name)
 {
-  BoxProject *project = g_new0 (BoxProject, 1);
+  g_autoptr(BoxProject) project = g_new0 (BoxProject, 1);
 
   project->name = g_strdup (name);
   project->domains = g_new0 (char *, 1);
   project->created_at = g_get_real_time ();
-  g_ptr_array_add (self->projects, project);
+  g_assert_true (box_storage_project_insert (BOX_STORAGE (self), project, NULL));
+}
+
+/* The stored keys, every project's. */
+static GPtrArray *
+test_storage_keys (TestStorage *self)
+{
+  GPtrArray *keys = box_storage_key_list (BOX_STORAGE (self), NULL, NULL);
+
+  g_assert_nonnull (keys);
+  return keys;
+}
+
+static guint
+test_storage_n_keys (TestStorage *self)
+{
+  g_autoptr(GPtrArray) keys = test_storage_keys (self);
+
+  return keys->len;
 }
 
 /* ---- fixture ---- */
@@ -226,6 +256,7 @@ test_keys_create_authenticate (Fixture *fixture, gconstpointer user_data)
   g_autofree char *hash = NULL;
   g_autoptr(BoxKey) key = create_key (fixture, "alpha", "ci", &secret);
   g_autoptr(BoxPrincipal) principal = NULL;
+  g_autoptr(GPtrArray) stored_keys = NULL;
   BoxKey *stored;
   gint64 now = g_get_real_time ();
 
@@ -238,8 +269,9 @@ test_keys_create_authenticate (Fixture *fixture, gconstpointer user_data)
   g_assert_true (box_keys_is_key_shaped (secret));
 
   /* only the hash is stored */
-  g_assert_cmpuint (fixture->storage->keys->len, ==, 1);
-  stored = g_ptr_array_index (fixture->storage->keys, 0);
+  stored_keys = test_storage_keys (fixture->storage);
+  g_assert_cmpuint (stored_keys->len, ==, 1);
+  stored = g_ptr_array_index (stored_keys, 0);
   hash = box_keys_hash_secret (secret);
   g_assert_cmpstr (stored->hash, ==, hash);
   g_assert_cmpuint (strlen (stored->hash), ==, 64);
@@ -271,7 +303,7 @@ test_keys_create_refused (Fixture *fixture, gconstpointer user_data)
   key = box_auth_create_key (fixture->auth, "alpha", "", &secret, &error);
   g_assert_null (key);
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
-  g_assert_cmpuint (fixture->storage->keys->len, ==, 0);
+  g_assert_cmpuint (test_storage_n_keys (fixture->storage), ==, 0);
 }
 
 static void
@@ -376,7 +408,7 @@ test_keys_delete_other_project (Fixture *fixture, gconstpointer user_data)
   g_assert_false (box_auth_delete_key (fixture->auth, "alpha", key->id, &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
   g_clear_error (&error);
-  g_assert_cmpuint (fixture->storage->keys->len, ==, 1);
+  g_assert_cmpuint (test_storage_n_keys (fixture->storage), ==, 1);
 
   principal = box_auth_authenticate (fixture->auth, secret, &error);
   g_assert_no_error (error);

@@ -162,7 +162,10 @@ static void
 box_sqlite_plugin_init (BoxSqlitePlugin *self)
 {}
 
-/* ---- BoxStorage: each call forwards to box-sqlite-store-*.c ------------ */
+/* ---- BoxStorage: each call forwards to box-sqlite-store.c --------------
+ *
+ * The async variants are the interface's defaults (the sync call in-line):
+ * a write is a few milliseconds of the caller's thread. */
 
 static BoxSqliteDb *
 box_sqlite_plugin_db (BoxStorage *storage, GError **error)
@@ -174,116 +177,37 @@ box_sqlite_plugin_db (BoxStorage *storage, GError **error)
   return self->db;
 }
 
-#define BOX_SQLITE_FORWARD(ret_type, fail, name, params, args)               \
-  static ret_type                                                            \
-  box_sqlite_plugin_##name params                                            \
-  {                                                                          \
-    BoxSqliteDb *db = box_sqlite_plugin_db (storage, error);                 \
-                                                                             \
-    if (db == NULL)                                                          \
-      return fail;                                                           \
-    return box_sqlite_store_##name args;                                     \
-  }
+static gboolean
+box_sqlite_plugin_write (BoxStorage *storage, BoxStorageOp *ops, guint n_ops, GError **error)
+{
+  BoxSqliteDb *db = box_sqlite_plugin_db (storage, error);
 
-BOX_SQLITE_FORWARD (gboolean, FALSE, project_insert,
-                    (BoxStorage *storage, const BoxProject *project, GError **error),
-                    (db, project, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, project_update,
-                    (BoxStorage *storage, const BoxProject *project, GError **error),
-                    (db, project, error))
-BOX_SQLITE_FORWARD (BoxProject *, NULL, project_get,
-                    (BoxStorage *storage, const char *name, GError **error),
-                    (db, name, error))
-BOX_SQLITE_FORWARD (GPtrArray *, NULL, project_list,
-                    (BoxStorage *storage, GError **error),
-                    (db, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, project_delete,
-                    (BoxStorage *storage, const char *name, GError **error),
-                    (db, name, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, key_insert,
-                    (BoxStorage *storage, const BoxKey *key, GError **error),
-                    (db, key, error))
-BOX_SQLITE_FORWARD (BoxKey *, NULL, key_get_by_hash,
-                    (BoxStorage *storage, const char *hash, GError **error),
-                    (db, hash, error))
-BOX_SQLITE_FORWARD (GPtrArray *, NULL, key_list,
-                    (BoxStorage *storage, const char *project, GError **error),
-                    (db, project, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, key_delete,
-                    (BoxStorage *storage, const char *project, const char *id, GError **error),
-                    (db, project, id, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, sandbox_insert,
-                    (BoxStorage *storage, const BoxSandbox *sandbox, GError **error),
-                    (db, sandbox, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, sandbox_update,
-                    (BoxStorage *storage, const BoxSandbox *sandbox, GError **error),
-                    (db, sandbox, error))
-BOX_SQLITE_FORWARD (BoxSandbox *, NULL, sandbox_get,
-                    (BoxStorage *storage, const char *project, const char *id_or_name,
-                     GError **error),
-                    (db, project, id_or_name, error))
-BOX_SQLITE_FORWARD (GPtrArray *, NULL, sandbox_list,
-                    (BoxStorage *storage, const char *project, GError **error),
-                    (db, project, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, sandbox_delete,
-                    (BoxStorage *storage, const char *project, const char *id, GError **error),
-                    (db, project, id, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, checkpoint_insert,
-                    (BoxStorage *storage, const BoxCheckpoint *checkpoint, GError **error),
-                    (db, checkpoint, error))
-BOX_SQLITE_FORWARD (BoxCheckpoint *, NULL, checkpoint_get,
-                    (BoxStorage *storage, const char *sandbox_id, const char *id, GError **error),
-                    (db, sandbox_id, id, error))
-BOX_SQLITE_FORWARD (GPtrArray *, NULL, checkpoint_list,
-                    (BoxStorage *storage, const char *sandbox_id, GError **error),
-                    (db, sandbox_id, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, checkpoint_delete,
-                    (BoxStorage *storage, const char *sandbox_id, const char *id, GError **error),
-                    (db, sandbox_id, id, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, secret_put,
-                    (BoxStorage *storage, const BoxSecret *secret, GError **error),
-                    (db, secret, error))
-BOX_SQLITE_FORWARD (BoxSecret *, NULL, secret_get,
-                    (BoxStorage *storage, const char *project, const char *name, GError **error),
-                    (db, project, name, error))
-BOX_SQLITE_FORWARD (GPtrArray *, NULL, secret_list,
-                    (BoxStorage *storage, const char *project, GError **error),
-                    (db, project, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, secret_delete,
-                    (BoxStorage *storage, const char *project, const char *name, GError **error),
-                    (db, project, name, error))
-BOX_SQLITE_FORWARD (GBytes *, NULL, meta_get,
-                    (BoxStorage *storage, const char *key, GError **error),
-                    (db, key, error))
-BOX_SQLITE_FORWARD (gboolean, FALSE, meta_set,
-                    (BoxStorage *storage, const char *key, GBytes *value, GError **error),
-                    (db, key, value, error))
+  return db != NULL && box_sqlite_store_write (db, ops, n_ops, error);
+}
+
+static BoxStorageRecord *
+box_sqlite_plugin_get (BoxStorage *storage, const char *kind, const char *scope,
+                       BoxStorageIndex index, const char *key, GError **error)
+{
+  BoxSqliteDb *db = box_sqlite_plugin_db (storage, error);
+
+  return db != NULL ? box_sqlite_store_get (db, kind, scope, index, key, error) : NULL;
+}
+
+static GPtrArray *
+box_sqlite_plugin_list (BoxStorage *storage, const char *kind, const char *scope,
+                        BoxStorageIndex index, const char *key, BoxStorageOrder order,
+                        GError **error)
+{
+  BoxSqliteDb *db = box_sqlite_plugin_db (storage, error);
+
+  return db != NULL ? box_sqlite_store_list (db, kind, scope, index, key, order, error) : NULL;
+}
 
 static void
 box_sqlite_plugin_storage_init (BoxStorageInterface *iface)
 {
-  iface->project_insert = box_sqlite_plugin_project_insert;
-  iface->project_update = box_sqlite_plugin_project_update;
-  iface->project_get = box_sqlite_plugin_project_get;
-  iface->project_list = box_sqlite_plugin_project_list;
-  iface->project_delete = box_sqlite_plugin_project_delete;
-  iface->key_insert = box_sqlite_plugin_key_insert;
-  iface->key_get_by_hash = box_sqlite_plugin_key_get_by_hash;
-  iface->key_list = box_sqlite_plugin_key_list;
-  iface->key_delete = box_sqlite_plugin_key_delete;
-  iface->sandbox_insert = box_sqlite_plugin_sandbox_insert;
-  iface->sandbox_update = box_sqlite_plugin_sandbox_update;
-  iface->sandbox_get = box_sqlite_plugin_sandbox_get;
-  iface->sandbox_list = box_sqlite_plugin_sandbox_list;
-  iface->sandbox_delete = box_sqlite_plugin_sandbox_delete;
-  iface->checkpoint_insert = box_sqlite_plugin_checkpoint_insert;
-  iface->checkpoint_get = box_sqlite_plugin_checkpoint_get;
-  iface->checkpoint_list = box_sqlite_plugin_checkpoint_list;
-  iface->checkpoint_delete = box_sqlite_plugin_checkpoint_delete;
-  iface->secret_put = box_sqlite_plugin_secret_put;
-  iface->secret_get = box_sqlite_plugin_secret_get;
-  iface->secret_list = box_sqlite_plugin_secret_list;
-  iface->secret_delete = box_sqlite_plugin_secret_delete;
-  iface->meta_get = box_sqlite_plugin_meta_get;
-  iface->meta_set = box_sqlite_plugin_meta_set;
+  iface->write = box_sqlite_plugin_write;
+  iface->get = box_sqlite_plugin_get;
+  iface->list = box_sqlite_plugin_list;
 }

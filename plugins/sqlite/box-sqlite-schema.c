@@ -1,9 +1,12 @@
 /* box-sqlite-schema.c: the ordered migration steps.
  *
  * Append a step to change the schema; never edit a step that has shipped.
- * The `data` columns hold the records' storage JSON (box-records.h), so a
- * new record field needs no step; the other columns exist to be indexed,
- * to be unique or to order lists.
+ * Since version 3 every record is a row of one table, `records` (see
+ * box-storage.h): its body holds the record's JSON, so neither a new field
+ * nor a new kind needs a step; the other columns exist to be unique, to be
+ * indexed or to order lists.  `seq` is the revision of the insert (the
+ * insertion order) and `revision` that of the last write; the one row of
+ * `revision` holds the last revision handed out.
  */
 #include "config.h"
 
@@ -70,6 +73,59 @@ static const BoxSqliteMigration migrations[] = {
     "  key         TEXT PRIMARY KEY NOT NULL,"
     "  value       BLOB NOT NULL"
     ");"
+  },
+  {
+    /* Every row moves, ids, names and times kept; rows are copied in the
+     * order they were made, so that seq keeps the checkpoints' insertion
+     * order.  A secret's sealed value and a meta value move into the body
+     * as hex. */
+    3, "one table of generic records with revisions",
+    "CREATE TABLE records ("
+    "  seq         INTEGER PRIMARY KEY,"
+    "  kind        TEXT NOT NULL,"
+    "  scope       TEXT NOT NULL,"
+    "  id          TEXT NOT NULL,"
+    "  name        TEXT,"
+    "  lookup      TEXT,"
+    "  created_at  INTEGER NOT NULL,"
+    "  revision    INTEGER NOT NULL,"
+    "  body        TEXT NOT NULL,"
+    "  UNIQUE (kind, id)"
+    ");"
+    "CREATE UNIQUE INDEX records_by_name ON records (kind, scope, name) WHERE name IS NOT NULL;"
+    "CREATE UNIQUE INDEX records_by_lookup ON records (kind, lookup) WHERE lookup IS NOT NULL;"
+    "CREATE INDEX records_by_scope ON records (kind, scope, created_at, id);"
+    "CREATE INDEX records_by_created ON records (kind, created_at, id);"
+    "CREATE INDEX records_in_scope ON records (scope);"
+    "CREATE TABLE revision (value INTEGER NOT NULL);"
+    "INSERT INTO records (kind, scope, id, created_at, revision, body)"
+    "  SELECT 'project', '', name, created_at, 0, data FROM projects"
+    "  ORDER BY created_at, name;"
+    "INSERT INTO records (kind, scope, id, lookup, created_at, revision, body)"
+    "  SELECT 'key', project, id, hash, created_at, 0, data FROM keys"
+    "  ORDER BY created_at, id;"
+    "INSERT INTO records (kind, scope, id, name, created_at, revision, body)"
+    "  SELECT 'sandbox', project, id, name, created_at, 0, data FROM sandboxes"
+    "  ORDER BY created_at, id;"
+    "INSERT INTO records (kind, scope, id, name, created_at, revision, body)"
+    "  SELECT 'checkpoint', sandbox_id, sandbox_id || '/' || id, id, created_at, 0, data"
+    "  FROM checkpoints ORDER BY created_at, created_seq;"
+    "INSERT INTO records (kind, scope, id, name, created_at, revision, body)"
+    "  SELECT 'secret', project, project || '/' || name, name, created_at, 0,"
+    "    CASE WHEN sealed IS NULL THEN data"
+    "         ELSE json_set (data, '$.sealed', lower (hex (sealed))) END"
+    "  FROM secrets ORDER BY created_at, project, name;"
+    "INSERT INTO records (kind, scope, id, created_at, revision, body)"
+    "  SELECT 'meta', '', key, 0, 0, json_object ('value', lower (hex (value))) FROM meta"
+    "  ORDER BY key;"
+    "UPDATE records SET revision = seq;"
+    "INSERT INTO revision (value) SELECT COALESCE (MAX (seq), 0) FROM records;"
+    "DROP TABLE projects;"
+    "DROP TABLE keys;"
+    "DROP TABLE sandboxes;"
+    "DROP TABLE checkpoints;"
+    "DROP TABLE secrets;"
+    "DROP TABLE meta;"
   },
 };
 

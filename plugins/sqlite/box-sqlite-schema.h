@@ -11,7 +11,7 @@
 
 G_BEGIN_DECLS
 
-#define BOX_SQLITE_SCHEMA_VERSION 2
+#define BOX_SQLITE_SCHEMA_VERSION 3
 
 /* "boxd" as a big-endian integer, in PRAGMA application_id */
 #define BOX_SQLITE_APPLICATION_ID 0x626f7864

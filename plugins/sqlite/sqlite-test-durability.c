@@ -221,6 +221,7 @@ test_migrate_v1 (Fixture *fx, gconstpointer data)
   g_autofree char *old_json = box_sandbox_to_storage_json (old);
   g_autofree char *version = NULL;
   g_autofree char *indexes = NULL;
+  g_autofree char *tables = NULL;
   g_autofree char *check = NULL;
   sqlite3 *raw;
 
@@ -239,7 +240,7 @@ test_migrate_v1 (Fixture *fx, gconstpointer data)
   g_assert_no_error (error);
   g_assert_cmpstr (got->id, ==, old->id);
   g_assert_true (box_storage_sandbox_insert (fx->storage, fresh, &error));
-  g_assert_true (box_storage_meta_set (fx->storage, "k", value, &error));   /* a v2 table */
+  g_assert_true (box_storage_meta_set (fx->storage, "k", value, &error));
   g_assert_no_error (error);
   list = box_storage_sandbox_list (fx->storage, "p", &error);
   g_assert_cmpuint (list->len, ==, 2);
@@ -251,8 +252,11 @@ test_migrate_v1 (Fixture *fx, gconstpointer data)
   indexes = raw_query (raw, "SELECT group_concat (name, ',') FROM "
                             "(SELECT name FROM sqlite_master WHERE type = 'index' "
                             " AND name NOT LIKE 'sqlite_%' ORDER BY name)");
-  g_assert_cmpstr (indexes, ==, "checkpoints_by_created,checkpoints_by_project,keys_by_project,"
-                                "sandboxes_by_created,sandboxes_by_project,secrets_by_created");
+  g_assert_cmpstr (indexes, ==, "records_by_created,records_by_lookup,records_by_name,"
+                                "records_by_scope,records_in_scope");
+  tables = raw_query (raw, "SELECT group_concat (name, ',') FROM "
+                           "(SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name)");
+  g_assert_cmpstr (tables, ==, "records,revision");
   check = raw_query (raw, "PRAGMA integrity_check");
   g_assert_cmpstr (check, ==, "ok");
   sqlite3_close (raw);
@@ -309,9 +313,64 @@ test_foreign_database (Fixture *fx, gconstpointer data)
 
 #define KILL_ROUNDS 5
 #define KILL_AFTER_US (500 * G_TIME_SPAN_MILLISECOND)
+/* how long a writer may take to start (a sanitizer build on a busy machine) */
+#define KILL_START_US (30 * G_TIME_SPAN_SECOND)
+
+/* Writes @line to stdout whole; FALSE when stdout is gone. */
+static gboolean
+ack (const char *line)
+{
+  gsize len = strlen (line);
+  gsize done = 0;
+
+  while (done < len) {
+    ssize_t r = write (STDOUT_FILENO, line + done, len - done);
+
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return FALSE;
+    done += (gsize) r;
+  }
+  return TRUE;
+}
+
+/* The "update" child: one sandbox, read and written back at the revision
+ * read with the label n set to 1, 2, ...; after each update has returned,
+ * n and a newline go to stdout. */
+static int
+kill_updater (BoxStorage *storage)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) first = make_sandbox ("sb-updateupdate", "crash", "upd", 1);
+
+  if (!box_storage_sandbox_insert (storage, first, &error) &&
+      !g_error_matches (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS)) {
+    g_printerr ("kill updater: %s\n", error->message);
+    return 1;
+  }
+  g_clear_error (&error);
+  for (guint n = 1;; n++) {
+    g_autoptr(BoxSandbox) sandbox = box_storage_sandbox_get (storage, "crash", "upd", &error);
+    g_autofree char *line = g_strdup_printf ("%u\n", n);
+
+    if (sandbox == NULL) {
+      g_printerr ("kill updater: %s\n", error->message);
+      return 1;
+    }
+    g_hash_table_replace (sandbox->labels, g_strdup ("n"), g_strdup_printf ("%u", n));
+    if (!box_storage_sandbox_update (storage, sandbox, &error)) {
+      g_printerr ("kill updater: %s\n", error->message);
+      return 1;
+    }
+    if (!ack (line))
+      return 1;
+  }
+}
 
 /* The child: insert sandboxes as fast as possible; after each insert has
- * returned, write its ID and a newline to stdout. */
+ * returned, write its ID and a newline to stdout.  With @round "update",
+ * kill_updater() instead. */
 int
 kill_writer_main (const char *path, const char *round)
 {
@@ -322,27 +381,20 @@ kill_writer_main (const char *path, const char *round)
     g_printerr ("kill writer: %s\n", error->message);
     return 1;
   }
+  if (g_strcmp0 (round, "update") == 0)
+    return kill_updater (storage);
   for (guint n = 0;; n++) {
     g_autofree char *id = g_strdup_printf ("sb-r%sn%08u", round, n);
     g_autofree char *name = g_strdup_printf ("w%s-%u", round, n);
     g_autofree char *line = g_strdup_printf ("%s\n", id);
     g_autoptr(BoxSandbox) sandbox = make_sandbox (id, "crash", name, g_get_real_time ());
-    gsize len = strlen (line);
-    gsize done = 0;
 
     if (!box_storage_sandbox_insert (storage, sandbox, &error)) {
       g_printerr ("kill writer: %s\n", error->message);
       return 1;
     }
-    while (done < len) {
-      ssize_t r = write (STDOUT_FILENO, line + done, len - done);
-
-      if (r < 0 && errno == EINTR)
-        continue;
-      if (r <= 0)
-        return 1;
-      done += (gsize) r;
-    }
+    if (!ack (line))
+      return 1;
   }
 }
 
@@ -361,13 +413,13 @@ read_some (int fd, GString *buf)
   return r > 0;
 }
 
-/* Runs one writer, kills it after KILL_AFTER_US; returns the acknowledged IDs. */
+/* Runs one writer, kills it after KILL_AFTER_US; returns the acknowledged
+ * lines (IDs, or update numbers). */
 static GStrv
-run_writer_and_kill (const char *path, guint round)
+run_writer_and_kill (const char *path, const char *round_str)
 {
   g_autoptr(GError) error = NULL;
   g_autofree char *self_exe = g_file_read_link ("/proc/self/exe", &error);
-  g_autofree char *round_str = g_strdup_printf ("%u", round);
   const char *argv[] = { self_exe, "--kill-writer", path, round_str, NULL };
   g_autoptr(GString) out = g_string_new (NULL);
   gint64 deadline;
@@ -381,8 +433,10 @@ run_writer_and_kill (const char *path, guint round)
                                            NULL, NULL, &pid, NULL, &out_fd, NULL, &error));
   g_assert_no_error (error);
 
-  deadline = g_get_monotonic_time () + KILL_AFTER_US;
-  for (;;) {
+  /* the kill comes KILL_AFTER_US after the first acknowledgement, so that
+   * it hits writes whatever the start of the writer cost */
+  deadline = g_get_monotonic_time () + KILL_START_US;
+  for (gboolean started = FALSE;;) {
     gint64 left = deadline - g_get_monotonic_time ();
     struct pollfd pfd = { .fd = out_fd, .events = POLLIN };
 
@@ -390,6 +444,10 @@ run_writer_and_kill (const char *path, guint round)
       break;
     if (poll (&pfd, 1, (int) (left / 1000) + 1) > 0 && !read_some (out_fd, out))
       g_error ("the writer ended by itself: %s", out->str);
+    if (!started && strchr (out->str, '\n') != NULL) {
+      started = TRUE;
+      deadline = g_get_monotonic_time () + KILL_AFTER_US;
+    }
   }
   g_assert_cmpint (kill (pid, SIGKILL), ==, 0);
   while (read_some (out_fd, out))
@@ -414,7 +472,8 @@ test_kill9 (Fixture *fx, gconstpointer data)
   g_autoptr(GPtrArray) acked = g_ptr_array_new_with_free_func (g_free);
 
   for (guint round = 1; round <= KILL_ROUNDS; round++) {
-    g_auto(GStrv) ids = run_writer_and_kill (fx->path, round);
+    g_autofree char *round_str = g_strdup_printf ("%u", round);
+    g_auto(GStrv) ids = run_writer_and_kill (fx->path, round_str);
     g_autofree char *check = NULL;
     g_autoptr(GError) error = NULL;
     g_autoptr(GPtrArray) list = NULL;
@@ -446,4 +505,36 @@ test_kill9 (Fixture *fx, gconstpointer data)
     g_assert_cmpuint (list->len, <=, acked->len + round);
     storage_close (&fx->storage);
   }
+}
+
+/* kill -9 during compare-and-swap updates of one record: the record reads
+ * back whole, with at least the last acknowledged update (and at most the
+ * one in flight), and the next update at its revision succeeds. */
+void
+test_kill9_updates (Fixture *fx, gconstpointer data)
+{
+  g_auto(GStrv) acked = run_writer_and_kill (fx->path, "update");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) got = NULL;
+  guint n_acked = g_strv_length (acked);
+  guint last;
+  guint stored;
+  guint64 revision;
+
+  g_test_message ("%u updates acknowledged", n_acked);
+  g_assert_cmpuint (n_acked, >, 0);
+  last = (guint) g_ascii_strtoull (acked[n_acked - 1], NULL, 10);
+  g_assert_cmpuint (last, ==, n_acked);
+
+  fx->storage = storage_open (fx->path);
+  got = box_storage_sandbox_get (fx->storage, "crash", "upd", &error);
+  g_assert_no_error (error);
+  stored = (guint) g_ascii_strtoull (g_hash_table_lookup (got->labels, "n"), NULL, 10);
+  g_assert_cmpuint (stored, >=, last);
+  g_assert_cmpuint (stored, <=, last + 1);
+  revision = got->revision;
+  g_assert_true (box_storage_sandbox_update (fx->storage, got, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (got->revision, >, revision);
+  storage_close (&fx->storage);
 }

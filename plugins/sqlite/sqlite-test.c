@@ -1,7 +1,8 @@
 /* sqlite-test.c: the sqlite storage plugin against a real database file.
  *
  * The binary doubles as the kill -9 writer: "sqlite-test --kill-writer DB N"
- * inserts sandboxes forever and prints each ID once its insert returned.
+ * inserts sandboxes forever and prints each ID once its insert returned
+ * ("--kill-writer DB update": updates one sandbox forever, printing 1, 2, ...).
  */
 #include "config.h"
 
@@ -679,6 +680,11 @@ main (int argc, char **argv)
   ADD ("refuse-future-version", test_future_version, "closed");
   ADD ("refuse-foreign-database", test_foreign_database, "closed");
   ADD ("kill-9", test_kill9, "closed");
+  ADD ("kill-9-updates", test_kill9_updates, "closed");
+  ADD ("records/compare-and-swap", test_records_cas, NULL);
+  ADD ("records/batch", test_records_batch, NULL);
+  ADD ("records/async", test_records_async, NULL);
+  ADD ("migrate-v2-fixture", test_migrate_v2_fixture, "closed");
 #undef ADD
 
   return g_test_run ();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "box-storage.h"
+#include "box-storage-records.h"
 #include "box-sqlite-plugin.h"
 #include "box-sqlite-schema.h"
 
@@ -31,3 +32,10 @@ void        test_migrate_v1         (Fixture *fx, gconstpointer data);
 void        test_future_version     (Fixture *fx, gconstpointer data);
 void        test_foreign_database   (Fixture *fx, gconstpointer data);
 void        test_kill9              (Fixture *fx, gconstpointer data);
+void        test_kill9_updates      (Fixture *fx, gconstpointer data);
+
+/* sqlite-test-records.c */
+void        test_records_cas        (Fixture *fx, gconstpointer data);
+void        test_records_batch      (Fixture *fx, gconstpointer data);
+void        test_records_async      (Fixture *fx, gconstpointer data);
+void        test_migrate_v2_fixture (Fixture *fx, gconstpointer data);

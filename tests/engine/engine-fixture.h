@@ -9,6 +9,7 @@
 #pragma once
 
 #include "box-engine.h"
+#include "box-storage-records.h"
 
 G_BEGIN_DECLS
 

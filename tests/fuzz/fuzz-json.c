@@ -119,8 +119,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     g_autoptr(BoxSandbox) sb = box_sandbox_from_storage_json (str, NULL);
     g_autoptr(BoxProject) project = box_project_from_storage_json (str, NULL);
     g_autoptr(BoxCheckpoint) checkpoint = box_checkpoint_from_storage_json (str, NULL);
-    g_autoptr(GBytes) blob = g_bytes_new (data, size);
-    g_autoptr(BoxSecret) secret = box_secret_from_storage_json (str, blob, NULL);
+    g_autoptr(BoxSecret) secret = box_secret_from_storage_json (str, NULL);
+    g_autoptr(BoxKey) key = box_key_from_storage_json (str, NULL);
     gint64 t = 0;
 
     if (sb != NULL) {
@@ -144,6 +144,14 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       g_autofree char *again = box_secret_to_storage_json (secret);
 
       g_assert (api != NULL && again != NULL);
+    }
+    if (key != NULL) {
+      g_autofree char *again = box_key_to_storage_json (key);
+      g_autoptr(BoxKey) back = box_key_from_storage_json (again, NULL);
+
+      /* (a string that is not UTF-8 does not parse again) */
+      g_assert (again != NULL);
+      g_assert (back == NULL || g_strcmp0 (back->hash, key->hash) == 0);
     }
     if (box_time_parse (str, &t)) {
       g_autofree char *formatted = box_time_format (t);
