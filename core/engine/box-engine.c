@@ -47,6 +47,7 @@ box_engine_finalize (GObject *object)
   g_clear_pointer (&self->secret_key, box_secret_key_free);
   g_clear_pointer (&self->network_defaults, g_ptr_array_unref);
   g_clear_pointer (&self->config, box_config_free);
+  g_clear_pointer (&self->projects, g_hash_table_unref);
   g_clear_object (&self->clock);
   G_OBJECT_CLASS (box_engine_parent_class)->finalize (object);
 }
@@ -84,6 +85,8 @@ box_engine_init (BoxEngine *self)
 {
   self->plugins = g_ptr_array_new_with_free_func (g_object_unref);
   self->lock_fd = -1;
+  self->projects = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                          (GDestroyNotify) box_project_free);
   self->clock = box_clock_new ();
   self->owner = g_thread_self ();
   box_engine_sandboxes_init (self);
@@ -572,6 +575,7 @@ box_engine_create_project (BoxEngine *self, const char *name, const char *const 
   project->name = g_strdup (name);
   project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
   project->created_at = box_engine_now (self);
+  g_hash_table_remove (self->projects, name);
   if (!box_storage_project_insert (self->storage, project, error))
     return NULL;
   g_message ("project %s created", name);
@@ -585,11 +589,27 @@ box_engine_list_projects (BoxEngine *self, GError **error)
   return box_storage_project_list (self->storage, error);
 }
 
+/* Bounds the projects remembered; past it they are all forgotten. */
+#define MAX_PROJECTS_KEPT 1024
+
+/* Read through self->projects: the storage read (and its JSON parse) once
+ * per project until the engine changes it, not once per API answer. */
 BoxProject *
 box_engine_get_project (BoxEngine *self, const char *name, GError **error)
 {
   g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
-  return box_storage_project_get (self->storage, name, error);
+  const BoxProject *kept = name != NULL ? g_hash_table_lookup (self->projects, name) : NULL;
+  BoxProject *project;
+
+  if (kept != NULL)
+    return box_project_copy (kept);
+  project = box_storage_project_get (self->storage, name, error);
+  if (project == NULL)
+    return NULL;
+  if (g_hash_table_size (self->projects) >= MAX_PROJECTS_KEPT)
+    g_hash_table_remove_all (self->projects);
+  g_hash_table_insert (self->projects, g_strdup (name), box_project_copy (project));
+  return project;
 }
 
 BoxProject *
@@ -610,6 +630,7 @@ box_engine_set_project_domains (BoxEngine *self, const char *name, const char *c
       return NULL;
     g_strfreev (project->domains);
     project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
+    g_hash_table_remove (self->projects, name);
     if (box_storage_project_update (self->storage, project, &local))
       return g_steal_pointer (&project);
     if (attempt == BOX_ENGINE_STORAGE_TRIES ||
@@ -653,6 +674,7 @@ delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer use
   const char *name = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
 
+  g_hash_table_remove (self->projects, name);
   if (!box_engine_destroy_project_sandboxes_finish (self, result, &error) ||
       !revoke_project_keys (self, name, &error) ||
       !box_storage_project_delete (self->storage, name, &error)) {

@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "box-error.h"
+#include "box-http-sandbox-json.h"
 #include "box-http-util.h"
+#include "box-json-writer.h"
 #include "box-requests.h"
 
 /* The domains of the caller's project, for the sandboxes' "urls": one
@@ -20,21 +22,23 @@ project_domains (BoxHttpRequest *req)
   return project != NULL ? g_steal_pointer (&project->domains) : NULL;
 }
 
-/* A sandbox as the API shows it (with its URLs). */
-static JsonNode *
-sandbox_to_json (BoxHttpRequest *req, const BoxSandbox *sandbox, const char *const *domains)
+/* A sandbox as the API shows it (with its URLs), into @out. */
+static void
+write_sandbox (GString *out, BoxHttpRequest *req, const BoxSandbox *sandbox,
+               const char *const *domains)
 {
-  return box_sandbox_to_api_json (sandbox, box_engine_get_config (req->engine)->sandbox_domain,
-                                  domains);
+  box_http_sandbox_json_write (out, sandbox, box_engine_get_config (req->engine)->sandbox_domain,
+                               domains);
 }
 
 static void
 reply_sandbox (BoxHttpRequest *req, guint status, const BoxSandbox *sandbox)
 {
   g_auto(GStrv) domains = project_domains (req);
+  GString *out = g_string_sized_new (1024);
 
-  box_http_reply_json (req->msg, status,
-                       sandbox_to_json (req, sandbox, (const char *const *) domains));
+  write_sandbox (out, req, sandbox, (const char *const *) domains);
+  box_http_reply_json_text (req->msg, status, out);
 }
 
 /* ---- create, list, get ------------------------------------------------- */
@@ -109,8 +113,8 @@ box_http_sandbox_list (BoxHttpRequest *req)
   g_autoptr(GError) error = NULL;
   g_autoptr(GHashTable) labels = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_autoptr(GPtrArray) sandboxes = NULL;
-  g_autoptr(GPtrArray) nodes = box_http_node_array_new ();
   g_auto(GStrv) domains = NULL;
+  GString *out = NULL;
   BoxSandboxState state = BOX_SANDBOX_STATE_RUNNING;
   gboolean has_state = FALSE;
 
@@ -126,10 +130,15 @@ box_http_sandbox_list (BoxHttpRequest *req)
     return;
   }
   domains = project_domains (req);
+  out = g_string_sized_new (1024 * (sandboxes->len + 1));
+  box_json_begin_object (out);
+  box_json_key (out, "sandboxes");
+  box_json_begin_array (out);
   for (guint i = 0; i < sandboxes->len; i++)
-    g_ptr_array_add (nodes, sandbox_to_json (req, g_ptr_array_index (sandboxes, i),
-                                             (const char *const *) domains));
-  box_http_reply_list (req->msg, "sandboxes", nodes);
+    write_sandbox (out, req, g_ptr_array_index (sandboxes, i), (const char *const *) domains);
+  box_json_end_array (out);
+  box_json_end_object (out);
+  box_http_reply_json_text (req->msg, SOUP_STATUS_OK, out);
 }
 
 void

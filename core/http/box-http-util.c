@@ -343,6 +343,16 @@ box_http_reply_json (SoupServerMessage *msg, guint status, JsonNode *node)
 }
 
 void
+box_http_reply_json_text (SoupServerMessage *msg, guint status, GString *text)
+{
+  gsize len = text->len;
+
+  soup_server_message_set_status (msg, status, NULL);
+  soup_server_message_set_response (msg, "application/json", SOUP_MEMORY_TAKE,
+                                    g_string_free (text, FALSE), len);
+}
+
+void
 box_http_reply_empty (SoupServerMessage *msg, guint status)
 {
   soup_server_message_set_status (msg, status, NULL);

@@ -133,6 +133,8 @@ void            box_http_reply_error_literal (SoupServerMessage *msg, BoxErrorCo
                                               const char *message);
 /* Takes @node. */
 void            box_http_reply_json         (SoupServerMessage *msg, guint status, JsonNode *node);
+/* Takes @text, JSON already written (box-json-writer.h). */
+void            box_http_reply_json_text    (SoupServerMessage *msg, guint status, GString *text);
 void            box_http_reply_empty        (SoupServerMessage *msg, guint status);
 /* {<member>: [<nodes>]}; @nodes holds JsonNode* and is not modified. */
 void            box_http_reply_list         (SoupServerMessage *msg, const char *member,

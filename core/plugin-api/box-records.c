@@ -119,9 +119,18 @@ box_time_format (gint64 usec)
 
   if (usec < 0 && usec % G_USEC_PER_SEC != 0)
     secs--;
+  int year, month, day;
+
   dt = g_date_time_new_from_unix_utc (secs);
   if (dt == NULL)
     dt = g_date_time_new_from_unix_utc (0);
+  g_date_time_get_ymd (dt, &year, &month, &day);
+  /* four-digit years (every real one) without g_date_time_format()'s
+   * format parser, a hot path of the API's answers; the same text */
+  if (year >= 1000)
+    return g_strdup_printf ("%d-%02d-%02dT%02d:%02d:%02dZ", year, month, day,
+                            g_date_time_get_hour (dt), g_date_time_get_minute (dt),
+                            g_date_time_get_second (dt));
   return g_date_time_format (dt, "%Y-%m-%dT%H:%M:%SZ");
 }
 

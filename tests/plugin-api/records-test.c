@@ -75,6 +75,20 @@ test_time (void)
   /* whole seconds */
   g_assert_cmpstr (s1, ==, "2026-11-22T00:58:55Z");
   g_assert_cmpstr (epoch, ==, "1970-01-01T00:00:00Z");
+  /* the same text as g_date_time_format (), years before 1000 and the
+   * last second of 9999 included */
+  {
+    const gint64 secs[] = { 0, 1, -1, 59, 86399, 951782400, 4102444799, -30610224000,
+                            -62135596800, -61000000000, 253402300799 };
+
+    for (guint i = 0; i < G_N_ELEMENTS (secs); i++) {
+      g_autoptr(GDateTime) dt = g_date_time_new_from_unix_utc (secs[i]);
+      g_autofree char *want = g_date_time_format (dt, "%Y-%m-%dT%H:%M:%SZ");
+      g_autofree char *got = box_time_format (secs[i] * G_USEC_PER_SEC);
+
+      g_assert_cmpstr (got, ==, want);
+    }
+  }
 
   g_assert_true (box_time_parse ("2026-11-22T00:58:55Z", &t));
   g_assert_cmpint (t, ==, T0);
