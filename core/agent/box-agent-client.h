@@ -6,6 +6,9 @@
  * fresh id, answered by a reply) and channels 1 .. 2^31-1 that it opens,
  * plus channels the agent opens.
  *
+ * It implements BoxAgent (box-agent.h), the part of it the plugin SDK
+ * exports to hypervisor plugins.
+ *
  * Everything happens on the thread-default main context of the thread that
  * created the client; there are no threads.  Writes go through one output
  * queue with an asynchronous writer, so no call ever blocks.
@@ -28,6 +31,7 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
+#include "box-agent.h"
 #include "box-agent-channel.h"
 
 G_BEGIN_DECLS
@@ -95,28 +99,8 @@ BoxAgentChannel *box_agent_client_open_channel_finish (BoxAgentClient *self,
                                                        GAsyncResult   *result,
                                                        GError        **error);
 
-/* One-shot exec (POST /exec/run). */
-typedef struct {
-  char        **argv;           /* required, non-empty */
-  GHashTable   *env;            /* char* -> char*, on top of the sandbox env; may be NULL */
-  char         *cwd;            /* NULL: the user's home */
-  char         *user;           /* NULL: "box" */
-  GBytes       *stdin_data;     /* NULL: empty; then EOF */
-  guint         timeout_s;      /* 0: none; the process group is killed after it */
-} BoxExecRequest;
-
-typedef struct {
-  int           exit_code;      /* 128 + signal when killed (137 on timeout) */
-  gboolean      timed_out;
-  gboolean      truncated;      /* stdout or stderr was cut at 16 MiB */
-  GBytes       *stdout_data;
-  GBytes       *stderr_data;
-} BoxExecResult;
-
-#define BOX_EXEC_OUTPUT_LIMIT (16u << 20)
-
-void            box_exec_result_free            (BoxExecResult *result);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecResult, box_exec_result_free)
+/* BoxExecRequest, BoxExecResult and box_exec_result_free() are in
+ * box-agent.h (the SDK): hypervisor plugins run commands too. */
 
 /* exec with limit 16 MiB and timeout_ms, stdin within credit then EOF,
  * output collected (credit returned as it is taken) until the exit event.

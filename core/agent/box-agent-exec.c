@@ -26,16 +26,6 @@ exec_run_free (ExecRun *run)
   g_free (run);
 }
 
-void
-box_exec_result_free (BoxExecResult *result)
-{
-  if (result == NULL)
-    return;
-  g_clear_pointer (&result->stdout_data, g_bytes_unref);
-  g_clear_pointer (&result->stderr_data, g_bytes_unref);
-  g_free (result);
-}
-
 /* Complete @task once: with @result, or with @error (both taken). */
 static void
 exec_complete (GTask *task, BoxExecResult *result, GError *error)

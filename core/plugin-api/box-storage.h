@@ -10,14 +10,22 @@
  * return a GPtrArray that owns its records (free func set), ordered by
  * creation time then ID.  A NULL @project in a sandbox call means "any
  * project" and is only used by operator paths (D-Bus list, reconciliation).
+ *
+ * Thread contract: every call comes from the main thread and answers
+ * there; a store may use threads of its own inside a call.  Other plugins
+ * reach the store through their context, also from the main thread only.
  */
 #pragma once
+
+#include "box-export.h"
 
 #include "box-plugin.h"
 
 G_BEGIN_DECLS
 
 #define BOX_TYPE_STORAGE (box_storage_get_type ())
+BOX_PLUGIN_API
+GType box_storage_get_type (void);
 G_DECLARE_INTERFACE (BoxStorage, box_storage, BOX, STORAGE, GObject)
 
 struct _BoxStorageInterface {
@@ -65,29 +73,53 @@ struct _BoxStorageInterface {
   gpointer padding[24];
 };
 
+BOX_PLUGIN_API
 gboolean       box_storage_project_insert    (BoxStorage *self, const BoxProject *project, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_project_update    (BoxStorage *self, const BoxProject *project, GError **error);
+BOX_PLUGIN_API
 BoxProject    *box_storage_project_get       (BoxStorage *self, const char *name, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_project_list      (BoxStorage *self, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_project_delete    (BoxStorage *self, const char *name, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_key_insert        (BoxStorage *self, const BoxKey *key, GError **error);
+BOX_PLUGIN_API
 BoxKey        *box_storage_key_get_by_hash   (BoxStorage *self, const char *hash, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_key_list          (BoxStorage *self, const char *project, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_key_delete        (BoxStorage *self, const char *project, const char *id, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_sandbox_insert    (BoxStorage *self, const BoxSandbox *sandbox, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_sandbox_update    (BoxStorage *self, const BoxSandbox *sandbox, GError **error);
+BOX_PLUGIN_API
 BoxSandbox    *box_storage_sandbox_get       (BoxStorage *self, const char *project, const char *id_or_name, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_sandbox_list      (BoxStorage *self, const char *project, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_sandbox_delete    (BoxStorage *self, const char *project, const char *id, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_checkpoint_insert (BoxStorage *self, const BoxCheckpoint *checkpoint, GError **error);
+BOX_PLUGIN_API
 BoxCheckpoint *box_storage_checkpoint_get    (BoxStorage *self, const char *sandbox_id, const char *id, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_checkpoint_list   (BoxStorage *self, const char *sandbox_id, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_checkpoint_delete (BoxStorage *self, const char *sandbox_id, const char *id, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_secret_put        (BoxStorage *self, const BoxSecret *secret, GError **error);
+BOX_PLUGIN_API
 BoxSecret     *box_storage_secret_get        (BoxStorage *self, const char *project, const char *name, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_secret_list       (BoxStorage *self, const char *project, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_secret_delete     (BoxStorage *self, const char *project, const char *name, GError **error);
+BOX_PLUGIN_API
 GBytes        *box_storage_meta_get          (BoxStorage *self, const char *key, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_meta_set          (BoxStorage *self, const char *key, GBytes *value, GError **error);
 
 G_END_DECLS

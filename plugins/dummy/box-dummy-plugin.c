@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "box-dummy-plugin.h"
+#include "box-plugin-context.h"
 
 #define BOX_DUMMY_MAX_CPUS_DEFAULT        "4096"
 #define BOX_DUMMY_MAX_MEMORY_MIB_DEFAULT  "16777216"   /* 16 TiB */
@@ -78,54 +79,21 @@ box_dummy_vm_free (BoxDummyVm *vm)
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxDummyVm, box_dummy_vm_free)
 
-/* Sandbox IDs become file names: nothing but [a-z0-9-]. */
-static gboolean
-box_dummy_id_is_valid (const char *id)
-{
-  if (id == NULL || id[0] == '\0' || strlen (id) > 64)
-    return FALSE;
-  for (const char *p = id; *p != '\0'; p++) {
-    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && *p != '-')
-      return FALSE;
-  }
-  return TRUE;
-}
-
 /* ---- configuration ---- */
 
 static gboolean
 box_dummy_config_uint (BoxDummyPlugin *self, const char *key, const char *fallback,
                        guint64 max, guint64 *value, GError **error)
 {
-  g_autofree char *str = box_plugin_get_config (BOX_PLUGIN (self), key, fallback);
-  g_autoptr(GError) error_local = NULL;
-
-  if (!g_ascii_string_to_unsigned (str, 10, 0, max, value, &error_local)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "[plugin.%s] %s: %s", box_plugin_get_name (BOX_PLUGIN (self)), key,
-                 error_local->message);
-    return FALSE;
-  }
-  return TRUE;
+  return box_plugin_context_get_uint (box_plugin_get_context (BOX_PLUGIN (self)), key,
+                                      g_ascii_strtoull (fallback, NULL, 10), max, value, error);
 }
 
 static gboolean
 box_dummy_config_bool (BoxDummyPlugin *self, const char *key, gboolean *value, GError **error)
 {
-  g_autofree char *str = box_plugin_get_config (BOX_PLUGIN (self), key, "false");
-
-  if (g_ascii_strcasecmp (str, "true") == 0 || g_strcmp0 (str, "1") == 0) {
-    *value = TRUE;
-    return TRUE;
-  }
-  if (g_ascii_strcasecmp (str, "false") == 0 || g_strcmp0 (str, "0") == 0) {
-    *value = FALSE;
-    return TRUE;
-  }
-  g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-               "[plugin.%s] %s: \"%s\" is not true or false",
-               box_plugin_get_name (BOX_PLUGIN (self)), key, str);
-  return FALSE;
+  return box_plugin_context_get_bool (box_plugin_get_context (BOX_PLUGIN (self)), key, FALSE, value,
+                                      error);
 }
 
 /* ---- state on disk ---- */
@@ -278,7 +246,7 @@ box_dummy_plugin_ensure_loaded (BoxDummyPlugin *self)
     if (!g_str_has_suffix (entry, ".json"))
       continue;
     id = g_strndup (entry, strlen (entry) - strlen (".json"));
-    if (!box_dummy_id_is_valid (id))
+    if (!box_sandbox_id_is_valid (id))
       continue;
     path = g_build_filename (dir, entry, NULL);
     vm = box_dummy_vm_load (id, path, &error_vm);
@@ -569,7 +537,7 @@ box_dummy_plugin_run_async (BoxHypervisor *hypervisor, BoxVmOp vm_op, const BoxV
   g_task_set_source_tag (task, box_dummy_plugin_run_async);
   g_task_set_name (task, "box_dummy_plugin_run_async");
 
-  if (request == NULL || !box_dummy_id_is_valid (request->sandbox_id)) {
+  if (request == NULL || !box_sandbox_id_is_valid (request->sandbox_id)) {
     g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INVALID, "bad sandbox ID \"%s\"",
                              request != NULL && request->sandbox_id != NULL ?
                              request->sandbox_id : "");
@@ -657,7 +625,7 @@ box_dummy_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id, gint6
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
   BoxDummyVm *vm = NULL;
 
-  if (box_dummy_id_is_valid (sandbox_id))
+  if (box_sandbox_id_is_valid (sandbox_id))
     vm = box_dummy_plugin_lookup (self, sandbox_id);
   if (snapshot_at != NULL)
     *snapshot_at = vm != NULL ? vm->snapshot_at : 0;
@@ -672,7 +640,7 @@ box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
 
   g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
 
-  vm = box_dummy_id_is_valid (sandbox_id) ? box_dummy_plugin_lookup (self, sandbox_id) : NULL;
+  vm = box_sandbox_id_is_valid (sandbox_id) ? box_dummy_plugin_lookup (self, sandbox_id) : NULL;
   if (vm == NULL)
     return FALSE;
   vm->state = BOX_VM_STATE_LOST;
@@ -748,5 +716,7 @@ box_dummy_plugin_init (BoxDummyPlugin *self)
                                      (GDestroyNotify) box_dummy_vm_free);
 }
 
-BOX_PLUGIN_DEFINE ("dummy", "A hypervisor that runs no VM (a test double)",
-                   box_dummy_plugin_get_type)
+/* `auto` takes it last, when no hypervisor that runs VMs is installed,
+ * and gives its sandboxes no network. */
+BOX_PLUGIN_DEFINE_FULL ("dummy", "A hypervisor that runs no VM (a test double)",
+                        box_dummy_plugin_get_type, 1, BOX_PLUGIN_FLAG_NO_VM, NULL)

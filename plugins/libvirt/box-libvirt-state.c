@@ -86,19 +86,6 @@ box_libvirt_new_vm_id (void)
   return id;
 }
 
-/* IDs become file and domain names: [a-z0-9-], at most 64 */
-gboolean
-box_libvirt_id_is_valid (const char *id)
-{
-  if (id == NULL || id[0] == '\0' || strlen (id) > 64)
-    return FALSE;
-  for (const char *p = id; *p != '\0'; p++) {
-    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && *p != '-')
-      return FALSE;
-  }
-  return TRUE;
-}
-
 static char *
 state_path (const char *state_dir, const char *id)
 {
@@ -175,7 +162,7 @@ box_libvirt_vm_load (const char *id, const char *path, GError **error)
   }
   object = json_node_get_object (json_parser_get_root (parser));
   vm_id = json_object_get_string_member_with_default (object, "vm", "");
-  if (!box_libvirt_id_is_valid (vm_id)) {
+  if (!box_sandbox_id_is_valid (vm_id)) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "bad VM id \"%s\"", vm_id);
     return NULL;
   }

@@ -161,15 +161,15 @@ test_ids (void)
   g_autofree char *expected = g_strdup_printf ("/v/vms/%s/disk.qcow2", a);
 
   g_assert_cmpuint (strlen (a), ==, 12);
-  g_assert_true (box_libvirt_id_is_valid (a));
+  g_assert_true (box_sandbox_id_is_valid (a));
   g_assert_cmpstr (a, !=, b);
   g_assert_true (g_str_has_prefix (domain, "box-"));
   g_assert_cmpstr (path, ==, expected);
-  g_assert_true (box_libvirt_id_is_valid ("sb-abcdefghijkl"));
-  g_assert_false (box_libvirt_id_is_valid (""));
-  g_assert_false (box_libvirt_id_is_valid ("../etc"));
-  g_assert_false (box_libvirt_id_is_valid ("SB-1"));
-  g_assert_false (box_libvirt_id_is_valid (NULL));
+  g_assert_true (box_sandbox_id_is_valid ("sb-abcdefghijkl"));
+  g_assert_false (box_sandbox_id_is_valid (""));
+  g_assert_false (box_sandbox_id_is_valid ("../etc"));
+  g_assert_false (box_sandbox_id_is_valid ("SB-1"));
+  g_assert_false (box_sandbox_id_is_valid (NULL));
 }
 
 static void
