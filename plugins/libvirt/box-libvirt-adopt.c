@@ -48,7 +48,7 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
     if (!box_sandbox_id_is_valid (id))
       continue;
     path = g_build_filename (state_dir, entry, NULL);
-    vm = box_libvirt_vm_load (id, path, &vm_error);
+    vm = box_libvirt_vm_load (id, state_dir, &vm_error);
     if (vm == NULL) {
       g_warning ("libvirt: ignoring %s: %s", path, vm_error->message);
       continue;

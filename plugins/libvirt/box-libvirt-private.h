@@ -20,6 +20,7 @@
 
 #include "box-agent.h"
 #include "box-plugin-context.h"
+#include "box-state-store.h"
 #include "box-libvirt-plugin.h"
 
 G_BEGIN_DECLS
@@ -220,7 +221,7 @@ char         *box_libvirt_new_vm_id     (void);
 /* <state dir>/<id>.json */
 gboolean      box_libvirt_vm_save       (const BoxLibvirtVm *vm, const char *state_dir,
                                          GError **error);
-BoxLibvirtVm *box_libvirt_vm_load       (const char *id, const char *path, GError **error);
+BoxLibvirtVm *box_libvirt_vm_load       (const char *id, const char *state_dir, GError **error);
 void          box_libvirt_vm_forget     (const char *id, const char *state_dir);
 
 /* ---- the plugin ------------------------------------------------------------ */
