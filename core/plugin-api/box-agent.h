@@ -53,7 +53,6 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecResult, box_exec_result_free)
 
 #define BOX_TYPE_AGENT (box_agent_get_type ())
 BOX_PLUGIN_API
-GType box_agent_get_type (void);
 G_DECLARE_INTERFACE (BoxAgent, box_agent, BOX, AGENT, GObject)
 
 struct _BoxAgentInterface {

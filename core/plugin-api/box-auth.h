@@ -20,7 +20,6 @@ G_BEGIN_DECLS
 
 #define BOX_TYPE_AUTH (box_auth_get_type ())
 BOX_PLUGIN_API
-GType box_auth_get_type (void);
 G_DECLARE_INTERFACE (BoxAuth, box_auth, BOX, AUTH, GObject)
 
 struct _BoxAuthInterface {
@@ -39,11 +38,23 @@ struct _BoxAuthInterface {
   gpointer padding[12];
 };
 
+/**
+ * box_auth_authenticate:
+ *
+ * Returns: (transfer full) (nullable): who is calling, or %NULL with
+ *   BOX_ERROR_UNAUTHORIZED
+ */
 BOX_PLUGIN_API
 BoxPrincipal *box_auth_authenticate (BoxAuth *self, const char *credential, GError **error);
 BOX_PLUGIN_API
 BoxKey       *box_auth_create_key   (BoxAuth *self, const char *project, const char *name,
                                      char **secret_out, GError **error);
+/**
+ * box_auth_list_keys:
+ *
+ * Returns: (transfer container) (element-type BoxKey) (nullable): the
+ *   project's keys, which the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray    *box_auth_list_keys    (BoxAuth *self, const char *project, GError **error);
 BOX_PLUGIN_API

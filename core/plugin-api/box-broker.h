@@ -24,7 +24,6 @@ typedef struct {
 
 #define BOX_TYPE_BROKER (box_broker_get_type ())
 BOX_PLUGIN_API
-GType box_broker_get_type (void);
 G_DECLARE_INTERFACE (BoxBroker, box_broker, BOX, BROKER, GObject)
 
 struct _BoxBrokerInterface {
@@ -40,6 +39,11 @@ struct _BoxBrokerInterface {
   gpointer padding[16];
 };
 
+/**
+ * box_broker_get_ca_pem:
+ *
+ * Returns: (transfer full) (nullable): the CA certificate sandboxes trust
+ */
 BOX_PLUGIN_API
 GBytes   *box_broker_get_ca_pem  (BoxBroker *self, GError **error);
 BOX_PLUGIN_API

@@ -83,7 +83,6 @@ typedef struct {
 
 #define BOX_TYPE_HYPERVISOR (box_hypervisor_get_type ())
 BOX_PLUGIN_API
-GType box_hypervisor_get_type (void);
 G_DECLARE_INTERFACE (BoxHypervisor, box_hypervisor, BOX, HYPERVISOR, GObject)
 
 struct _BoxHypervisorInterface {
@@ -117,6 +116,17 @@ GPtrArray   *box_hypervisor_list_templates (BoxHypervisor *self);
 BOX_PLUGIN_API
 gboolean     box_hypervisor_check_room     (BoxHypervisor *self, const BoxResources *resources,
                                             GError **error);
+/**
+ * box_hypervisor_run_async:
+ * @self: the hypervisor
+ * @op: the operation
+ * @request: what it works on; valid until the call returns
+ * @cancellable: (nullable): cancels the operation where it can be
+ * @callback: (scope async): called on the main thread
+ * @user_data: (closure): data for @callback
+ *
+ * Runs one VM operation; complete it with box_hypervisor_run_finish().
+ */
 BOX_PLUGIN_API
 void         box_hypervisor_run_async      (BoxHypervisor *self, BoxVmOp op,
                                             const BoxVmRequest *request, GCancellable *cancellable,
@@ -124,9 +134,22 @@ void         box_hypervisor_run_async      (BoxHypervisor *self, BoxVmOp op,
 BOX_PLUGIN_API
 gboolean     box_hypervisor_run_finish     (BoxHypervisor *self, GAsyncResult *result,
                                             GError **error);
+/**
+ * box_hypervisor_get_agent:
+ *
+ * Returns: (transfer full) (nullable): the running VM's connected agent
+ *   (a #BoxAgent made by box_plugin_context_new_agent()), or %NULL with
+ *   BOX_ERROR_SANDBOX_UNAVAILABLE
+ */
 BOX_PLUGIN_API
 BoxAgentClient *box_hypervisor_get_agent  (BoxHypervisor *self, const char *sandbox_id,
                                             GError **error);
+/**
+ * box_hypervisor_query:
+ * @snapshot_at: (out) (optional): when the kept snapshot was made
+ *
+ * Returns: what the plugin knows of the sandbox's VM
+ */
 BOX_PLUGIN_API
 BoxVmState   box_hypervisor_query          (BoxHypervisor *self, const char *sandbox_id,
                                             gint64 *snapshot_at);

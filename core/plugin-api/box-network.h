@@ -39,7 +39,6 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNetAttachment, box_net_attachment_free)
 
 #define BOX_TYPE_NETWORK (box_network_get_type ())
 BOX_PLUGIN_API
-GType box_network_get_type (void);
 G_DECLARE_INTERFACE (BoxNetwork, box_network, BOX, NETWORK, GObject)
 
 struct _BoxNetworkInterface {
@@ -59,6 +58,11 @@ struct _BoxNetworkInterface {
   gpointer padding[16];
 };
 
+/**
+ * box_network_attach:
+ *
+ * Returns: (transfer full) (nullable): the sandbox's interface
+ */
 BOX_PLUGIN_API
 BoxNetAttachment *box_network_attach     (BoxNetwork *self, const char *sandbox_id, GError **error);
 BOX_PLUGIN_API
@@ -66,6 +70,11 @@ gboolean          box_network_rebind     (BoxNetwork *self, const char *old_id, 
                                           GError **error);
 BOX_PLUGIN_API
 gboolean          box_network_detach     (BoxNetwork *self, const char *sandbox_id, GError **error);
+/**
+ * box_network_set_egress:
+ * @rules: (element-type BoxRule): the rules, "defaults" expanded; empty:
+ *   the whole internet
+ */
 BOX_PLUGIN_API
 gboolean          box_network_set_egress (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules,
                                           GError **error);

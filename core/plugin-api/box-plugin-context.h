@@ -28,7 +28,6 @@ G_BEGIN_DECLS
 
 #define BOX_TYPE_PLUGIN_CONTEXT (box_plugin_context_get_type ())
 BOX_PLUGIN_API
-GType box_plugin_context_get_type (void);
 G_DECLARE_FINAL_TYPE (BoxPluginContext, box_plugin_context, BOX, PLUGIN_CONTEXT, GObject)
 
 /**

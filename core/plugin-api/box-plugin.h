@@ -121,7 +121,6 @@ gboolean box_plugin_info_check (const BoxPluginInfo *info, GError **error);
 
 #define BOX_TYPE_PLUGIN (box_plugin_get_type ())
 BOX_PLUGIN_API
-GType box_plugin_get_type (void);
 G_DECLARE_DERIVABLE_TYPE (BoxPlugin, box_plugin, BOX, PLUGIN, GObject)
 
 struct _BoxPluginClass {

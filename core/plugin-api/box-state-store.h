@@ -20,7 +20,6 @@ G_BEGIN_DECLS
 
 #define BOX_TYPE_STATE_STORE (box_state_store_get_type ())
 BOX_PLUGIN_API
-GType box_state_store_get_type (void);
 G_DECLARE_FINAL_TYPE (BoxStateStore, box_state_store, BOX, STATE_STORE, GObject)
 
 /**

@@ -25,7 +25,6 @@ G_BEGIN_DECLS
 
 #define BOX_TYPE_STORAGE (box_storage_get_type ())
 BOX_PLUGIN_API
-GType box_storage_get_type (void);
 G_DECLARE_INTERFACE (BoxStorage, box_storage, BOX, STORAGE, GObject)
 
 struct _BoxStorageInterface {

@@ -59,6 +59,9 @@ def declared(headers_dir):
         # BOX_PLUGIN_API, then a declaration up to the first '('
         for m in re.finditer(r'^BOX_PLUGIN_API\s+([^;(]*?)\b([a-z_][a-z0-9_]*)\s*\(', text, re.M):
             names.add(m.group(2))
+        # BOX_PLUGIN_API before G_DECLARE_*_TYPE / G_DECLARE_INTERFACE: its get_type
+        for m in re.finditer(r'^BOX_PLUGIN_API\s+G_DECLARE_\w+\s*\(\s*\w+\s*,\s*(\w+)\s*,', text, re.M):
+            names.add(m.group(1) + '_get_type')
     return names
 
 
