@@ -6,7 +6,7 @@
  * a BaTarWriter writes "restricted pax" archives (ustar, with a pax header
  * only for what does not fit) to an output function.  What the agent adds
  * is the check that runs on every name before anything is created
- * (ba_tar_name_check).  agent/tests/fuzz-tar.c fuzzes the reader together
+ * (ba_tar_name_check).  tests/agent/fuzz-tar.c fuzzes the reader together
  * with the check. */
 #pragma once
 

@@ -48,8 +48,8 @@ import time
 
 from benchlib import Samples, SOURCE_ROOT, log
 
-sys.path.insert(0, os.path.join(SOURCE_ROOT, 'agent', 'tests'))
-import boxagent  # noqa: E402  (agent/tests/boxagent.py: the host side of the agent protocol)
+sys.path.insert(0, os.path.join(SOURCE_ROOT, 'tests', 'agent'))
+import boxagent  # noqa: E402  (tests/agent/boxagent.py: the host side of the agent protocol)
 
 # a static binary in the image (the agent itself): exec without ld.so and libc
 STATIC_BINARY = '/usr/lib/box/box-agent'

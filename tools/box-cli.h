@@ -17,6 +17,7 @@
 #include <libsoup/soup.h>
 
 #include "box-error.h"
+#include "box-table.h"
 
 G_BEGIN_DECLS
 
@@ -109,12 +110,6 @@ void        box_cli_query_add       (GString *query, const char *name, const cha
 
 void        box_cli_print_json      (JsonNode *node);
 /* Rows of strings; the first row is the (translated) header. */
-typedef struct _BoxCliTable BoxCliTable;
-BoxCliTable *box_cli_table_new      (const char *const *header);
-void         box_cli_table_add      (BoxCliTable *table, ...) G_GNUC_NULL_TERMINATED;
-void         box_cli_table_print    (BoxCliTable *table);
-void         box_cli_table_free     (BoxCliTable *table);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxCliTable, box_cli_table_free)
 /* An RFC 3339 time as "2 minutes ago" style local text. */
 char        *box_cli_format_age     (const char *rfc3339);
 char        *box_cli_format_size    (guint64 bytes);

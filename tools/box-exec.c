@@ -487,7 +487,7 @@ box_cmd_sessions (BoxCli *cli, int argc, char **argv)
   const char *const header[] = { _("SESSION"), _("COMMAND"), _("TTY"), _("PID"), _("STARTED"),
                                  _("STATUS"), _("ATTACHED"), NULL };
   g_autoptr(JsonNode) answer = NULL;
-  g_autoptr(BoxCliTable) table = NULL;
+  g_autoptr(BoxTable) table = NULL;
   g_autofree char *path = NULL;
   JsonArray *array = NULL;
   int status;
@@ -501,7 +501,7 @@ box_cmd_sessions (BoxCli *cli, int argc, char **argv)
   array = box_cli_get_list (cli, path, NULL, "sessions", _("The API's answer has no sessions"), &answer, &status);
   if (array == NULL)
     return status;
-  table = box_cli_table_new (header);
+  table = box_table_new (header);
   for (guint i = 0; i < json_array_get_length (array); i++) {
     JsonObject *session = json_array_get_object_element (array, i);
     JsonNode *cmd_node = json_object_get_member (session, "cmd");
@@ -527,11 +527,11 @@ box_cmd_sessions (BoxCli *cli, int argc, char **argv)
       g_string_truncate (cmd, (gsize) (g_utf8_offset_to_pointer (cmd->str, 39) - cmd->str));
       g_string_append (cmd, "…");
     }
-    box_cli_table_add (table, box_cli_json_string (session, "id") ?: "", cmd->str,
+    box_table_add (table, box_cli_json_string (session, "id") ?: "", cmd->str,
                        box_cli_json_bool (session, "tty") ? _("yes") : _("no"), pid, age, state,
                        box_cli_json_bool (session, "attached") ? _("yes") : _("no"), NULL);
   }
-  box_cli_table_print (table);
+  box_table_print (table);
   return BOX_CLI_EXIT_OK;
 }
 

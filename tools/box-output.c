@@ -2,7 +2,6 @@
  * lenient lookups in the API's JSON answers. */
 #include "config.h"
 
-#include <stdarg.h>
 #include <glib/gi18n.h>
 
 #include "box-cli.h"
@@ -17,76 +16,6 @@ box_cli_print_json (JsonNode *node)
   json_generator_set_root (generator, node);
   text = json_generator_to_data (generator, NULL);
   g_print ("%s\n", text);
-}
-
-/* ---- tables ------------------------------------------------------------ */
-
-struct _BoxCliTable {
-  GPtrArray *rows;   /* GStrv */
-  guint      n_columns;
-};
-
-BoxCliTable *
-box_cli_table_new (const char *const *header)
-{
-  BoxCliTable *table = g_new0 (BoxCliTable, 1);
-
-  table->rows = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
-  table->n_columns = g_strv_length ((char **) header);
-  g_ptr_array_add (table->rows, g_strdupv ((char **) header));
-  return table;
-}
-
-/* One string per column, then NULL; NULL cells are not allowed, "" is. */
-void
-box_cli_table_add (BoxCliTable *table, ...)
-{
-  char **row = g_new0 (char *, table->n_columns + 1);
-  va_list args;
-
-  va_start (args, table);
-  for (guint i = 0; i < table->n_columns; i++) {
-    const char *cell = va_arg (args, const char *);
-
-    g_assert (cell != NULL);
-    row[i] = g_strdup (cell);
-  }
-  g_assert (va_arg (args, const char *) == NULL);
-  va_end (args);
-  g_ptr_array_add (table->rows, row);
-}
-
-void
-box_cli_table_print (BoxCliTable *table)
-{
-  g_autofree glong *widths = g_new0 (glong, table->n_columns);
-
-  for (guint r = 0; r < table->rows->len; r++) {
-    char **row = g_ptr_array_index (table->rows, r);
-
-    for (guint c = 0; c < table->n_columns; c++)
-      widths[c] = MAX (widths[c], g_utf8_strlen (row[c], -1));
-  }
-  for (guint r = 0; r < table->rows->len; r++) {
-    char **row = g_ptr_array_index (table->rows, r);
-    g_autoptr(GString) line = g_string_new (NULL);
-
-    for (guint c = 0; c < table->n_columns; c++) {
-      g_string_append (line, row[c]);
-      if (c + 1 < table->n_columns) {
-        for (glong pad = g_utf8_strlen (row[c], -1); pad < widths[c] + 2; pad++)
-          g_string_append_c (line, ' ');
-      }
-    }
-    g_print ("%s\n", line->str);
-  }
-}
-
-void
-box_cli_table_free (BoxCliTable *table)
-{
-  g_ptr_array_unref (table->rows);
-  g_free (table);
 }
 
 /* ---- ages and sizes ---------------------------------------------------- */

@@ -30,7 +30,7 @@ box_cmd_ports (BoxCli *cli, int argc, char **argv)
   };
   const char *const header[] = { _("PORT"), _("ADDRESS"), _("PID"), _("SESSION"), NULL };
   g_autoptr(JsonNode) answer = NULL;
-  g_autoptr(BoxCliTable) table = NULL;
+  g_autoptr(BoxTable) table = NULL;
   g_autofree char *path = NULL;
   JsonArray *array = NULL;
   int status;
@@ -44,16 +44,16 @@ box_cmd_ports (BoxCli *cli, int argc, char **argv)
   array = box_cli_get_list (cli, path, NULL, "ports", _("The API's answer has no ports"), &answer, &status);
   if (array == NULL)
     return status;
-  table = box_cli_table_new (header);
+  table = box_table_new (header);
   for (guint i = 0; i < json_array_get_length (array); i++) {
     JsonObject *port = json_array_get_object_element (array, i);
     g_autofree char *number = g_strdup_printf ("%d", (int) box_cli_json_int (port, "port", 0));
     g_autofree char *pid = g_strdup_printf ("%d", (int) box_cli_json_int (port, "pid", 0));
 
-    box_cli_table_add (table, number, box_cli_json_string (port, "address") ?: "", pid,
+    box_table_add (table, number, box_cli_json_string (port, "address") ?: "", pid,
                        box_cli_json_string (port, "session") ?: "", NULL);
   }
-  box_cli_table_print (table);
+  box_table_print (table);
   return BOX_CLI_EXIT_OK;
 }
 

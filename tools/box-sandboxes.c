@@ -199,7 +199,7 @@ box_cmd_list (BoxCli *cli, int argc, char **argv)
                                  _("CREATED"), NULL };
   g_autoptr(GString) query = g_string_new (NULL);
   g_autoptr(JsonNode) answer = NULL;
-  g_autoptr(BoxCliTable) table = NULL;
+  g_autoptr(BoxTable) table = NULL;
   JsonArray *array = NULL;
   int status;
 
@@ -223,7 +223,7 @@ box_cmd_list (BoxCli *cli, int argc, char **argv)
   array = box_cli_get_list (cli, "/v1/sandboxes", query->str, "sandboxes", _("The API's answer has no sandboxes"), &answer, &status);
   if (array == NULL)
     return status;
-  table = box_cli_table_new (header);
+  table = box_table_new (header);
   for (guint i = 0; i < json_array_get_length (array); i++) {
     JsonObject *sb = json_array_get_object_element (array, i);
     g_autofree char *resources = resources_text (sb);
@@ -232,11 +232,11 @@ box_cmd_list (BoxCli *cli, int argc, char **argv)
 
     if (from[0] == '\0')
       from = or_empty (box_cli_json_string (sb, "image"));
-    box_cli_table_add (table, or_empty (box_cli_json_string (sb, "name")),
+    box_table_add (table, or_empty (box_cli_json_string (sb, "name")),
                        or_empty (box_cli_json_string (sb, "id")),
                        or_empty (box_cli_json_string (sb, "state")), from, resources, age, NULL);
   }
-  box_cli_table_print (table);
+  box_table_print (table);
   return BOX_CLI_EXIT_OK;
 }
 

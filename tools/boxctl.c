@@ -16,6 +16,7 @@
 #include <json-glib/json-glib.h>
 
 #include "box-dbus-generated.h"
+#include "box-table.h"
 
 /* as in core/box-dbus-daemon.h, without pulling in the engine's headers */
 #define BOXCTL_DBUS_NAME "org.box.Admin1"
@@ -113,66 +114,6 @@ dict_uint (GVariant *dict, const char *key)
   if (!g_variant_lookup (dict, key, "u", &value))
     return g_strdup ("");
   return g_strdup_printf ("%u", value);
-}
-
-/* A table: headers (already translated) then rows of owned strings. */
-typedef struct {
-  GPtrArray *rows;   /* GStrv */
-  guint      n_columns;
-} BoxCtlTable;
-
-static BoxCtlTable *
-table_new (const char *const *headers)
-{
-  BoxCtlTable *table = g_new0 (BoxCtlTable, 1);
-
-  table->rows = g_ptr_array_new_with_free_func ((GDestroyNotify) g_strfreev);
-  table->n_columns = g_strv_length ((char **) headers);
-  g_ptr_array_add (table->rows, g_strdupv ((char **) headers));
-  return table;
-}
-
-static void
-table_free (BoxCtlTable *table)
-{
-  g_ptr_array_unref (table->rows);
-  g_free (table);
-}
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxCtlTable, table_free)
-
-/* Takes @row (a GStrv of n_columns strings). */
-static void
-table_add (BoxCtlTable *table, char **row)
-{
-  g_assert (g_strv_length (row) == table->n_columns);
-  g_ptr_array_add (table->rows, row);
-}
-
-static void
-table_print (BoxCtlTable *table)
-{
-  g_autofree glong *widths = g_new0 (glong, table->n_columns);
-
-  for (guint r = 0; r < table->rows->len; r++) {
-    char **row = g_ptr_array_index (table->rows, r);
-
-    for (guint c = 0; c < table->n_columns; c++)
-      widths[c] = MAX (widths[c], g_utf8_strlen (row[c], -1));
-  }
-  for (guint r = 0; r < table->rows->len; r++) {
-    char **row = g_ptr_array_index (table->rows, r);
-    g_autoptr(GString) line = g_string_new (NULL);
-
-    for (guint c = 0; c < table->n_columns; c++) {
-      g_string_append (line, row[c]);
-      if (c + 1 < table->n_columns) {
-        for (glong pad = g_utf8_strlen (row[c], -1); pad < widths[c] + 2; pad++)
-          g_string_append_c (line, ' ');
-      }
-    }
-    g_print ("%s\n", line->str);
-  }
 }
 
 /* "Label:  value" lines with the values aligned. */
@@ -284,7 +225,7 @@ cmd_status (BoxCtl *ctl, char **args, GError **error)
   plugins = g_variant_lookup_value (status, "plugins", G_VARIANT_TYPE ("a(sss)"));
   if (plugins != NULL && g_variant_n_children (plugins) > 0) {
     const char *headers[] = { _("PLUGIN"), _("INTERFACES"), _("PATH"), NULL };
-    g_autoptr(BoxCtlTable) table = table_new (headers);
+    g_autoptr(BoxTable) table = box_table_new (headers);
     const char *name, *path, *ifaces;
 
     g_print ("\n");
@@ -295,9 +236,9 @@ cmd_status (BoxCtl *ctl, char **args, GError **error)
       row[0] = g_strdup (name);
       row[1] = g_strdup (ifaces);
       row[2] = g_strdup (path);
-      table_add (table, row);
+      box_table_add_row (table, row);
     }
-    table_print (table);
+    box_table_print (table);
   }
 
   /* what the plugins report about themselves */
@@ -336,7 +277,7 @@ cmd_projects (BoxCtl *ctl, char **args, GError **error)
 {
   g_autoptr(GVariant) projects = NULL;
   const char *headers[] = { _("NAME"), _("DOMAINS"), _("CREATED"), NULL };
-  g_autoptr(BoxCtlTable) table = NULL;
+  g_autoptr(BoxTable) table = NULL;
   GVariantIter iter;
   GVariant *project;
 
@@ -350,7 +291,7 @@ cmd_projects (BoxCtl *ctl, char **args, GError **error)
     g_print ("%s\n", _("No projects."));
     return TRUE;
   }
-  table = table_new (headers);
+  table = box_table_new (headers);
   g_variant_iter_init (&iter, projects);
   while ((project = g_variant_iter_next_value (&iter)) != NULL) {
     char **row = g_new0 (char *, 4);
@@ -358,10 +299,10 @@ cmd_projects (BoxCtl *ctl, char **args, GError **error)
     row[0] = g_strdup (dict_str (project, "name"));
     row[1] = dict_strv_joined (project, "domains");
     row[2] = g_strdup (dict_str (project, "created_at"));
-    table_add (table, row);
+    box_table_add_row (table, row);
     g_variant_unref (project);
   }
-  table_print (table);
+  box_table_print (table);
   return TRUE;
 }
 
@@ -430,7 +371,7 @@ cmd_keys (BoxCtl *ctl, char **args, GError **error)
 {
   g_autoptr(GVariant) keys = NULL;
   const char *headers[] = { _("ID"), _("NAME"), _("CREATED"), NULL };
-  g_autoptr(BoxCtlTable) table = NULL;
+  g_autoptr(BoxTable) table = NULL;
   GVariantIter iter;
   GVariant *key;
 
@@ -445,7 +386,7 @@ cmd_keys (BoxCtl *ctl, char **args, GError **error)
     g_print ("\n");
     return TRUE;
   }
-  table = table_new (headers);
+  table = box_table_new (headers);
   g_variant_iter_init (&iter, keys);
   while ((key = g_variant_iter_next_value (&iter)) != NULL) {
     char **row = g_new0 (char *, 4);
@@ -453,10 +394,10 @@ cmd_keys (BoxCtl *ctl, char **args, GError **error)
     row[0] = g_strdup (dict_str (key, "id"));
     row[1] = g_strdup (dict_str (key, "name"));
     row[2] = g_strdup (dict_str (key, "created_at"));
-    table_add (table, row);
+    box_table_add_row (table, row);
     g_variant_unref (key);
   }
-  table_print (table);
+  box_table_print (table);
   return TRUE;
 }
 
@@ -512,7 +453,7 @@ cmd_sandboxes (BoxCtl *ctl, char **args, GError **error)
     /* TRANSLATORS: column headers: memory in MiB, disk in GiB */
     _("MEMORY MIB"), _("DISK GIB"), _("CREATED"), NULL
   };
-  g_autoptr(BoxCtlTable) table = NULL;
+  g_autoptr(BoxTable) table = NULL;
   GVariantIter iter;
   GVariant *sandbox;
 
@@ -526,7 +467,7 @@ cmd_sandboxes (BoxCtl *ctl, char **args, GError **error)
     g_print ("%s\n", _("No sandboxes."));
     return TRUE;
   }
-  table = table_new (headers);
+  table = box_table_new (headers);
   g_variant_iter_init (&iter, sandboxes);
   while ((sandbox = g_variant_iter_next_value (&iter)) != NULL) {
     char **row = g_new0 (char *, 10);
@@ -541,10 +482,10 @@ cmd_sandboxes (BoxCtl *ctl, char **args, GError **error)
     row[6] = dict_uint (sandbox, "memory_mib");
     row[7] = dict_uint (sandbox, "disk_gib");
     row[8] = g_strdup (dict_str (sandbox, "created_at"));
-    table_add (table, row);
+    box_table_add_row (table, row);
     g_variant_unref (sandbox);
   }
-  table_print (table);
+  box_table_print (table);
   return TRUE;
 }
 

@@ -16,8 +16,8 @@ log="${BOX_LOG:-/var/log/boxd.log}"
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
-# shellcheck source=tools/deps.sh
-. "$here/tools/deps.sh"
+# shellcheck source=dev/deps.sh
+. "$here/dev/deps.sh"
 box_install_deps
 
 cd "$here"
@@ -40,7 +40,7 @@ else
 fi
 
 # Real sandboxes run under libvirt; start its daemons when nobody has.
-$sudo "$here/tools/libvirtd-up.sh"
+$sudo "$here/dev/libvirtd-up.sh"
 
 # The guest kernel and the base image (cached; rebuilt only when their
 # recipe changes).  The first build takes a minute or two.

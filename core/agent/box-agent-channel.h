@@ -34,6 +34,17 @@
 
 G_BEGIN_DECLS
 
+/* Whoever is to hear of the use of a stream over a channel (a
+ * BoxExecSession, a BoxAgentStream): the engine counts it as the
+ * sandbox's activity and ends its hold on the sandbox when the stream is
+ * let go.  @touch runs whenever bytes or commands move either way;
+ * @release runs once, when the consumer closes the stream or the stream
+ * ended (or, at the latest, when it is finalized), and frees @data. */
+typedef struct {
+  void (*touch)   (gpointer data);
+  void (*release) (gpointer data);
+} BoxAgentKeeper;
+
 #define BOX_TYPE_AGENT_CHANNEL (box_agent_channel_get_type ())
 G_DECLARE_FINAL_TYPE (BoxAgentChannel, box_agent_channel, BOX, AGENT_CHANNEL, GObject)
 

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "box-agent-exec.h"
 #include "box-agent-private.h"
 #include "box-error.h"
 

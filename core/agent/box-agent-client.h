@@ -99,25 +99,6 @@ BoxAgentChannel *box_agent_client_open_channel_finish (BoxAgentClient *self,
                                                        GAsyncResult   *result,
                                                        GError        **error);
 
-/* BoxExecRequest, BoxExecResult and box_exec_result_free() are in
- * box-agent.h (the SDK): hypervisor plugins run commands too. */
-
-/* exec with limit 16 MiB and timeout_ms, stdin within credit then EOF,
- * output collected (credit returned as it is taken) until the exit event.
- * Errors concern starting the command (see call_async()); a non-zero exit
- * is a result.  A channel that ends without an exit event (the connection
- * went away, or the agent closed it for a pause: detach-all) is
- * BOX_ERROR_SANDBOX_UNAVAILABLE.  Cancelling closes the channel (SIGHUP to
- * the process group) and completes with G_IO_ERROR_CANCELLED. */
-void            box_agent_client_exec_run_async (BoxAgentClient       *self,
-                                                 const BoxExecRequest *request,
-                                                 GCancellable         *cancellable,
-                                                 GAsyncReadyCallback   callback,
-                                                 gpointer              user_data);
-BoxExecResult  *box_agent_client_exec_run_finish (BoxAgentClient *self,
-                                                  GAsyncResult   *result,
-                                                  GError        **error);
-
 /* Signals:
  *   ::event (JsonObject *event)        a channel-0 event other than a reply (e.g. ready)
  *   ::closed (GError *error)           once, when the stream ended or broke (or

@@ -1,8 +1,43 @@
-/* box-agent-exec.c: the one-shot exec (POST /exec/run) on an agent channel. */
+/* box-agent-exec.c: the one-shot exec (POST /exec/run) on an agent channel,
+ * and the arguments every exec shares. */
 #include "config.h"
 
+#include "box-agent-exec.h"
 #include "box-agent-private.h"
 #include "box-error.h"
+
+static JsonObject *
+env_object (GHashTable *env)
+{
+  JsonObject *obj = json_object_new ();
+  GHashTableIter iter;
+  gpointer key, value;
+
+  if (env != NULL) {
+    g_hash_table_iter_init (&iter, env);
+    while (g_hash_table_iter_next (&iter, &key, &value))
+      json_object_set_string_member (obj, key, value);
+  }
+  return obj;
+}
+
+JsonObject *
+box_agent_exec_args_new (char **argv, GHashTable *env, const char *cwd, const char *user)
+{
+  JsonObject *args = json_object_new ();
+  JsonArray *array = json_array_new ();
+
+  for (guint i = 0; argv[i] != NULL; i++)
+    json_array_add_string_element (array, argv[i]);
+  json_object_set_array_member (args, "argv", array);
+  if (env != NULL && g_hash_table_size (env) > 0)
+    json_object_set_object_member (args, "env", env_object (env));
+  if (cwd != NULL)
+    json_object_set_string_member (args, "cwd", cwd);
+  if (user != NULL)
+    json_object_set_string_member (args, "user", user);
+  return args;
+}
 
 typedef struct {
   BoxAgentChannel *channel;
@@ -160,8 +195,7 @@ box_agent_client_exec_run_async (BoxAgentClient *self, const BoxExecRequest *req
                                  gpointer user_data)
 {
   g_autoptr(GTask) task = NULL;
-  g_autoptr(JsonObject) args = json_object_new ();
-  JsonArray *argv;
+  g_autoptr(JsonObject) args = NULL;
   ExecRun *run;
 
   g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
@@ -180,24 +214,7 @@ box_agent_client_exec_run_async (BoxAgentClient *self, const BoxExecRequest *req
     g_object_set_data_full (G_OBJECT (task), "stdin", g_bytes_ref (request->stdin_data),
                             (GDestroyNotify) g_bytes_unref);
 
-  argv = json_array_new ();
-  for (guint i = 0; request->argv[i] != NULL; i++)
-    json_array_add_string_element (argv, request->argv[i]);
-  json_object_set_array_member (args, "argv", argv);
-  if (request->env != NULL && g_hash_table_size (request->env) > 0) {
-    JsonObject *env = json_object_new ();
-    GHashTableIter iter;
-    gpointer key, value;
-
-    g_hash_table_iter_init (&iter, request->env);
-    while (g_hash_table_iter_next (&iter, &key, &value))
-      json_object_set_string_member (env, key, value);
-    json_object_set_object_member (args, "env", env);
-  }
-  if (request->cwd != NULL)
-    json_object_set_string_member (args, "cwd", request->cwd);
-  if (request->user != NULL)
-    json_object_set_string_member (args, "user", request->user);
+  args = box_agent_exec_args_new (request->argv, request->env, request->cwd, request->user);
   if (request->timeout_s > 0)
     json_object_set_int_member (args, "timeout_ms", (gint64) request->timeout_s * 1000);
   json_object_set_int_member (args, "limit", BOX_EXEC_OUTPUT_LIMIT);
@@ -211,4 +228,41 @@ box_agent_client_exec_run_finish (BoxAgentClient *self, GAsyncResult *result, GE
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- set-env ------------------------------------------------------------- */
+
+static void
+env_set (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  g_autoptr(JsonObject) reply = NULL;
+  GError *error = NULL;
+
+  reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result, &error);
+  if (reply == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_boolean (task, TRUE);
+}
+
+void
+box_agent_client_set_env_async (BoxAgentClient *self, GHashTable *env, GCancellable *cancellable,
+                                GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(JsonObject) args = json_object_new ();
+  GTask *task;
+
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_agent_client_set_env_async);
+  json_object_set_object_member (args, "env", env_object (env));
+  box_agent_client_call_async (self, "set-env", args, cancellable, env_set, task);
+}
+
+gboolean
+box_agent_client_set_env_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
 }

@@ -4,7 +4,7 @@
  * resynchronises on garbage (skipping one byte at a time to the next valid
  * header, as doc/AGENT-PROTOCOL.md asks), and the parser for the JSON of
  * control frames.  BoxAgentClient is built on it; the fuzz target
- * tests/agent/fuzz-agent-frame.c feeds it arbitrary bytes.
+ * tests/agent-client/fuzz-agent-frame.c feeds it arbitrary bytes.
  *
  * A header is 16 bytes, little-endian: magic 0xB0C5 (u16), type (u8),
  * stream (u8), channel (u32), payload length (u32, at most 1 MiB), and

@@ -4,7 +4,9 @@
 #pragma once
 
 #include "box-agent-client.h"
+#include "box-agent-files.h"
 #include "box-agent-frame.h"
+#include "box-exec-session.h"
 
 G_BEGIN_DECLS
 
@@ -114,7 +116,38 @@ GSource         *box_agent_watch_cancellable      (GMainContext            *cont
                                                    GCancellableSourceFunc   func,
                                                    gpointer                 data);
 
+/* box-exec-session.c: the stream of a session over @channel (which it
+ * takes a reference on and listens to; right after the channel was opened) */
+BoxExecSession  *box_exec_session_new             (BoxAgentChannel *channel,
+                                                   const char      *id,
+                                                   gint64           pid,
+                                                   gint64           offset);
+
+/* box-agent-exec.c: {argv, env?, cwd?, user?} of an exec request */
+JsonObject      *box_agent_exec_args_new          (char       **argv,
+                                                   GHashTable  *env,
+                                                   const char  *cwd,
+                                                   const char  *user);
+
 /* agent error {code, message} -> BOX_ERROR */
 GError          *box_agent_error_from_reply       (JsonObject *reply);
+
+/* box-agent-files.c */
+/* The agent's Stat object as a record; BOX_ERROR_INTERNAL when a member is
+ * missing or of the wrong type (@stat NULL: "the agent sent no Stat"). */
+BoxFileInfo     *box_file_info_new_from_json      (JsonObject *stat, GError **error);
+/* The same from @object's member @name. */
+BoxFileInfo     *box_file_info_new_from_member    (JsonObject *object, const char *name,
+                                                   GError **error);
+/* fs-list output: the complete lines at the start of @buffer (one Stat
+ * each) become BoxFileInfo* added to @infos and leave @buffer; a line that
+ * does not parse, or an unfinished one over 1 MiB, is BOX_ERROR_INTERNAL. */
+gboolean         box_file_list_take_lines         (GString *buffer, GPtrArray *infos,
+                                                   GError **error);
+JsonObject      *box_file_request_to_args         (const BoxFileRequest *request);
+/* box-file-transfer.c, box-file-watch.c: take a reference on @channel and
+ * connect to it (before its first frames are released) */
+BoxFileTransfer *box_file_transfer_new            (BoxAgentChannel *channel, BoxFileOp op);
+BoxFileWatch    *box_file_watch_new               (BoxAgentChannel *channel, const char *path);
 
 G_END_DECLS

@@ -36,8 +36,28 @@ typedef struct {
 
   gboolean         channel_closed;
   gboolean         aborted;       /* box_agent_stream_abort(): nothing more goes out */
+  gboolean         close_written; /* close the channel once the writes are out */
   GSource         *linger;        /* closing: the channel is closed after it */
+
+  const BoxAgentKeeper *keeper;   /* box_agent_stream_set_keeper() */
+  gpointer         keeper_data;
 } Shared;
+
+static void
+shared_touch (Shared *sh)
+{
+  if (sh->keeper != NULL)
+    sh->keeper->touch (sh->keeper_data);
+}
+
+static void
+shared_release (Shared *sh)
+{
+  const BoxAgentKeeper *keeper = g_steal_pointer (&sh->keeper);
+
+  if (keeper != NULL)
+    keeper->release (g_steal_pointer (&sh->keeper_data));
+}
 
 static Shared *
 shared_ref (Shared *sh)
@@ -51,6 +71,7 @@ shared_unref (Shared *sh)
 {
   if (--sh->ref_count > 0)
     return;
+  shared_release (sh);
   if (sh->linger != NULL) {
     g_source_destroy (sh->linger);
     g_source_unref (sh->linger);
@@ -245,6 +266,7 @@ input_read_nonblocking (GPollableInputStream *pollable, void *buffer, gsize coun
   }
   /* read by the consumer: the agent may send that much more */
   box_agent_channel_consumed (sh->channel, done);
+  shared_touch (sh);
   return (gssize) done;
 }
 
@@ -376,6 +398,8 @@ write_done (GObject *source, GAsyncResult *result, gpointer user_data)
   else
     g_clear_error (&error);
   sh->out_in_flight -= op->len;
+  if (sh->close_written && sh->out_in_flight == 0)
+    box_agent_channel_close (sh->channel);
   shared_unref (sh);
   g_free (op);
 }
@@ -408,6 +432,7 @@ output_send (Shared *sh, const void *buffer, gsize count)
   g_autoptr(GBytes) bytes = g_bytes_new (buffer, n);
   WriteOp *op = g_new0 (WriteOp, 1);
 
+  shared_touch (sh);
   op->sh = shared_ref (sh);
   op->len = n;
   sh->out_in_flight += n;
@@ -615,6 +640,7 @@ stream_close (GIOStream *stream, GCancellable *cancellable, GError **error)
   BoxAgentStream *self = BOX_AGENT_STREAM (stream);
   Shared *sh = self->sh;
 
+  shared_release (sh);
   input_close (G_INPUT_STREAM (self->input), cancellable, NULL);
   output_close (G_OUTPUT_STREAM (self->output), cancellable, NULL);
   /* The agent closes the channel once both sides are done; until then the
@@ -725,7 +751,33 @@ void
 box_agent_stream_abort (BoxAgentStream *self)
 {
   g_return_if_fail (BOX_IS_AGENT_STREAM (self));
+  shared_release (self->sh);
   self->sh->aborted = TRUE;
   self->sh->in_eof = TRUE;
   box_agent_channel_close (self->sh->channel);
+}
+
+void
+box_agent_stream_set_keeper (BoxAgentStream *self, const BoxAgentKeeper *keeper, gpointer data)
+{
+  g_return_if_fail (BOX_IS_AGENT_STREAM (self));
+  g_return_if_fail (keeper != NULL && self->sh->keeper == NULL);
+  self->sh->keeper = keeper;
+  self->sh->keeper_data = data;
+}
+
+void
+box_agent_stream_close_after_writes (BoxAgentStream *self)
+{
+  Shared *sh;
+
+  g_return_if_fail (BOX_IS_AGENT_STREAM (self));
+  sh = self->sh;
+  shared_release (sh);
+  input_close (G_INPUT_STREAM (self->input), NULL, NULL);
+  output_close (G_OUTPUT_STREAM (self->output), NULL, NULL);
+  if (sh->out_in_flight == 0)
+    box_agent_channel_close (sh->channel);
+  else
+    sh->close_written = TRUE;
 }

@@ -53,5 +53,15 @@ BoxAgentChannel *box_agent_stream_get_channel (BoxAgentStream *self);
 /* Closes the channel now (its work in the sandbox is abandoned); reads see
  * EOF and writes fail from now on. */
 void             box_agent_stream_abort       (BoxAgentStream *self);
+/* The user left: what was written still goes, then EOF, then the channel
+ * is closed (without waiting for the agent's side, unlike a close of the
+ * GIOStream); reads see EOF from now on. */
+void             box_agent_stream_close_after_writes (BoxAgentStream *self);
+/* For the engine (see BoxAgentKeeper): told of every read or write that
+ * moved bytes; released when the stream is closed or aborted, at the
+ * latest when nothing refers to it any more.  Set once. */
+void             box_agent_stream_set_keeper  (BoxAgentStream       *self,
+                                               const BoxAgentKeeper *keeper,
+                                               gpointer              data);
 
 G_END_DECLS

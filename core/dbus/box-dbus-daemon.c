@@ -34,7 +34,7 @@ struct _BoxDBusDaemon {
   guint            owner_id;
 };
 
-G_DEFINE_TYPE (BoxDBusDaemon, box_dbus_daemon, G_TYPE_OBJECT)
+G_DEFINE_FINAL_TYPE (BoxDBusDaemon, box_dbus_daemon, G_TYPE_OBJECT)
 
 /* ---- errors ------------------------------------------------------------ */
 

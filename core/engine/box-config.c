@@ -15,6 +15,8 @@
 #define DEFAULT_CONFIG_FILE BOX_SYSCONFDIR "/boxd.conf"
 #define DEFAULT_LISTEN "127.0.0.1:7070"
 #define DEFAULT_SANDBOX_DOMAIN "sandbox.localhost"
+#define DEFAULT_HTTP_IDLE_TIMEOUT_S 60
+#define DEFAULT_HTTP_MAX_IDLE 256
 
 /* boxd run from its build tree loads the plugins built next to it. */
 static gboolean
@@ -43,6 +45,8 @@ box_config_new (void)
   config->network = g_strdup ("auto");
   config->broker = g_strdup ("");
   config->secret_key = TRUE;
+  config->http_idle_timeout_s = DEFAULT_HTTP_IDLE_TIMEOUT_S;
+  config->http_max_idle = DEFAULT_HTTP_MAX_IDLE;
   config->dbus = BOX_DBUS_SYSTEM;
   config->keyfile = g_key_file_new ();
   return config;
@@ -83,6 +87,24 @@ take_string (GKeyFile *keyfile, const char *key, char **field)
     g_free (*field);
     *field = g_steal_pointer (&value);
   }
+}
+
+/* [boxd] @key as a number in 0..G_MAXUINT32, when present. */
+static gboolean
+take_uint (GKeyFile *keyfile, const char *file, const char *key, guint *field, GError **error)
+{
+  g_autofree char *value = g_key_file_get_string (keyfile, "boxd", key, NULL);
+  guint64 number;
+
+  if (value == NULL)
+    return TRUE;
+  if (!g_ascii_string_to_unsigned (g_strstrip (value), 10, 0, G_MAXUINT32, &number, NULL)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: %s: want a whole number, not \"%s\"",
+                 file, key, value);
+    return FALSE;
+  }
+  *field = (guint) number;
+  return TRUE;
 }
 
 static gboolean
@@ -139,6 +161,9 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
       return FALSE;
     }
   }
+  if (!take_uint (config->keyfile, file, "http_idle_timeout_s", &config->http_idle_timeout_s, error) ||
+      !take_uint (config->keyfile, file, "http_max_idle", &config->http_max_idle, error))
+    return FALSE;
   dbus = g_key_file_get_string (config->keyfile, "boxd", "dbus", NULL);
   if (dbus != NULL) {
     if (!parse_dbus_mode (g_strstrip (dbus), &config->dbus, error))

@@ -20,6 +20,8 @@
  *   secret_key=true
  *   admin_token=
  *   dbus=system|session|none
+ *   http_idle_timeout_s=60      (0: no bound; an idle keep-alive connection is closed after it)
+ *   http_max_idle=256           (0: no bound; past it the oldest idle connection is closed)
  *
  *   [plugin.<name>]
  *   ... read by the plugin through its BoxPluginContext
@@ -52,6 +54,8 @@ typedef struct {
   gboolean     secret_key;        /* FALSE: run without (secrets answer 501) */
   char        *admin_token;       /* resolved by box_config_resolve() */
   char        *admin_token_file;  /* set when the token was read from or generated into a file */
+  guint        http_idle_timeout_s;
+  guint        http_max_idle;
   BoxDBusMode  dbus;
   gboolean     dbus_required;     /* chosen explicitly: fail when the bus is missing */
   GKeyFile    *keyfile;           /* never NULL; plugin groups */

@@ -3,6 +3,7 @@
  * sandbox state machine). */
 #pragma once
 
+#include "box-clock.h"
 #include "box-engine.h"
 #include "box-secret-key.h"
 
@@ -22,6 +23,8 @@ struct _BoxEngine {
   BoxSecretKey     *secret_key;       /* NULL: secrets unsupported */
   GPtrArray        *network_defaults; /* BoxRule* */
   gboolean          started;
+  BoxClock         *clock;            /* every time read and timer; real by default */
+  GThread          *owner;            /* the thread that created it: the only one it runs on */
   int               lock_fd;          /* holds <data_dir>/boxd.lock, or -1 */
 
   /* sandbox ID -> BoxSandboxRuntime*: what is known only while boxd runs */
@@ -36,9 +39,16 @@ typedef struct {
   gboolean busy;         /* an operation holds the sandbox */
   GQueue   waiters;      /* GTask* waiting for the sandbox */
   guint    holds;        /* calls in flight that keep it awake */
-  gint64   last_active;  /* monotonic-free wall clock, usec */
+  gint64   last_active;  /* the engine clock's real time, usec */
   gboolean deleted;
 } BoxSandboxRuntime;
+
+/* The engine keeps its state (the runtime table, the sandbox locks, the
+ * plugins) without locks: every call must come from its owner thread. */
+#define BOX_ENGINE_ASSERT_OWNER(self) g_assert (g_thread_self () == (self)->owner)
+
+/* The engine clock's real time (usec since the epoch) */
+#define box_engine_now(self) box_clock_get_real_time ((self)->clock)
 
 /* box-engine-sandboxes.c */
 /* One operation at a time per sandbox, in arrival order: the callback runs
@@ -59,6 +69,31 @@ void     box_engine_destroy_project_sandboxes_async  (BoxEngine *self, const cha
 gboolean box_engine_destroy_project_sandboxes_finish (BoxEngine *self, GAsyncResult *result,
                                                       GError **error);
 
+/* box-engine-subapi.c: hold, call the agent, release.
+ * box_engine_agent_task() holds the sandbox @id_or_name of @project (waking
+ * it), finds its agent and runs @func (self, agent, @task) with the hold
+ * attached to @task; box_engine_agent_task_held() does the same for
+ * @sandbox_id that the caller holds already (@held: the hold passes to
+ * @task) or does not need held.  Failing to hold or to reach the agent
+ * completes @task with the error.  @func starts the agent's call; its
+ * callback ends the hold with box_engine_task_release() before it returns
+ * (a hold still attached is released when @task is finalized), or hands
+ * the hold on to the stream it made (box_engine_task_steal_hold(), then
+ * box_engine_hold_keeper with the hold as data).  Both take @task. */
+typedef struct _BoxEngineHold BoxEngineHold;
+typedef void (*BoxEngineAgentFunc) (BoxEngine *self, BoxAgentClient *agent, GTask *task);
+void           box_engine_agent_task       (BoxEngine *self, const char *project,
+                                            const char *id_or_name, BoxEngineAgentFunc func,
+                                            GTask *task);
+void           box_engine_agent_task_held  (BoxEngine *self, const char *sandbox_id, gboolean held,
+                                            BoxEngineAgentFunc func, GTask *task);
+void           box_engine_task_release     (GTask *task);
+BoxEngineHold *box_engine_task_steal_hold  (GTask *task);
+/* The sandbox @task holds (NULL: none). */
+const char    *box_engine_task_sandbox     (GTask *task);
+/* touch: activity; release: the hold ends */
+extern const BoxAgentKeeper box_engine_hold_keeper;
+
 /* box-engine.c */
 void     box_engine_emit                (BoxEngine *self, const char *type, const BoxSandbox *sandbox,
                                          JsonObject *detail);
@@ -68,5 +103,15 @@ void     box_engine_emit_interrupted    (BoxEngine *self, const char *sandbox_id
 gboolean box_engine_check_secrets       (BoxEngine *self, const char *project,
                                          const char *const *secrets, GError **error);
 guint    box_engine_count_defaults      (BoxEngine *self);
+
+/* The sub-API's "hold, call the agent, release" (box-engine-files.c):
+ * holds @id_or_name (waking it), then hands its agent to @func, which
+ * completes @task (taken); the hold ends once @task completed.  A failed
+ * hold or a missing agent completes @task with the error instead. */
+typedef void (*BoxEngineHeldFunc) (BoxEngine *self, const char *sandbox_id,
+                                   BoxAgentClient *agent, GTask *task);
+void     box_engine_run_held            (BoxEngine *self, const char *project,
+                                         const char *id_or_name, GTask *task,
+                                         BoxEngineHeldFunc func);
 
 G_END_DECLS

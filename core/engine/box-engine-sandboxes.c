@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include "box-agent-client.h"
+#include "box-agent-exec.h"
 #include "box-engine-private.h"
 #include "box-validate.h"
 
@@ -92,7 +93,7 @@ runtime_get (BoxEngine *self, const char *id)
   if (rt == NULL) {
     rt = g_new0 (Runtime, 1);
     rt->base.id = g_strdup (id);
-    rt->base.last_active = g_get_real_time ();
+    rt->base.last_active = box_engine_now (self);
     g_queue_init (&rt->base.waiters);
     g_hash_table_insert (self->runtime, rt->base.id, rt);
   }
@@ -119,6 +120,7 @@ void
 box_engine_lock_sandbox_async (BoxEngine *self, const char *id, GAsyncReadyCallback callback,
                                gpointer user_data)
 {
+  BOX_ENGINE_ASSERT_OWNER (self);
   Runtime *rt = runtime_get (self, id);
   GTask *task = g_task_new (self, NULL, callback, user_data);
 
@@ -135,6 +137,7 @@ box_engine_lock_sandbox_async (BoxEngine *self, const char *id, GAsyncReadyCallb
 void
 box_engine_unlock_sandbox (BoxEngine *self, const char *id)
 {
+  BOX_ENGINE_ASSERT_OWNER (self);
   Runtime *rt = g_hash_table_lookup (self->runtime, id);
   GTask *next;
 
@@ -195,7 +198,7 @@ fill_vm_request (BoxEngine *self, BoxVmRequest *request, Op *op)
 static gboolean
 save (BoxEngine *self, BoxSandbox *sandbox, GError **error)
 {
-  sandbox->updated_at = g_get_real_time ();
+  sandbox->updated_at = box_engine_now (self);
   if (!box_storage_sandbox_update (self->storage, sandbox, error))
     return FALSE;
   runtime_sync (self, sandbox);
@@ -203,9 +206,9 @@ save (BoxEngine *self, BoxSandbox *sandbox, GError **error)
 }
 
 static gboolean
-check_deadline (const BoxSandbox *sandbox, GError **error)
+check_deadline (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
 {
-  if (sandbox->has_deadline && sandbox->deadline_at <= g_get_real_time ()) {
+  if (sandbox->has_deadline && sandbox->deadline_at <= box_engine_now (self)) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
                          "invalid deadline: deadline.at must be in the future");
     return FALSE;
@@ -354,7 +357,7 @@ create_done (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   op->sandbox->state = BOX_SANDBOX_STATE_RUNNING;
-  op->sandbox->last_active_at = g_get_real_time ();
+  op->sandbox->last_active_at = box_engine_now (self);
   runtime_get (self, op->id)->base.last_active = op->sandbox->last_active_at;
   if (!save (self, op->sandbox, &error)) {
     create_failed (self, task, error);
@@ -437,7 +440,7 @@ sandbox_from_request (BoxEngine *self, const char *project, const BoxSandboxCrea
     g_strfreev (sandbox->secrets);
     sandbox->secrets = g_strdupv (req->secrets);
   }
-  sandbox->created_at = sandbox->updated_at = sandbox->last_active_at = g_get_real_time ();
+  sandbox->created_at = sandbox->updated_at = sandbox->last_active_at = box_engine_now (self);
   sandbox->next_checkpoint = 1;
   sandbox->next_auto_checkpoint = 1;
   return g_steal_pointer (&sandbox);
@@ -497,6 +500,13 @@ prepare_create (BoxEngine *self, Op *op, const BoxSandboxCreate *request, GError
     source = fork_source (self, op->project, request, &checkpoint, error);
     if (source == NULL)
       return FALSE;
+    /* ask rather than fail at the VM operation, after the lookups so that
+     * another project's sandbox is still not_found */
+    if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_FORK)) {
+      g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                           "this deployment's hypervisor cannot fork from checkpoints");
+      return FALSE;
+    }
     effective.template_name = source->template_name;
     effective.image = source->image[0] != '\0' ? source->image : NULL;
     effective.resources = source->resources;
@@ -510,7 +520,7 @@ prepare_create (BoxEngine *self, Op *op, const BoxSandboxCreate *request, GError
   if (op->sandbox == NULL)
     return FALSE;
   op->sandbox->name = choose_name (self, op->project, request->name, error);
-  if (op->sandbox->name == NULL || !check_deadline (op->sandbox, error) ||
+  if (op->sandbox->name == NULL || !check_deadline (self, op->sandbox, error) ||
       !check_rules (self, op->sandbox->egress, error) || !check_secrets_env (op->sandbox, error) ||
       !box_engine_check_secrets (self, op->project, (const char *const *) op->sandbox->secrets,
                                  error))
@@ -525,6 +535,10 @@ box_engine_create_sandbox_async (BoxEngine *self, const char *project,
                                  BoxSandboxCreate *request, GCancellable *cancellable,
                                  GAsyncReadyCallback callback, gpointer user_data)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (project != NULL);
+  g_return_if_fail (request != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   GTask *task = g_task_new (self, cancellable, callback, user_data);
   Op *op = g_new0 (Op, 1);
   BoxVmRequest vm;
@@ -575,6 +589,8 @@ BoxSandbox *
 box_engine_get_sandbox (BoxEngine *self, const char *project, const char *id_or_name,
                         GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (id_or_name != NULL, NULL);
   return box_storage_sandbox_get (self->storage, project, id_or_name, error);
 }
 
@@ -598,6 +614,7 @@ GPtrArray *
 box_engine_list_sandboxes (BoxEngine *self, const char *project, GHashTable *labels,
                            const BoxSandboxState *state, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   g_autoptr(GPtrArray) all = box_storage_sandbox_list (self->storage, project, error);
   GPtrArray *matching;
   guint i;
@@ -646,7 +663,7 @@ state_done (GObject *source, GAsyncResult *result, gpointer user_data)
   switch (op->request) {
   case BOX_STATE_REQUEST_PAUSE:
     sandbox->state = BOX_SANDBOX_STATE_PAUSED;
-    sandbox->snapshot_at = g_get_real_time ();
+    sandbox->snapshot_at = box_engine_now (self);
     type = "sandbox.paused";
     break;
   case BOX_STATE_REQUEST_STOP:
@@ -657,7 +674,7 @@ state_done (GObject *source, GAsyncResult *result, gpointer user_data)
   case BOX_STATE_REQUEST_WAKE:
   default:
     sandbox->state = BOX_SANDBOX_STATE_RUNNING;
-    sandbox->last_active_at = g_get_real_time ();
+    sandbox->last_active_at = box_engine_now (self);
     runtime_get (self, sandbox->id)->base.last_active = sandbox->last_active_at;
     type = "sandbox.running";
     break;
@@ -737,6 +754,15 @@ run_state (BoxEngine *self, GTask *task)
     op_finish_ok (self, task);
     return;
   }
+  /* ask rather than fail: a pause is a memory snapshot */
+  if (vm_op == BOX_VM_OP_SUSPEND &&
+      !box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS)) {
+    op_finish_error (self, task,
+                     g_error_new (BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                                  "this deployment's hypervisor cannot pause sandboxes "
+                                  "(no memory snapshots); stop %s instead", op->sandbox->name));
+    return;
+  }
   if ((vm_op == BOX_VM_OP_RESUME || vm_op == BOX_VM_OP_BOOT) &&
       !box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
     op_finish_error (self, task, error);
@@ -790,26 +816,11 @@ apply_update (BoxEngine *self, BoxSandbox *sandbox, const BoxSandboxUpdate *upda
     g_strfreev (sandbox->secrets);
     sandbox->secrets = g_strdupv (update->secrets);
   }
-  return (!update->deadline_set || check_deadline (sandbox, error)) &&
+  return (!update->deadline_set || check_deadline (self, sandbox, error)) &&
          check_rules (self, update->egress, error) && check_secrets_env (sandbox, error) &&
          (update->secrets == NULL ||
           box_engine_check_secrets (self, sandbox->project,
                                     (const char *const *) sandbox->secrets, error));
-}
-
-static JsonObject *
-env_args (GHashTable *env)
-{
-  JsonObject *args = json_object_new ();
-  JsonObject *map = json_object_new ();
-  GHashTableIter iter;
-  gpointer key, value;
-
-  g_hash_table_iter_init (&iter, env);
-  while (g_hash_table_iter_next (&iter, &key, &value))
-    json_object_set_string_member (map, key, value);
-  json_object_set_object_member (args, "env", map);
-  return args;
 }
 
 static void
@@ -819,12 +830,10 @@ env_pushed (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxEngine *self = g_task_get_source_object (task);
   Op *op = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonObject) reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result,
-                                                              &error);
 
   /* The record holds the new env either way; the guest gets it at its
    * next wake at the latest. */
-  if (reply == NULL)
+  if (!box_agent_client_set_env_finish (BOX_AGENT_CLIENT (source), result, &error))
     g_warning ("sandbox %s: the new env did not reach the guest now: %s", op->id, error->message);
   op_finish_ok (self, task);
 }
@@ -834,18 +843,21 @@ push_env (BoxEngine *self, GTask *task)
 {
   Op *op = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxAgentClient) agent = box_hypervisor_get_agent (self->hypervisor, op->id, &error);
-  g_autoptr(JsonObject) args = NULL;
+  g_autoptr(BoxAgentClient) agent = NULL;
 
-  if (agent == NULL) {
-    if (!g_error_matches (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED))
-      g_warning ("sandbox %s: the new env did not reach the guest now: %s", op->id,
-                 error->message);
+  /* a hypervisor that runs no VM has no guest to tell */
+  if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT)) {
     op_finish_ok (self, task);
     return;
   }
-  args = env_args (op->sandbox->env);
-  box_agent_client_call_async (agent, "set-env", args, NULL, env_pushed, task);
+  agent = box_hypervisor_get_agent (self->hypervisor, op->id, &error);
+  if (agent == NULL) {
+    g_warning ("sandbox %s: the new env did not reach the guest now: %s", op->id,
+               error->message);
+    op_finish_ok (self, task);
+    return;
+  }
+  box_agent_client_set_env_async (agent, op->sandbox->env, NULL, env_pushed, task);
 }
 
 static void
@@ -1012,6 +1024,10 @@ box_engine_change_state_async (BoxEngine *self, const char *project, const char 
                                BoxStateRequest request, GCancellable *cancellable,
                                GAsyncReadyCallback callback, gpointer user_data)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (id_or_name != NULL);
+  g_return_if_fail (request <= BOX_STATE_REQUEST_WAKE);
+  BOX_ENGINE_ASSERT_OWNER (self);
   GTask *task = op_task_new (self, OP_STATE, project, box_engine_change_state_async, cancellable,
                              callback, user_data);
   Op *op = g_task_get_task_data (task);
@@ -1032,6 +1048,10 @@ box_engine_update_sandbox_async (BoxEngine *self, const char *project, const cha
                                  BoxSandboxUpdate *update, GCancellable *cancellable,
                                  GAsyncReadyCallback callback, gpointer user_data)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (id_or_name != NULL);
+  g_return_if_fail (update != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   GTask *task = op_task_new (self, OP_UPDATE, project, box_engine_update_sandbox_async,
                              cancellable, callback, user_data);
   Op *op = g_task_get_task_data (task);
@@ -1052,6 +1072,9 @@ box_engine_delete_sandbox_async (BoxEngine *self, const char *project, const cha
                                  GCancellable *cancellable, GAsyncReadyCallback callback,
                                  gpointer user_data)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (id_or_name != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   GTask *task = op_task_new (self, OP_DELETE, project, box_engine_delete_sandbox_async,
                              cancellable, callback, user_data);
 
@@ -1114,11 +1137,13 @@ static gboolean
 tick (gpointer user_data)
 {
   BoxEngine *self = user_data;
-  gint64 now = g_get_real_time ();
+  gint64 now = box_engine_now (self);
   g_autoptr(GPtrArray) due = g_ptr_array_new_with_free_func (g_free);
   GHashTableIter iter;
   gpointer value;
   guint i;
+
+  BOX_ENGINE_ASSERT_OWNER (self);
 
   g_hash_table_iter_init (&iter, self->runtime);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
@@ -1222,13 +1247,15 @@ on_vm_lost (BoxHypervisor *hypervisor, const char *sandbox_id, gpointer user_dat
 {
   BoxEngine *self = user_data;
 
+  /* plugins emit ::vm-lost on the main thread (box-hypervisor.h) */
+  BOX_ENGINE_ASSERT_OWNER (self);
   box_engine_lock_sandbox_async (self, sandbox_id, vm_lost_locked, g_strdup (sandbox_id));
 }
 
 void
 box_engine_start_ticks (BoxEngine *self)
 {
-  self->tick_id = g_timeout_add_seconds (TICK_INTERVAL_S, tick, self);
+  self->tick_id = box_clock_timeout_add (self->clock, TICK_INTERVAL_S * 1000, tick, self);
   self->vm_lost_id = g_signal_connect (self->hypervisor, "vm-lost", G_CALLBACK (on_vm_lost), self);
 }
 

@@ -1,11 +1,11 @@
 /* box-engine-subapi.c: what every call under /v1/sandboxes/{sandbox}/ shares:
- * waking the sandbox, holding it awake, reaching its agent; and the
- * one-shot exec built on them. */
+ * waking the sandbox, holding it awake, reaching its agent (hold, call the
+ * agent, release: box_engine_agent_task()); and the one-shot exec built on
+ * them. */
 #include "config.h"
 
-#include "box-agent-client.h"
+#include "box-agent-exec.h"
 #include "box-engine-private.h"
-#include "box-requests.h"
 
 static void
 hold_woken (GObject *source, GAsyncResult *result, gpointer user_data)
@@ -23,7 +23,7 @@ hold_woken (GObject *source, GAsyncResult *result, gpointer user_data)
   rt = g_hash_table_lookup (self->runtime, sandbox->id);
   g_assert (rt != NULL);
   rt->holds++;
-  rt->last_active = g_get_real_time ();
+  rt->last_active = box_engine_now (self);
   g_task_return_pointer (task, sandbox, (GDestroyNotify) box_sandbox_free);
 }
 
@@ -31,6 +31,9 @@ void
 box_engine_hold_async (BoxEngine *self, const char *project, const char *id_or_name,
                        GCancellable *cancellable, GAsyncReadyCallback callback, gpointer user_data)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (id_or_name != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   GTask *task = g_task_new (self, cancellable, callback, user_data);
 
   g_task_set_source_tag (task, box_engine_hold_async);
@@ -50,28 +53,161 @@ box_engine_hold_finish (BoxEngine *self, GAsyncResult *result, GError **error)
 void
 box_engine_release (BoxEngine *self, const char *sandbox_id)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (sandbox_id != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   BoxSandboxRuntime *rt = g_hash_table_lookup (self->runtime, sandbox_id);
 
   if (rt == NULL)
     return;   /* deleted meanwhile */
   g_return_if_fail (rt->holds > 0);
   rt->holds--;
-  rt->last_active = g_get_real_time ();
+  rt->last_active = box_engine_now (self);
 }
 
 void
 box_engine_touch (BoxEngine *self, const char *sandbox_id)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (sandbox_id != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   BoxSandboxRuntime *rt = g_hash_table_lookup (self->runtime, sandbox_id);
 
   if (rt != NULL)
-    rt->last_active = g_get_real_time ();
+    rt->last_active = box_engine_now (self);
 }
 
 BoxAgentClient *
 box_engine_get_agent (BoxEngine *self, const char *sandbox_id, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (sandbox_id != NULL, NULL);
+  /* ask rather than fail: a hypervisor that runs no VM has no agent */
+  if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED, "the %s hypervisor runs no VM",
+                 box_plugin_get_name (BOX_PLUGIN (self->hypervisor)));
+    return NULL;
+  }
   return box_hypervisor_get_agent (self->hypervisor, sandbox_id, error);
+}
+
+/* ---- hold, call the agent, release ----------------------------------- */
+
+struct _BoxEngineHold {
+  BoxEngine *engine;
+  char      *sandbox_id;
+};
+
+static void
+hold_free (BoxEngineHold *hold)
+{
+  box_engine_release (hold->engine, hold->sandbox_id);
+  g_object_unref (hold->engine);
+  g_free (hold->sandbox_id);
+  g_free (hold);
+}
+
+static void
+hold_touch (gpointer data)
+{
+  BoxEngineHold *hold = data;
+
+  box_engine_touch (hold->engine, hold->sandbox_id);
+}
+
+static void
+hold_release (gpointer data)
+{
+  hold_free (data);
+}
+
+const BoxAgentKeeper box_engine_hold_keeper = { hold_touch, hold_release };
+
+static GQuark
+hold_quark (void)
+{
+  return g_quark_from_static_string ("box-engine-hold");
+}
+
+void
+box_engine_task_release (GTask *task)
+{
+  g_object_set_qdata (G_OBJECT (task), hold_quark (), NULL);
+}
+
+BoxEngineHold *
+box_engine_task_steal_hold (GTask *task)
+{
+  return g_object_steal_qdata (G_OBJECT (task), hold_quark ());
+}
+
+const char *
+box_engine_task_sandbox (GTask *task)
+{
+  BoxEngineHold *hold = g_object_get_qdata (G_OBJECT (task), hold_quark ());
+
+  return hold != NULL ? hold->sandbox_id : NULL;
+}
+
+typedef struct {
+  BoxEngineAgentFunc func;
+  GTask *task;
+} AgentCall;
+
+void
+box_engine_agent_task_held (BoxEngine *self, const char *sandbox_id, gboolean held,
+                            BoxEngineAgentFunc func, GTask *task)
+{
+  g_autoptr(BoxAgentClient) agent = NULL;
+  GError *error = NULL;
+
+  if (held) {
+    BoxEngineHold *hold = g_new0 (BoxEngineHold, 1);
+
+    hold->engine = g_object_ref (self);
+    hold->sandbox_id = g_strdup (sandbox_id);
+    g_object_set_qdata_full (G_OBJECT (task), hold_quark (), hold, (GDestroyNotify) hold_free);
+  }
+  agent = box_engine_get_agent (self, sandbox_id, &error);
+  if (agent == NULL) {
+    box_engine_task_release (task);
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  func (self, agent, task);
+}
+
+static void
+agent_task_held (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  BoxEngine *self = BOX_ENGINE (source);
+  AgentCall *call = user_data;
+  GTask *task = call->task;
+  BoxEngineAgentFunc func = call->func;
+  g_autoptr(BoxSandbox) sandbox = NULL;
+  GError *error = NULL;
+
+  g_free (call);
+  sandbox = box_engine_hold_finish (self, result, &error);
+  if (sandbox == NULL) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  box_engine_agent_task_held (self, sandbox->id, TRUE, func, task);
+}
+
+void
+box_engine_agent_task (BoxEngine *self, const char *project, const char *id_or_name,
+                       BoxEngineAgentFunc func, GTask *task)
+{
+  AgentCall *call = g_new0 (AgentCall, 1);
+
+  call->func = func;
+  call->task = task;
+  box_engine_hold_async (self, project, id_or_name, g_task_get_cancellable (task),
+                         agent_task_held, call);
 }
 
 /* ---- exec/run ---------------------------------------------------------- */
@@ -79,11 +215,11 @@ box_engine_get_agent (BoxEngine *self, const char *sandbox_id, GError **error)
 typedef struct {
   BoxEngine      *engine;
   BoxExecRequest *request;
-  char           *sandbox_id;
   GCancellable   *cancellable;     /* ours: fired when the sandbox stops running */
   GCancellable   *caller;          /* the caller's, forwarded to ours */
   gulong          cancel_id;
   gulong          interrupted_id;  /* on the engine */
+  char           *sandbox_id;
   char           *interrupted;     /* why, once it happened */
 } ExecRun;
 
@@ -127,13 +263,12 @@ static void
 exec_run_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(GTask) task = user_data;
-  BoxEngine *self = g_task_get_source_object (task);
   ExecRun *run = g_task_get_task_data (task);
   GError *error = NULL;
   BoxExecResult *exec_result;
 
   exec_result = box_agent_client_exec_run_finish (BOX_AGENT_CLIENT (source), result, &error);
-  box_engine_release (self, run->sandbox_id);
+  box_engine_task_release (task);
   if (exec_result == NULL) {
     if (run->interrupted != NULL && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED)) {
       g_clear_error (&error);
@@ -148,29 +283,11 @@ exec_run_done (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
-exec_run_held (GObject *source, GAsyncResult *result, gpointer user_data)
+exec_run_start (BoxEngine *self, BoxAgentClient *agent, GTask *task)
 {
-  BoxEngine *self = BOX_ENGINE (source);
-  GTask *task = user_data;
   ExecRun *run = g_task_get_task_data (task);
-  g_autoptr(BoxSandbox) sandbox = NULL;
-  g_autoptr(BoxAgentClient) agent = NULL;
-  GError *error = NULL;
 
-  sandbox = box_engine_hold_finish (self, result, &error);
-  if (sandbox == NULL) {
-    g_task_return_error (task, error);
-    g_object_unref (task);
-    return;
-  }
-  run->sandbox_id = g_strdup (sandbox->id);
-  agent = box_engine_get_agent (self, sandbox->id, &error);
-  if (agent == NULL) {
-    box_engine_release (self, run->sandbox_id);
-    g_task_return_error (task, error);
-    g_object_unref (task);
-    return;
-  }
+  run->sandbox_id = g_strdup (box_engine_task_sandbox (task));
   run->interrupted_id = g_signal_connect (self, "sandbox-interrupted",
                                           G_CALLBACK (exec_run_interrupted), run);
   box_agent_client_exec_run_async (agent, run->request, run->cancellable, exec_run_done, task);
@@ -181,10 +298,14 @@ box_engine_exec_run_async (BoxEngine *self, const char *project, const char *id_
                            const BoxExecRequest *request, GCancellable *cancellable,
                            GAsyncReadyCallback callback, gpointer user_data)
 {
-  GTask *task = g_task_new (self, cancellable, callback, user_data);
-  ExecRun *run = g_new0 (ExecRun, 1);
+  GTask *task;
+  ExecRun *run;
 
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (request != NULL);
+  task = g_task_new (self, cancellable, callback, user_data);
   g_task_set_source_tag (task, box_engine_exec_run_async);
+  run = g_new0 (ExecRun, 1);
   run->engine = self;
   run->request = box_exec_request_copy (request);
   run->cancellable = g_cancellable_new ();
@@ -194,7 +315,7 @@ box_engine_exec_run_async (BoxEngine *self, const char *project, const char *id_
                                             g_object_ref (run->cancellable), g_object_unref);
   }
   g_task_set_task_data (task, run, (GDestroyNotify) exec_run_free);
-  box_engine_hold_async (self, project, id_or_name, cancellable, exec_run_held, task);
+  box_engine_agent_task (self, project, id_or_name, exec_run_start, task);
 }
 
 BoxExecResult *

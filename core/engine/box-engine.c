@@ -47,6 +47,7 @@ box_engine_finalize (GObject *object)
   g_clear_pointer (&self->secret_key, box_secret_key_free);
   g_clear_pointer (&self->network_defaults, g_ptr_array_unref);
   g_clear_pointer (&self->config, box_config_free);
+  g_clear_object (&self->clock);
   G_OBJECT_CLASS (box_engine_parent_class)->finalize (object);
 }
 
@@ -83,69 +84,98 @@ box_engine_init (BoxEngine *self)
 {
   self->plugins = g_ptr_array_new_with_free_func (g_object_unref);
   self->lock_fd = -1;
+  self->clock = box_clock_new ();
+  self->owner = g_thread_self ();
   box_engine_sandboxes_init (self);
 }
 
 BoxEngine *
 box_engine_new (BoxConfig *config)
 {
-  BoxEngine *self = g_object_new (BOX_TYPE_ENGINE, NULL);
+  BoxEngine *self;
 
+  g_return_val_if_fail (config != NULL, NULL);
+  self = g_object_new (BOX_TYPE_ENGINE, NULL);
   self->config = config;
   return self;
+}
+
+void
+box_engine_set_clock (BoxEngine *self, BoxClock *clock)
+{
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (BOX_IS_CLOCK (clock));
+  g_return_if_fail (!self->started);
+  g_set_object (&self->clock, clock);
+}
+
+BoxClock *
+box_engine_get_clock (BoxEngine *self)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  return self->clock;
 }
 
 BoxConfig *
 box_engine_get_config (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->config;
 }
 
 BoxPluginLoader *
 box_engine_get_loader (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->loader;
 }
 
 BoxStorage *
 box_engine_get_storage (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->storage;
 }
 
 BoxAuth *
 box_engine_get_auth (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->auth;
 }
 
 BoxHypervisor *
 box_engine_get_hypervisor (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->hypervisor;
 }
 
 BoxNetwork *
 box_engine_get_network (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->network;
 }
 
 BoxBroker *
 box_engine_get_broker (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->broker;
 }
 
 GPtrArray *
 box_engine_get_plugins (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->plugins;
 }
 
 gboolean
 box_engine_has_secret_key (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
   return self->secret_key != NULL;
 }
 
@@ -404,10 +434,13 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     { "broker", self->config->broker },
   };
   const char *hypervisor_name;
+  BoxHypervisorCapabilities caps;
   gboolean network_optional = FALSE;
   guint i;
 
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
   g_return_val_if_fail (!self->started, FALSE);
+  BOX_ENGINE_ASSERT_OWNER (self);
 
   if (!lock_data_dir (self, error) || !load_network_defaults (self, error))
     return FALSE;
@@ -478,8 +511,8 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     g_info ("plugin %s started", box_plugin_get_name (plugin));
   }
   self->started = TRUE;
-  g_message ("hypervisor: %s (accel %s)", hypervisor_name,
-             box_hypervisor_get_accel (self->hypervisor));
+  box_hypervisor_get_capabilities (self->hypervisor, &caps);
+  g_message ("hypervisor: %s (accel %s)", hypervisor_name, caps.accel);
 
   if (self->config->secret_key) {
     self->secret_key = box_secret_key_load (self->config->secret_key_file, TRUE, error);
@@ -500,11 +533,13 @@ box_engine_stop (BoxEngine *self)
 {
   guint i;
 
+  g_return_if_fail (BOX_IS_ENGINE (self));
   if (!self->started)
     return;
+  BOX_ENGINE_ASSERT_OWNER (self);
   self->started = FALSE;
   if (self->tick_id != 0) {
-    g_source_remove (self->tick_id);
+    box_clock_source_remove (self->clock, self->tick_id);
     self->tick_id = 0;
   }
   if (self->vm_lost_id != 0) {
@@ -520,12 +555,18 @@ box_engine_stop (BoxEngine *self)
 void
 box_engine_emit_event (BoxEngine *self, BoxEvent *event)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (event != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   g_signal_emit (self, signals[SIGNAL_EVENT], 0, event);
 }
 
 void
 box_engine_emit_interrupted (BoxEngine *self, const char *sandbox_id, const char *why)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (sandbox_id != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
   g_signal_emit (self, signals[SIGNAL_SANDBOX_INTERRUPTED], 0, sandbox_id, why);
 }
 
@@ -534,6 +575,7 @@ box_engine_emit (BoxEngine *self, const char *type, const BoxSandbox *sandbox, J
 {
   g_autoptr(BoxEvent) event = box_event_new (type, sandbox->project, sandbox->id, detail);
 
+  event->at = box_engine_now (self);
   g_debug ("event %s %s", type, sandbox->id);
   box_engine_emit_event (self, event);
 }
@@ -543,6 +585,7 @@ box_engine_emit (BoxEngine *self, const char *type, const BoxSandbox *sandbox, J
 BoxPrincipal *
 box_engine_authenticate (BoxEngine *self, const char *credential, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   gsize len;
   gsize admin_len;
 
@@ -600,6 +643,7 @@ BoxProject *
 box_engine_create_project (BoxEngine *self, const char *name, const char *const *domains,
                            GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   g_autoptr(BoxProject) project = NULL;
   const char *none[] = { NULL };
 
@@ -610,7 +654,7 @@ box_engine_create_project (BoxEngine *self, const char *name, const char *const 
   project = g_new0 (BoxProject, 1);
   project->name = g_strdup (name);
   project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
-  project->created_at = g_get_real_time ();
+  project->created_at = box_engine_now (self);
   if (!box_storage_project_insert (self->storage, project, error))
     return NULL;
   g_message ("project %s created", name);
@@ -620,12 +664,14 @@ box_engine_create_project (BoxEngine *self, const char *name, const char *const 
 GPtrArray *
 box_engine_list_projects (BoxEngine *self, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return box_storage_project_list (self->storage, error);
 }
 
 BoxProject *
 box_engine_get_project (BoxEngine *self, const char *name, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return box_storage_project_get (self->storage, name, error);
 }
 
@@ -633,6 +679,7 @@ BoxProject *
 box_engine_set_project_domains (BoxEngine *self, const char *name, const char *const *domains,
                                 GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   g_autoptr(BoxProject) project = box_storage_project_get (self->storage, name, error);
   const char *none[] = { NULL };
 
@@ -647,6 +694,31 @@ box_engine_set_project_domains (BoxEngine *self, const char *name, const char *c
   return g_steal_pointer (&project);
 }
 
+/* Deletes @project's keys through the auth plugin, so that one which
+ * remembers the keys it accepted forgets them before they are gone (storage
+ * would delete them with the project behind its back). */
+static gboolean
+revoke_project_keys (BoxEngine *self, const char *project, GError **error)
+{
+  g_autoptr(GPtrArray) keys = NULL;
+  g_autoptr(GError) local_error = NULL;
+
+  keys = box_auth_list_keys (self->auth, project, &local_error);
+  if (keys == NULL) {
+    /* an auth plugin without keys has none to revoke */
+    if (g_error_matches (local_error, BOX_ERROR, BOX_ERROR_UNSUPPORTED))
+      return TRUE;
+    g_propagate_error (error, g_steal_pointer (&local_error));
+    return FALSE;
+  }
+  for (guint i = 0; i < keys->len; i++) {
+    const BoxKey *key = g_ptr_array_index (keys, i);
+    if (!box_auth_delete_key (self->auth, project, key->id, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
 static void
 delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -656,6 +728,7 @@ delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer use
   g_autoptr(GError) error = NULL;
 
   if (!box_engine_destroy_project_sandboxes_finish (self, result, &error) ||
+      !revoke_project_keys (self, name, &error) ||
       !box_storage_project_delete (self->storage, name, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return;
@@ -668,6 +741,8 @@ void
 box_engine_delete_project_async (BoxEngine *self, const char *name, GCancellable *cancellable,
                                  GAsyncReadyCallback callback, gpointer user_data)
 {
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (name != NULL);
   g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
   g_autoptr(BoxProject) project = NULL;
   GError *error = NULL;
@@ -695,6 +770,8 @@ BoxKey *
 box_engine_create_key (BoxEngine *self, const char *project, const char *name, char **secret_out,
                        GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL, NULL);
   g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
 
   if (owner == NULL)
@@ -707,6 +784,8 @@ box_engine_create_key (BoxEngine *self, const char *project, const char *name, c
 GPtrArray *
 box_engine_list_keys (BoxEngine *self, const char *project, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL, NULL);
   g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
 
   if (owner == NULL)
@@ -717,6 +796,8 @@ box_engine_list_keys (BoxEngine *self, const char *project, GError **error)
 gboolean
 box_engine_delete_key (BoxEngine *self, const char *project, const char *key_id, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  g_return_val_if_fail (project != NULL && key_id != NULL, FALSE);
   g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
 
   if (owner == NULL)
@@ -769,10 +850,13 @@ BoxSecret *
 box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
                        BoxSecretPut *request, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL && name != NULL, NULL);
+  g_return_val_if_fail (request != NULL && request->value != NULL, NULL);
   g_autoptr(BoxSecret) secret = NULL;
   g_autoptr(BoxSecret) existing = NULL;
   g_autofree char *associated = NULL;
-  gint64 now = g_get_real_time ();
+  gint64 now = box_engine_now (self);
 
   if (!require_secret_key (self, error))
     return NULL;
@@ -804,6 +888,8 @@ box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
 BoxSecret *
 box_engine_get_secret (BoxEngine *self, const char *project, const char *name, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL, NULL);
   if (!require_secret_key (self, error))
     return NULL;
   return box_storage_secret_get (self->storage, project, name, error);
@@ -812,6 +898,8 @@ box_engine_get_secret (BoxEngine *self, const char *project, const char *name, G
 GPtrArray *
 box_engine_list_secrets (BoxEngine *self, const char *project, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL, NULL);
   if (!require_secret_key (self, error))
     return NULL;
   return box_storage_secret_list (self->storage, project, error);
@@ -820,6 +908,8 @@ box_engine_list_secrets (BoxEngine *self, const char *project, GError **error)
 gboolean
 box_engine_delete_secret (BoxEngine *self, const char *project, const char *name, GError **error)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  g_return_val_if_fail (project != NULL, FALSE);
   g_autoptr(BoxSecret) secret = NULL;
   g_autoptr(GPtrArray) sandboxes = NULL;
   guint i;
@@ -848,12 +938,14 @@ box_engine_delete_secret (BoxEngine *self, const char *project, const char *name
 GPtrArray *
 box_engine_list_templates (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return box_hypervisor_list_templates (self->hypervisor);
 }
 
 GPtrArray *
 box_engine_get_network_defaults (BoxEngine *self)
 {
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->network_defaults;
 }
 
@@ -861,13 +953,4 @@ guint
 box_engine_count_defaults (BoxEngine *self)
 {
   return self->network_defaults != NULL ? self->network_defaults->len : 0;
-}
-
-JsonNode *
-box_engine_sandbox_to_json (BoxEngine *self, const BoxSandbox *sandbox)
-{
-  g_autoptr(BoxProject) project = box_storage_project_get (self->storage, sandbox->project, NULL);
-
-  return box_sandbox_to_api_json (sandbox, self->config->sandbox_domain,
-                                  project != NULL ? (const char *const *) project->domains : NULL);
 }

@@ -13,13 +13,25 @@
  * _async/_finish pairs.  Every call that takes a @project answers
  * BOX_ERROR_NOT_FOUND for another project's resources, exactly as for
  * absent ones.
+ *
+ * Threads: the engine runs on the thread that created it (boxd's main
+ * thread) and keeps its state without locks; every public function must
+ * be called there, and every callback and signal comes there.  Functions
+ * that change state assert it; plugins must emit their signals
+ * (BoxHypervisor::vm-lost) there too.
  */
 #pragma once
 
 #include "box-agent-client.h"
+#include "box-file-transfer.h"
+#include "box-file-watch.h"
+#include "box-agent-stream.h"
 #include "box-auth.h"
 #include "box-broker.h"
+#include "box-clock.h"
 #include "box-config.h"
+#include "box-exec-session.h"
+#include "box-exec.h"
 #include "box-hypervisor.h"
 #include "box-network.h"
 #include "box-plugin-loader.h"
@@ -38,6 +50,10 @@ typedef enum {
 
 /* Takes ownership of @config. */
 BoxEngine     *box_engine_new                (BoxConfig *config);
+/* The clock the engine reads and arms timers with (box-clock.h); before
+ * box_engine_start() only.  Default: the real clock. */
+void           box_engine_set_clock          (BoxEngine *self, BoxClock *clock);
+BoxClock      *box_engine_get_clock          (BoxEngine *self);
 /* Loads plugins, starts them, reconciles sandboxes. */
 gboolean       box_engine_start              (BoxEngine *self, GCancellable *cancellable, GError **error);
 void           box_engine_stop               (BoxEngine *self);
@@ -136,9 +152,6 @@ void           box_engine_exec_run_async     (BoxEngine *self, const char *proje
 BoxExecResult *box_engine_exec_run_finish    (BoxEngine *self, GAsyncResult *result,
                                               GError **error);
 
-/* URLs of a sandbox as the API shows them */
-JsonNode      *box_engine_sandbox_to_json    (BoxEngine *self, const BoxSandbox *sandbox);
-
 /* ---- secrets ---- */
 
 BoxSecret     *box_engine_put_secret         (BoxEngine *self, const char *project, const char *name,
@@ -164,46 +177,32 @@ void           box_engine_emit_event         (BoxEngine *self, BoxEvent *event);
 
 /* ---- streaming exec, sessions and ports (box-engine-sessions.c) ----
  * Calls marked (held) act on a sandbox the caller holds
- * (box_engine_hold_async()): the channel they give is the caller's, and so
- * is the hold (box_engine_release() once the channel's stream is over).
- * The others hold and release the sandbox themselves, except the port
- * settings, which are records only and never wake it. */
+ * (box_engine_hold_async()), and the hold passes to the call: to the
+ * session or stream it gives, which ends it when closed (or when it ends
+ * by itself); on an error it is released at once.  Data through them
+ * counts as the sandbox's activity.  The others hold and release the
+ * sandbox themselves, except the port settings, which are records only and
+ * never wake it.  Records are box-exec.h's. */
 
-typedef struct {
-  char       **argv;          /* required, non-empty */
-  GHashTable  *env;           /* char* -> char*, may be NULL */
-  char        *cwd;           /* NULL: the user's home */
-  char        *user;          /* NULL: "box" */
-  gboolean     tty;
-  guint        cols;          /* the TTY's first size; 0: unset */
-  guint        rows;
-  gboolean     detachable;
-} BoxExecStreamRequest;
-
-void              box_exec_stream_request_free    (BoxExecStreamRequest *request);
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecStreamRequest, box_exec_stream_request_free)
-
-/* (held) exec in a new session ("s-" + 10 chars); the channel's reply is
- * {chan, pid, session}.  Errors concern starting the command (unknown
- * user, executable not found, bad cwd: BOX_ERROR_INVALID). */
+/* (held) exec in a new session ("s-" + 10 chars).  Errors concern
+ * starting the command (unknown user, executable not found, bad cwd:
+ * BOX_ERROR_INVALID). */
 void              box_engine_exec_stream_async    (BoxEngine *self, const char *sandbox_id,
                                                    const BoxExecStreamRequest *request,
                                                    GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
-BoxAgentChannel  *box_engine_exec_stream_finish   (BoxEngine *self, GAsyncResult *result,
+BoxExecSession   *box_engine_exec_stream_finish   (BoxEngine *self, GAsyncResult *result,
                                                    GError **error);
 /* (held) attach to a session from byte @offset of its output (< 0: the
- * oldest kept); the reply is {session, offset, pid, tty, exited}, offset
- * being where the replay really starts.  BOX_ERROR_NOT_FOUND for a session
- * the sandbox does not have. */
+ * oldest kept); box_exec_session_get_offset() is where the replay really
+ * starts.  BOX_ERROR_NOT_FOUND for a session the sandbox does not have. */
 void              box_engine_attach_session_async (BoxEngine *self, const char *sandbox_id,
                                                    const char *session, gint64 offset,
                                                    GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
-BoxAgentChannel  *box_engine_attach_session_finish (BoxEngine *self, GAsyncResult *result,
+BoxExecSession   *box_engine_attach_session_finish (BoxEngine *self, GAsyncResult *result,
                                                     GError **error);
-/* The sessions as the API shows them: JsonNode* {id, cmd, tty, pid,
- * started_at, exited, exit_code?, attached}, oldest first. */
+/* The sessions: BoxSessionInfo*, oldest first. */
 void              box_engine_list_sessions_async  (BoxEngine *self, const char *project,
                                                    const char *id_or_name, GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
@@ -217,7 +216,7 @@ void              box_engine_signal_session_async (BoxEngine *self, const char *
                                                    GAsyncReadyCallback callback, gpointer user_data);
 gboolean          box_engine_signal_session_finish (BoxEngine *self, GAsyncResult *result,
                                                     GError **error);
-/* Every TCP listener: JsonNode* {port, address, pid, session?}. */
+/* Every TCP listener: BoxPortListener*, by port then address. */
 void              box_engine_list_ports_async     (BoxEngine *self, const char *project,
                                                    const char *id_or_name, GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
@@ -230,24 +229,25 @@ void              box_engine_poll_ports_async     (BoxEngine *self, const char *
                                                    GAsyncReadyCallback callback, gpointer user_data);
 GPtrArray        *box_engine_poll_ports_finish    (BoxEngine *self, GAsyncResult *result,
                                                    GError **error);
-/* (held) a TCP connection to 127.0.0.1:@port in the sandbox; bytes as DATA
- * stream 0 (to the port) and 1 (back).  BOX_ERROR_PORT_CLOSED when nothing
- * listens. */
+/* (held) a TCP connection to 127.0.0.1:@port in the sandbox, as a
+ * BoxAgentStream (a GIOStream: closing its output half-closes, its input
+ * ends when the peer shut its side; box_agent_stream_close_after_writes()
+ * when the user left).  BOX_ERROR_PORT_CLOSED when nothing listens. */
 void              box_engine_port_connect_async   (BoxEngine *self, const char *sandbox_id,
                                                    guint port, GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
-BoxAgentChannel  *box_engine_port_connect_finish  (BoxEngine *self, GAsyncResult *result,
+BoxAgentStream   *box_engine_port_connect_finish  (BoxEngine *self, GAsyncResult *result,
                                                    GError **error);
-/* Records only (no wake): the access of @port ("private" or "public"),
- * answered as {port, access, url}; waits for an operation in progress on
- * the sandbox so that its record is not overwritten. */
+/* Records only (no wake): the access of @port ("private" or "public");
+ * waits for an operation in progress on the sandbox so that its record is
+ * not overwritten. */
 void              box_engine_set_port_access_async  (BoxEngine *self, const char *project,
                                                      const char *id_or_name, guint port,
                                                      const char *access, GCancellable *cancellable,
                                                      GAsyncReadyCallback callback, gpointer user_data);
-JsonNode         *box_engine_set_port_access_finish (BoxEngine *self, GAsyncResult *result,
+BoxPortSetting   *box_engine_set_port_access_finish (BoxEngine *self, GAsyncResult *result,
                                                      GError **error);
-/* The ports whose access was set: JsonNode* {port, access, url}, by port. */
+/* The ports whose access was set: BoxPortSetting*, by port. */
 GPtrArray        *box_engine_list_port_settings   (BoxEngine *self, const char *project,
                                                    const char *id_or_name, GError **error);
 /* https://<port>--<name>--<project>.<sandbox_domain> ("" without a domain) */
@@ -255,28 +255,34 @@ char             *box_engine_port_url             (BoxEngine *self, const BoxSan
                                                    guint port);
 
 /* ---- files (box-engine-files.c) ----
- * The fs-* operations of the guest agent (doc/AGENT-PROTOCOL.md "Files");
- * @args are the operation's fields (path, user ...), not consumed. */
+ * Typed file operations (box-agent-files.h).  Errors: the engine's (404 no
+ * such sandbox, 503 not wakeable) and the agent's, as BOX_ERROR
+ * (not_found, permission_denied, invalid, already_exists, conflict). */
 
-/* hold, one request, release: the agent's reply members (a new
- * reference).  Errors: the engine's (404 no such sandbox, 503 not
- * wakeable) and the agent's, mapped to BOX_ERROR (not_found,
- * permission_denied, invalid, already_exists, conflict). */
+/* hold, one request (STAT, MKDIR, RENAME, DELETE), release: TRUE with the
+ * Stat in @info (NULL for DELETE). */
 void              box_engine_fs_call_async        (BoxEngine *self, const char *project,
-                                                   const char *id_or_name, const char *op,
-                                                   JsonObject *args, GCancellable *cancellable,
-                                                   GAsyncReadyCallback callback, gpointer user_data);
-JsonObject       *box_engine_fs_call_finish       (BoxEngine *self, GAsyncResult *result,
-                                                   GError **error);
-/* (held: the caller holds @sandbox_id with box_engine_hold_async() and
- * releases it once the channel is over) an operation that opens a channel
- * (fs-read, fs-write, fs-list, fs-tar-get, fs-tar-put, fs-watch); its
- * reply is box_agent_channel_get_reply(). */
-void              box_engine_fs_open_async        (BoxEngine *self, const char *sandbox_id,
-                                                   const char *op, JsonObject *args,
+                                                   const char *id_or_name,
+                                                   const BoxFileRequest *request,
                                                    GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
-BoxAgentChannel  *box_engine_fs_open_finish       (BoxEngine *self, GAsyncResult *result,
+gboolean          box_engine_fs_call_finish       (BoxEngine *self, GAsyncResult *result,
+                                                   BoxFileInfo **info, GError **error);
+/* (held: the caller holds @sandbox_id with box_engine_hold_async() and
+ * releases it once the transfer is over) a download or upload (READ,
+ * LIST, TAR_GET, WRITE, TAR_PUT), see box-file-transfer.h. */
+void              box_engine_fs_open_async        (BoxEngine *self, const char *sandbox_id,
+                                                   const BoxFileRequest *request,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxFileTransfer  *box_engine_fs_open_finish       (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* (held, likewise) a watch (WATCH), see box-file-watch.h. */
+void              box_engine_fs_watch_async       (BoxEngine *self, const char *sandbox_id,
+                                                   const BoxFileRequest *request,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxFileWatch     *box_engine_fs_watch_finish      (BoxEngine *self, GAsyncResult *result,
                                                    GError **error);
 
 G_END_DECLS

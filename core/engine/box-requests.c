@@ -642,38 +642,3 @@ box_exec_request_from_json (JsonNode *body, GError **error)
   }
   return g_steal_pointer (&req);
 }
-
-BoxExecRequest *
-box_exec_request_copy (const BoxExecRequest *request)
-{
-  BoxExecRequest *copy = g_new0 (BoxExecRequest, 1);
-
-  copy->argv = g_strdupv (request->argv);
-  if (request->env != NULL) {
-    GHashTableIter iter;
-    gpointer key, value;
-
-    copy->env = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-    g_hash_table_iter_init (&iter, request->env);
-    while (g_hash_table_iter_next (&iter, &key, &value))
-      g_hash_table_insert (copy->env, g_strdup (key), g_strdup (value));
-  }
-  copy->cwd = g_strdup (request->cwd);
-  copy->user = g_strdup (request->user);
-  copy->stdin_data = request->stdin_data != NULL ? g_bytes_ref (request->stdin_data) : NULL;
-  copy->timeout_s = request->timeout_s;
-  return copy;
-}
-
-void
-box_exec_request_free (BoxExecRequest *request)
-{
-  if (request == NULL)
-    return;
-  g_strfreev (request->argv);
-  g_clear_pointer (&request->env, g_hash_table_unref);
-  g_free (request->cwd);
-  g_free (request->user);
-  g_clear_pointer (&request->stdin_data, g_bytes_unref);
-  g_free (request);
-}

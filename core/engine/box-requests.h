@@ -14,7 +14,7 @@
  */
 #pragma once
 
-#include "box-agent-client.h"
+#include "box-exec.h"
 #include "box-records.h"
 
 G_BEGIN_DECLS
@@ -44,9 +44,5 @@ gboolean          box_key_create_from_json      (JsonNode *body, char **name,
 /* POST /exec/run: {cmd, stdin?, cwd?, env?, user?, timeout_s?}; timeout_s
  * 1..3600 (default 60), stdin base64, cwd absolute, env names checked. */
 BoxExecRequest   *box_exec_request_from_json    (JsonNode *body, GError **error);
-BoxExecRequest   *box_exec_request_copy         (const BoxExecRequest *request);
-void              box_exec_request_free         (BoxExecRequest *request);
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecRequest, box_exec_request_free)
 
 G_END_DECLS

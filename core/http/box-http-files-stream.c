@@ -1,42 +1,41 @@
 /* box-http-files-stream.c: the file routes that stream (see
- * box-http-files.h).
+ * box-http-files.h), on the engine's BoxFileTransfer.
  *
- * Downloads (GET fs/file, fs/tar, fs/list).  The agent's DATA is appended
- * to a chunked answer as it arrives (the body keeps nothing once written:
- * accumulate off), and its bytes are credited back to the agent only when
- * libsoup wrote the chunk ("wrote-chunk"): a client that reads slowly
- * pauses the reader in the sandbox, and boxd holds at most one channel
- * window (1 MiB) per download.  The agent sends EOF only when the whole
- * output was read; a channel that ends without it (a read error midway,
- * the sandbox going away) aborts the connection, so the client sees a
- * truncated chunked body, never a short file taken for complete.
+ * Downloads (GET fs/file, fs/tar, fs/list).  The transfer's output is
+ * appended to a chunked answer as it arrives (the body keeps nothing once
+ * written: accumulate off), and it is reported consumed to the transfer
+ * (which credits the agent) only when libsoup wrote the chunk
+ * ("wrote-chunk"): a client that reads slowly pauses the reader in the
+ * sandbox, and boxd holds at most one channel window (1 MiB) per download.
+ * The output is complete only with the transfer's ::eof; a transfer that
+ * closes without it (a read error midway, the sandbox going away) aborts
+ * the connection, so the client sees a truncated body, never a short file
+ * taken for complete.
  *
  * Uploads (PUT fs/file, fs/tar).  The route's early stage (headers read)
- * pauses the message, holds the sandbox and opens the agent's channel, so
- * a refusal (no such sandbox, a missing parent, permission) answers before
+ * pauses the message, holds the sandbox and opens the transfer, so a
+ * refusal (no such sandbox, a missing parent, permission) answers before
  * any of the body is read (and with "Expect: 100-continue", before the
- * client sends it).  Then the body goes to the agent as it arrives
- * ("got-chunk", nothing accumulated), in DATA frames of up to 32 KiB; while
+ * client sends it).  Then the body goes to the transfer as it arrives
+ * ("got-chunk", nothing accumulated), in writes of up to 32 KiB; while
  * more than UPLOAD_HIGH bytes are on their way to the agent (waiting for
  * its credit), the message is paused, which stops libsoup reading the
  * socket, and it resumes below UPLOAD_LOW.  So an upload costs boxd about
- * UPLOAD_HIGH + 40 KiB whatever its size.  At the end of the body: EOF,
- * and the answer follows the agent's done (or error) event.
+ * UPLOAD_HIGH + 40 KiB whatever its size.  At the end of the body the
+ * input ends, and the answer follows the transfer's ::done (or ::failed).
  */
 #include "config.h"
 
 #include <string.h>
 
-#include "box-agent-private.h"
 #include "box-http-files.h"
 #include "box-insandbox.h"
 
 #define UPLOAD_PIECE   (32 * 1024)
 #define UPLOAD_HIGH    (512 * 1024)
 #define UPLOAD_LOW     (128 * 1024)
-#define LIST_LINE_MAX  (1024 * 1024)
-/* downloads: the agent's DATA frames (small ones for a tar of small files)
- * are gathered into chunks of up to this much, flushed when the reader has
+/* downloads: the transfer's output (small pieces for a tar of small files)
+ * is gathered into chunks of up to this much, flushed when the reader has
  * taken what was there */
 #define BATCH_MAX      (128 * 1024)
 
@@ -45,12 +44,11 @@
 typedef struct {
   gint              ref_count;
   BoxHttpRequest   *req;
-  char             *op;
-  JsonObject       *args;
+  BoxFileRequest   *request;
   char             *content_type;
   gboolean          list;
   char             *sandbox_id;    /* held while set */
-  BoxAgentChannel  *channel;
+  BoxFileTransfer  *transfer;
   GQueue            credits;       /* per chunk appended: bytes to credit once written */
   GByteArray       *batch;         /* output not yet appended to the answer */
   gsize             batch_credit;  /* what the batch credits once written */
@@ -59,8 +57,7 @@ typedef struct {
   gboolean          over;
   gulong            msg_ids[3];
   gulong            interrupt_id;
-  GString          *line;          /* list: a partial line */
-  guint             n_entries;
+  guint             n_entries;     /* list: written so far */
 } Download;
 
 static Download *
@@ -76,15 +73,12 @@ download_unref (Download *d)
   if (--d->ref_count > 0)
     return;
   g_assert (d->sandbox_id == NULL);
-  g_clear_object (&d->channel);
+  g_clear_object (&d->transfer);
   g_clear_pointer (&d->req, box_http_request_unref);
-  g_free (d->op);
-  g_clear_pointer (&d->args, json_object_unref);
+  g_clear_pointer (&d->request, box_file_request_free);
   g_free (d->content_type);
   g_queue_clear (&d->credits);
   g_byte_array_unref (d->batch);
-  if (d->line != NULL)
-    g_string_free (d->line, TRUE);
   g_free (d);
 }
 
@@ -105,9 +99,9 @@ download_over (Download *d)
     g_source_destroy (d->flush_source);
     g_clear_pointer (&d->flush_source, g_source_unref);
   }
-  if (d->channel != NULL) {
-    g_signal_handlers_disconnect_by_data (d->channel, d);
-    box_agent_channel_close (d->channel);
+  if (d->transfer != NULL) {
+    g_signal_handlers_disconnect_by_data (d->transfer, d);
+    box_file_transfer_close (d->transfer);
   }
   g_clear_signal_handler (&d->interrupt_id, d->req->engine);
   if (d->sandbox_id != NULL) {
@@ -191,7 +185,7 @@ download_append (Download *d, GBytes *bytes, gsize credit)
 
   if (len == 0) {
     if (credit > 0)
-      box_agent_channel_consumed (d->channel, credit);
+      box_file_transfer_consumed (d->transfer, credit);
     return;
   }
   g_byte_array_append (d->batch, p, (guint) len);
@@ -212,8 +206,8 @@ on_wrote_chunk (SoupServerMessage *msg, gpointer user_data)
   Download *d = user_data;
   gsize credit = GPOINTER_TO_SIZE (g_queue_pop_head (&d->credits));
 
-  if (credit > 0 && d->channel != NULL)
-    box_agent_channel_consumed (d->channel, credit);
+  if (credit > 0 && d->transfer != NULL)
+    box_file_transfer_consumed (d->transfer, credit);
 }
 
 static void
@@ -222,87 +216,40 @@ on_msg_over (SoupServerMessage *msg, gpointer user_data)
   download_over (user_data);
 }
 
-/* fs-list lines (one Stat per line) -> ",{Stat}" */
-static gboolean
-list_lines (Download *d, GString *out, GError **error)
+static void
+on_data (BoxFileTransfer *transfer, GBytes *bytes, gpointer user_data)
 {
-  char *nl;
+  download_append (user_data, bytes, g_bytes_get_size (bytes));
+}
 
-  while ((nl = memchr (d->line->str, '\n', d->line->len)) != NULL) {
-    gsize len = (gsize) (nl - d->line->str);
-    g_autoptr(JsonParser) parser = json_parser_new ();
-    g_autoptr(JsonNode) stat = NULL;
-    g_autofree char *text = NULL;
-    /* the agent (as of this writing) puts the array's separating comma
-     * before each line but the first of a batch: tolerated */
-    gsize skip = len > 0 && d->line->str[0] == ',' ? 1 : 0;
-    JsonNode *root;
+/* list: entries -> ",{Stat}" ... */
+static void
+on_entries (BoxFileTransfer *transfer, GPtrArray *infos, guint64 size, gpointer user_data)
+{
+  Download *d = user_data;
+  GString *out = g_string_new (NULL);
+  g_autoptr(GBytes) chunk = NULL;
 
-    if (!json_parser_load_from_data (parser, d->line->str + skip, (gssize) (len - skip), error))
-      return FALSE;
-    root = json_parser_get_root (parser);
-    stat = box_http_files_stat_node (root != NULL && JSON_NODE_HOLDS_OBJECT (root) ?
-                                     json_node_get_object (root) : NULL, error);
-    if (stat == NULL)
-      return FALSE;
-    text = json_to_string (stat, FALSE);
+  for (guint i = 0; i < infos->len; i++) {
+    g_autoptr(JsonNode) node = box_http_files_info_node (g_ptr_array_index (infos, i));
+    g_autofree char *text = json_to_string (node, FALSE);
+
     if (d->n_entries++ > 0)
       g_string_append_c (out, ',');
     g_string_append (out, text);
-    g_string_erase (d->line, 0, (gssize) len + 1);
   }
-  if (d->line->len > LIST_LINE_MAX) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL, "an fs-list line is too long");
-    return FALSE;
-  }
-  return TRUE;
+  chunk = g_string_free_to_bytes (out);
+  download_append (d, chunk, (gsize) size);
 }
 
 static void
-on_data (BoxAgentChannel *channel, guint stream, GBytes *bytes, gpointer user_data)
-{
-  Download *d = user_data;
-  g_autoptr(GString) out = NULL;
-  g_autoptr(GError) error = NULL;
-  gsize len = g_bytes_get_size (bytes);
-
-  if (stream != 1) {
-    box_agent_channel_consumed (channel, len);
-    return;
-  }
-  if (!d->list) {
-    download_append (d, bytes, len);
-    return;
-  }
-  g_string_append_len (d->line, g_bytes_get_data (bytes, NULL), (gssize) len);
-  out = g_string_new (NULL);
-  if (!list_lines (d, out, &error)) {
-    download_abort (d, error->message);
-    return;
-  }
-  {
-    gsize out_len = out->len;
-    g_autoptr(GBytes) chunk = g_bytes_new_take (g_string_free (g_steal_pointer (&out), FALSE), out_len);
-
-    download_append (d, chunk, len);
-  }
-}
-
-static void
-on_eof (BoxAgentChannel *channel, guint stream, gpointer user_data)
+on_eof (BoxFileTransfer *transfer, gpointer user_data)
 {
   Download *d = user_data;
 
-  if (stream != 1 || d->eof)
-    return;
   if (d->list) {
-    g_autoptr(GBytes) tail = NULL;
+    g_autoptr(GBytes) tail = g_bytes_new_static ("]}", 2);
 
-    if (d->line->len > 0) {
-      download_abort (d, "the last fs-list line has no end");
-      return;
-    }
-    tail = g_bytes_new_static ("]}", 2);
     download_append (d, tail, 0);
   }
   d->eof = TRUE;
@@ -312,19 +259,18 @@ on_eof (BoxAgentChannel *channel, guint stream, gpointer user_data)
 }
 
 static void
-on_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
+on_failed (BoxFileTransfer *transfer, GError *error, gpointer user_data)
 {
   Download *d = user_data;
 
-  if (g_strcmp0 (json_object_get_string_member_with_default (msg, "event", ""), "error") == 0) {
-    g_autoptr(GError) error = box_agent_error_from_reply (msg);
-
-    g_debug ("%s in sandbox %s: %s", d->op, d->sandbox_id, error->message);
-  }
+  g_debug ("%s of %s in sandbox %s: %s", g_uri_get_path (soup_server_message_get_uri (d->req->msg)),
+           d->request->path, d->sandbox_id, error->message);
+  if (!d->eof)
+    download_abort (d, error->message);
 }
 
 static void
-on_closed (BoxAgentChannel *channel, gpointer user_data)
+on_closed (BoxFileTransfer *transfer, gpointer user_data)
 {
   Download *d = user_data;
 
@@ -344,7 +290,7 @@ on_download_interrupted (BoxEngine *engine, const char *sandbox_id, const char *
   if (g_strcmp0 (sandbox_id, d->sandbox_id) != 0)
     return;
   message = g_strdup_printf ("the sandbox went away (%s)", why);
-  if (d->channel == NULL) {
+  if (d->transfer == NULL) {
     /* still opening: a plain error answer */
     box_http_reply_error_literal (d->req->msg, BOX_ERROR_SANDBOX_UNAVAILABLE, message);
     box_http_request_resume (d->req);
@@ -361,17 +307,17 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   SoupServerMessage *msg = d->req->msg;
   SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
-  gint64 length = -1;
+  gint64 length;
 
-  d->channel = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
+  d->transfer = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
   if (d->over) {
     /* answered meanwhile (the sandbox went away) */
-    if (d->channel != NULL)
-      box_agent_channel_close (d->channel);
+    if (d->transfer != NULL)
+      box_file_transfer_close (d->transfer);
     return;
   }
-  if (d->channel == NULL || d->req->finished) {
-    if (d->channel == NULL)
+  if (d->transfer == NULL || d->req->finished) {
+    if (d->transfer == NULL)
       box_http_reply_error (msg, error);
     box_http_request_resume (d->req);
     download_over (d);
@@ -384,29 +330,28 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   soup_message_headers_set_content_type (headers, d->content_type, NULL);
   if (soup_server_message_get_method (msg) == SOUP_METHOD_HEAD) {
     /* the answer has no body: nothing to read */
-    g_signal_handlers_disconnect_by_data (d->channel, d);
-    box_agent_channel_close (d->channel);
+    box_file_transfer_close (d->transfer);
     box_http_request_resume (d->req);
     return;
   }
-  /* a file of a known length (fs-read's reply says): Content-Length, so
-   * that every client tells a cut transfer from a whole one (a connection
+  /* a file of a known length (the agent says): Content-Length, so that
+   * every client tells a cut transfer from a whole one (a connection
    * closed between two chunks reads as the end to some, libsoup's among
    * them); else chunked */
-  if (box_agent_channel_get_reply (d->channel) != NULL &&
-      box_agent_json_get_int (box_agent_channel_get_reply (d->channel), "length", &length) && length >= 0)
+  length = box_file_transfer_get_length (d->transfer);
+  if (length >= 0)
     soup_message_headers_set_content_length (headers, length);
   else
     soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
   soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
-  g_signal_connect (d->channel, "data", G_CALLBACK (on_data), d);
-  g_signal_connect (d->channel, "eof", G_CALLBACK (on_eof), d);
-  g_signal_connect (d->channel, "ctrl", G_CALLBACK (on_ctrl), d);
-  g_signal_connect (d->channel, "closed", G_CALLBACK (on_closed), d);
+  g_signal_connect (d->transfer, "data", G_CALLBACK (on_data), d);
+  g_signal_connect (d->transfer, "entries", G_CALLBACK (on_entries), d);
+  g_signal_connect (d->transfer, "eof", G_CALLBACK (on_eof), d);
+  g_signal_connect (d->transfer, "failed", G_CALLBACK (on_failed), d);
+  g_signal_connect (d->transfer, "closed", G_CALLBACK (on_closed), d);
   if (d->list) {
     g_autoptr(GBytes) head = g_bytes_new_static ("{\"entries\":[", 12);
 
-    d->line = g_string_new (NULL);
     download_append (d, head, 0);
   }
   box_http_request_resume (d->req);
@@ -428,22 +373,21 @@ download_held (GObject *source, GAsyncResult *result, gpointer user_data)
   d->sandbox_id = g_strdup (sandbox->id);
   d->interrupt_id = g_signal_connect (d->req->engine, "sandbox-interrupted",
                                       G_CALLBACK (on_download_interrupted), d);
-  box_engine_fs_open_async (d->req->engine, d->sandbox_id, d->op, d->args, NULL, download_opened,
+  box_engine_fs_open_async (d->req->engine, d->sandbox_id, d->request, NULL, download_opened,
                             download_ref (d));
 }
 
 void
-box_http_files_download (BoxHttpRequest *req, const char *op, JsonObject *args,
-                         const char *content_type, gboolean list)
+box_http_files_download (BoxHttpRequest *req, const BoxFileRequest *request,
+                         const char *content_type)
 {
   Download *d = g_new0 (Download, 1);
 
   d->ref_count = 1;   /* the stream's, until download_over() */
   d->req = box_http_request_pause (req);
-  d->op = g_strdup (op);
-  d->args = json_object_ref (args);
+  d->request = box_file_request_copy (request);
   d->content_type = g_strdup (content_type);
-  d->list = list;
+  d->list = request->op == BOX_FILE_OP_LIST;
   g_queue_init (&d->credits);
   d->batch = g_byte_array_sized_new (BATCH_MAX);
   box_engine_hold_async (req->engine, box_http_request_project (req),
@@ -457,11 +401,10 @@ typedef struct {
   BoxHttpRequest   *req;            /* early: msg borrowed by req; we hold our own ref */
   SoupServerMessage *msg;
   BoxEngine        *engine;
-  char             *op;
-  JsonObject       *args;
+  BoxFileRequest   *request;
   gboolean          stat_reply;
   char             *sandbox_id;     /* held while set */
-  BoxAgentChannel  *channel;
+  BoxFileTransfer  *transfer;
   GByteArray       *piece;          /* body bytes not yet handed to the channel */
   gsize             in_flight;      /* handed to the channel, not yet within credit */
   gboolean          paused;         /* we paused the message */
@@ -470,7 +413,8 @@ typedef struct {
   gboolean          waiting;        /* the handler stage paused the request for the outcome */
   gboolean          over;
   GError           *error;          /* the outcome: an error ... */
-  JsonObject       *done;           /* ... or the done event */
+  gboolean          done;           /* ... or done, */
+  BoxFileInfo      *info;           /* with the file's Stat (WRITE) */
   gulong            msg_ids[4];
   gulong            interrupt_id;
 } Upload;
@@ -488,14 +432,13 @@ upload_unref (Upload *u)
   if (--u->ref_count > 0)
     return;
   g_assert (u->sandbox_id == NULL);
-  g_clear_object (&u->channel);
+  g_clear_object (&u->transfer);
   g_clear_pointer (&u->req, box_http_request_unref);
   g_clear_object (&u->msg);
-  g_free (u->op);
-  g_clear_pointer (&u->args, json_object_unref);
+  g_clear_pointer (&u->request, box_file_request_free);
   g_byte_array_unref (u->piece);
   g_clear_error (&u->error);
-  g_clear_pointer (&u->done, json_object_unref);
+  g_clear_pointer (&u->info, box_file_info_free);
   g_free (u);
 }
 
@@ -520,10 +463,10 @@ upload_over (Upload *u)
   u->over = TRUE;
   for (guint i = 0; i < G_N_ELEMENTS (u->msg_ids); i++)
     g_clear_signal_handler (&u->msg_ids[i], u->msg);
-  if (u->channel != NULL) {
-    g_signal_handlers_disconnect_by_data (u->channel, u);
-    /* before the done event this abandons the write: nothing changes */
-    box_agent_channel_close (u->channel);
+  if (u->transfer != NULL) {
+    g_signal_handlers_disconnect_by_data (u->transfer, u);
+    /* before done this abandons the write: nothing changes */
+    box_file_transfer_close (u->transfer);
   }
   g_clear_signal_handler (&u->interrupt_id, u->engine);
   if (u->sandbox_id != NULL) {
@@ -545,20 +488,11 @@ upload_answer (Upload *u)
     return;
   if (u->error != NULL) {
     box_http_reply_error (u->msg, u->error);
-  } else if (u->done != NULL && u->waiting) {
-    if (!u->stat_reply) {
+  } else if (u->done && u->waiting) {
+    if (u->stat_reply && u->info != NULL)
+      box_http_reply_json (u->msg, SOUP_STATUS_OK, box_http_files_info_node (u->info));
+    else
       box_http_reply_empty (u->msg, SOUP_STATUS_NO_CONTENT);
-    } else {
-      JsonNode *stat = json_object_get_member (u->done, "stat");
-      g_autoptr(GError) error = NULL;
-      JsonNode *node = box_http_files_stat_node (stat != NULL && JSON_NODE_HOLDS_OBJECT (stat) ?
-                                                 json_node_get_object (stat) : NULL, &error);
-
-      if (node != NULL)
-        box_http_reply_json (u->msg, SOUP_STATUS_OK, node);
-      else
-        box_http_reply_error (u->msg, error);
-    }
   } else {
     return;
   }
@@ -574,7 +508,7 @@ upload_answer (Upload *u)
 static void
 upload_fail (Upload *u, GError *error)
 {
-  if (u->error == NULL && u->done == NULL)
+  if (u->error == NULL && !u->done)
     u->error = error;
   else
     g_error_free (error);
@@ -593,8 +527,8 @@ upload_written (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(Upload) u = w->u;
   g_autoptr(GError) error = NULL;
 
-  /* a failed write is explained by the channel's error event or close */
-  box_agent_channel_write_finish (BOX_AGENT_CHANNEL (source), result, &error);
+  /* a failed write is explained by the transfer's ::failed */
+  box_file_transfer_write_finish (BOX_FILE_TRANSFER (source), result, &error);
   u->in_flight -= w->len;
   g_free (w);
   if (u->in_flight <= UPLOAD_LOW)
@@ -607,7 +541,7 @@ upload_flush (Upload *u)
   g_autoptr(GBytes) bytes = NULL;
   UploadWrite *w;
 
-  if (u->piece->len == 0 || u->channel == NULL || box_agent_channel_is_closed (u->channel))
+  if (u->piece->len == 0 || u->transfer == NULL || box_file_transfer_is_closed (u->transfer))
     return;
   w = g_new0 (UploadWrite, 1);
   w->u = upload_ref (u);
@@ -615,7 +549,7 @@ upload_flush (Upload *u)
   bytes = g_byte_array_free_to_bytes (g_steal_pointer (&u->piece));
   u->piece = g_byte_array_sized_new (UPLOAD_PIECE);
   u->in_flight += w->len;
-  box_agent_channel_write_async (u->channel, 0, bytes, NULL, upload_written, w);
+  box_file_transfer_write_async (u->transfer, bytes, NULL, upload_written, w);
 }
 
 static void
@@ -625,7 +559,7 @@ on_got_chunk (SoupServerMessage *msg, GBytes *chunk, gpointer user_data)
   gsize len = 0;
   const guint8 *p = g_bytes_get_data (chunk, &len);
 
-  if (u->error != NULL || u->channel == NULL)
+  if (u->error != NULL || u->transfer == NULL)
     return;   /* dropped: the answer is an error */
   g_byte_array_append (u->piece, p, (guint) len);
   if (u->piece->len >= UPLOAD_PIECE)
@@ -643,37 +577,35 @@ on_got_body (SoupServerMessage *msg, gpointer user_data)
   Upload *u = user_data;
 
   u->got_body = TRUE;
-  if (u->error != NULL || u->channel == NULL)
+  if (u->error != NULL || u->transfer == NULL)
     return;
   upload_flush (u);
-  box_agent_channel_send_eof (u->channel, 0);
+  box_file_transfer_end_input (u->transfer);
 }
 
 static void
-on_upload_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
+on_upload_done (BoxFileTransfer *transfer, BoxFileInfo *info, gpointer user_data)
 {
   Upload *u = user_data;
-  const char *event = json_object_get_string_member_with_default (msg, "event", "");
 
-  if (g_str_equal (event, "done")) {
-    if (u->error == NULL && u->done == NULL)
-      u->done = json_object_ref (msg);
-    upload_answer (u);
-  } else if (g_str_equal (event, "error")) {
-    upload_fail (u, box_agent_error_from_reply (msg));
+  if (u->error == NULL && !u->done) {
+    u->done = TRUE;
+    u->info = info != NULL ? box_file_info_copy (info) : NULL;
   }
+  upload_answer (u);
 }
 
 static void
-on_upload_closed (BoxAgentChannel *channel, gpointer user_data)
+on_upload_failed (BoxFileTransfer *transfer, GError *error, gpointer user_data)
 {
-  Upload *u = user_data;
+  upload_fail (user_data, g_error_copy (error));
+}
 
-  if (u->done == NULL && u->error == NULL)
-    upload_fail (u, g_error_new_literal (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
-                                         "the sandbox's agent ended the transfer without a result"));
+static void
+on_upload_closed (BoxFileTransfer *transfer, gpointer user_data)
+{
   /* nothing more goes to the agent; the body is read and dropped */
-  upload_unpause (u);
+  upload_unpause (user_data);
 }
 
 static void
@@ -688,19 +620,20 @@ upload_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(Upload) u = user_data;
   GError *error = NULL;
 
-  u->channel = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
+  u->transfer = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
   if (u->over || u->error != NULL) {
     g_clear_error (&error);
-    if (u->channel != NULL)
-      box_agent_channel_close (u->channel);
+    if (u->transfer != NULL)
+      box_file_transfer_close (u->transfer);
     return;
   }
-  if (u->channel == NULL) {
+  if (u->transfer == NULL) {
     upload_fail (u, error);
     return;
   }
-  g_signal_connect (u->channel, "ctrl", G_CALLBACK (on_upload_ctrl), u);
-  g_signal_connect (u->channel, "closed", G_CALLBACK (on_upload_closed), u);
+  g_signal_connect (u->transfer, "done", G_CALLBACK (on_upload_done), u);
+  g_signal_connect (u->transfer, "failed", G_CALLBACK (on_upload_failed), u);
+  g_signal_connect (u->transfer, "closed", G_CALLBACK (on_upload_closed), u);
   /* now the body may come */
   upload_unpause (u);
 }
@@ -711,13 +644,13 @@ on_upload_interrupted (BoxEngine *engine, const char *sandbox_id, const char *wh
 {
   Upload *u = user_data;
 
-  if (g_strcmp0 (sandbox_id, u->sandbox_id) != 0 || u->done != NULL)
+  if (g_strcmp0 (sandbox_id, u->sandbox_id) != 0 || u->done)
     return;
   upload_fail (u, g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
                                "the sandbox went away (%s) during the transfer", why));
-  if (u->channel != NULL) {
-    g_signal_handlers_disconnect_by_data (u->channel, u);
-    box_agent_channel_close (u->channel);
+  if (u->transfer != NULL) {
+    g_signal_handlers_disconnect_by_data (u->transfer, u);
+    box_file_transfer_close (u->transfer);
   }
   /* the rest of the body is read and dropped */
   upload_unpause (u);
@@ -741,13 +674,12 @@ upload_held (GObject *source, GAsyncResult *result, gpointer user_data)
   u->sandbox_id = g_strdup (sandbox->id);
   u->interrupt_id = g_signal_connect (u->engine, "sandbox-interrupted",
                                       G_CALLBACK (on_upload_interrupted), u);
-  box_engine_fs_open_async (u->engine, u->sandbox_id, u->op, u->args, NULL, upload_opened,
+  box_engine_fs_open_async (u->engine, u->sandbox_id, u->request, NULL, upload_opened,
                             upload_ref (u));
 }
 
 void
-box_http_files_upload_start (BoxHttpRequest *req, const char *op, JsonObject *args,
-                             gboolean stat_reply)
+box_http_files_upload_start (BoxHttpRequest *req, const BoxFileRequest *request)
 {
   Upload *u = g_new0 (Upload, 1);
   SoupServerMessage *msg = req->msg;
@@ -756,9 +688,8 @@ box_http_files_upload_start (BoxHttpRequest *req, const char *op, JsonObject *ar
   u->req = box_http_request_ref (req);
   u->msg = g_object_ref (msg);
   u->engine = req->engine;
-  u->op = g_strdup (op);
-  u->args = json_object_ref (args);
-  u->stat_reply = stat_reply;
+  u->request = box_file_request_copy (request);
+  u->stat_reply = request->op == BOX_FILE_OP_WRITE;
   u->piece = g_byte_array_sized_new (UPLOAD_PIECE);
   /* the handler stage finds it here (a reference of its own) */
   box_http_request_keep (req, upload_ref (u), (GDestroyNotify) upload_unref);

@@ -38,9 +38,9 @@ box_http_files_query_path (BoxHttpRequest *req, const char *name, const char **o
   return TRUE;
 }
 
-/* An octal permission string (1 to 4 digits, at most 07777) as "0NNN". */
+/* An octal permission string (1 to 4 digits, at most 07777). */
 static gboolean
-parse_mode (const char *name, const char *value, char **out, GError **error)
+parse_mode (const char *name, const char *value, gint *out, GError **error)
 {
   guint mode = 0;
   gsize len = strlen (value);
@@ -62,21 +62,20 @@ parse_mode (const char *name, const char *value, char **out, GError **error)
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s %s is beyond 07777", name, value);
     return FALSE;
   }
-  *out = g_strdup_printf ("%04o", mode);
+  *out = (gint) mode;
   return TRUE;
 }
 
-JsonObject *
-box_http_files_args_new (BoxHttpRequest *req, const char *path)
+BoxFileRequest *
+box_http_files_request_new (BoxHttpRequest *req, BoxFileOp op, const char *path)
 {
-  JsonObject *args = json_object_new ();
-  const char *user = box_http_request_query (req, "user");
+  BoxFileRequest *request = g_new0 (BoxFileRequest, 1);
 
-  if (path != NULL)
-    json_object_set_string_member (args, "path", path);
-  if (user != NULL)
-    json_object_set_string_member (args, "user", user);
-  return args;
+  request->op = op;
+  request->path = g_strdup (path);
+  request->user = g_strdup (box_http_request_query (req, "user"));
+  request->mode = -1;
+  return request;
 }
 
 static gboolean
@@ -93,97 +92,51 @@ check_user (BoxHttpRequest *req, GError **error)
 
 /* ---- Stat ----------------------------------------------------------------- */
 
-static gboolean
-copy_string (JsonObject *from, JsonObject *to, const char *name, gboolean required,
-             GError **error)
-{
-  JsonNode *node = json_object_get_member (from, name);
-
-  if (node == NULL && !required)
-    return TRUE;
-  if (node == NULL || !box_json_is_string (node)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "the agent's Stat has no string %s", name);
-    return FALSE;
-  }
-  json_object_set_string_member (to, name, json_node_get_string (node));
-  return TRUE;
-}
-
 JsonNode *
-box_http_files_stat_node (JsonObject *stat, GError **error)
+box_http_files_info_node (const BoxFileInfo *info)
 {
   g_autoptr(JsonObject) out = json_object_new ();
-  JsonNode *size = stat != NULL ? json_object_get_member (stat, "size") : NULL;
   JsonNode *node;
 
-  if (stat == NULL) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL, "the agent sent no Stat");
-    return NULL;
-  }
-  if (!copy_string (stat, out, "path", TRUE, error) ||
-      !copy_string (stat, out, "name", TRUE, error) ||
-      !copy_string (stat, out, "type", TRUE, error))
-    return NULL;
-  if (size == NULL || !JSON_NODE_HOLDS_VALUE (size) ||
-      json_node_get_value_type (size) != G_TYPE_INT64) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL, "the agent's Stat has no size");
-    return NULL;
-  }
-  json_object_set_int_member (out, "size", json_node_get_int (size));
-  if (!copy_string (stat, out, "mode", TRUE, error) ||
-      !copy_string (stat, out, "mtime", TRUE, error) ||
-      !copy_string (stat, out, "target", FALSE, error))
-    return NULL;
+  json_object_set_string_member (out, "path", info->path);
+  json_object_set_string_member (out, "name", info->name);
+  json_object_set_string_member (out, "type", info->type);
+  json_object_set_int_member (out, "size", info->size);
+  json_object_set_string_member (out, "mode", info->mode);
+  json_object_set_string_member (out, "mtime", info->mtime);
+  if (info->target != NULL)
+    json_object_set_string_member (out, "target", info->target);
   node = json_node_new (JSON_NODE_OBJECT);
   json_node_set_object (node, out);
   return node;
 }
 
-static JsonObject *
-member_object (JsonObject *obj, const char *name)
-{
-  JsonNode *node = obj != NULL ? json_object_get_member (obj, name) : NULL;
-
-  return node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
-}
-
 /* ---- one-shot operations ------------------------------------------------ */
-
-typedef enum {
-  REPLY_STAT,       /* {stat} -> Stat */
-  REPLY_EMPTY,      /* 204 */
-} ReplyKind;
 
 static void
 fs_call_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(BoxHttpRequest) req = user_data;
-  ReplyKind kind = GPOINTER_TO_INT (req->kept);
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonObject) reply = box_engine_fs_call_finish (BOX_ENGINE (source), result, &error);
-  JsonNode *node;
+  g_autoptr(BoxFileInfo) info = NULL;
 
-  if (reply == NULL) {
+  if (!box_engine_fs_call_finish (BOX_ENGINE (source), result, &info, &error))
     box_http_reply_error (req->msg, error);
-  } else if (kind == REPLY_EMPTY) {
+  else if (info == NULL)
     box_http_reply_empty (req->msg, SOUP_STATUS_NO_CONTENT);
-  } else if ((node = box_http_files_stat_node (member_object (reply, "stat"), &error)) == NULL) {
-    box_http_reply_error (req->msg, error);
-  } else {
-    box_http_reply_json (req->msg, SOUP_STATUS_OK, node);
-  }
+  else
+    box_http_reply_json (req->msg, SOUP_STATUS_OK, box_http_files_info_node (info));
   box_http_request_resume (req);
 }
 
-/* Runs @op with @args (taken) and answers as @kind says. */
+/* Runs @request (taken) and answers with its Stat, or 204 without one. */
 static void
-fs_call (BoxHttpRequest *req, const char *op, JsonObject *args, ReplyKind kind)
+fs_call (BoxHttpRequest *req, BoxFileRequest *request)
 {
-  g_autoptr(JsonObject) owned = args;
+  g_autoptr(BoxFileRequest) owned = request;
 
-  box_http_request_keep (req, GINT_TO_POINTER (kind), NULL);
   box_engine_fs_call_async (req->engine, box_http_request_project (req),
-                            box_http_request_param (req, 0), op, owned, NULL, fs_call_cb,
+                            box_http_request_param (req, 0), owned, NULL, fs_call_cb,
                             box_http_request_pause (req));
 }
 
@@ -210,7 +163,7 @@ box_http_fs_stat (BoxHttpRequest *req)
 
   if (!path_query (req, allowed, &path))
     return;
-  fs_call (req, "fs-stat", box_http_files_args_new (req, path), REPLY_STAT);
+  fs_call (req, box_http_files_request_new (req, BOX_FILE_OP_STAT, path));
 }
 
 void
@@ -218,7 +171,7 @@ box_http_fs_file_delete (BoxHttpRequest *req)
 {
   static const char *const allowed[] = { "path", "user", "recursive", NULL };
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonObject) args = NULL;
+  BoxFileRequest *request;
   const char *path = NULL;
   gboolean recursive = FALSE;
 
@@ -228,9 +181,9 @@ box_http_fs_file_delete (BoxHttpRequest *req)
     box_http_reply_error (req->msg, error);
     return;
   }
-  args = box_http_files_args_new (req, path);
-  json_object_set_boolean_member (args, "recursive", recursive);
-  fs_call (req, "fs-delete", g_steal_pointer (&args), REPLY_EMPTY);
+  request = box_http_files_request_new (req, BOX_FILE_OP_DELETE, path);
+  request->recursive = recursive;
+  fs_call (req, request);
 }
 
 /* The JSON body of mkdir and rename, with only @allowed members. */
@@ -265,10 +218,10 @@ box_http_fs_mkdir (BoxHttpRequest *req)
   static const char *const fields[] = { "path", "parents", "mode", NULL };
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonObject) body = NULL;
-  g_autoptr(JsonObject) args = NULL;
+  BoxFileRequest *request;
   g_autofree char *path = NULL;
   g_autofree char *mode_str = NULL;
-  g_autofree char *mode = NULL;
+  gint mode = -1;
   gboolean parents = FALSE;
 
   if (!box_http_request_check_query (req, query, NULL, &error) || !check_user (req, &error) ||
@@ -280,11 +233,10 @@ box_http_fs_mkdir (BoxHttpRequest *req)
     box_http_reply_error (req->msg, error);
     return;
   }
-  args = box_http_files_args_new (req, path);
-  json_object_set_boolean_member (args, "parents", parents);
-  if (mode != NULL)
-    json_object_set_string_member (args, "mode", mode);
-  fs_call (req, "fs-mkdir", g_steal_pointer (&args), REPLY_STAT);
+  request = box_http_files_request_new (req, BOX_FILE_OP_MKDIR, path);
+  request->parents = parents;
+  request->mode = mode;
+  fs_call (req, request);
 }
 
 void
@@ -294,7 +246,7 @@ box_http_fs_rename (BoxHttpRequest *req)
   static const char *const fields[] = { "from", "to", NULL };
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonObject) body = NULL;
-  g_autoptr(JsonObject) args = NULL;
+  BoxFileRequest *request;
   g_autofree char *from = NULL;
   g_autofree char *to = NULL;
 
@@ -305,44 +257,44 @@ box_http_fs_rename (BoxHttpRequest *req)
     box_http_reply_error (req->msg, error);
     return;
   }
-  args = box_http_files_args_new (req, NULL);
-  json_object_set_string_member (args, "from", from);
-  json_object_set_string_member (args, "to", to);
-  fs_call (req, "fs-rename", g_steal_pointer (&args), REPLY_STAT);
+  request = box_http_files_request_new (req, BOX_FILE_OP_RENAME, NULL);
+  request->from = g_steal_pointer (&from);
+  request->to = g_steal_pointer (&to);
+  fs_call (req, request);
 }
 
 /* ---- streams ------------------------------------------------------------ */
 
-/* GET fs/file, fs/list, fs/tar: the agent's output of @op streamed. */
+/* GET fs/file, fs/list, fs/tar: the output of @op streamed. */
 static void
-download (BoxHttpRequest *req, const char *op, const char *content_type, gboolean list)
+download (BoxHttpRequest *req, BoxFileOp op, const char *content_type)
 {
   static const char *const allowed[] = { "path", "user", NULL };
   const char *path = NULL;
-  g_autoptr(JsonObject) args = NULL;
+  g_autoptr(BoxFileRequest) request = NULL;
 
   if (!path_query (req, allowed, &path))
     return;
-  args = box_http_files_args_new (req, path);
-  box_http_files_download (req, op, args, content_type, list);
+  request = box_http_files_request_new (req, op, path);
+  box_http_files_download (req, request, content_type);
 }
 
 void
 box_http_fs_file_get (BoxHttpRequest *req)
 {
-  download (req, "fs-read", "application/octet-stream", FALSE);
+  download (req, BOX_FILE_OP_READ, "application/octet-stream");
 }
 
 void
 box_http_fs_list (BoxHttpRequest *req)
 {
-  download (req, "fs-list", "application/json", TRUE);
+  download (req, BOX_FILE_OP_LIST, "application/json");
 }
 
 void
 box_http_fs_tar_get (BoxHttpRequest *req)
 {
-  download (req, "fs-tar-get", "application/x-tar", FALSE);
+  download (req, BOX_FILE_OP_TAR_GET, "application/x-tar");
 }
 
 /* Early stage of PUT fs/file: the query is checked before any byte of the
@@ -352,8 +304,8 @@ box_http_fs_file_put_start (BoxHttpRequest *req)
 {
   static const char *const allowed[] = { "path", "user", "mode", "mkdir", NULL };
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonObject) args = NULL;
-  g_autofree char *mode = NULL;
+  g_autoptr(BoxFileRequest) request = NULL;
+  gint mode = -1;
   const char *mode_str = box_http_request_query (req, "mode");
   const char *path = NULL;
   gboolean mkdir = FALSE;
@@ -365,11 +317,10 @@ box_http_fs_file_put_start (BoxHttpRequest *req)
     box_http_reply_error (req->msg, error);
     return;
   }
-  args = box_http_files_args_new (req, path);
-  json_object_set_boolean_member (args, "mkdir", mkdir);
-  if (mode != NULL)
-    json_object_set_string_member (args, "mode", mode);
-  box_http_files_upload_start (req, "fs-write", args, TRUE);
+  request = box_http_files_request_new (req, BOX_FILE_OP_WRITE, path);
+  request->mkdir = mkdir;
+  request->mode = mode;
+  box_http_files_upload_start (req, request);
 }
 
 void
@@ -383,7 +334,7 @@ box_http_fs_tar_put_start (BoxHttpRequest *req)
 {
   static const char *const allowed[] = { "path", "user", NULL };
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonObject) args = NULL;
+  g_autoptr(BoxFileRequest) request = NULL;
   const char *path = NULL;
 
   if (!box_http_request_check_query (req, allowed, NULL, &error) || !check_user (req, &error) ||
@@ -391,8 +342,8 @@ box_http_fs_tar_put_start (BoxHttpRequest *req)
     box_http_reply_error (req->msg, error);
     return;
   }
-  args = box_http_files_args_new (req, path);
-  box_http_files_upload_start (req, "fs-tar-put", args, FALSE);
+  request = box_http_files_request_new (req, BOX_FILE_OP_TAR_PUT, path);
+  box_http_files_upload_start (req, request);
 }
 
 void

@@ -15,21 +15,21 @@ G_BEGIN_DECLS
 /* A required absolute path from the query. */
 gboolean    box_http_files_query_path  (BoxHttpRequest *req, const char *name, const char **out,
                                         GError **error);
-/* {path, user?} from the query, for an agent request */
-JsonObject *box_http_files_args_new    (BoxHttpRequest *req, const char *path);
-/* The agent's Stat, checked and with only the API's members. */
-JsonNode   *box_http_files_stat_node   (JsonObject *stat, GError **error);
+/* A request of @op on @path (may be NULL), with user from the query. */
+BoxFileRequest *box_http_files_request_new (BoxHttpRequest *req, BoxFileOp op, const char *path);
+/* A Stat as the API shows it. */
+JsonNode   *box_http_files_info_node   (const BoxFileInfo *info);
 
 /* Streams (box-http-files-stream.c). */
-/* GET: @op's channel output becomes the answer (200, @content_type,
- * chunked), credit returned as libsoup writes it; @list: the output is
- * fs-list lines, answered as {entries: [Stat]}. */
-void        box_http_files_download    (BoxHttpRequest *req, const char *op, JsonObject *args,
-                                        const char *content_type, gboolean list);
-/* The early stage of an upload: opens @op's channel and feeds it the body
- * as it arrives; @stat_reply: answer the done event's Stat (200), else 204. */
-void        box_http_files_upload_start (BoxHttpRequest *req, const char *op, JsonObject *args,
-                                         gboolean stat_reply);
+/* GET: the output of @request (READ, TAR_GET, LIST) becomes the answer
+ * (200, @content_type, chunked or with the file's length), credit returned
+ * as libsoup writes it; LIST is answered as {entries: [Stat]}. */
+void        box_http_files_download    (BoxHttpRequest *req, const BoxFileRequest *request,
+                                        const char *content_type);
+/* The early stage of an upload (WRITE, TAR_PUT): opens the transfer and
+ * feeds it the body as it arrives; the answer is the written file's Stat
+ * (WRITE: 200), else 204. */
+void        box_http_files_upload_start (BoxHttpRequest *req, const BoxFileRequest *request);
 /* The handler stage of an upload (the body was read): answer now or when
  * the agent finished. */
 void        box_http_files_upload_finish (BoxHttpRequest *req);

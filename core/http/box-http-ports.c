@@ -45,6 +45,57 @@ port_param (BoxHttpRequest *req, guint index, guint *port, GError **error)
 
 /* ---- GET .../ports ----------------------------------------------------- */
 
+/* {port, address, pid, session?} */
+static JsonNode *
+listener_to_json (const BoxPortListener *listener)
+{
+  g_autoptr(JsonBuilder) builder = json_builder_new ();
+
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "port");
+  json_builder_add_int_value (builder, listener->port);
+  json_builder_set_member_name (builder, "address");
+  json_builder_add_string_value (builder, listener->address);
+  json_builder_set_member_name (builder, "pid");
+  json_builder_add_int_value (builder, listener->pid);
+  if (listener->session != NULL) {
+    json_builder_set_member_name (builder, "session");
+    json_builder_add_string_value (builder, listener->session);
+  }
+  json_builder_end_object (builder);
+  return json_builder_get_root (builder);
+}
+
+/* {port, access, url} */
+static JsonNode *
+setting_to_json (const BoxPortSetting *setting)
+{
+  g_autoptr(JsonBuilder) builder = json_builder_new ();
+
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "port");
+  json_builder_add_int_value (builder, setting->port);
+  json_builder_set_member_name (builder, "access");
+  json_builder_add_string_value (builder, setting->access);
+  json_builder_set_member_name (builder, "url");
+  json_builder_add_string_value (builder, setting->url);
+  json_builder_end_object (builder);
+  return json_builder_get_root (builder);
+}
+
+typedef JsonNode *(*ToJsonFunc) (gconstpointer record);
+
+/* {<member>: [records as JSON]} */
+static void
+reply_records (BoxHttpRequest *req, const char *member, GPtrArray *records, ToJsonFunc to_json)
+{
+  g_autoptr(GPtrArray) nodes = box_http_node_array_new ();
+
+  for (guint i = 0; i < records->len; i++)
+    g_ptr_array_add (nodes, to_json (g_ptr_array_index (records, i)));
+  box_http_reply_list (req->msg, member, nodes);
+}
+
 static void
 ports_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -55,7 +106,7 @@ ports_listed (GObject *source, GAsyncResult *result, gpointer user_data)
   if (ports == NULL)
     box_http_reply_error (req->msg, error);
   else
-    box_http_reply_list (req->msg, "ports", ports);
+    reply_records (req, "ports", ports, (ToJsonFunc) listener_to_json);
   box_http_request_resume (req);
 }
 
@@ -72,7 +123,7 @@ box_http_port_list (BoxHttpRequest *req)
 typedef struct {
   BoxHttpRequest *req;
   char           *sandbox_id;
-  GHashTable     *known;          /* "port address" -> JsonNode* listener */
+  GHashTable     *known;          /* "port address" -> BoxPortListener* */
   GCancellable   *cancellable;    /* the poll in flight */
   guint           poll_id;
   guint           keepalive_id;
@@ -124,22 +175,19 @@ watch_end (PortWatch *watch)
 }
 
 static void
-watch_event (PortWatch *watch, const char *type, JsonNode *listener)
+watch_event (PortWatch *watch, const char *type, const BoxPortListener *listener)
 {
-  g_autofree char *data = json_to_string (listener, FALSE);
+  g_autoptr(JsonNode) node = listener_to_json (listener);
+  g_autofree char *data = json_to_string (node, FALSE);
   g_autofree char *text = g_strdup_printf ("event: %s\ndata: %s\n\n", type, data);
 
   watch_write (watch, text);
 }
 
 static char *
-listener_key (JsonNode *node)
+listener_key (const BoxPortListener *listener)
 {
-  JsonObject *obj = json_node_get_object (node);
-  JsonNode *address = json_object_get_member (obj, "address");
-
-  return g_strdup_printf ("%" G_GINT64_FORMAT " %s", json_object_get_int_member_with_default (obj, "port", 0),
-                          address != NULL && JSON_NODE_HOLDS_VALUE (address) ? json_node_get_string (address) : "");
+  return g_strdup_printf ("%u %s", listener->port, listener->address != NULL ? listener->address : "");
 }
 
 static gboolean watch_poll (gpointer user_data);
@@ -162,11 +210,11 @@ watch_polled (GObject *source, GAsyncResult *result, gpointer user_data)
     watch_end (watch);
     return;
   }
-  now = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) json_node_unref);
+  now = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) box_port_listener_free);
   for (guint i = 0; i < ports->len; i++) {
-    JsonNode *node = g_ptr_array_index (ports, i);
+    BoxPortListener *listener = g_ptr_array_index (ports, i);
 
-    g_hash_table_replace (now, listener_key (node), json_node_ref (node));
+    g_hash_table_replace (now, listener_key (listener), box_port_listener_copy (listener));
   }
   /* closed first, then opened, each in port order as the agent lists them */
   g_hash_table_iter_init (&iter, watch->known);
@@ -175,11 +223,11 @@ watch_polled (GObject *source, GAsyncResult *result, gpointer user_data)
       watch_event (watch, "closed", value);
   }
   for (guint i = 0; i < ports->len; i++) {
-    JsonNode *node = g_ptr_array_index (ports, i);
-    g_autofree char *k = listener_key (node);
+    BoxPortListener *listener = g_ptr_array_index (ports, i);
+    g_autofree char *k = listener_key (listener);
 
     if (!g_hash_table_contains (watch->known, k))
-      watch_event (watch, "opened", node);
+      watch_event (watch, "opened", listener);
   }
   g_hash_table_unref (watch->known);
   watch->known = g_steal_pointer (&now);
@@ -264,7 +312,7 @@ watch_held (GObject *source, GAsyncResult *result, gpointer user_data)
   watch = g_new0 (PortWatch, 1);
   watch->req = box_http_request_ref (req);
   watch->sandbox_id = g_strdup (sandbox->id);
-  watch->known = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) json_node_unref);
+  watch->known = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) box_port_listener_free);
   watch->interrupt_id = g_signal_connect (req->engine, "sandbox-interrupted",
                                           G_CALLBACK (watch_interrupted), watch);
   watch->finished_id = g_signal_connect (req->msg, "finished", G_CALLBACK (watch_finished), watch);
@@ -285,13 +333,250 @@ box_http_port_watch (BoxHttpRequest *req)
 
 /* ---- GET .../ports/{port}/connect -------------------------------------- */
 
+/* The bridge between the socket and the connection's byte stream.  From the
+ * sandbox: read while less than CONNECT_WINDOW bytes wait to be written to
+ * the client (the stream credits the agent as it is read, so a slow client
+ * slows the peer in the sandbox); to it: binary frames are written as the
+ * stream takes them, the socket not read while more than STDIN_HIGH wait.
+ * A text frame {"type": "eof"} half-closes (the stream's output is closed
+ * after what came before); the peer's end of file closes the socket with
+ * 1000, after what came before. */
+
+#define CONNECT_WINDOW (1024 * 1024)
+#define CONNECT_READ   (64 * 1024)
+#define STDIN_HIGH     (256 * 1024)
+
+typedef struct {
+  BoxHttpWs      *ws;
+  BoxAgentStream *stream;
+  GCancellable   *cancellable;    /* the read in flight */
+  gboolean        reading;
+  gboolean        input_done;     /* the stream's input ended */
+  gsize           unwritten;      /* sent to the socket, not yet written */
+  GQueue          pending;        /* GBytes for the stream */
+  gsize           pending_off;    /* of the head, written already */
+  gsize           pending_bytes;
+  GSource        *out_source;     /* waiting for the stream to take more */
+  gboolean        eof_requested;  /* the client's half-close */
+  gboolean        input_paused;
+  gboolean        ws_closed;
+  gboolean        let_go;         /* the stream was closed or abandoned */
+  gboolean        closing;        /* in our own box_http_ws_close() */
+} Connect;
+
+static void connect_read (Connect *c);
+static void connect_pump (Connect *c);
+
+static void
+connect_maybe_free (Connect *c)
+{
+  if (!c->ws_closed || !c->let_go || c->reading || c->out_source != NULL || c->closing)
+    return;
+  g_signal_handlers_disconnect_by_data (c->ws, c);
+  g_clear_object (&c->ws);
+  g_clear_object (&c->stream);
+  g_clear_object (&c->cancellable);
+  g_queue_clear_full (&c->pending, (GDestroyNotify) g_bytes_unref);
+  g_free (c);
+}
+
+static void
+connect_close_ws (Connect *c)
+{
+  c->closing = TRUE;
+  box_http_ws_close (c->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+  c->closing = FALSE;
+}
+
+/* The client left and what it sent went to the stream: let the stream go
+ * (what it still queues goes out, then EOF, then the channel closes). */
+static void
+connect_let_go (Connect *c)
+{
+  if (c->let_go || c->pending_bytes > 0)
+    return;
+  c->let_go = TRUE;
+  box_agent_stream_close_after_writes (c->stream);
+}
+
+static void
+connect_read_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Connect *c = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) bytes = g_input_stream_read_bytes_finish (G_INPUT_STREAM (source), result, &error);
+  gsize len = 0;
+  const guint8 *data;
+
+  c->reading = FALSE;
+  if (c->ws_closed) {
+    connect_maybe_free (c);
+    return;
+  }
+  if (bytes == NULL || g_bytes_get_size (bytes) == 0) {
+    /* the peer in the sandbox shut its side (or the connection ended): a
+     * WebSocket cannot half-close, so the socket ends here, after what came
+     * before */
+    if (bytes == NULL)
+      g_debug ("port connect: %s", error->message);
+    c->input_done = TRUE;
+    connect_close_ws (c);
+    connect_maybe_free (c);
+    return;
+  }
+  data = g_bytes_get_data (bytes, &len);
+  c->unwritten += len;
+  box_http_ws_send_binary (c->ws, -1, data, len, len);
+  connect_read (c);
+}
+
+static void
+connect_read (Connect *c)
+{
+  if (c->reading || c->input_done || c->ws_closed || c->unwritten >= CONNECT_WINDOW)
+    return;
+  c->reading = TRUE;
+  g_input_stream_read_bytes_async (g_io_stream_get_input_stream (G_IO_STREAM (c->stream)),
+                                   CONNECT_READ, G_PRIORITY_DEFAULT, c->cancellable,
+                                   connect_read_done, c);
+}
+
+static void
+on_connect_written (BoxHttpWs *ws, guint64 credit, gpointer user_data)
+{
+  Connect *c = user_data;
+
+  c->unwritten -= MIN (c->unwritten, (gsize) credit);
+  connect_read (c);
+}
+
+static gboolean
+connect_writable (GObject *stream, gpointer user_data)
+{
+  Connect *c = user_data;
+
+  g_clear_pointer (&c->out_source, g_source_unref);
+  connect_pump (c);
+  connect_maybe_free (c);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+update_connect_input (Connect *c)
+{
+  gboolean pause = c->pending_bytes >= STDIN_HIGH;
+
+  if (pause != c->input_paused && !c->ws_closed) {
+    c->input_paused = pause;
+    box_http_ws_set_input_paused (c->ws, pause);
+  }
+}
+
+/* What the client sent, to the stream as it takes it. */
+static void
+connect_pump (Connect *c)
+{
+  GPollableOutputStream *out = G_POLLABLE_OUTPUT_STREAM (g_io_stream_get_output_stream (G_IO_STREAM (c->stream)));
+  GBytes *head;
+
+  while (c->out_source == NULL && (head = g_queue_peek_head (&c->pending)) != NULL) {
+    g_autoptr(GError) error = NULL;
+    gsize len = 0;
+    const guint8 *data = g_bytes_get_data (head, &len);
+    gssize n = g_pollable_output_stream_write_nonblocking (out, data + c->pending_off,
+                                                           len - c->pending_off, NULL, &error);
+
+    if (n < 0 && g_error_matches (error, G_IO_ERROR, G_IO_ERROR_WOULD_BLOCK)) {
+      c->out_source = g_pollable_output_stream_create_source (out, NULL);
+      g_source_set_callback (c->out_source, (GSourceFunc) (GCallback) connect_writable, c, NULL);
+      g_source_attach (c->out_source, NULL);
+      break;
+    }
+    if (n < 0) {
+      /* the connection is over: what is left goes nowhere */
+      g_debug ("port connect: %s", error->message);
+      g_queue_clear_full (&c->pending, (GDestroyNotify) g_bytes_unref);
+      c->pending_off = 0;
+      c->pending_bytes = 0;
+      break;
+    }
+    c->pending_off += (gsize) n;
+    c->pending_bytes -= (gsize) n;
+    if (c->pending_off == len) {
+      g_bytes_unref (g_queue_pop_head (&c->pending));
+      c->pending_off = 0;
+    }
+  }
+  update_connect_input (c);
+  if (c->pending_bytes == 0 && c->eof_requested && !c->let_go)
+    /* the client's half-close, after what it sent before */
+    g_output_stream_close (G_OUTPUT_STREAM (out), NULL, NULL);
+  if (c->ws_closed)
+    connect_let_go (c);
+}
+
+static void
+on_connect_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
+{
+  Connect *c = user_data;
+
+  if (type == SOUP_WEBSOCKET_DATA_TEXT) {
+    g_autoptr(JsonNode) node = NULL;
+    gsize len = 0;
+    const char *text = g_bytes_get_data (message, &len);
+    JsonNode *kind;
+
+    /* {"type": "eof"}: a raw stream has no other control frame */
+    node = box_json_parse_body (text, len, FALSE, NULL);
+    kind = node != NULL && JSON_NODE_HOLDS_OBJECT (node) ?
+           box_json_member (json_node_get_object (node), "type") : NULL;
+    if (kind != NULL && box_json_is_string (kind) && g_strcmp0 (json_node_get_string (kind), "eof") == 0)
+      c->eof_requested = TRUE;
+  } else if (g_bytes_get_size (message) > 0 && !c->eof_requested) {
+    g_queue_push_tail (&c->pending, g_bytes_ref (message));
+    c->pending_bytes += g_bytes_get_size (message);
+  }
+  connect_pump (c);
+}
+
+static void
+on_connect_closed (BoxHttpWs *ws, gpointer user_data)
+{
+  Connect *c = user_data;
+
+  c->ws_closed = TRUE;
+  g_cancellable_cancel (c->cancellable);
+  /* what the client sent last goes first, then EOF, then close */
+  connect_let_go (c);
+  connect_maybe_free (c);
+}
+
+static void
+bridge_connect (BoxHttpWs *ws, BoxAgentStream *stream, BoxEngine *engine, const char *sandbox_id)
+{
+  Connect *c = g_new0 (Connect, 1);
+
+  c->ws = g_object_ref (ws);
+  c->stream = g_object_ref (stream);
+  c->cancellable = g_cancellable_new ();
+  g_queue_init (&c->pending);
+  g_signal_connect (ws, "message", G_CALLBACK (on_connect_message), c);
+  g_signal_connect (ws, "written", G_CALLBACK (on_connect_written), c);
+  g_signal_connect (ws, "closed", G_CALLBACK (on_connect_closed), c);
+  box_http_ws_end_on_interrupt (ws, engine, sandbox_id);
+  if (!box_http_ws_is_open (ws))
+    on_connect_closed (ws, c);
+  else
+    connect_read (c);
+}
+
 typedef struct {
   guint  port;
   char  *sandbox_id;
-} Connect;
+} ConnectRequest;
 
 static void
-connect_free (Connect *connect)
+connect_request_free (ConnectRequest *connect)
 {
   g_free (connect->sandbox_id);
   g_free (connect);
@@ -301,27 +586,27 @@ static void
 connect_opened (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(BoxHttpRequest) req = user_data;
-  Connect *connect = req->kept;
+  ConnectRequest *connect = req->kept;
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxAgentChannel) channel = NULL;
+  g_autoptr(BoxAgentStream) stream = NULL;
   g_autoptr(BoxHttpWs) ws = NULL;
 
-  channel = box_engine_port_connect_finish (req->engine, result, &error);
-  if (channel == NULL) {
+  /* the hold is the stream's now (released already on an error) */
+  stream = box_engine_port_connect_finish (req->engine, result, &error);
+  if (stream == NULL) {
     /* 502 port_closed when nothing listens: before the upgrade */
-    box_engine_release (req->engine, connect->sandbox_id);
     box_http_reply_error (req->msg, error);
     box_http_request_resume (req);
     return;
   }
   ws = box_http_ws_new (req);
-  box_http_ws_bridge (ws, channel, req->engine, connect->sandbox_id, FALSE);
+  bridge_connect (ws, stream, req->engine, connect->sandbox_id);
 }
 
 static void
 connect_open (BoxHttpRequest *req, const char *sandbox_id)
 {
-  Connect *connect = req->kept;
+  ConnectRequest *connect = req->kept;
 
   connect->sandbox_id = g_strdup (sandbox_id);
   box_engine_port_connect_async (req->engine, sandbox_id, connect->port, NULL, connect_opened, req);
@@ -331,16 +616,16 @@ void
 box_http_port_connect (BoxHttpRequest *req)
 {
   g_autoptr(GError) error = NULL;
-  Connect *connect;
+  ConnectRequest *connect;
   guint port = 0;
 
   if (!box_http_ws_check_upgrade (req, &error) || !port_param (req, 1, &port, &error)) {
     box_http_reply_error (req->msg, error);
     return;
   }
-  connect = g_new0 (Connect, 1);
+  connect = g_new0 (ConnectRequest, 1);
   connect->port = port;
-  box_http_request_keep (req, connect, (GDestroyNotify) connect_free);
+  box_http_request_keep (req, connect, (GDestroyNotify) connect_request_free);
   box_http_ws_hold (req, connect_open);
 }
 
@@ -351,12 +636,12 @@ port_access_set (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(BoxHttpRequest) req = user_data;
   g_autoptr(GError) error = NULL;
-  JsonNode *node = box_engine_set_port_access_finish (req->engine, result, &error);
+  g_autoptr(BoxPortSetting) setting = box_engine_set_port_access_finish (req->engine, result, &error);
 
-  if (node == NULL)
+  if (setting == NULL)
     box_http_reply_error (req->msg, error);
   else
-    box_http_reply_json (req->msg, SOUP_STATUS_OK, node);
+    box_http_reply_json (req->msg, SOUP_STATUS_OK, setting_to_json (setting));
   box_http_request_resume (req);
 }
 
@@ -408,5 +693,5 @@ box_http_port_settings (BoxHttpRequest *req)
     box_http_reply_error (req->msg, error);
     return;
   }
-  box_http_reply_list (req->msg, "ports", settings);
+  reply_records (req, "ports", settings, (ToJsonFunc) setting_to_json);
 }

@@ -8,10 +8,33 @@
 #include "box-http-util.h"
 #include "box-requests.h"
 
+/* The domains of the caller's project, for the sandboxes' "urls": one
+ * lookup per answer, however many sandboxes it shows.  NULL when the
+ * project has none (or is gone). */
+static GStrv
+project_domains (BoxHttpRequest *req)
+{
+  g_autoptr(BoxProject) project = box_engine_get_project (req->engine,
+                                                          box_http_request_project (req), NULL);
+
+  return project != NULL ? g_steal_pointer (&project->domains) : NULL;
+}
+
+/* A sandbox as the API shows it (with its URLs). */
+static JsonNode *
+sandbox_to_json (BoxHttpRequest *req, const BoxSandbox *sandbox, const char *const *domains)
+{
+  return box_sandbox_to_api_json (sandbox, box_engine_get_config (req->engine)->sandbox_domain,
+                                  domains);
+}
+
 static void
 reply_sandbox (BoxHttpRequest *req, guint status, const BoxSandbox *sandbox)
 {
-  box_http_reply_json (req->msg, status, box_engine_sandbox_to_json (req->engine, sandbox));
+  g_auto(GStrv) domains = project_domains (req);
+
+  box_http_reply_json (req->msg, status,
+                       sandbox_to_json (req, sandbox, (const char *const *) domains));
 }
 
 /* ---- create, list, get ------------------------------------------------- */
@@ -87,6 +110,7 @@ box_http_sandbox_list (BoxHttpRequest *req)
   g_autoptr(GHashTable) labels = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
   g_autoptr(GPtrArray) sandboxes = NULL;
   g_autoptr(GPtrArray) nodes = box_http_node_array_new ();
+  g_auto(GStrv) domains = NULL;
   BoxSandboxState state = BOX_SANDBOX_STATE_RUNNING;
   gboolean has_state = FALSE;
 
@@ -101,9 +125,10 @@ box_http_sandbox_list (BoxHttpRequest *req)
     box_http_reply_error (req->msg, error);
     return;
   }
+  domains = project_domains (req);
   for (guint i = 0; i < sandboxes->len; i++)
-    g_ptr_array_add (nodes, box_engine_sandbox_to_json (req->engine,
-                                                        g_ptr_array_index (sandboxes, i)));
+    g_ptr_array_add (nodes, sandbox_to_json (req, g_ptr_array_index (sandboxes, i),
+                                             (const char *const *) domains));
   box_http_reply_list (req->msg, "sandboxes", nodes);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "box-error.h"
+#include "box-http-keepalive.h"
 #include "box-http-server.h"
 #include "box-http-util.h"
 
@@ -20,11 +21,11 @@ struct _BoxHttpServer {
   BoxEngine  *engine;
   SoupServer *soup;
   GHashTable *streams;      /* stream -> BoxHttpStreamClose */
+  BoxHttpKeepalive *keepalive;
   gboolean    shut_down;
-  gboolean    close_connections;
 };
 
-G_DEFINE_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
+G_DEFINE_FINAL_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
 
 #define A BOX_HTTP_AUTH_ADMIN
 #define K BOX_HTTP_AUTH_KEY
@@ -233,25 +234,6 @@ on_request_chunk (SoupServerMessage *msg, GBytes *chunk, gpointer user_data)
     req->body_too_large = TRUE;
 }
 
-/* libsoup before 3.3 never notices that a client closed an idle
- * keep-alive connection: the socket stays in CLOSE_WAIT until the server
- * is freed (upstream fixed it with the connection rework of 3.3.0), so a
- * long-running boxd would run out of descriptors.  With such a libsoup,
- * every answer closes its connection. */
-static gboolean
-libsoup_leaks_idle_connections (void)
-{
-  return soup_get_major_version () == 3 && soup_get_minor_version () < 3;
-}
-
-static void
-maybe_close_connection (BoxHttpServer *self, SoupServerMessage *msg)
-{
-  if (self->close_connections)
-    soup_message_headers_replace (soup_server_message_get_response_headers (msg),
-                                  "Connection", "close");
-}
-
 /* Routing, authentication and the query, before the body is read. */
 static void
 early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
@@ -268,7 +250,6 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
   GPtrArray *query_params;
   BoxHttpAuth auth;
 
-  maybe_close_connection (self, msg);
   if (segments == NULL) {
     soup_message_body_set_accumulate (body, FALSE);
     box_http_reply_error_literal (msg, BOX_ERROR_INVALID, "malformed escape in the path");
@@ -338,8 +319,6 @@ handler (SoupServer *server, SoupServerMessage *msg, const char *path,
 {
   g_autoptr(BoxHttpRequest) req = g_object_steal_data (G_OBJECT (msg), REQUEST_KEY);
 
-  /* again: a "100 Continue" in between clears the response headers */
-  maybe_close_connection (BOX_HTTP_SERVER (user_data), msg);
   if (req == NULL) {
     /* the early handler always leaves one when it does not answer */
     box_http_reply_error_literal (msg, BOX_ERROR_INTERNAL, "request was not routed");
@@ -375,6 +354,10 @@ box_http_server_new (BoxEngine *engine)
   self = g_object_new (BOX_TYPE_HTTP_SERVER, NULL);
   self->engine = g_object_ref (engine);
   self->soup = soup_server_new ("server-header", "boxd/" PACKAGE_VERSION " ", NULL);
+  /* connections stay open between requests; idle ones are closed there */
+  self->keepalive = box_http_keepalive_new (self->soup,
+                                            box_engine_get_config (engine)->http_idle_timeout_s,
+                                            box_engine_get_config (engine)->http_max_idle);
   soup_server_add_early_handler (self->soup, NULL, early_handler, self, NULL);
   soup_server_add_handler (self->soup, NULL, handler, self, NULL);
   return self;
@@ -462,6 +445,7 @@ box_http_server_shutdown (BoxHttpServer *self)
   if (self->shut_down)
     return;
   self->shut_down = TRUE;
+  g_clear_pointer (&self->keepalive, box_http_keepalive_free);
   /* Each close removes its stream from the table. */
   streams = g_hash_table_get_keys (self->streams);
   for (GList *l = streams; l != NULL; l = l->next) {
@@ -480,6 +464,7 @@ box_http_server_dispose (GObject *object)
 
   if (self->soup != NULL)
     box_http_server_shutdown (self);
+  g_clear_pointer (&self->keepalive, box_http_keepalive_free);
   g_clear_object (&self->soup);
   g_clear_object (&self->engine);
   G_OBJECT_CLASS (box_http_server_parent_class)->dispose (object);
@@ -507,5 +492,4 @@ static void
 box_http_server_init (BoxHttpServer *self)
 {
   self->streams = g_hash_table_new (NULL, NULL);
-  self->close_connections = libsoup_leaks_idle_connections ();
 }

@@ -5,8 +5,8 @@
  *   GET  /v1/sandboxes/{sandbox}/exec/sessions/{session}         WebSocket (attach)
  *   POST /v1/sandboxes/{sandbox}/exec/sessions/{session}/signal  204
  *
- * and the bridge between a WebSocket and an agent channel that the exec
- * socket, attach and the port connect socket share (box_http_ws_bridge()).
+ * and the bridge between a WebSocket and a BoxExecSession that the exec
+ * socket and attach share.
  *
  * Order of a WebSocket route: the upgrade check (400), the query (400), the
  * hold (404 no such sandbox, 503 ...), for attach the agent's attach (404
@@ -14,18 +14,17 @@
  * itself is asked for before the upgrade too, but a command that cannot
  * start is an `error` frame after it (then close 1000), as the spec wants.
  *
- * Flow control (see box-http-ws.h): output from the agent goes to the
- * socket as it comes, and its credit goes back to the agent only once the
- * socket took the bytes (::written), so boxd holds at most one channel
- * window (1 MiB) per stream however slow the client; stdin is written to
- * the channel within the agent's credit, and the socket stops being read
- * while more than STDIN_HIGH bytes wait for it.
+ * Flow control (see box-http-ws.h): output of the session goes to the
+ * socket as it comes, and is acknowledged (box_exec_session_output_done())
+ * only once the socket took the bytes (::written), so boxd holds at most
+ * one channel window (1 MiB) per stream however slow the client; stdin is
+ * written to the session, and the socket stops being read while more than
+ * STDIN_HIGH bytes wait to be taken.
  */
 #include "config.h"
 
 #include <string.h>
 
-#include "box-agent-frame.h"
 #include "box-http-util.h"
 #include "box-http-ws.h"
 #include "box-json-private.h"
@@ -41,51 +40,43 @@ enum {
   TAG_EOF = 4,
 };
 
-/* ---- the bridge -------------------------------------------------------- */
+/* ---- the bridge: a WebSocket over a session ---------------------------- */
 
 typedef struct {
-  BoxEngine       *engine;
-  char            *sandbox_id;
-  gboolean         held;
   BoxHttpWs       *ws;
-  BoxAgentChannel *channel;
-  gboolean         tagged;         /* exec frames; else raw bytes (port connect) */
+  BoxExecSession  *session;
   gboolean         ws_closed;
-  gboolean         channel_closed;
+  gboolean         session_closed;
+  gboolean         closing;        /* in our own box_http_ws_close() */
   gboolean         exited;         /* the exit frame went out */
-  gsize            stdin_pending;  /* written to the channel, not yet taken */
+  gsize            stdin_pending;  /* written to the session, not yet taken */
   gboolean         input_paused;
-  gboolean         eof_sent;
 } Bridge;
-
-static void
-bridge_release (Bridge *b)
-{
-  if (b->held) {
-    b->held = FALSE;
-    box_engine_release (b->engine, b->sandbox_id);
-  }
-}
 
 static void
 bridge_maybe_free (Bridge *b)
 {
-  if (!b->ws_closed || !b->channel_closed || b->stdin_pending > 0)
+  if (!b->ws_closed || !b->session_closed || b->stdin_pending > 0 || b->closing)
     return;
-  bridge_release (b);
   g_signal_handlers_disconnect_by_data (b->ws, b);
-  g_signal_handlers_disconnect_by_data (b->channel, b);
+  g_signal_handlers_disconnect_by_data (b->session, b);
   g_clear_object (&b->ws);
-  g_clear_object (&b->channel);
-  g_object_unref (b->engine);
-  g_free (b->sandbox_id);
+  g_clear_object (&b->session);
   g_free (b);
 }
 
-/* ---- agent to client ---- */
+static void
+bridge_close_ws (Bridge *b, gushort code, const char *reason)
+{
+  b->closing = TRUE;
+  box_http_ws_close (b->ws, code, reason);
+  b->closing = FALSE;
+}
+
+/* ---- sandbox to client ---- */
 
 static void
-on_channel_data (BoxAgentChannel *channel, guint stream, GBytes *bytes, gpointer user_data)
+on_output (BoxExecSession *session, guint stream, GBytes *bytes, gpointer user_data)
 {
   Bridge *b = user_data;
   gsize len = 0;
@@ -93,27 +84,20 @@ on_channel_data (BoxAgentChannel *channel, guint stream, GBytes *bytes, gpointer
 
   if (b->ws_closed || !box_http_ws_is_open (b->ws)) {
     /* nobody to give it to: let the producer go on */
-    box_agent_channel_consumed (channel, len);
+    box_exec_session_output_done (session, len);
     return;
   }
-  /* the credit goes back once the socket took the bytes (::written) */
-  box_http_ws_send_binary (b->ws, b->tagged ? (int) (stream == 2 ? TAG_STDERR : TAG_STDOUT) : -1,
-                           data, len, len);
-  box_engine_touch (b->engine, b->sandbox_id);
+  /* acknowledged once the socket took the bytes (::written) */
+  box_http_ws_send_binary (b->ws, stream == 2 ? TAG_STDERR : TAG_STDOUT, data, len, len);
 }
 
 static void
-on_channel_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
+on_exited (BoxExecSession *session, int code, int sig, gboolean timed_out, gpointer user_data)
 {
   Bridge *b = user_data;
   g_autoptr(JsonBuilder) builder = NULL;
   g_autoptr(JsonNode) node = NULL;
-  gint64 code = -1;
 
-  if (!b->tagged || g_strcmp0 (box_agent_json_get_string (msg, "event"), "exit") != 0)
-    return;
-  if (!box_agent_json_get_int (msg, "code", &code))
-    return;
   b->exited = TRUE;
   builder = json_builder_new ();
   json_builder_begin_object (builder);
@@ -124,33 +108,21 @@ on_channel_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
   json_builder_end_object (builder);
   node = json_builder_get_root (builder);
   box_http_ws_send_json (b->ws, node);
-  box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
-}
-
-/* Raw (port connect): the peer in the sandbox shut its side.  A WebSocket
- * cannot half-close, so the socket ends here, after what came before (the
- * client's half-close is a text frame {"type": "eof"}, handle_control()). */
-static void
-on_channel_eof (BoxAgentChannel *channel, guint stream, gpointer user_data)
-{
-  Bridge *b = user_data;
-
-  if (!b->tagged && stream == 1 && !b->ws_closed)
-    box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+  bridge_close_ws (b, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
 }
 
 static void
-on_channel_closed (BoxAgentChannel *channel, gpointer user_data)
+on_session_closed (BoxExecSession *session, gpointer user_data)
 {
   Bridge *b = user_data;
 
-  b->channel_closed = TRUE;
+  b->session_closed = TRUE;
   if (!b->ws_closed) {
-    if (b->tagged && !b->exited)
-      /* no exit event: the sandbox or its agent went away under the session */
-      box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_SERVER_ERROR, "the session's stream ended");
+    if (!b->exited)
+      /* no exit: the sandbox or its agent went away under the session */
+      bridge_close_ws (b, SOUP_WEBSOCKET_CLOSE_SERVER_ERROR, "the session's stream ended");
     else
-      box_http_ws_close (b->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+      bridge_close_ws (b, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
   }
   bridge_maybe_free (b);
 }
@@ -160,10 +132,10 @@ on_ws_written (BoxHttpWs *ws, guint64 credit, gpointer user_data)
 {
   Bridge *b = user_data;
 
-  box_agent_channel_consumed (b->channel, (gsize) credit);
+  box_exec_session_output_done (b->session, (gsize) credit);
 }
 
-/* ---- client to agent ---- */
+/* ---- client to sandbox ---- */
 
 static void
 update_input (Bridge *b)
@@ -188,14 +160,11 @@ stdin_written (GObject *source, GAsyncResult *result, gpointer user_data)
   Bridge *b = w->bridge;
   g_autoptr(GError) error = NULL;
 
-  if (!box_agent_channel_write_finish (BOX_AGENT_CHANNEL (source), result, &error))
-    g_debug ("stream %s: stdin: %s", b->sandbox_id, error->message);
+  if (!box_exec_session_write_stdin_finish (BOX_EXEC_SESSION (source), result, &error))
+    g_debug ("session %s: stdin: %s", box_exec_session_get_id (b->session), error->message);
   b->stdin_pending -= MIN (b->stdin_pending, w->len);
   g_free (w);
   update_input (b);
-  if (b->ws_closed && !b->channel_closed && b->stdin_pending == 0 && !b->tagged)
-    /* the client left: its last bytes are out, EOF followed them */
-    box_agent_channel_close (b->channel);
   bridge_maybe_free (b);
 }
 
@@ -205,17 +174,39 @@ write_stdin (Bridge *b, const guint8 *data, gsize len)
   g_autoptr(GBytes) bytes = NULL;
   StdinWrite *w;
 
-  if (len == 0 || b->channel_closed || b->eof_sent)
+  if (len == 0)
     return;
   bytes = g_bytes_new (data, len);
   w = g_new0 (StdinWrite, 1);
   w->bridge = b;
   w->len = len;
   b->stdin_pending += len;
-  box_agent_channel_write_async (b->channel, 0, bytes, NULL, stdin_written, w);
+  box_exec_session_write_stdin_async (b->session, bytes, NULL, stdin_written, w);
   update_input (b);
 }
 
+/* A string member of a control frame, or NULL. */
+static const char *
+ctrl_string (JsonObject *obj, const char *name)
+{
+  JsonNode *node = box_json_member (obj, name);
+
+  return node != NULL && box_json_is_string (node) ? json_node_get_string (node) : NULL;
+}
+
+/* An integer member of a control frame, or -1. */
+static gint64
+ctrl_int (JsonObject *obj, const char *name)
+{
+  gboolean present = FALSE;
+  gint64 n = -1;
+
+  if (!box_json_get_int (obj, name, name, &present, &n, NULL) || !present)
+    return -1;
+  return n;
+}
+
+/* {"type": "resize", "cols", "rows"}, {"type": "signal", "signal"} */
 static void
 handle_control (Bridge *b, GBytes *message)
 {
@@ -223,47 +214,26 @@ handle_control (Bridge *b, GBytes *message)
   gsize len = 0;
   const char *text = g_bytes_get_data (message, &len);
   g_autoptr(JsonNode) node = box_json_parse_body (text, len, FALSE, &error);
-  g_autoptr(JsonObject) ctrl = NULL;
   JsonObject *obj;
   const char *type;
 
   if (node == NULL || !JSON_NODE_HOLDS_OBJECT (node)) {
-    g_debug ("stream %s: a control frame that is no JSON object", b->sandbox_id);
+    g_debug ("session: a control frame that is no JSON object");
     return;
   }
   obj = json_node_get_object (node);
-  type = box_agent_json_get_string (obj, "type");
-  if (!b->tagged) {
-    /* connect: {"type": "eof"}, the client's half-close, after what it
-     * sent before; a raw stream has no other control frame */
-    if (g_strcmp0 (type, "eof") == 0 && !b->eof_sent) {
-      b->eof_sent = TRUE;
-      box_agent_channel_send_eof (b->channel, 0);
-    }
-    return;
-  }
-  ctrl = json_object_new ();
+  type = ctrl_string (obj, "type");
   if (g_strcmp0 (type, "resize") == 0) {
-    gint64 cols = 0, rows = 0;
+    gint64 cols = ctrl_int (obj, "cols");
+    gint64 rows = ctrl_int (obj, "rows");
 
-    if (!box_agent_json_get_int (obj, "cols", &cols) || !box_agent_json_get_int (obj, "rows", &rows) ||
-        cols < 1 || cols > 65535 || rows < 1 || rows > 65535)
-      return;
-    json_object_set_string_member (ctrl, "op", "resize");
-    json_object_set_int_member (ctrl, "cols", cols);
-    json_object_set_int_member (ctrl, "rows", rows);
+    if (cols >= 1 && cols <= 65535 && rows >= 1 && rows <= 65535)
+      box_exec_session_resize (b->session, (guint) cols, (guint) rows);
   } else if (g_strcmp0 (type, "signal") == 0) {
-    const char *name = box_agent_json_get_string (obj, "signal");
-
-    if (name == NULL || name[0] == '\0')
-      return;
-    json_object_set_string_member (ctrl, "op", "signal");
-    json_object_set_string_member (ctrl, "signal", name);
+    box_exec_session_send_signal (b->session, ctrl_string (obj, "signal"));
   } else {
-    g_debug ("stream %s: unknown control frame type %s", b->sandbox_id, type);
-    return;
+    g_debug ("session: unknown control frame type %s", type);
   }
-  box_agent_channel_send_ctrl (b->channel, ctrl);
 }
 
 static void
@@ -273,25 +243,13 @@ on_ws_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
   gsize len = 0;
   const guint8 *data = g_bytes_get_data (message, &len);
 
-  if (b->channel_closed)
+  if (b->session_closed)
     return;
-  box_engine_touch (b->engine, b->sandbox_id);
-  if (type == SOUP_WEBSOCKET_DATA_TEXT) {
+  if (type == SOUP_WEBSOCKET_DATA_TEXT)
     handle_control (b, message);
-    return;
-  }
-  if (!b->tagged) {
-    write_stdin (b, data, len);
-    return;
-  }
-  if (len == 1 && data[0] == TAG_EOF) {
-    if (!b->eof_sent) {
-      b->eof_sent = TRUE;
-      box_agent_channel_send_eof (b->channel, 0);
-    }
-    return;
-  }
-  if (len >= 1 && data[0] == TAG_STDIN)
+  else if (len == 1 && data[0] == TAG_EOF)
+    box_exec_session_close_stdin (b->session);
+  else if (len >= 1 && data[0] == TAG_STDIN)
     write_stdin (b, data + 1, len - 1);
 }
 
@@ -301,43 +259,33 @@ on_ws_closed (BoxHttpWs *ws, gpointer user_data)
   Bridge *b = user_data;
 
   b->ws_closed = TRUE;
-  /* the socket no longer holds the sandbox */
-  bridge_release (b);
-  if (!b->channel_closed) {
-    if (b->tagged || b->stdin_pending == 0) {
-      /* exec: SIGHUP unless detachable; attach: detach; connect: close */
-      box_agent_channel_close (b->channel);
-    } else if (!b->eof_sent) {
-      /* connect: what the client sent last goes first, then EOF, then close */
-      b->eof_sent = TRUE;
-      box_agent_channel_send_eof (b->channel, 0);
-    }
+  if (!b->session_closed) {
+    /* exec: SIGHUP unless detachable; attach: detach.  The hold ends. */
+    b->session_closed = TRUE;
+    box_exec_session_close (b->session);
   }
   bridge_maybe_free (b);
 }
 
-void
-box_http_ws_bridge (BoxHttpWs *ws, BoxAgentChannel *channel, BoxEngine *engine,
-                    const char *sandbox_id, gboolean tagged)
+/* A WebSocket over @session until both are over (the exec frames: output
+ * tagged 1/2, stdin 0, EOF 4, resize and signal, exit then 1000, 1011 when
+ * the stream ends without an exit). */
+static void
+bridge_session (BoxHttpWs *ws, BoxExecSession *session, BoxEngine *engine, const char *sandbox_id)
 {
   Bridge *b = g_new0 (Bridge, 1);
 
-  b->engine = g_object_ref (engine);
-  b->sandbox_id = g_strdup (sandbox_id);
-  b->held = TRUE;
   b->ws = g_object_ref (ws);
-  b->channel = g_object_ref (channel);
-  b->tagged = tagged;
-  g_signal_connect (channel, "data", G_CALLBACK (on_channel_data), b);
-  g_signal_connect (channel, "ctrl", G_CALLBACK (on_channel_ctrl), b);
-  g_signal_connect (channel, "eof", G_CALLBACK (on_channel_eof), b);
-  g_signal_connect (channel, "closed", G_CALLBACK (on_channel_closed), b);
+  b->session = g_object_ref (session);
+  g_signal_connect (session, "output", G_CALLBACK (on_output), b);
+  g_signal_connect (session, "exited", G_CALLBACK (on_exited), b);
+  g_signal_connect (session, "closed", G_CALLBACK (on_session_closed), b);
   g_signal_connect (ws, "message", G_CALLBACK (on_ws_message), b);
   g_signal_connect (ws, "written", G_CALLBACK (on_ws_written), b);
   g_signal_connect (ws, "closed", G_CALLBACK (on_ws_closed), b);
   box_http_ws_end_on_interrupt (ws, engine, sandbox_id);
-  if (box_agent_channel_is_closed (channel))
-    on_channel_closed (channel, b);
+  if (box_exec_session_is_closed (session))
+    on_session_closed (session, b);
   else if (!box_http_ws_is_open (ws))
     on_ws_closed (ws, b);
 }
@@ -501,24 +449,21 @@ exec_started (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(BoxHttpRequest) req = user_data;
   Stream *stream = req->kept;
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxAgentChannel) channel = NULL;
+  g_autoptr(BoxExecSession) session = NULL;
   g_autoptr(BoxHttpWs) ws = NULL;
-  JsonObject *reply;
-  gint64 pid = 0;
 
-  channel = box_engine_exec_stream_finish (req->engine, result, &error);
+  /* the hold is the session's now (released already on an error) */
+  session = box_engine_exec_stream_finish (req->engine, result, &error);
   ws = box_http_ws_new (req);
-  if (channel == NULL) {
+  if (session == NULL) {
     /* the command could not start: an error frame instead of started */
-    box_engine_release (req->engine, stream->sandbox_id);
     box_http_ws_send_error (ws, error);
     box_http_ws_close (ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
     return;
   }
-  reply = box_agent_channel_get_reply (channel);
-  box_agent_json_get_int (reply, "pid", &pid);
-  send_first (ws, "started", box_agent_json_get_string (reply, "session"), "pid", pid);
-  box_http_ws_bridge (ws, channel, req->engine, stream->sandbox_id, TRUE);
+  send_first (ws, "started", box_exec_session_get_id (session), "pid",
+              box_exec_session_get_pid (session));
+  bridge_session (ws, session, req->engine, stream->sandbox_id);
 }
 
 static void
@@ -560,23 +505,19 @@ attach_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(BoxHttpRequest) req = user_data;
   Stream *stream = req->kept;
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxAgentChannel) channel = NULL;
+  g_autoptr(BoxExecSession) session = NULL;
   g_autoptr(BoxHttpWs) ws = NULL;
-  JsonObject *reply;
-  gint64 offset = 0;
 
-  channel = box_engine_attach_session_finish (req->engine, result, &error);
-  if (channel == NULL) {
-    box_engine_release (req->engine, stream->sandbox_id);
+  session = box_engine_attach_session_finish (req->engine, result, &error);
+  if (session == NULL) {
     box_http_reply_error (req->msg, error);
     box_http_request_resume (req);
     return;
   }
   ws = box_http_ws_new (req);
-  reply = box_agent_channel_get_reply (channel);
-  box_agent_json_get_int (reply, "offset", &offset);
-  send_first (ws, "attached", box_http_request_param (req, 1), "offset", offset);
-  box_http_ws_bridge (ws, channel, req->engine, stream->sandbox_id, TRUE);
+  send_first (ws, "attached", box_http_request_param (req, 1), "offset",
+              box_exec_session_get_offset (session));
+  bridge_session (ws, session, req->engine, stream->sandbox_id);
 }
 
 static void
@@ -612,17 +553,56 @@ box_http_session_attach (BoxHttpRequest *req)
 
 /* ---- GET .../exec/sessions, POST .../signal ---------------------------- */
 
+/* {id, cmd, tty, pid, started_at, exited, exit_code?, attached} */
+static JsonNode *
+session_to_json (const BoxSessionInfo *info)
+{
+  g_autoptr(JsonBuilder) builder = json_builder_new ();
+  g_autofree char *started_at = box_time_format (info->started_at);
+
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "id");
+  json_builder_add_string_value (builder, info->id);
+  json_builder_set_member_name (builder, "cmd");
+  json_builder_begin_array (builder);
+  for (guint i = 0; info->argv[i] != NULL; i++)
+    json_builder_add_string_value (builder, info->argv[i]);
+  json_builder_end_array (builder);
+  json_builder_set_member_name (builder, "tty");
+  json_builder_add_boolean_value (builder, info->tty);
+  json_builder_set_member_name (builder, "pid");
+  json_builder_add_int_value (builder, info->pid);
+  json_builder_set_member_name (builder, "started_at");
+  json_builder_add_string_value (builder, started_at);
+  json_builder_set_member_name (builder, "exited");
+  json_builder_add_boolean_value (builder, info->exited);
+  if (info->has_exit_code) {
+    json_builder_set_member_name (builder, "exit_code");
+    json_builder_add_int_value (builder, info->exit_code);
+  }
+  json_builder_set_member_name (builder, "attached");
+  json_builder_add_boolean_value (builder, info->attached);
+  json_builder_end_object (builder);
+  return json_builder_get_root (builder);
+}
+
 static void
 sessions_listed (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(BoxHttpRequest) req = user_data;
   g_autoptr(GError) error = NULL;
   g_autoptr(GPtrArray) sessions = box_engine_list_sessions_finish (req->engine, result, &error);
+  g_autoptr(GPtrArray) nodes = NULL;
 
-  if (sessions == NULL)
+  if (sessions == NULL) {
     box_http_reply_error (req->msg, error);
-  else
-    box_http_reply_list (req->msg, "sessions", sessions);
+    box_http_request_resume (req);
+    return;
+  }
+  nodes = box_http_node_array_new ();
+  for (guint i = 0; i < sessions->len; i++)
+    g_ptr_array_add (nodes, session_to_json (g_ptr_array_index (sessions, i)));
+  box_http_reply_list (req->msg, "sessions", nodes);
   box_http_request_resume (req);
 }
 

@@ -191,14 +191,8 @@ void box_http_exec_stream     (BoxHttpRequest *req);
 void box_http_session_list    (BoxHttpRequest *req);
 void box_http_session_attach  (BoxHttpRequest *req);
 void box_http_session_signal  (BoxHttpRequest *req);
-/* A WebSocket over an agent channel until both are over, holding
- * @sandbox_id (released when the socket closes).  @tagged: exec frames
- * (output tagged 1/2, stdin 0, EOF 4, resize and signal, exit then 1000,
- * 1011 when the channel ends without exit); else raw bytes both ways. */
 typedef struct _BoxHttpWs BoxHttpWs;
-void box_http_ws_bridge       (BoxHttpWs *ws, BoxAgentChannel *channel, BoxEngine *engine,
-                               const char *sandbox_id, gboolean tagged);
-/* The first step of a WebSocket route over an agent channel, after its
+/* The first step of a WebSocket route over a sandbox stream, after its
  * checks: pauses @req and holds the sandbox of its path (a refusal, 404
  * or 503 ..., is the plain HTTP answer), then calls @open with the
  * sandbox's id; @open takes over the paused request's reference. */

@@ -1,9 +1,9 @@
 /* box-http-watch.c: GET /v1/sandboxes/{sandbox}/fs/watch?path=&recursive=&user=
  * (spec "Files": Watch), a WebSocket of change frames.
  *
- * The agent's fs-watch channel (inotify in the guest) sends one CTRL event
- * per change; each becomes a text frame {type, path}, type create, write,
- * remove, rename or chmod.  When the kernel's queue overflowed, or the
+ * The engine's BoxFileWatch (inotify in the guest) tells each change;
+ * each becomes a text frame {type, path}, type create, write, remove,
+ * rename or chmod.  When the kernel's queue overflowed, or the
  * client reads so slowly that more than WATCH_UNWRITTEN_MAX bytes of
  * frames wait for it, events are lost: the client then gets one frame
  * {type: "overflow", path: <the watched path>} (once the backlog is
@@ -16,7 +16,6 @@
  */
 #include "config.h"
 
-#include "box-agent-private.h"
 #include "box-http-files.h"
 #include "box-http-ws.h"
 
@@ -26,10 +25,9 @@ typedef struct {
   gint             ref_count;
   BoxHttpRequest  *req;
   BoxEngine       *engine;
-  char            *path;
-  JsonObject      *args;
+  BoxFileRequest  *request;
   char            *sandbox_id;   /* held while set */
-  BoxAgentChannel *channel;
+  BoxFileWatch    *watch;
   BoxHttpWs       *ws;
   gboolean         lost_events;  /* an overflow frame is owed */
   gboolean         path_gone;    /* the watched path was removed or moved */
@@ -49,12 +47,11 @@ watch_unref (Watch *w)
   if (--w->ref_count > 0)
     return;
   g_assert (w->sandbox_id == NULL);
-  g_clear_object (&w->channel);
+  g_clear_object (&w->watch);
   g_clear_object (&w->ws);
   g_clear_pointer (&w->req, box_http_request_unref);
   g_object_unref (w->engine);
-  g_free (w->path);
-  g_clear_pointer (&w->args, json_object_unref);
+  box_file_request_free (w->request);
   g_free (w);
 }
 
@@ -68,9 +65,9 @@ watch_over (Watch *w)
   if (w->over)
     return;
   w->over = TRUE;
-  if (w->channel != NULL) {
-    g_signal_handlers_disconnect_by_data (w->channel, w);
-    box_agent_channel_close (w->channel);
+  if (w->watch != NULL) {
+    g_signal_handlers_disconnect_by_data (w->watch, w);
+    box_file_watch_close (w->watch);
   }
   if (w->ws != NULL) {
     g_signal_handlers_disconnect_by_data (w->ws, w);
@@ -99,47 +96,62 @@ send_frame (Watch *w, const char *type, const char *path)
   box_http_ws_send_json (w->ws, node);
 }
 
-static void
-on_ctrl (BoxAgentChannel *channel, JsonObject *msg, gpointer user_data)
+static const char *
+change_name (BoxFileChange change)
 {
-  Watch *w = user_data;
-  const char *event = json_object_get_string_member_with_default (msg, "event", "");
-  const char *type = json_object_get_string_member_with_default (msg, "type", "");
-  const char *path = json_object_get_string_member_with_default (msg, "path", "");
-
-  if (g_str_equal (event, "overflow")) {
-    w->lost_events = TRUE;
-  } else if (g_str_equal (event, "fs")) {
-    if (!g_str_equal (type, "create") && !g_str_equal (type, "write") &&
-        !g_str_equal (type, "remove") && !g_str_equal (type, "rename") &&
-        !g_str_equal (type, "chmod"))
-      return;
-    if (g_str_equal (path, w->path) && (g_str_equal (type, "remove") || g_str_equal (type, "rename")))
-      w->path_gone = TRUE;
-    if (box_http_ws_get_unwritten (w->ws) > WATCH_UNWRITTEN_MAX) {
-      /* the client does not keep up: drop, and say so later */
-      w->lost_events = TRUE;
-      return;
-    }
-    if (w->lost_events) {
-      w->lost_events = FALSE;
-      send_frame (w, "overflow", w->path);
-    }
-    send_frame (w, type, path);
-  } else if (g_str_equal (event, "error")) {
-    g_autoptr(GError) error = box_agent_error_from_reply (msg);
-
-    g_debug ("fs-watch of %s in %s: %s", w->path, w->sandbox_id, error->message);
+  switch (change) {
+  case BOX_FILE_CHANGE_CREATE: return "create";
+  case BOX_FILE_CHANGE_WRITE:  return "write";
+  case BOX_FILE_CHANGE_REMOVE: return "remove";
+  case BOX_FILE_CHANGE_RENAME: return "rename";
+  case BOX_FILE_CHANGE_CHMOD:  return "chmod";
+  default:                     g_assert_not_reached ();
   }
 }
 
 static void
-on_channel_closed (BoxAgentChannel *channel, gpointer user_data)
+on_changed (BoxFileWatch *watch, gint change, const char *path, gpointer user_data)
+{
+  Watch *w = user_data;
+
+  if (g_str_equal (path, w->request->path) &&
+      (change == BOX_FILE_CHANGE_REMOVE || change == BOX_FILE_CHANGE_RENAME))
+    w->path_gone = TRUE;
+  if (box_http_ws_get_unwritten (w->ws) > WATCH_UNWRITTEN_MAX) {
+    /* the client does not keep up: drop, and say so later */
+    w->lost_events = TRUE;
+    return;
+  }
+  if (w->lost_events) {
+    w->lost_events = FALSE;
+    send_frame (w, "overflow", w->request->path);
+  }
+  send_frame (w, change_name ((BoxFileChange) change), path);
+}
+
+static void
+on_overflow (BoxFileWatch *watch, gpointer user_data)
+{
+  Watch *w = user_data;
+
+  w->lost_events = TRUE;
+}
+
+static void
+on_failed (BoxFileWatch *watch, GError *error, gpointer user_data)
+{
+  Watch *w = user_data;
+
+  g_debug ("the watch of %s in %s: %s", w->request->path, w->sandbox_id, error->message);
+}
+
+static void
+on_watch_closed (BoxFileWatch *watch, gpointer user_data)
 {
   Watch *w = user_data;
 
   if (w->lost_events)
-    send_frame (w, "overflow", w->path);
+    send_frame (w, "overflow", w->request->path);
   g_signal_handlers_disconnect_by_data (w->ws, w);
   if (w->path_gone)
     box_http_ws_close (w->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, "the watched path is gone");
@@ -160,8 +172,8 @@ watch_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(Watch) w = user_data;
   g_autoptr(GError) error = NULL;
 
-  w->channel = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
-  if (w->channel == NULL) {
+  w->watch = box_engine_fs_watch_finish (BOX_ENGINE (source), result, &error);
+  if (w->watch == NULL) {
     box_http_reply_error (w->req->msg, error);
     box_http_request_resume (w->req);
     watch_over (w);
@@ -175,8 +187,10 @@ watch_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   }
   box_http_ws_end_on_interrupt (w->ws, w->engine, w->sandbox_id);
   g_signal_connect (w->ws, "closed", G_CALLBACK (on_ws_closed), w);
-  g_signal_connect (w->channel, "ctrl", G_CALLBACK (on_ctrl), w);
-  g_signal_connect (w->channel, "closed", G_CALLBACK (on_channel_closed), w);
+  g_signal_connect (w->watch, "changed", G_CALLBACK (on_changed), w);
+  g_signal_connect (w->watch, "overflow", G_CALLBACK (on_overflow), w);
+  g_signal_connect (w->watch, "failed", G_CALLBACK (on_failed), w);
+  g_signal_connect (w->watch, "closed", G_CALLBACK (on_watch_closed), w);
 }
 
 static void
@@ -198,8 +212,8 @@ watch_held (GObject *source, GAsyncResult *result, gpointer user_data)
     watch_over (w);
     return;
   }
-  box_engine_fs_open_async (w->engine, w->sandbox_id, "fs-watch", w->args, NULL, watch_opened,
-                            watch_ref (w));
+  box_engine_fs_watch_async (w->engine, w->sandbox_id, w->request, NULL, watch_opened,
+                             watch_ref (w));
 }
 
 void
@@ -221,9 +235,8 @@ box_http_fs_watch (BoxHttpRequest *req)
   w = g_new0 (Watch, 1);
   w->ref_count = 1;   /* the watch's own, until watch_over() */
   w->engine = g_object_ref (req->engine);
-  w->path = g_strdup (path);
-  w->args = box_http_files_args_new (req, path);
-  json_object_set_boolean_member (w->args, "recursive", recursive);
+  w->request = box_http_files_request_new (req, BOX_FILE_OP_WATCH, path);
+  w->request->recursive = recursive;
   w->req = box_http_request_pause (req);
   box_engine_hold_async (req->engine, box_http_request_project (req),
                          box_http_request_param (req, 0), NULL, watch_held, watch_ref (w));

@@ -22,10 +22,10 @@
 
 /* ---- output ------------------------------------------------------------ */
 
-#define BOX_TYPE_WS_OUTPUT (box_ws_output_get_type ())
-G_DECLARE_FINAL_TYPE (BoxWsOutput, box_ws_output, BOX, WS_OUTPUT, GOutputStream)
+#define BOX_TYPE_HTTP_WS_OUTPUT (box_http_ws_output_get_type ())
+G_DECLARE_FINAL_TYPE (BoxHttpWsOutput, box_http_ws_output, BOX, HTTP_WS_OUTPUT, GOutputStream)
 
-struct _BoxWsOutput {
+struct _BoxHttpWsOutput {
   GOutputStream         parent_instance;
   GOutputStream        *base;
   BoxHttpWsWrittenFunc  written;
@@ -37,11 +37,11 @@ struct _BoxWsOutput {
   gboolean              in_payload;
 };
 
-static void box_ws_output_pollable_init (GPollableOutputStreamInterface *iface);
+static void box_http_ws_output_pollable_init (GPollableOutputStreamInterface *iface);
 
-G_DEFINE_TYPE_WITH_CODE (BoxWsOutput, box_ws_output, G_TYPE_OUTPUT_STREAM,
+G_DEFINE_FINAL_TYPE_WITH_CODE (BoxHttpWsOutput, box_http_ws_output, G_TYPE_OUTPUT_STREAM,
                          G_IMPLEMENT_INTERFACE (G_TYPE_POLLABLE_OUTPUT_STREAM,
-                                                box_ws_output_pollable_init))
+                                                box_http_ws_output_pollable_init))
 
 /* The header length once its first two bytes are known. */
 static guint
@@ -54,7 +54,7 @@ frame_head_size (const guint8 *head)
 }
 
 static void
-frame_done (BoxWsOutput *self)
+frame_done (BoxHttpWsOutput *self)
 {
   guint8 opcode = self->head[0] & 0x0f;
   gboolean fin = (self->head[0] & 0x80) != 0;
@@ -67,7 +67,7 @@ frame_done (BoxWsOutput *self)
 
 /* Runs the bytes the socket accepted through the frame parser. */
 static void
-account (BoxWsOutput *self, const guint8 *data, gsize len)
+account (BoxHttpWsOutput *self, const guint8 *data, gsize len)
 {
   while (len > 0) {
     if (self->in_payload) {
@@ -104,10 +104,10 @@ account (BoxWsOutput *self, const guint8 *data, gsize len)
 }
 
 static gssize
-box_ws_output_write (GOutputStream *stream, const void *buffer, gsize count,
+box_http_ws_output_write (GOutputStream *stream, const void *buffer, gsize count,
                      GCancellable *cancellable, GError **error)
 {
-  BoxWsOutput *self = BOX_WS_OUTPUT (stream);
+  BoxHttpWsOutput *self = BOX_HTTP_WS_OUTPUT (stream);
   gssize n = g_output_stream_write (self->base, buffer, count, cancellable, error);
 
   if (n > 0)
@@ -116,43 +116,43 @@ box_ws_output_write (GOutputStream *stream, const void *buffer, gsize count,
 }
 
 static gboolean
-box_ws_output_flush (GOutputStream *stream, GCancellable *cancellable, GError **error)
+box_http_ws_output_flush (GOutputStream *stream, GCancellable *cancellable, GError **error)
 {
-  return g_output_stream_flush (BOX_WS_OUTPUT (stream)->base, cancellable, error);
+  return g_output_stream_flush (BOX_HTTP_WS_OUTPUT (stream)->base, cancellable, error);
 }
 
 static gboolean
-box_ws_output_close (GOutputStream *stream, GCancellable *cancellable, GError **error)
+box_http_ws_output_close (GOutputStream *stream, GCancellable *cancellable, GError **error)
 {
   return TRUE;
 }
 
 static gboolean
-box_ws_output_can_poll (GPollableOutputStream *stream)
+box_http_ws_output_can_poll (GPollableOutputStream *stream)
 {
   return TRUE;
 }
 
 static gboolean
-box_ws_output_is_writable (GPollableOutputStream *stream)
+box_http_ws_output_is_writable (GPollableOutputStream *stream)
 {
-  return g_pollable_output_stream_is_writable (G_POLLABLE_OUTPUT_STREAM (BOX_WS_OUTPUT (stream)->base));
+  return g_pollable_output_stream_is_writable (G_POLLABLE_OUTPUT_STREAM (BOX_HTTP_WS_OUTPUT (stream)->base));
 }
 
 static GSource *
-box_ws_output_create_source (GPollableOutputStream *stream, GCancellable *cancellable)
+box_http_ws_output_create_source (GPollableOutputStream *stream, GCancellable *cancellable)
 {
-  BoxWsOutput *self = BOX_WS_OUTPUT (stream);
+  BoxHttpWsOutput *self = BOX_HTTP_WS_OUTPUT (stream);
   g_autoptr(GSource) child = g_pollable_output_stream_create_source (G_POLLABLE_OUTPUT_STREAM (self->base), NULL);
 
   return g_pollable_source_new_full (stream, child, cancellable);
 }
 
 static gssize
-box_ws_output_write_nonblocking (GPollableOutputStream *stream, const void *buffer, gsize count,
+box_http_ws_output_write_nonblocking (GPollableOutputStream *stream, const void *buffer, gsize count,
                                  GError **error)
 {
-  BoxWsOutput *self = BOX_WS_OUTPUT (stream);
+  BoxHttpWsOutput *self = BOX_HTTP_WS_OUTPUT (stream);
   gssize n = g_pollable_output_stream_write_nonblocking (G_POLLABLE_OUTPUT_STREAM (self->base),
                                                          buffer, count, NULL, error);
 
@@ -162,68 +162,68 @@ box_ws_output_write_nonblocking (GPollableOutputStream *stream, const void *buff
 }
 
 static void
-box_ws_output_finalize (GObject *object)
+box_http_ws_output_finalize (GObject *object)
 {
-  g_clear_object (&BOX_WS_OUTPUT (object)->base);
-  G_OBJECT_CLASS (box_ws_output_parent_class)->finalize (object);
+  g_clear_object (&BOX_HTTP_WS_OUTPUT (object)->base);
+  G_OBJECT_CLASS (box_http_ws_output_parent_class)->finalize (object);
 }
 
 static void
-box_ws_output_class_init (BoxWsOutputClass *klass)
+box_http_ws_output_class_init (BoxHttpWsOutputClass *klass)
 {
   GObjectClass *object_class = G_OBJECT_CLASS (klass);
   GOutputStreamClass *stream_class = G_OUTPUT_STREAM_CLASS (klass);
 
-  object_class->finalize = box_ws_output_finalize;
-  stream_class->write_fn = box_ws_output_write;
-  stream_class->flush = box_ws_output_flush;
-  stream_class->close_fn = box_ws_output_close;
+  object_class->finalize = box_http_ws_output_finalize;
+  stream_class->write_fn = box_http_ws_output_write;
+  stream_class->flush = box_http_ws_output_flush;
+  stream_class->close_fn = box_http_ws_output_close;
 }
 
 static void
-box_ws_output_pollable_init (GPollableOutputStreamInterface *iface)
+box_http_ws_output_pollable_init (GPollableOutputStreamInterface *iface)
 {
-  iface->can_poll = box_ws_output_can_poll;
-  iface->is_writable = box_ws_output_is_writable;
-  iface->create_source = box_ws_output_create_source;
-  iface->write_nonblocking = box_ws_output_write_nonblocking;
+  iface->can_poll = box_http_ws_output_can_poll;
+  iface->is_writable = box_http_ws_output_is_writable;
+  iface->create_source = box_http_ws_output_create_source;
+  iface->write_nonblocking = box_http_ws_output_write_nonblocking;
 }
 
 static void
-box_ws_output_init (BoxWsOutput *self)
+box_http_ws_output_init (BoxHttpWsOutput *self)
 {
 }
 
 /* ---- the stream -------------------------------------------------------- */
 
-#define BOX_TYPE_WS_IO (box_ws_io_get_type ())
-G_DECLARE_FINAL_TYPE (BoxWsIo, box_ws_io, BOX, WS_IO, GIOStream)
+#define BOX_TYPE_HTTP_WS_IO (box_http_ws_io_get_type ())
+G_DECLARE_FINAL_TYPE (BoxHttpWsIo, box_http_ws_io, BOX, HTTP_WS_IO, GIOStream)
 
-struct _BoxWsIo {
+struct _BoxHttpWsIo {
   GIOStream    parent_instance;
   GIOStream   *base;
   BoxPausableInput *input;
-  BoxWsOutput *output;
+  BoxHttpWsOutput *output;
 };
 
-G_DEFINE_TYPE (BoxWsIo, box_ws_io, G_TYPE_IO_STREAM)
+G_DEFINE_FINAL_TYPE (BoxHttpWsIo, box_http_ws_io, G_TYPE_IO_STREAM)
 
 static GInputStream *
-box_ws_io_get_input_stream (GIOStream *stream)
+box_http_ws_io_get_input_stream (GIOStream *stream)
 {
-  return G_INPUT_STREAM (BOX_WS_IO (stream)->input);
+  return G_INPUT_STREAM (BOX_HTTP_WS_IO (stream)->input);
 }
 
 static GOutputStream *
-box_ws_io_get_output_stream (GIOStream *stream)
+box_http_ws_io_get_output_stream (GIOStream *stream)
 {
-  return G_OUTPUT_STREAM (BOX_WS_IO (stream)->output);
+  return G_OUTPUT_STREAM (BOX_HTTP_WS_IO (stream)->output);
 }
 
 static gboolean
-box_ws_io_close (GIOStream *stream, GCancellable *cancellable, GError **error)
+box_http_ws_io_close (GIOStream *stream, GCancellable *cancellable, GError **error)
 {
-  return g_io_stream_close (BOX_WS_IO (stream)->base, cancellable, error);
+  return g_io_stream_close (BOX_HTTP_WS_IO (stream)->base, cancellable, error);
 }
 
 static void
@@ -239,64 +239,64 @@ base_closed (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 static void
-box_ws_io_close_async (GIOStream *stream, int io_priority, GCancellable *cancellable,
+box_http_ws_io_close_async (GIOStream *stream, int io_priority, GCancellable *cancellable,
                        GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (stream, cancellable, callback, user_data);
 
-  g_task_set_source_tag (task, box_ws_io_close_async);
-  g_io_stream_close_async (BOX_WS_IO (stream)->base, io_priority, cancellable, base_closed, task);
+  g_task_set_source_tag (task, box_http_ws_io_close_async);
+  g_io_stream_close_async (BOX_HTTP_WS_IO (stream)->base, io_priority, cancellable, base_closed, task);
 }
 
 static gboolean
-box_ws_io_close_finish (GIOStream *stream, GAsyncResult *result, GError **error)
+box_http_ws_io_close_finish (GIOStream *stream, GAsyncResult *result, GError **error)
 {
   return g_task_propagate_boolean (G_TASK (result), error);
 }
 
 static void
-box_ws_io_finalize (GObject *object)
+box_http_ws_io_finalize (GObject *object)
 {
-  BoxWsIo *self = BOX_WS_IO (object);
+  BoxHttpWsIo *self = BOX_HTTP_WS_IO (object);
 
   g_clear_object (&self->input);
   g_clear_object (&self->output);
   g_clear_object (&self->base);
-  G_OBJECT_CLASS (box_ws_io_parent_class)->finalize (object);
+  G_OBJECT_CLASS (box_http_ws_io_parent_class)->finalize (object);
 }
 
 static void
-box_ws_io_class_init (BoxWsIoClass *klass)
+box_http_ws_io_class_init (BoxHttpWsIoClass *klass)
 {
   GObjectClass *object_class = G_OBJECT_CLASS (klass);
   GIOStreamClass *stream_class = G_IO_STREAM_CLASS (klass);
 
-  object_class->finalize = box_ws_io_finalize;
-  stream_class->get_input_stream = box_ws_io_get_input_stream;
-  stream_class->get_output_stream = box_ws_io_get_output_stream;
-  stream_class->close_fn = box_ws_io_close;
-  stream_class->close_async = box_ws_io_close_async;
-  stream_class->close_finish = box_ws_io_close_finish;
+  object_class->finalize = box_http_ws_io_finalize;
+  stream_class->get_input_stream = box_http_ws_io_get_input_stream;
+  stream_class->get_output_stream = box_http_ws_io_get_output_stream;
+  stream_class->close_fn = box_http_ws_io_close;
+  stream_class->close_async = box_http_ws_io_close_async;
+  stream_class->close_finish = box_http_ws_io_close_finish;
 }
 
 static void
-box_ws_io_init (BoxWsIo *self)
+box_http_ws_io_init (BoxHttpWsIo *self)
 {
 }
 
 GIOStream *
 box_http_ws_io_new (GIOStream *base, BoxHttpWsWrittenFunc written, gpointer user_data)
 {
-  BoxWsIo *self;
+  BoxHttpWsIo *self;
 
   g_return_val_if_fail (G_IS_IO_STREAM (base), NULL);
   g_return_val_if_fail (G_IS_POLLABLE_INPUT_STREAM (g_io_stream_get_input_stream (base)), NULL);
   g_return_val_if_fail (G_IS_POLLABLE_OUTPUT_STREAM (g_io_stream_get_output_stream (base)), NULL);
 
-  self = g_object_new (BOX_TYPE_WS_IO, NULL);
+  self = g_object_new (BOX_TYPE_HTTP_WS_IO, NULL);
   self->base = g_object_ref (base);
   self->input = BOX_PAUSABLE_INPUT (box_pausable_input_new (g_io_stream_get_input_stream (base)));
-  self->output = g_object_new (BOX_TYPE_WS_OUTPUT, NULL);
+  self->output = g_object_new (BOX_TYPE_HTTP_WS_OUTPUT, NULL);
   self->output->base = g_object_ref (g_io_stream_get_output_stream (base));
   self->output->written = written;
   self->output->written_data = user_data;
@@ -306,14 +306,14 @@ box_http_ws_io_new (GIOStream *base, BoxHttpWsWrittenFunc written, gpointer user
 void
 box_http_ws_io_set_input_paused (GIOStream *io, gboolean paused)
 {
-  g_return_if_fail (BOX_IS_WS_IO (io));
-  box_pausable_input_set_paused (BOX_WS_IO (io)->input, paused);
+  g_return_if_fail (BOX_IS_HTTP_WS_IO (io));
+  box_pausable_input_set_paused (BOX_HTTP_WS_IO (io)->input, paused);
 }
 
 void
 box_http_ws_io_detach (GIOStream *io)
 {
-  g_return_if_fail (BOX_IS_WS_IO (io));
-  BOX_WS_IO (io)->output->written = NULL;
-  BOX_WS_IO (io)->output->written_data = NULL;
+  g_return_if_fail (BOX_IS_HTTP_WS_IO (io));
+  BOX_HTTP_WS_IO (io)->output->written = NULL;
+  BOX_HTTP_WS_IO (io)->output->written_data = NULL;
 }

@@ -44,7 +44,7 @@ struct _BoxHttpWs {
 enum { SIGNAL_MESSAGE, SIGNAL_WRITTEN, SIGNAL_CLOSED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
-G_DEFINE_TYPE (BoxHttpWs, box_http_ws, G_TYPE_OBJECT)
+G_DEFINE_FINAL_TYPE (BoxHttpWs, box_http_ws, G_TYPE_OBJECT)
 
 static void
 sent_free (Sent *sent)

@@ -23,9 +23,10 @@
  * amount and no way to stop reading, so the connection runs over a
  * metering stream (box-http-ws-io.c) that (a) counts the server's frames
  * as the socket accepts them: a message sent with a @credit gets
- * ::written (credit) once its last byte went to the kernel (for an agent
- * channel: call box_agent_channel_consumed() there, so a slow reader slows
- * the producer in the sandbox, and boxd holds at most one channel window);
+ * ::written (credit) once its last byte went to the kernel (for a session:
+ * acknowledge the output there, box_exec_session_output_done(), so a slow
+ * reader slows the producer in the sandbox, and boxd holds at most one
+ * channel window);
  * and (b) can stop reading the client's frames
  * (box_http_ws_set_input_paused()), so a fast client waits in its own
  * socket instead of in boxd (pings every BOX_HTTP_WS_KEEPALIVE_S still find

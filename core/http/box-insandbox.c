@@ -7,8 +7,9 @@
  * key is asked for), then the route's own handler runs.  Each connection
  * comes from one sandbox: its remote address object carries the tag.
  *
- * Every answer closes its connection (Connection: close), as on the API
- * server with libsoup 3.2; a connection is one agent channel.
+ * Every answer closes its connection (Connection: close): a connection is
+ * one agent channel, a stream with no socket of its own, which the API
+ * server's idle-connection watch (box-http-keepalive.c) could not watch.
  */
 #include "config.h"
 

@@ -12,7 +12,7 @@ struct _BoxPausableInput {
 
 static void box_pausable_input_pollable_init (GPollableInputStreamInterface *iface);
 
-G_DEFINE_TYPE_WITH_CODE (BoxPausableInput, box_pausable_input, G_TYPE_INPUT_STREAM,
+G_DEFINE_FINAL_TYPE_WITH_CODE (BoxPausableInput, box_pausable_input, G_TYPE_INPUT_STREAM,
                          G_IMPLEMENT_INTERFACE (G_TYPE_POLLABLE_INPUT_STREAM,
                                                 box_pausable_input_pollable_init))
 

@@ -1,6 +1,8 @@
 /* box-hypervisor.c: the BoxHypervisor interface; see box-hypervisor.h. */
 #include "config.h"
 
+#include <string.h>
+
 #include "box-hypervisor.h"
 
 G_DEFINE_INTERFACE (BoxHypervisor, box_hypervisor, G_TYPE_OBJECT)
@@ -20,11 +22,54 @@ const char *
 box_hypervisor_get_accel (BoxHypervisor *self)
 {
   BoxHypervisorInterface *iface;
+  BoxHypervisorCapabilities caps = { 0 };
 
   g_return_val_if_fail (BOX_IS_HYPERVISOR (self), NULL);
   iface = BOX_HYPERVISOR_GET_IFACE (self);
+  if (iface->get_capabilities != NULL) {
+    iface->get_capabilities (self, &caps);
+    return caps.accel != NULL ? caps.accel : "none";
+  }
   g_return_val_if_fail (iface->get_accel != NULL, NULL);
   return iface->get_accel (self);
+}
+
+/* A plugin written before get_capabilities(): one that runs VMs is taken
+ * to do everything, since it used to answer UNSUPPORTED where it could not. */
+#define BOX_HYPERVISOR_CAPS_ALL \
+  (BOX_HYPERVISOR_CAP_GUEST_AGENT | BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS | \
+   BOX_HYPERVISOR_CAP_CHECKPOINTS | BOX_HYPERVISOR_CAP_FORK | BOX_HYPERVISOR_CAP_IMAGES)
+
+void
+box_hypervisor_get_capabilities (BoxHypervisor *self, BoxHypervisorCapabilities *caps)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_if_fail (BOX_IS_HYPERVISOR (self));
+  g_return_if_fail (caps != NULL);
+  memset (caps, 0, sizeof (*caps));
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  if (iface->get_capabilities != NULL) {
+    iface->get_capabilities (self, caps);
+    if (caps->accel == NULL)
+      caps->accel = "none";
+    return;
+  }
+  caps->accel = iface->get_accel != NULL ? iface->get_accel (self) : NULL;
+  if (caps->accel == NULL)
+    caps->accel = "none";
+  caps->flags = g_str_equal (caps->accel, "none") ? BOX_HYPERVISOR_CAP_NONE
+                                                   : BOX_HYPERVISOR_CAPS_ALL;
+}
+
+gboolean
+box_hypervisor_has_caps (BoxHypervisor *self, BoxHypervisorCaps caps)
+{
+  BoxHypervisorCapabilities have;
+
+  g_return_val_if_fail (BOX_IS_HYPERVISOR (self), FALSE);
+  box_hypervisor_get_capabilities (self, &have);
+  return (have.flags & caps) == caps;
 }
 
 GPtrArray *

@@ -66,6 +66,24 @@ typedef enum {
   BOX_VM_STATE_LOST,            /* the VM died; a snapshot may remain (snapshot_at) */
 } BoxVmState;
 
+/* What a hypervisor can do, so that the engine asks instead of finding out
+ * by failing (box_hypervisor_get_capabilities()). */
+typedef enum {
+  BOX_HYPERVISOR_CAP_NONE             = 0,
+  BOX_HYPERVISOR_CAP_GUEST_AGENT      = 1 << 0,   /* runs VMs with a guest agent (get_agent) */
+  BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS = 1 << 1,   /* SUSPEND/RESUME and CHECKPOINT with memory */
+  BOX_HYPERVISOR_CAP_CHECKPOINTS      = 1 << 2,   /* CHECKPOINT, RESTORE */
+  BOX_HYPERVISOR_CAP_FORK             = 1 << 3,   /* CREATE from a checkpoint (from_*) */
+  BOX_HYPERVISOR_CAP_HOT_PAUSE        = 1 << 4,   /* a pause keeps the VM in memory a while */
+  BOX_HYPERVISOR_CAP_IMAGES           = 1 << 5,   /* CREATE from request->image */
+} BoxHypervisorCaps;
+
+typedef struct {
+  BoxHypervisorCaps  flags;
+  const char        *accel;      /* "kvm", "tcg" or "none" (runs no VM); static or owned by the plugin */
+  gpointer           reserved[6];
+} BoxHypervisorCapabilities;
+
 typedef struct {
   const char       *sandbox_id;
   const char       *hostname;          /* the sandbox's name */
@@ -88,7 +106,7 @@ G_DECLARE_INTERFACE (BoxHypervisor, box_hypervisor, BOX, HYPERVISOR, GObject)
 struct _BoxHypervisorInterface {
   GTypeInterface g_iface;
 
-  /* "kvm", "tcg" or "none" (runs no VM) */
+  /* "kvm", "tcg" or "none" (runs no VM); optional with get_capabilities() */
   const char  *(*get_accel)      (BoxHypervisor *self);
   /* BoxTemplate*, what is really available */
   GPtrArray   *(*list_templates) (BoxHypervisor *self);
@@ -105,12 +123,27 @@ struct _BoxHypervisorInterface {
   BoxAgentClient *(*get_agent)   (BoxHypervisor *self, const char *sandbox_id, GError **error);
   /* What exists for @sandbox_id; *snapshot_at (may be NULL) the newest snapshot's time or 0 */
   BoxVmState   (*query)          (BoxHypervisor *self, const char *sandbox_id, gint64 *snapshot_at);
+  /* Fills @caps (zeroed by the caller).  Optional: without it the
+   * capabilities are derived from get_accel() (a hypervisor with an accel
+   * other than "none" is taken to do everything).  May be called often;
+   * answers from memory, on the main thread. */
+  void         (*get_capabilities) (BoxHypervisor *self, BoxHypervisorCapabilities *caps);
 
-  gpointer padding[16];
+  gpointer padding[15];
 };
 
+/* caps->accel when the plugin has get_capabilities() */
 BOX_PLUGIN_API
 const char  *box_hypervisor_get_accel      (BoxHypervisor *self);
+/**
+ * box_hypervisor_get_capabilities:
+ * @caps: (out caller-allocates): filled in
+ */
+BOX_PLUGIN_API
+void         box_hypervisor_get_capabilities (BoxHypervisor *self, BoxHypervisorCapabilities *caps);
+/* TRUE when every flag of @caps is set */
+BOX_PLUGIN_API
+gboolean     box_hypervisor_has_caps       (BoxHypervisor *self, BoxHypervisorCaps caps);
 BOX_PLUGIN_API
 GPtrArray   *box_hypervisor_list_templates (BoxHypervisor *self);
 BOX_PLUGIN_API

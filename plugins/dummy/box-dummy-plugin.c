@@ -7,11 +7,21 @@
  * exactly as a real plugin must.  Operations complete asynchronously, on a
  * main-loop source, after an optional delay.
  *
+ * It is the engine's test double, so it can be told to misbehave: fail or
+ * delay any operation (per operation, per sandbox, n times), lose a VM in
+ * the middle of an operation, report any capability.  Through its config
+ * section, or at run time through box_dummy_plugin_script() or, for code
+ * that has only the instance (the plugin exports no symbol but its entry),
+ * the action signals "script", "set-capabilities" and "lose-vm".
+ *
  *   [plugin.dummy]
  *   delay_ms=0            artificial latency of every operation
  *   max_cpus=4096         capacity, counted over RUNNING VMs
  *   max_memory_mib=16777216
  *   fail_create=false     CREATE fails with BOX_ERROR_INTERNAL "injected failure"
+ *   script=               fault rules, ';'-separated (box-dummy-script.h)
+ *   capabilities=memory-snapshots,checkpoints,fork
+ *   accel=none
  */
 #include "config.h"
 
@@ -20,29 +30,24 @@
 #include <string.h>
 
 #include "box-dummy-plugin.h"
+#include "box-dummy-script.h"
+#include "box-dummy-vm.h"
 #include "box-plugin-context.h"
 
 #define BOX_DUMMY_MAX_CPUS_DEFAULT        "4096"
 #define BOX_DUMMY_MAX_MEMORY_MIB_DEFAULT  "16777216"   /* 16 TiB */
 #define BOX_DUMMY_DELAY_MS_MAX            600000
+#define BOX_DUMMY_CAPS_DEFAULT            "memory-snapshots,checkpoints,fork"
 
-typedef struct {
-  gboolean memory;
-  gint64   created_at;
-} BoxDummyCheckpoint;
-
-typedef struct {
-  char         *id;
-  BoxVmState    state;
-  gint64        snapshot_at;
-  BoxResources  resources;
-  GHashTable   *checkpoints;   /* id -> BoxDummyCheckpoint* */
-} BoxDummyVm;
 
 struct _BoxDummyPlugin {
   BoxPlugin   parent_instance;
   GHashTable *vms;             /* sandbox id -> BoxDummyVm* */
   gboolean    loaded;          /* the state directory has been read */
+  BoxDummyScript *script;      /* [plugin.dummy] script=, then box_dummy_plugin_script() */
+  gboolean    caps_set;        /* box_dummy_plugin_set_capabilities() overrides the config */
+  BoxHypervisorCaps caps;
+  char       *accel;
 };
 
 static void box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface);
@@ -50,34 +55,6 @@ static void box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface);
 G_DEFINE_FINAL_TYPE_WITH_CODE (BoxDummyPlugin, box_dummy_plugin, BOX_TYPE_PLUGIN,
                                G_IMPLEMENT_INTERFACE (BOX_TYPE_HYPERVISOR,
                                                       box_dummy_plugin_hypervisor_init))
-
-static const char *const box_dummy_state_names[] = {
-  [BOX_VM_STATE_ABSENT] = "absent",
-  [BOX_VM_STATE_RUNNING] = "running",
-  [BOX_VM_STATE_SUSPENDED] = "suspended",
-  [BOX_VM_STATE_SHUTOFF] = "shutoff",
-  [BOX_VM_STATE_LOST] = "lost",
-};
-
-static BoxDummyVm *
-box_dummy_vm_new (const char *id)
-{
-  BoxDummyVm *vm = g_new0 (BoxDummyVm, 1);
-
-  vm->id = g_strdup (id);
-  vm->checkpoints = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
-  return vm;
-}
-
-static void
-box_dummy_vm_free (BoxDummyVm *vm)
-{
-  g_free (vm->id);
-  g_hash_table_unref (vm->checkpoints);
-  g_free (vm);
-}
-
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxDummyVm, box_dummy_vm_free)
 
 /* ---- configuration ---- */
 
@@ -96,126 +73,6 @@ box_dummy_config_bool (BoxDummyPlugin *self, const char *key, gboolean *value, G
                                       error);
 }
 
-/* ---- state on disk ---- */
-
-static char *
-box_dummy_vm_path (BoxDummyPlugin *self, const char *id)
-{
-  const char *dir = box_plugin_get_state_dir (BOX_PLUGIN (self));
-  g_autofree char *basename = NULL;
-
-  if (dir == NULL)
-    return NULL;
-  basename = g_strconcat (id, ".json", NULL);
-  return g_build_filename (dir, basename, NULL);
-}
-
-static gboolean
-box_dummy_vm_save (BoxDummyPlugin *self, BoxDummyVm *vm, GError **error)
-{
-  g_autoptr(JsonBuilder) builder = json_builder_new ();
-  g_autoptr(JsonGenerator) generator = json_generator_new ();
-  g_autoptr(JsonNode) root = NULL;
-  g_autofree char *path = box_dummy_vm_path (self, vm->id);
-  g_autofree char *data = NULL;
-  g_autoptr(GError) error_local = NULL;
-  GHashTableIter iter;
-  gpointer key, value;
-
-  if (path == NULL)
-    return TRUE;   /* no engine, no data directory: memory only */
-
-  json_builder_begin_object (builder);
-  json_builder_set_member_name (builder, "state");
-  json_builder_add_string_value (builder, box_dummy_state_names[vm->state]);
-  json_builder_set_member_name (builder, "snapshot_at");
-  json_builder_add_int_value (builder, vm->snapshot_at);
-  json_builder_set_member_name (builder, "cpus");
-  json_builder_add_int_value (builder, vm->resources.cpus);
-  json_builder_set_member_name (builder, "memory_mib");
-  json_builder_add_int_value (builder, vm->resources.memory_mib);
-  json_builder_set_member_name (builder, "disk_gib");
-  json_builder_add_int_value (builder, vm->resources.disk_gib);
-  json_builder_set_member_name (builder, "checkpoints");
-  json_builder_begin_object (builder);
-  g_hash_table_iter_init (&iter, vm->checkpoints);
-  while (g_hash_table_iter_next (&iter, &key, &value)) {
-    const BoxDummyCheckpoint *checkpoint = value;
-    json_builder_set_member_name (builder, key);
-    json_builder_begin_object (builder);
-    json_builder_set_member_name (builder, "memory");
-    json_builder_add_boolean_value (builder, checkpoint->memory);
-    json_builder_set_member_name (builder, "created_at");
-    json_builder_add_int_value (builder, checkpoint->created_at);
-    json_builder_end_object (builder);
-  }
-  json_builder_end_object (builder);
-  json_builder_end_object (builder);
-
-  root = json_builder_get_root (builder);
-  json_generator_set_root (generator, root);
-  data = json_generator_to_data (generator, NULL);
-  if (!g_file_set_contents_full (path, data, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
-                                 &error_local)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
-                 "cannot save the state of %s: %s", vm->id, error_local->message);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-static BoxDummyVm *
-box_dummy_vm_load (const char *id, const char *path, GError **error)
-{
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autoptr(BoxDummyVm) vm = box_dummy_vm_new (id);
-  JsonObject *object;
-  JsonObject *checkpoints;
-  const char *state;
-  GList *members;
-
-  if (!json_parser_load_from_mapped_file (parser, path, error))
-    return NULL;
-  if (!JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL, "not a JSON object");
-    return NULL;
-  }
-  object = json_node_get_object (json_parser_get_root (parser));
-  state = json_object_get_string_member_with_default (object, "state", "");
-  vm->state = BOX_VM_STATE_ABSENT;
-  for (guint i = BOX_VM_STATE_RUNNING; i < G_N_ELEMENTS (box_dummy_state_names); i++) {
-    if (g_strcmp0 (state, box_dummy_state_names[i]) == 0)
-      vm->state = i;
-  }
-  if (vm->state == BOX_VM_STATE_ABSENT) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "unknown state \"%s\"", state);
-    return NULL;
-  }
-  vm->snapshot_at = json_object_get_int_member_with_default (object, "snapshot_at", 0);
-  vm->resources.cpus = json_object_get_int_member_with_default (object, "cpus", 0);
-  vm->resources.memory_mib = json_object_get_int_member_with_default (object, "memory_mib", 0);
-  vm->resources.disk_gib = json_object_get_int_member_with_default (object, "disk_gib", 0);
-  if (json_object_has_member (object, "checkpoints") &&
-      JSON_NODE_HOLDS_OBJECT (json_object_get_member (object, "checkpoints"))) {
-    checkpoints = json_object_get_object_member (object, "checkpoints");
-    members = json_object_get_members (checkpoints);
-    for (GList *l = members; l != NULL; l = l->next) {
-      JsonNode *node = json_object_get_member (checkpoints, l->data);
-      BoxDummyCheckpoint *checkpoint;
-
-      if (!JSON_NODE_HOLDS_OBJECT (node))
-        continue;
-      checkpoint = g_new0 (BoxDummyCheckpoint, 1);
-      checkpoint->memory = json_object_get_boolean_member_with_default (json_node_get_object (node),
-                                                                        "memory", FALSE);
-      checkpoint->created_at = json_object_get_int_member_with_default (json_node_get_object (node),
-                                                                        "created_at", 0);
-      g_hash_table_insert (vm->checkpoints, g_strdup (l->data), checkpoint);
-    }
-    g_list_free (members);
-  }
-  return g_steal_pointer (&vm);
-}
 
 /* Reads every <id>.json of the state directory once. */
 static void
@@ -246,7 +103,7 @@ box_dummy_plugin_ensure_loaded (BoxDummyPlugin *self)
     if (!g_str_has_suffix (entry, ".json"))
       continue;
     id = g_strndup (entry, strlen (entry) - strlen (".json"));
-    if (!box_sandbox_id_is_valid (id))
+    if (!box_dummy_id_is_valid (id))
       continue;
     path = g_build_filename (dir, entry, NULL);
     vm = box_dummy_vm_load (id, path, &error_vm);
@@ -268,7 +125,7 @@ box_dummy_plugin_lookup (BoxDummyPlugin *self, const char *id)
 static void
 box_dummy_plugin_forget (BoxDummyPlugin *self, const char *id)
 {
-  g_autofree char *path = box_dummy_vm_path (self, id);
+  g_autofree char *path = box_dummy_vm_path (box_plugin_get_state_dir (BOX_PLUGIN (self)), id);
 
   g_hash_table_remove (self->vms, id);
   if (path != NULL && g_unlink (path) != 0 && errno != ENOENT)
@@ -323,6 +180,7 @@ typedef struct {
   gboolean      memory;
   char         *from_sandbox_id;
   char         *from_checkpoint_id;
+  BoxDummyOutcome scripted;
 } BoxDummyOp;
 
 static void
@@ -346,7 +204,7 @@ static gboolean
 box_dummy_conflict (const BoxDummyOp *op, const BoxDummyVm *vm, GError **error)
 {
   g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT, "cannot %s the %s VM of sandbox %s",
-               box_vm_op_to_string (op->op), box_dummy_state_names[vm->state], vm->id);
+               box_vm_op_to_string (op->op), box_dummy_vm_state_name (vm->state), vm->id);
   return FALSE;
 }
 
@@ -390,7 +248,7 @@ box_dummy_create (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
   }
   vm = box_dummy_vm_new (op->sandbox_id);
   vm->resources = op->resources;
-  if (!box_dummy_start_vm (self, vm, error) || !box_dummy_vm_save (self, vm, error))
+  if (!box_dummy_start_vm (self, vm, error) || !box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), error))
     return FALSE;
   g_hash_table_replace (self->vms, vm->id, vm);
   g_steal_pointer (&vm);
@@ -422,12 +280,48 @@ box_dummy_checkpoint (BoxDummyPlugin *self, const BoxDummyOp *op, BoxDummyVm *vm
   return TRUE;
 }
 
+static void box_dummy_plugin_get_capabilities (BoxHypervisor *hypervisor,
+                                               BoxHypervisorCapabilities *caps);
+
+/* An operation the reported capabilities rule out fails as it would on a
+ * real hypervisor without them. */
+static gboolean
+box_dummy_check_caps (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
+{
+  BoxHypervisorCapabilities caps = { 0 };
+  BoxHypervisorCaps needed = 0;
+
+  switch (op->op) {
+  case BOX_VM_OP_SUSPEND:
+  case BOX_VM_OP_RESUME:
+    needed = BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS;
+    break;
+  case BOX_VM_OP_CHECKPOINT:
+  case BOX_VM_OP_RESTORE:
+    needed = BOX_HYPERVISOR_CAP_CHECKPOINTS;
+    break;
+  case BOX_VM_OP_CREATE:
+    needed = op->from_sandbox_id != NULL ? BOX_HYPERVISOR_CAP_FORK : 0;
+    break;
+  default:
+    break;
+  }
+  box_dummy_plugin_get_capabilities (BOX_HYPERVISOR (self), &caps);
+  if ((caps.flags & needed) == needed)
+    return TRUE;
+  g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED, "the dummy hypervisor cannot %s%s",
+               box_vm_op_to_string (op->op), op->op == BOX_VM_OP_CREATE ? " forks" : "");
+  return FALSE;
+}
+
 /* One operation as a state change; @vm is the sandbox's record or NULL. */
 static gboolean
 box_dummy_apply (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
 {
   BoxDummyVm *vm;
 
+  if (!box_dummy_check_caps (self, op, error))
+    return FALSE;
   if (op->op == BOX_VM_OP_CREATE)
     return box_dummy_create (self, op, error);
 
@@ -440,7 +334,7 @@ box_dummy_apply (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
     if (vm == NULL || op->checkpoint_id == NULL ||
         !g_hash_table_remove (vm->checkpoints, op->checkpoint_id))
       return TRUE;
-    return box_dummy_vm_save (self, vm, error);
+    return box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), error);
   default:
     break;
   }
@@ -496,7 +390,7 @@ box_dummy_apply (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
                  "the dummy hypervisor cannot %s", box_vm_op_to_string (op->op));
     return FALSE;
   }
-  return box_dummy_vm_save (self, vm, error);
+  return box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), error);
 }
 
 static gboolean
@@ -511,6 +405,19 @@ box_dummy_plugin_run_cb (gpointer user_data)
   if (cancellable != NULL && g_cancellable_is_cancelled (cancellable)) {
     g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INTERNAL, "%s of %s was cancelled",
                              box_vm_op_to_string (op->op), op->sandbox_id);
+    return G_SOURCE_REMOVE;
+  }
+  if (op->scripted.fail) {
+    g_task_return_new_error (task, BOX_ERROR, op->scripted.code, "injected failure");
+    return G_SOURCE_REMOVE;
+  }
+  if (op->scripted.lose) {
+    /* the VM dies under the operation: vm-lost first, as a real plugin
+     * sees the domain end before its operation fails */
+    box_dummy_plugin_lose_vm (self, op->sandbox_id);
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INTERNAL,
+                             "the VM of sandbox %s died during %s", op->sandbox_id,
+                             box_vm_op_to_string (op->op));
     return G_SOURCE_REMOVE;
   }
   if (!box_dummy_apply (self, op, &error)) {
@@ -537,7 +444,7 @@ box_dummy_plugin_run_async (BoxHypervisor *hypervisor, BoxVmOp vm_op, const BoxV
   g_task_set_source_tag (task, box_dummy_plugin_run_async);
   g_task_set_name (task, "box_dummy_plugin_run_async");
 
-  if (request == NULL || !box_sandbox_id_is_valid (request->sandbox_id)) {
+  if (request == NULL || !box_dummy_id_is_valid (request->sandbox_id)) {
     g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INVALID, "bad sandbox ID \"%s\"",
                              request != NULL && request->sandbox_id != NULL ?
                              request->sandbox_id : "");
@@ -557,6 +464,9 @@ box_dummy_plugin_run_async (BoxHypervisor *hypervisor, BoxVmOp vm_op, const BoxV
   op->memory = request->memory;
   op->from_sandbox_id = g_strdup (request->from_sandbox_id);
   op->from_checkpoint_id = g_strdup (request->from_checkpoint_id);
+  box_dummy_script_match (self->script, vm_op, op->sandbox_id, &op->scripted);
+  if (op->scripted.delay_ms > 0)
+    delay_ms = op->scripted.delay_ms;
   g_task_set_task_data (task, op, (GDestroyNotify) box_dummy_op_free);
 
   source = delay_ms > 0 ? g_timeout_source_new ((guint) delay_ms) : g_idle_source_new ();
@@ -574,10 +484,37 @@ box_dummy_plugin_run_finish (BoxHypervisor *hypervisor, GAsyncResult *result, GE
 
 /* ---- the rest of BoxHypervisor ---- */
 
+static void
+box_dummy_plugin_get_capabilities (BoxHypervisor *hypervisor, BoxHypervisorCapabilities *caps)
+{
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
+  g_autofree char *names = NULL;
+  g_autofree char *accel = NULL;
+
+  if (self->caps_set) {
+    caps->flags = self->caps;
+    caps->accel = self->accel;
+    return;
+  }
+  /* start() refused a bad list; the default stands in for one set later */
+  names = box_plugin_get_config (BOX_PLUGIN (self), "capabilities", BOX_DUMMY_CAPS_DEFAULT);
+  if (!box_dummy_caps_parse (names, &caps->flags, NULL))
+    box_dummy_caps_parse (BOX_DUMMY_CAPS_DEFAULT, &caps->flags, NULL);
+  accel = box_plugin_get_config (BOX_PLUGIN (self), "accel", "none");
+  if (g_strcmp0 (accel, self->accel) != 0) {
+    g_free (self->accel);
+    self->accel = g_steal_pointer (&accel);
+  }
+  caps->accel = self->accel;
+}
+
 static const char *
 box_dummy_plugin_get_accel (BoxHypervisor *hypervisor)
 {
-  return "none";
+  BoxHypervisorCapabilities caps = { 0 };
+
+  box_dummy_plugin_get_capabilities (hypervisor, &caps);
+  return caps.accel;
 }
 
 static BoxTemplate *
@@ -625,7 +562,7 @@ box_dummy_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id, gint6
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
   BoxDummyVm *vm = NULL;
 
-  if (box_sandbox_id_is_valid (sandbox_id))
+  if (box_dummy_id_is_valid (sandbox_id))
     vm = box_dummy_plugin_lookup (self, sandbox_id);
   if (snapshot_at != NULL)
     *snapshot_at = vm != NULL ? vm->snapshot_at : 0;
@@ -640,11 +577,11 @@ box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
 
   g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
 
-  vm = box_sandbox_id_is_valid (sandbox_id) ? box_dummy_plugin_lookup (self, sandbox_id) : NULL;
+  vm = box_dummy_id_is_valid (sandbox_id) ? box_dummy_plugin_lookup (self, sandbox_id) : NULL;
   if (vm == NULL)
     return FALSE;
   vm->state = BOX_VM_STATE_LOST;
-  if (!box_dummy_vm_save (self, vm, &error))
+  if (!box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), &error))
     g_warning ("%s", error->message);
   box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (self), sandbox_id);
   return TRUE;
@@ -654,12 +591,65 @@ static void
 box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface)
 {
   iface->get_accel = box_dummy_plugin_get_accel;
+  iface->get_capabilities = box_dummy_plugin_get_capabilities;
   iface->list_templates = box_dummy_plugin_list_templates;
   iface->check_room = box_dummy_plugin_check_room;
   iface->run_async = box_dummy_plugin_run_async;
   iface->run_finish = box_dummy_plugin_run_finish;
   iface->get_agent = box_dummy_plugin_get_agent;
   iface->query = box_dummy_plugin_query;
+}
+
+/* ---- scripting, for tests ---- */
+
+gboolean
+box_dummy_plugin_script (BoxDummyPlugin *self, const char *rules, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
+
+  if (rules == NULL || rules[0] == '\0') {
+    box_dummy_script_clear (self->script);
+    return TRUE;
+  }
+  return box_dummy_script_add (self->script, rules, error);
+}
+
+void
+box_dummy_plugin_set_capabilities (BoxDummyPlugin *self, BoxHypervisorCaps caps,
+                                   const char *accel)
+{
+  g_return_if_fail (BOX_IS_DUMMY_PLUGIN (self));
+
+  self->caps_set = TRUE;
+  self->caps = caps;
+  g_free (self->accel);
+  self->accel = g_strdup (accel != NULL ? accel : "none");
+}
+
+static gboolean
+box_dummy_plugin_script_action (BoxDummyPlugin *self, const char *rules)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!box_dummy_plugin_script (self, rules, &error)) {
+    g_warning ("dummy: %s", error->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+box_dummy_plugin_caps_action (BoxDummyPlugin *self, const char *names, const char *accel)
+{
+  g_autoptr(GError) error = NULL;
+  BoxHypervisorCaps caps = 0;
+
+  if (!box_dummy_caps_parse (names, &caps, &error)) {
+    g_warning ("dummy: %s", error->message);
+    return FALSE;
+  }
+  box_dummy_plugin_set_capabilities (self, caps, accel);
+  return TRUE;
 }
 
 /* ---- BoxPlugin ---- */
@@ -670,6 +660,9 @@ box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **e
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (plugin);
   guint64 value = 0;
   gboolean fail = FALSE;
+  g_autofree char *caps = NULL;
+  g_autofree char *script = NULL;
+  BoxHypervisorCaps flags = 0;
 
   /* refuse a bad configuration now rather than at the first operation */
   if (!box_dummy_config_uint (self, "delay_ms", "0", BOX_DUMMY_DELAY_MS_MAX, &value, error) ||
@@ -679,6 +672,13 @@ box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **e
                               G_MAXUINT32, &value, error) ||
       !box_dummy_config_bool (self, "fail_create", &fail, error))
     return FALSE;
+  caps = box_plugin_get_config (plugin, "capabilities", BOX_DUMMY_CAPS_DEFAULT);
+  script = box_plugin_get_config (plugin, "script", "");
+  if (!box_dummy_caps_parse (caps, &flags, error))
+    return FALSE;
+  box_dummy_script_clear (self->script);
+  if (!box_dummy_script_add (self->script, script, error))
+    return FALSE;
   box_dummy_plugin_ensure_loaded (self);
   return TRUE;
 }
@@ -686,7 +686,8 @@ box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **e
 static void
 box_dummy_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
 {
-  g_variant_builder_add (dict, "{sv}", "accel", g_variant_new_string ("none"));
+  g_variant_builder_add (dict, "{sv}", "accel",
+                         g_variant_new_string (box_dummy_plugin_get_accel (BOX_HYPERVISOR (plugin))));
 }
 
 static void
@@ -695,6 +696,8 @@ box_dummy_plugin_finalize (GObject *object)
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (object);
 
   g_hash_table_unref (self->vms);
+  box_dummy_script_free (self->script);
+  g_free (self->accel);
   G_OBJECT_CLASS (box_dummy_plugin_parent_class)->finalize (object);
 }
 
@@ -707,6 +710,34 @@ box_dummy_plugin_class_init (BoxDummyPluginClass *klass)
   object_class->finalize = box_dummy_plugin_finalize;
   plugin_class->start = box_dummy_plugin_start;
   plugin_class->add_status = box_dummy_plugin_add_status;
+
+  /**
+   * BoxDummyPlugin::script:
+   * @rules: rules as in box-dummy-script.h, appended; "" clears the script
+   *
+   * Returns: FALSE (and a warning) for a syntax error
+   */
+  g_signal_new_class_handler ("script", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_script_action), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
+  /**
+   * BoxDummyPlugin::set-capabilities:
+   * @caps: capability names, comma-separated
+   * @accel: the accel to report
+   */
+  g_signal_new_class_handler ("set-capabilities", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_caps_action), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 2, G_TYPE_STRING, G_TYPE_STRING);
+  /**
+   * BoxDummyPlugin::lose-vm:
+   * @sandbox_id: as box_dummy_plugin_lose_vm()
+   */
+  g_signal_new_class_handler ("lose-vm", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_lose_vm), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
 }
 
 static void
@@ -714,6 +745,8 @@ box_dummy_plugin_init (BoxDummyPlugin *self)
 {
   self->vms = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                      (GDestroyNotify) box_dummy_vm_free);
+  self->script = box_dummy_script_new ();
+  self->accel = g_strdup ("none");
 }
 
 /* `auto` takes it last, when no hypervisor that runs VMs is installed,

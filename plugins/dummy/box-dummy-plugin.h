@@ -11,5 +11,10 @@ G_DECLARE_FINAL_TYPE (BoxDummyPlugin, box_dummy_plugin, BOX, DUMMY_PLUGIN, BoxPl
 /* For tests: the VM of @sandbox_id dies on its own (state LOST, its
  * snapshot kept) and ::vm-lost is emitted.  FALSE when there is no VM. */
 gboolean box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id);
+/* For tests: appends fault rules (box-dummy-script.h); NULL or "" clears them. */
+gboolean box_dummy_plugin_script  (BoxDummyPlugin *self, const char *rules, GError **error);
+/* For tests: report @caps and @accel from now on, whatever the config says. */
+void     box_dummy_plugin_set_capabilities (BoxDummyPlugin *self, BoxHypervisorCaps caps,
+                                            const char *accel);
 
 G_END_DECLS

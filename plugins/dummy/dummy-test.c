@@ -444,6 +444,130 @@ test_dummy_vm_lost (Fixture *fixture, gconstpointer user_data)
   g_assert_cmpint (query (fixture->hv, "sb-a", NULL), ==, BOX_VM_STATE_RUNNING);
 }
 
+
+static void
+test_dummy_script (Fixture *fixture, gconstpointer user_data)
+{
+  BoxDummyPlugin *dummy = BOX_DUMMY_PLUGIN (fixture->hv);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *lost = NULL;
+  gboolean ok = FALSE;
+  gint64 start;
+
+  /* syntax errors add nothing */
+  g_assert_false (box_dummy_plugin_script (dummy, "create explode", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (box_dummy_plugin_script (dummy, "suspend fail; teleport fail", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (box_dummy_plugin_script (dummy, "create fail times=x", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (box_dummy_plugin_script (dummy, "create fail code=nope", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+  run_ok (fixture->hv, BOX_VM_OP_CREATE, "sb-a", NULL);
+  run_ok (fixture->hv, BOX_VM_OP_CREATE, "sb-b", NULL);
+
+  /* per operation, per sandbox, n times, with a code */
+  g_assert_true (box_dummy_plugin_script (dummy, "suspend fail sandbox=sb-a times=2 code=capacity",
+                                          &error));
+  g_assert_no_error (error);
+  run_fails (fixture->hv, BOX_VM_OP_SUSPEND, "sb-a", NULL, BOX_ERROR_CAPACITY);
+  run_ok (fixture->hv, BOX_VM_OP_SUSPEND, "sb-b", NULL);
+  run_fails (fixture->hv, BOX_VM_OP_SUSPEND, "sb-a", NULL, BOX_ERROR_CAPACITY);
+  g_assert_cmpint (query (fixture->hv, "sb-a", NULL), ==, BOX_VM_STATE_RUNNING);
+  run_ok (fixture->hv, BOX_VM_OP_SUSPEND, "sb-a", NULL);
+
+  /* every operation delayed, through the action signal */
+  g_signal_emit_by_name (fixture->hv, "script", "* delay ms=60 times=1", &ok);
+  g_assert_true (ok);
+  start = g_get_monotonic_time ();
+  run_ok (fixture->hv, BOX_VM_OP_RESUME, "sb-a", NULL);
+  g_assert_cmpint (g_get_monotonic_time () - start, >=, 60 * 1000);
+
+  /* lost in the middle of an operation: vm-lost, then the failure */
+  g_signal_connect (fixture->hv, "vm-lost", G_CALLBACK (vm_lost_cb), &lost);
+  g_assert_true (box_dummy_plugin_script (dummy, "shutdown lose sandbox=sb-a", NULL));
+  run_fails (fixture->hv, BOX_VM_OP_SHUTDOWN, "sb-a", NULL, BOX_ERROR_INTERNAL);
+  g_assert_cmpstr (lost, ==, "sb-a");
+  g_assert_cmpint (query (fixture->hv, "sb-a", NULL), ==, BOX_VM_STATE_LOST);
+
+  /* "" clears every rule */
+  g_assert_true (box_dummy_plugin_script (dummy, "", NULL));
+  run_ok (fixture->hv, BOX_VM_OP_SHUTDOWN, "sb-a", NULL);
+
+  /* from the config, read at start */
+  set_config (fixture, "script", "boot fail times=1; destroy delay ms=1");
+  g_clear_object (&fixture->hv);   /* boxd restarts with it */
+  fixture->hv = new_plugin (fixture);
+  g_assert_true (box_plugin_start (BOX_PLUGIN (fixture->hv), NULL, &error));
+  g_assert_no_error (error);
+  run_fails (fixture->hv, BOX_VM_OP_BOOT, "sb-a", NULL, BOX_ERROR_INTERNAL);
+  run_ok (fixture->hv, BOX_VM_OP_BOOT, "sb-a", NULL);
+  set_config (fixture, "script", "boot maybe");
+  g_clear_object (&fixture->hv);
+  fixture->hv = new_plugin (fixture);
+  g_assert_false (box_plugin_start (BOX_PLUGIN (fixture->hv), NULL, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+}
+
+static void
+test_dummy_capabilities (Fixture *fixture, gconstpointer user_data)
+{
+  BoxHypervisorCapabilities caps;
+  g_autoptr(GError) error = NULL;
+  BoxVmRequest fork = {
+    .sandbox_id = "sb-fork", .resources = { 1, 512, 10 },
+    .from_sandbox_id = "sb-a", .from_checkpoint_id = "v1",
+  };
+
+  /* the defaults: what the dummy really does */
+  box_hypervisor_get_capabilities (fixture->hv, &caps);
+  g_assert_cmpint (caps.flags, ==, BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS |
+                                   BOX_HYPERVISOR_CAP_CHECKPOINTS | BOX_HYPERVISOR_CAP_FORK);
+  g_assert_cmpstr (caps.accel, ==, "none");
+  g_assert_false (box_hypervisor_has_caps (fixture->hv, BOX_HYPERVISOR_CAP_GUEST_AGENT));
+  g_assert_true (box_hypervisor_has_caps (fixture->hv, BOX_HYPERVISOR_CAP_FORK |
+                                                       BOX_HYPERVISOR_CAP_CHECKPOINTS));
+
+  /* any set, from the config */
+  set_config (fixture, "capabilities", "guest-agent, hot-pause,images");
+  set_config (fixture, "accel", "kvm");
+  g_assert_true (box_plugin_start (BOX_PLUGIN (fixture->hv), NULL, &error));
+  g_assert_no_error (error);
+  box_hypervisor_get_capabilities (fixture->hv, &caps);
+  g_assert_cmpint (caps.flags, ==, BOX_HYPERVISOR_CAP_GUEST_AGENT | BOX_HYPERVISOR_CAP_HOT_PAUSE |
+                                   BOX_HYPERVISOR_CAP_IMAGES);
+  g_assert_cmpstr (caps.accel, ==, "kvm");
+  g_assert_cmpstr (box_hypervisor_get_accel (fixture->hv), ==, "kvm");
+
+  /* and the operations they rule out fail as unsupported */
+  run_ok (fixture->hv, BOX_VM_OP_CREATE, "sb-a", NULL);
+  run_fails (fixture->hv, BOX_VM_OP_SUSPEND, "sb-a", NULL, BOX_ERROR_UNSUPPORTED);
+  run_fails (fixture->hv, BOX_VM_OP_CHECKPOINT, "sb-a", "v1", BOX_ERROR_UNSUPPORTED);
+  g_assert_false (run_full (fixture->hv, BOX_VM_OP_CREATE, &fork, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED);
+  g_clear_error (&error);
+  g_assert_cmpint (query (fixture->hv, "sb-a", NULL), ==, BOX_VM_STATE_RUNNING);
+
+  /* the test API overrides the config */
+  box_dummy_plugin_set_capabilities (BOX_DUMMY_PLUGIN (fixture->hv),
+                                     BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS, "tcg");
+  box_hypervisor_get_capabilities (fixture->hv, &caps);
+  g_assert_cmpint (caps.flags, ==, BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS);
+  g_assert_cmpstr (caps.accel, ==, "tcg");
+  run_ok (fixture->hv, BOX_VM_OP_SUSPEND, "sb-a", NULL);
+
+  /* a bad list is refused at start */
+  set_config (fixture, "capabilities", "teleport");
+  g_clear_object (&fixture->hv);
+  fixture->hv = new_plugin (fixture);
+  g_assert_false (box_plugin_start (BOX_PLUGIN (fixture->hv), NULL, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+}
+
 #define ADD(path, func) \
   g_test_add (path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
 
@@ -461,5 +585,7 @@ main (int argc, char **argv)
   ADD ("/dummy/bad-config", test_dummy_bad_config);
   ADD ("/dummy/delay", test_dummy_delay);
   ADD ("/dummy/vm-lost", test_dummy_vm_lost);
+  ADD ("/dummy/script", test_dummy_script);
+  ADD ("/dummy/capabilities", test_dummy_capabilities);
   return g_test_run ();
 }

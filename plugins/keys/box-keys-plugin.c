@@ -9,8 +9,17 @@
  * authenticate() is on every request's path: a credential that is not
  * shaped like a key is refused without touching storage; otherwise one
  * indexed lookup by hash, and the stored hash is compared with the computed
- * one in constant time before the key is accepted.  Nothing is cached, so a
- * deleted key stops working at once.
+ * one in constant time before the key is accepted.
+ *
+ * Keys accepted that way are remembered (at most BOX_KEYS_CACHE_MAX of them,
+ * by hash), so a key in use costs a SHA-256 and a hash-table lookup rather
+ * than a storage read; the remembered hash is compared in constant time
+ * again on every use.  Only this plugin deletes keys (delete_key(); the
+ * engine revokes a project's keys through it before deleting the project),
+ * and it forgets a key before it deletes it, so a deleted key stops working
+ * at once.  (With one store shared by several boxd nodes, a key deleted on
+ * another node would have to reach this cache through the store; a single
+ * boxd owns its data directory today.)
  */
 #include "config.h"
 
@@ -24,10 +33,12 @@
 #define BOX_KEYS_PREFIX      "box_"
 #define BOX_KEYS_SECRET_LEN  32
 #define BOX_KEYS_UNAUTHORIZED "a valid API key is required"
+#define BOX_KEYS_CACHE_MAX   1024
 
 struct _BoxKeysPlugin {
   BoxPlugin   parent_instance;
   BoxStorage *storage;   /* tests only; otherwise the context's */
+  GHashTable *cache;     /* hash (hex) -> BoxKey*: keys accepted before */
 };
 
 static void box_keys_plugin_auth_init (BoxAuthInterface *iface);
@@ -63,6 +74,7 @@ box_keys_plugin_set_storage (BoxKeysPlugin *self, BoxStorage *storage)
 {
   g_return_if_fail (BOX_IS_KEYS_PLUGIN (self));
   g_set_object (&self->storage, storage);
+  g_hash_table_remove_all (self->cache);
 }
 
 static BoxStorage *
@@ -119,12 +131,51 @@ check_key_name (const char *name, GError **error)
   return TRUE;
 }
 
+static gboolean
+hash_matches (const BoxKey *key, const char *hash)
+{
+  return key->hash != NULL && strlen (key->hash) == strlen (hash) &&
+         gnutls_memcmp (key->hash, hash, strlen (hash)) == 0;
+}
+
+static BoxPrincipal *
+principal_for_key (const BoxKey *key)
+{
+  BoxPrincipal *principal = g_new0 (BoxPrincipal, 1);
+
+  principal->kind = BOX_PRINCIPAL_KEY;
+  principal->project = g_strdup (key->project);
+  principal->key = box_key_copy (key);
+  return principal;
+}
+
+static void
+cache_remember (BoxKeysPlugin *self, const BoxKey *key)
+{
+  /* a bound, not an LRU: when full, start again from the keys in use */
+  if (g_hash_table_size (self->cache) >= BOX_KEYS_CACHE_MAX)
+    g_hash_table_remove_all (self->cache);
+  g_hash_table_replace (self->cache, g_strdup (key->hash), box_key_copy (key));
+}
+
+static gboolean
+cache_entry_is_key (gpointer hash, gpointer value, gpointer key_id)
+{
+  return g_strcmp0 (((BoxKey *) value)->id, key_id) == 0;
+}
+
+static void
+cache_forget (BoxKeysPlugin *self, const char *key_id)
+{
+  g_hash_table_foreach_remove (self->cache, cache_entry_is_key, (gpointer) key_id);
+}
+
 static BoxPrincipal *
 box_keys_plugin_authenticate (BoxAuth *auth, const char *credential, GError **error)
 {
   BoxKeysPlugin *self = BOX_KEYS_PLUGIN (auth);
   BoxStorage *storage;
-  BoxPrincipal *principal;
+  const BoxKey *known;
   g_autofree char *hash = NULL;
   g_autoptr(BoxKey) key = NULL;
   g_autoptr(GError) error_local = NULL;
@@ -133,11 +184,14 @@ box_keys_plugin_authenticate (BoxAuth *auth, const char *credential, GError **er
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNAUTHORIZED, BOX_KEYS_UNAUTHORIZED);
     return NULL;
   }
+  hash = box_keys_hash_secret (credential);
+  known = g_hash_table_lookup (self->cache, hash);
+  if (known != NULL && hash_matches (known, hash))
+    return principal_for_key (known);
+
   storage = box_keys_plugin_get_storage (self, error);
   if (storage == NULL)
     return NULL;
-
-  hash = box_keys_hash_secret (credential);
   key = box_storage_key_get_by_hash (storage, hash, &error_local);
   if (key == NULL) {
     if (error_local == NULL || g_error_matches (error_local, BOX_ERROR, BOX_ERROR_NOT_FOUND)) {
@@ -149,17 +203,12 @@ box_keys_plugin_authenticate (BoxAuth *auth, const char *credential, GError **er
   }
   /* Storage found the row by its index; accept it only when the stored
    * hash really is ours, compared in constant time. */
-  if (key->hash == NULL || strlen (key->hash) != strlen (hash) ||
-      gnutls_memcmp (key->hash, hash, strlen (hash)) != 0) {
+  if (!hash_matches (key, hash)) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNAUTHORIZED, BOX_KEYS_UNAUTHORIZED);
     return NULL;
   }
-
-  principal = g_new0 (BoxPrincipal, 1);
-  principal->kind = BOX_PRINCIPAL_KEY;
-  principal->project = g_strdup (key->project);
-  principal->key = g_steal_pointer (&key);
-  return principal;
+  cache_remember (self, key);
+  return principal_for_key (key);
 }
 
 static BoxKey *
@@ -255,6 +304,9 @@ box_keys_plugin_delete_key (BoxAuth *auth, const char *project, const char *key_
     g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "key %s not found", key_id);
     return FALSE;
   }
+  /* forgotten first: from here on it needs storage again, where it is gone
+   * (or, if the delete fails, still there) */
+  cache_forget (self, key_id);
   return box_storage_key_delete (storage, project, key_id, error);
 }
 
@@ -273,18 +325,32 @@ box_keys_plugin_dispose (GObject *object)
   BoxKeysPlugin *self = BOX_KEYS_PLUGIN (object);
 
   g_clear_object (&self->storage);
+  g_hash_table_remove_all (self->cache);
   G_OBJECT_CLASS (box_keys_plugin_parent_class)->dispose (object);
+}
+
+static void
+box_keys_plugin_finalize (GObject *object)
+{
+  BoxKeysPlugin *self = BOX_KEYS_PLUGIN (object);
+
+  g_hash_table_unref (self->cache);
+  G_OBJECT_CLASS (box_keys_plugin_parent_class)->finalize (object);
 }
 
 static void
 box_keys_plugin_class_init (BoxKeysPluginClass *klass)
 {
   G_OBJECT_CLASS (klass)->dispose = box_keys_plugin_dispose;
+  G_OBJECT_CLASS (klass)->finalize = box_keys_plugin_finalize;
 }
 
 static void
 box_keys_plugin_init (BoxKeysPlugin *self)
-{}
+{
+  self->cache = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                       (GDestroyNotify) box_key_free);
+}
 
 BOX_PLUGIN_DEFINE_FULL ("keys", "Project API keys, stored as SHA-256 hashes",
                         box_keys_plugin_get_type, 100, BOX_PLUGIN_FLAG_NONE, NULL)

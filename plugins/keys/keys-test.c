@@ -335,6 +335,36 @@ test_keys_delete (Fixture *fixture, gconstpointer user_data)
   g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
 }
 
+/* A key in use is remembered: no storage read; a deleted one is not. */
+static void
+test_keys_cache (Fixture *fixture, gconstpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *secret = NULL;
+  g_autoptr(BoxKey) key = create_key (fixture, "alpha", "ci", &secret);
+  guint lookups;
+
+  for (guint i = 0; i < 3; i++) {
+    g_autoptr(BoxPrincipal) principal = box_auth_authenticate (fixture->auth, secret, &error);
+    g_assert_no_error (error);
+    g_assert_nonnull (principal);
+    g_assert_cmpstr (principal->project, ==, "alpha");
+    g_assert_cmpstr (principal->key->id, ==, key->id);
+  }
+  g_assert_cmpuint (fixture->storage->n_lookups, ==, 1);
+
+  /* a near miss of a remembered key is refused, and costs a lookup */
+  lookups = fixture->storage->n_lookups;
+  assert_unauthorized (fixture, "box_abcdefghijklmnopqrstuvwxyz234567");
+  g_assert_cmpuint (fixture->storage->n_lookups, ==, lookups + 1);
+
+  g_assert_true (box_auth_delete_key (fixture->auth, "alpha", key->id, &error));
+  g_assert_no_error (error);
+  lookups = fixture->storage->n_lookups;
+  assert_unauthorized (fixture, secret);
+  g_assert_cmpuint (fixture->storage->n_lookups, ==, lookups + 1);
+}
+
 static void
 test_keys_delete_other_project (Fixture *fixture, gconstpointer user_data)
 {
@@ -416,6 +446,7 @@ main (int argc, char **argv)
   ADD ("/keys/create-refused", test_keys_create_refused);
   ADD ("/keys/list", test_keys_list);
   ADD ("/keys/delete", test_keys_delete);
+  ADD ("/keys/cache", test_keys_cache);
   ADD ("/keys/delete-other-project", test_keys_delete_other_project);
   ADD ("/keys/malformed", test_keys_malformed);
   ADD ("/keys/hash-mismatch", test_keys_hash_mismatch);

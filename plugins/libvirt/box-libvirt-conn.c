@@ -219,7 +219,7 @@ box_libvirt_conn_get (BoxLibvirtConn *conn, GError **error)
       const virError *err = virGetLastError ();
       g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
                    "cannot connect to libvirt at %s: %s (is libvirtd running? "
-                   "tools/libvirtd-up.sh starts it)", conn->uri,
+                   "dev/libvirtd-up.sh starts it)", conn->uri,
                    err != NULL && err->message != NULL ? err->message : "unknown error");
       g_mutex_unlock (&conn->lock);
       return NULL;

@@ -329,6 +329,20 @@ box_libvirt_plugin_get_accel (BoxHypervisor *hypervisor)
   return self->accel != NULL ? self->accel : "tcg";
 }
 
+/* Memory snapshots (pause and resume) with a guest agent; a pause stays hot
+ * for hot_pause_s.  No checkpoints, forks or images yet (run_async answers
+ * UNSUPPORTED for them). */
+static void
+box_libvirt_plugin_get_capabilities (BoxHypervisor *hypervisor, BoxHypervisorCapabilities *caps)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (hypervisor);
+
+  caps->accel = box_libvirt_plugin_get_accel (hypervisor);
+  caps->flags = BOX_HYPERVISOR_CAP_GUEST_AGENT | BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS;
+  if (self->config.hot_pause_s > 0)
+    caps->flags |= BOX_HYPERVISOR_CAP_HOT_PAUSE;
+}
+
 static GPtrArray *
 box_libvirt_plugin_list_templates (BoxHypervisor *hypervisor)
 {
@@ -405,6 +419,7 @@ static void
 box_libvirt_plugin_hypervisor_init (BoxHypervisorInterface *iface)
 {
   iface->get_accel = box_libvirt_plugin_get_accel;
+  iface->get_capabilities = box_libvirt_plugin_get_capabilities;
   iface->list_templates = box_libvirt_plugin_list_templates;
   iface->check_room = box_libvirt_plugin_check_room;
   iface->run_async = box_libvirt_plugin_run_async;

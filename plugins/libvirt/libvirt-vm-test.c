@@ -17,6 +17,7 @@
 #include <signal.h>
 
 #include "box-agent-client.h"
+#include "box-agent-exec.h"
 #include "box-config.h"
 #include "box-engine.h"
 #include "box-libvirt-private.h"
@@ -211,8 +212,15 @@ test_start (void)
   g_autoptr(GPtrArray) templates = box_hypervisor_list_templates (suite.hv);
   const BoxTemplate *base;
   const char *accel = box_hypervisor_get_accel (suite.hv);
+  BoxHypervisorCapabilities caps;
 
   g_assert_true (g_str_equal (accel, "kvm") || g_str_equal (accel, "tcg"));
+  box_hypervisor_get_capabilities (suite.hv, &caps);
+  g_assert_cmpstr (caps.accel, ==, accel);
+  g_assert_true (caps.flags & BOX_HYPERVISOR_CAP_GUEST_AGENT);
+  g_assert_true (caps.flags & BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS);
+  g_assert_false (caps.flags & (BOX_HYPERVISOR_CAP_FORK | BOX_HYPERVISOR_CAP_CHECKPOINTS |
+                                BOX_HYPERVISOR_CAP_IMAGES));
   g_test_message ("accel: %s", accel);
   g_assert_cmpuint (templates->len, ==, 1);
   base = g_ptr_array_index (templates, 0);

@@ -192,6 +192,45 @@ def test_output_limit(t):
          (r.status, len(r.stdout or b''), sorted((r.body or {}).keys())))
 
 
+def test_keepalive_streams(t):
+    """A WebSocket and a chunked download on connections that served
+    requests before (boxd keeps connections alive)."""
+    import http.client
+    import wsclient
+    from test_keepalive import Conn
+    c = Conn(d, timeout=60)
+    for _ in range(2):
+        c.send('GET', '/v1/sandboxes/exec-box', token=KEY)
+        t.eq(c.response()[0], 200, 'GET the sandbox on a kept-alive connection')
+    w = wsclient.connect('127.0.0.1', d.port, '/v1/sandboxes/exec-box/exec?cmd=echo&cmd=kept-alive',
+                         headers={'Authorization': 'Bearer ' + KEY}, sock=c.sock, timeout=60)
+    out = b''
+    while True:
+        try:
+            op, data = w.recv(60)
+        except (wsclient.ConnectionClosed, OSError):
+            break
+        if op == wsclient.OP_CLOSE:
+            break
+        if op == wsclient.OP_BINARY:
+            out += data[1:]
+    t.ok(b'kept-alive' in out, 'exec WebSocket upgraded on that connection', out[:200])
+    w.close()
+
+    conn = http.client.HTTPConnection('127.0.0.1', d.port, timeout=60)
+    hdrs = {'Authorization': 'Bearer ' + KEY}
+    bodies, socks = [], []
+    for _ in range(2):
+        conn.request('GET', '/v1/sandboxes/exec-box/fs/file?path=/proc/self/status', headers=hdrs)
+        resp = conn.getresponse()
+        bodies.append((resp.status, resp.getheader('transfer-encoding'), resp.read()))
+        socks.append(conn.sock)
+    conn.close()
+    t.ok(all(st == 200 and te == 'chunked' and b'Name:' in body for st, te, body in bodies),
+         'two chunked downloads (/proc/self/status) on one connection', [b[:2] for b in bodies])
+    t.ok(socks[0] is not None and socks[0] is socks[1], 'the second reused the first\'s connection')
+
+
 def test_cleanup(t):
     with clock('delete'):
         t.status(d.request('DELETE', '/v1/sandboxes/exec-box', token=KEY), 204, 'delete the sandbox')
@@ -200,4 +239,4 @@ def test_cleanup(t):
 
 if __name__ == '__main__':
     vmtest.main(t, clock, test_argv_stdin_output, test_cwd_user_env, test_invalid, test_timeout_and_signals,
-                test_output_limit, test_cleanup)
+                test_output_limit, test_keepalive_streams, test_cleanup)

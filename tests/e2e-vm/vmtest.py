@@ -5,7 +5,7 @@
 # HTTP exactly as a user would.  They reuse tests/e2e/boxtest.py (TAP, the
 # HTTP client, the event stream) and add what real VMs need:
 #
-#   prepare(tap)     libvirtd up (tools/libvirtd-up.sh) and the guest images
+#   prepare(tap)     libvirtd up (dev/libvirtd-up.sh) and the guest images
 #                    built (images/build-base.sh, cached), once however many
 #                    tests start at the same time (a lock file); a TAP skip
 #                    of the whole file (exit 77) without root or the tools,
@@ -128,7 +128,7 @@ def prepare(tap):
         skip_all('the vm suite needs root (libvirt qemu:///system, taps, image builds)')
     for prog in ('libvirtd', 'virsh', 'qemu-system-x86_64', 'nft', 'ip', 'mmdebstrap'):
         if shutil.which(prog) is None:
-            skip_all('%s is not installed (tools/deps.sh installs it)' % prog)
+            skip_all('%s is not installed (dev/deps.sh installs it)' % prog)
     if not os.path.exists(boxtest.BOXD):
         bail_out('no boxd at %s (set BOX_BUILD_ROOT)' % boxtest.BOXD)
     t = time.time()
@@ -137,7 +137,7 @@ def prepare(tap):
     # safe to run twice at once
     with open(os.path.join(IMAGE_CACHE, '.vm-test.lock'), 'a') as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        r = subprocess.run([os.path.join(SOURCE_ROOT, 'tools', 'libvirtd-up.sh')],
+        r = subprocess.run([os.path.join(SOURCE_ROOT, 'dev', 'libvirtd-up.sh')],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if r.returncode != 0:
             bail_out('libvirtd does not start: %s' % r.stdout.decode('utf-8', 'replace').strip())

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a test of the vm suite (real VMs) once the host is ready for it:
-# libvirtd running (tools/libvirtd-up.sh) and the guest images built
+# libvirtd running (dev/libvirtd-up.sh) and the guest images built
 # (images/build-base.sh; cached by recipe, so after the first build of a CI
 # run this takes a couple of seconds).  Skips with the reason only when that
 # cannot be done at all: TAP "1..0 # SKIP <reason>" and exit status 77, or
@@ -20,10 +20,10 @@ skip() {
 }
 
 [ "$(id -u)" -eq 0 ] || skip "the vm suite needs root (libvirt qemu:///system, image builds)"
-command -v libvirtd >/dev/null || skip "libvirtd is not installed (tools/deps.sh installs it)"
+command -v libvirtd >/dev/null || skip "libvirtd is not installed (dev/deps.sh installs it)"
 command -v qemu-system-x86_64 >/dev/null || skip "qemu-system-x86_64 is not installed"
 
-if ! out="$("$src/tools/libvirtd-up.sh" 2>&1)"; then
+if ! out="$("$src/dev/libvirtd-up.sh" 2>&1)"; then
   echo "Bail out! libvirtd does not start: $out"
   exit 1
 fi

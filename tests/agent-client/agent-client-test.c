@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent-test-util.h"
+#include "box-agent-exec.h"
 #include "box-error.h"
 
 static void

@@ -2,7 +2,7 @@
  * tar reader as the agent drives libarchive (agent/tar.c), fed in uneven
  * pieces, with the entry-name check on every name and hard link target;
  * and each input as a name and as a file route's path (ba_path_normalise).
- *   clang -fsanitize=fuzzer,address,undefined -I agent agent/tests/fuzz-tar.c agent/tar.c agent/proto.c -larchive -lm
+ *   clang -fsanitize=fuzzer,address,undefined -I agent tests/agent/fuzz-tar.c agent/tar.c agent/proto.c -larchive -lm
  * Without libFuzzer (meson), -DBA_FUZZ_MAIN adds a main() that runs each file
  * given on the command line once, so the corpus doubles as a regression test. */
 #include <stdint.h>

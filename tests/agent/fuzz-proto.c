@@ -1,5 +1,5 @@
 /* libFuzzer target for the agent's frame and message parsing (agent/proto.c).
- *   clang -fsanitize=fuzzer,address,undefined -I agent agent/tests/fuzz-proto.c agent/proto.c -lm
+ *   clang -fsanitize=fuzzer,address,undefined -I agent tests/agent/fuzz-proto.c agent/proto.c -lm
  * Without libFuzzer (meson), -DBA_FUZZ_MAIN adds a main() that runs each file
  * given on the command line once, so the corpus doubles as a regression test. */
 #include <stdint.h>

@@ -3,7 +3,7 @@
 # systemd), then wait until libvirtd answers on its socket.  Idempotent:
 # running it again while both run does nothing.
 #
-#   tools/libvirtd-up.sh          exit 0 when libvirtd answers
+#   dev/libvirtd-up.sh          exit 0 when libvirtd answers
 #   BOX_LIBVIRTD_TIMEOUT=30       seconds to wait for the socket (default 20)
 #
 # libvirt daemonizes each QEMU, so a QEMU that ends is reaped by whoever

@@ -3,16 +3,16 @@
 # twice (plain, and with AddressSanitizer + UndefinedBehaviorSanitizer),
 # runs every suite in both, and ends with one line "N passed, N failed".
 #
-#   tools/test.sh                  everything
-#   BOX_TEST_SUITES="unit plugin" tools/test.sh    only these suites
-#   BOX_TEST_SANITIZE=0 tools/test.sh              skip the sanitizer build
+#   dev/test.sh                  everything
+#   BOX_TEST_SUITES="unit plugin" dev/test.sh    only these suites
+#   BOX_TEST_SANITIZE=0 dev/test.sh              skip the sanitizer build
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
-# shellcheck source=tools/deps.sh
-. "$here/tools/deps.sh"
+# shellcheck source=dev/deps.sh
+. "$here/dev/deps.sh"
 box_install_deps || { echo "0 passed, 1 failed"; exit 1; }
 
 suites=()
