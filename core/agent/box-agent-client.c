@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "box-agent-exec.h"
 #include "box-agent-private.h"
 #include "box-error.h"
 
@@ -20,7 +21,10 @@
 enum { SIGNAL_EVENT, SIGNAL_CLOSED, SIGNAL_CHANNEL_OPENED, N_SIGNALS };
 static guint signals[N_SIGNALS];
 
-G_DEFINE_FINAL_TYPE (BoxAgentClient, box_agent_client, G_TYPE_OBJECT)
+static void box_agent_client_agent_init (BoxAgentInterface *iface);
+
+G_DEFINE_FINAL_TYPE_WITH_CODE (BoxAgentClient, box_agent_client, G_TYPE_OBJECT,
+                               G_IMPLEMENT_INTERFACE (BOX_TYPE_AGENT, box_agent_client_agent_init))
 
 typedef struct {
   GWeakRef client;
@@ -511,6 +515,72 @@ box_agent_client_finalize (GObject *object)
   g_clear_object (&self->stream);
   g_main_context_unref (self->context);
   G_OBJECT_CLASS (box_agent_client_parent_class)->finalize (object);
+}
+
+/* BoxAgent, what hypervisor plugins see (box-agent.h) */
+static void
+agent_connect_async (BoxAgent *agent, GCancellable *cancellable, GAsyncReadyCallback callback,
+                     gpointer user_data)
+{
+  box_agent_client_connect_async (BOX_AGENT_CLIENT (agent), cancellable, callback, user_data);
+}
+
+static gboolean
+agent_connect_finish (BoxAgent *agent, GAsyncResult *result, GError **error)
+{
+  return box_agent_client_connect_finish (BOX_AGENT_CLIENT (agent), result, error);
+}
+
+static void
+agent_call_async (BoxAgent *agent, const char *op, JsonObject *args, GCancellable *cancellable,
+                  GAsyncReadyCallback callback, gpointer user_data)
+{
+  box_agent_client_call_async (BOX_AGENT_CLIENT (agent), op, args, cancellable, callback, user_data);
+}
+
+static JsonObject *
+agent_call_finish (BoxAgent *agent, GAsyncResult *result, GError **error)
+{
+  return box_agent_client_call_finish (BOX_AGENT_CLIENT (agent), result, error);
+}
+
+static void
+agent_exec_run_async (BoxAgent *agent, const BoxExecRequest *request, GCancellable *cancellable,
+                      GAsyncReadyCallback callback, gpointer user_data)
+{
+  box_agent_client_exec_run_async (BOX_AGENT_CLIENT (agent), request, cancellable, callback,
+                                   user_data);
+}
+
+static BoxExecResult *
+agent_exec_run_finish (BoxAgent *agent, GAsyncResult *result, GError **error)
+{
+  return box_agent_client_exec_run_finish (BOX_AGENT_CLIENT (agent), result, error);
+}
+
+static gboolean
+agent_is_closed (BoxAgent *agent)
+{
+  return box_agent_client_is_closed (BOX_AGENT_CLIENT (agent));
+}
+
+static void
+agent_close (BoxAgent *agent)
+{
+  box_agent_client_close (BOX_AGENT_CLIENT (agent));
+}
+
+static void
+box_agent_client_agent_init (BoxAgentInterface *iface)
+{
+  iface->connect_async = agent_connect_async;
+  iface->connect_finish = agent_connect_finish;
+  iface->call_async = agent_call_async;
+  iface->call_finish = agent_call_finish;
+  iface->exec_run_async = agent_exec_run_async;
+  iface->exec_run_finish = agent_exec_run_finish;
+  iface->is_closed = agent_is_closed;
+  iface->close = agent_close;
 }
 
 static void

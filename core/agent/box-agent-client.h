@@ -6,6 +6,9 @@
  * fresh id, answered by a reply) and channels 1 .. 2^31-1 that it opens,
  * plus channels the agent opens.
  *
+ * It implements BoxAgent (box-agent.h), the part of it the plugin SDK
+ * exports to hypervisor plugins.
+ *
  * Everything happens on the thread-default main context of the thread that
  * created the client; there are no threads.  Writes go through one output
  * queue with an asynchronous writer, so no call ever blocks.
@@ -28,6 +31,7 @@
 #include <gio/gio.h>
 #include <json-glib/json-glib.h>
 
+#include "box-agent.h"
 #include "box-agent-channel.h"
 
 G_BEGIN_DECLS

@@ -39,8 +39,8 @@ box_config_new (void)
   config->listen = g_strdup (DEFAULT_LISTEN);
   config->sandbox_domain = g_strdup (DEFAULT_SANDBOX_DOMAIN);
   config->plugin_dir = g_strdup (running_uninstalled () ? BOX_BUILD_PLUGINDIR : BOX_PLUGINDIR);
-  config->storage = g_strdup ("sqlite");
-  config->auth = g_strdup ("keys");
+  config->storage = g_strdup ("auto");
+  config->auth = g_strdup ("auto");
   config->hypervisor = g_strdup ("auto");
   config->network = g_strdup ("auto");
   config->broker = g_strdup ("");
@@ -207,13 +207,13 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
     { "plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &plugin_dir,
       N_("Load plugins from DIR"), N_("DIR") },
     { "storage", 0, 0, G_OPTION_ARG_STRING, &storage,
-      N_("Storage plugin (default sqlite)"), N_("NAME") },
+      N_("Storage plugin (default auto: the best one installed)"), N_("NAME") },
     { "auth", 0, 0, G_OPTION_ARG_STRING, &auth,
-      N_("Auth plugin (default keys)"), N_("NAME") },
+      N_("Auth plugin (default auto: the best one installed)"), N_("NAME") },
     { "hypervisor", 0, 0, G_OPTION_ARG_STRING, &hypervisor,
-      N_("Hypervisor plugin (default auto: the real one installed)"), N_("NAME") },
+      N_("Hypervisor plugin (default auto: the best one that runs VMs)"), N_("NAME") },
     { "network", 0, 0, G_OPTION_ARG_STRING, &network,
-      N_("Network plugin, or none (default auto: nftables for real VMs)"), N_("NAME") },
+      N_("Network plugin, or none (default auto: the best one, for real VMs)"), N_("NAME") },
     { "secret-key-file", 0, 0, G_OPTION_ARG_FILENAME, &secret_key_file,
       N_("Seal secret values with the key in FILE (created if missing)"), N_("FILE") },
     { "no-secret-key", 0, 0, G_OPTION_ARG_NONE, &no_secret_key,

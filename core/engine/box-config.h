@@ -11,9 +11,9 @@
  *   sandbox_domain=sandbox.localhost
  *   base_url=http://127.0.0.1:7070
  *   plugin_dir=/usr/lib/x86_64-linux-gnu/box/plugins
- *   storage=sqlite
- *   auth=keys
- *   hypervisor=auto
+ *   storage=auto        (auto: the best installed plugin for the role
+ *   auth=auto            that works here: BoxPluginInfo's priority and
+ *   hypervisor=auto      probe; a name picks that plugin)
  *   network=auto
  *   broker=
  *   secret_key_file=<data-dir>/secret.key
@@ -24,7 +24,7 @@
  *   http_max_idle=256           (0: no bound; past it the oldest idle connection is closed)
  *
  *   [plugin.<name>]
- *   ... read by the plugin with box_plugin_get_config()
+ *   ... read by the plugin through its BoxPluginContext
  */
 #pragma once
 

@@ -15,8 +15,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "box-agent-client.h"
 #include "box-engine-private.h"
 #include "box-storage-records.h"
+#include "box-plugin-context.h"
 #include "box-requests.h"
 #include "box-validate.h"
 
@@ -31,7 +33,6 @@ static guint signals[N_SIGNALS];
 G_DEFINE_FINAL_TYPE (BoxEngine, box_engine, G_TYPE_OBJECT)
 
 /* Real hypervisors, best first, for hypervisor=auto. */
-static const char *const auto_hypervisors[] = { "libvirt", "qemu", NULL };
 
 static void
 box_engine_finalize (GObject *object)
@@ -184,6 +185,36 @@ box_engine_has_secret_key (BoxEngine *self)
 
 /* ---- start-up ---------------------------------------------------------- */
 
+/* How plugins connect to a guest agent: boxd's client, as a BoxAgent. */
+static BoxAgent *
+engine_new_agent (GIOStream *stream)
+{
+  return BOX_AGENT (box_agent_client_new (stream));
+}
+
+/* A plugin's view of boxd: its configuration, state directory and agent
+ * factory; box_engine_start() adds the store and the network. */
+static BoxPluginContext *
+engine_make_context (const char *plugin_name, gpointer user_data)
+{
+  BoxEngine *self = user_data;
+
+  return g_object_new (BOX_TYPE_PLUGIN_CONTEXT,
+                       "name", plugin_name,
+                       "keyfile", self->config->keyfile,
+                       "data-dir", self->config->data_dir,
+                       "agent-factory", (gpointer) engine_new_agent,
+                       NULL);
+}
+
+BoxPluginContext *
+box_engine_new_plugin_context (BoxEngine *self, const char *plugin_name)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (plugin_name != NULL, NULL);
+  return engine_make_context (plugin_name, self);
+}
+
 /* The plugin instance serving @iface_name: one instance per plugin, shared
  * when a plugin serves several interfaces. */
 static GObject *
@@ -191,6 +222,7 @@ instantiate (BoxEngine *self, const char *iface_name, const char *plugin_name, G
 {
   const BoxPluginModule *module;
   GType iface_type = box_plugin_interface_type (iface_name);
+  g_autoptr(BoxPluginContext) context = NULL;
   BoxPlugin *plugin;
   guint i;
 
@@ -215,56 +247,98 @@ instantiate (BoxEngine *self, const char *iface_name, const char *plugin_name, G
                  "plugin \"%s\" does not implement the %s interface", plugin_name, iface_name);
     return NULL;
   }
-  plugin = g_object_new (module->type, "name", module->name, "engine", self, NULL);
+  context = engine_make_context (module->name, self);
+  plugin = g_object_new (module->type, "name", module->name, "context", context, NULL);
   g_ptr_array_add (self->plugins, plugin);
   return G_OBJECT (plugin);
 }
 
+/* The plugin for @iface_name: the one the configuration names, or for
+ * `auto` the best that works here (box_plugin_loader_choose()); NULL with
+ * @error when none. */
 static const char *
-choose_hypervisor (BoxEngine *self)
+choose_plugin (BoxEngine *self, const char *iface_name, const char *wanted, guint32 exclude_flags,
+               GError **error)
 {
-  guint i;
+  const BoxPluginModule *module;
+  g_autoptr(GError) local_error = NULL;
 
-  if (g_strcmp0 (self->config->hypervisor, "auto") != 0)
-    return self->config->hypervisor;
-  for (i = 0; auto_hypervisors[i] != NULL; i++) {
-    if (box_plugin_loader_lookup (self->loader, auto_hypervisors[i]) != NULL)
-      return auto_hypervisors[i];
+  if (g_strcmp0 (wanted, "auto") != 0)
+    return wanted;
+  module = box_plugin_loader_choose (self->loader, box_plugin_interface_type (iface_name),
+                                     exclude_flags, engine_make_context, self, &local_error);
+  if (module == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s=auto: %s in %s", iface_name,
+                 local_error->message, self->config->plugin_dir);
+    return NULL;
   }
-  /* No real hypervisor is installed at all: the records API still works,
-   * but say loudly that no VM will run. */
-  if (box_plugin_loader_lookup (self->loader, "dummy") != NULL) {
-    g_warning ("no real hypervisor plugin is installed in %s; falling back to the dummy "
-               "hypervisor: sandboxes are records only and run no VM",
-               self->config->plugin_dir);
-    return "dummy";
-  }
-  return "libvirt";
+  return module->name;
 }
 
-/* network=auto: the nftables plugin when installed and the hypervisor runs
- * real VMs; none for the dummy hypervisor (it has no VM to connect).
- * *optional is TRUE when a failing start should leave sandboxes without a
- * network rather than stop boxd. */
+/* hypervisor=auto: the best hypervisor that runs VMs; only when none is
+ * installed (or none works) one that runs no VM, said loudly. */
+static const char *
+choose_hypervisor (BoxEngine *self, GError **error)
+{
+  const char *name;
+  g_autoptr(GError) local_error = NULL;
+
+  name = choose_plugin (self, "hypervisor", self->config->hypervisor, BOX_PLUGIN_FLAG_NO_VM,
+                        &local_error);
+  if (name != NULL)
+    return name;
+  name = choose_plugin (self, "hypervisor", self->config->hypervisor, 0, error);
+  if (name != NULL)
+    g_warning ("no real hypervisor plugin is installed in %s; falling back to the %s "
+               "hypervisor: sandboxes are records only and run no VM",
+               self->config->plugin_dir, name);
+  return name;
+}
+
+/* network=auto: the best network plugin when the hypervisor runs real VMs;
+ * none for one that runs no VM (it has no VM to connect).  *optional is
+ * TRUE when a failing start should leave sandboxes without a network
+ * rather than stop boxd. */
 static const char *
 choose_network (BoxEngine *self, const char *hypervisor, gboolean *optional)
 {
   const char *wanted = self->config->network;
+  const BoxPluginModule *module;
+  const char *name;
+  g_autoptr(GError) local_error = NULL;
 
   *optional = FALSE;
   if (wanted == NULL || wanted[0] == '\0' || g_str_equal (wanted, "none"))
     return NULL;
   if (!g_str_equal (wanted, "auto"))
     return wanted;
-  if (g_str_equal (hypervisor, "dummy"))
+  module = box_plugin_loader_lookup (self->loader, hypervisor);
+  if (module != NULL && (module->info->flags & BOX_PLUGIN_FLAG_NO_VM) != 0)
     return NULL;
-  if (box_plugin_loader_lookup (self->loader, "nftables") != NULL) {
-    *optional = TRUE;
-    return "nftables";
+  name = choose_plugin (self, "network", wanted, 0, &local_error);
+  if (name == NULL) {
+    g_warning ("no network plugin is installed in %s: sandboxes get no network",
+               self->config->plugin_dir);
+    return NULL;
   }
-  g_warning ("no network plugin is installed in %s: sandboxes get no network",
-             self->config->plugin_dir);
-  return NULL;
+  *optional = TRUE;
+  return name;
+}
+
+/* Give each plugin what it may use of the others: the store to every
+ * plugin but the store itself, the network to the hypervisor. */
+static void
+connect_contexts (BoxEngine *self)
+{
+  for (guint i = 0; i < self->plugins->len; i++) {
+    BoxPlugin *plugin = g_ptr_array_index (self->plugins, i);
+    BoxPluginContext *context = box_plugin_get_context (plugin);
+
+    if (G_OBJECT (plugin) != G_OBJECT (self->storage))
+      g_object_set (context, "storage", self->storage, NULL);
+    if (G_OBJECT (plugin) == G_OBJECT (self->hypervisor))
+      g_object_set (context, "network", self->network, NULL);
+  }
 }
 
 static gboolean
@@ -378,7 +452,15 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
   self->loader = box_plugin_loader_new ();
   if (!box_plugin_loader_load_dir (self->loader, self->config->plugin_dir, error))
     return FALSE;
-  hypervisor_name = choose_hypervisor (self);
+  wanted[0].name = choose_plugin (self, "storage", self->config->storage, 0, error);
+  if (wanted[0].name == NULL)
+    return FALSE;
+  wanted[1].name = choose_plugin (self, "auth", self->config->auth, 0, error);
+  if (wanted[1].name == NULL)
+    return FALSE;
+  hypervisor_name = choose_hypervisor (self, error);
+  if (hypervisor_name == NULL)
+    return FALSE;
   wanted[3].name = hypervisor_name;
   wanted[2].name = choose_network (self, hypervisor_name, &network_optional);
 
@@ -406,6 +488,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
                          "storage, auth and hypervisor plugins are required");
     return FALSE;
   }
+  connect_contexts (self);
 
   /* Start in dependency order: storage first; the array is in that order. */
   for (i = 0; i < self->plugins->len; i++) {
@@ -417,6 +500,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
         g_warning ("network plugin %s cannot start, sandboxes get no network: %s",
                    box_plugin_get_name (plugin), local_error->message);
         self->network = NULL;
+        g_object_set (box_plugin_get_context (BOX_PLUGIN (self->hypervisor)), "network", NULL, NULL);
         g_ptr_array_remove_index (self->plugins, i--);
         continue;
       }

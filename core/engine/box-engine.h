@@ -67,6 +67,10 @@ BoxNetwork    *box_engine_get_network        (BoxEngine *self);   /* may be NULL
 BoxBroker     *box_engine_get_broker         (BoxEngine *self);   /* may be NULL */
 /* BoxPlugin*: the started instances */
 GPtrArray     *box_engine_get_plugins        (BoxEngine *self);
+/* A new context for plugin @plugin_name, as box_engine_start() makes them
+ * (configuration, data directory, agent factory; no store or network yet):
+ * for tests that make a plugin by hand. */
+BoxPluginContext *box_engine_new_plugin_context (BoxEngine *self, const char *plugin_name);
 gboolean       box_engine_has_secret_key     (BoxEngine *self);
 
 /* ---- callers ---- */

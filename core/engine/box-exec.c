@@ -67,16 +67,6 @@ box_exec_result_copy (const BoxExecResult *result)
   return copy;
 }
 
-void
-box_exec_result_free (BoxExecResult *result)
-{
-  if (result == NULL)
-    return;
-  g_clear_pointer (&result->stdout_data, g_bytes_unref);
-  g_clear_pointer (&result->stderr_data, g_bytes_unref);
-  g_free (result);
-}
-
 G_DEFINE_BOXED_TYPE (BoxExecResult, box_exec_result, box_exec_result_copy, box_exec_result_free)
 
 /* ---- BoxExecStreamRequest ---- */

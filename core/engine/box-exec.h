@@ -10,27 +10,12 @@
 
 #include <gio/gio.h>
 
+/* BoxExecRequest, BoxExecResult, BOX_EXEC_OUTPUT_LIMIT and
+ * box_exec_result_free(): the plugin SDK's (hypervisor plugins run
+ * commands too) */
+#include "box-agent.h"
+
 G_BEGIN_DECLS
-
-/* One-shot exec (POST /exec/run). */
-typedef struct {
-  char        **argv;           /* required, non-empty */
-  GHashTable   *env;            /* char* -> char*, on top of the sandbox env; may be NULL */
-  char         *cwd;            /* NULL: the user's home */
-  char         *user;           /* NULL: "box" */
-  GBytes       *stdin_data;     /* NULL: empty; then EOF */
-  guint         timeout_s;      /* 0: none; the process group is killed after it */
-} BoxExecRequest;
-
-typedef struct {
-  int           exit_code;      /* 128 + signal when killed (137 on timeout) */
-  gboolean      timed_out;
-  gboolean      truncated;      /* stdout or stderr was cut at 16 MiB */
-  GBytes       *stdout_data;
-  GBytes       *stderr_data;
-} BoxExecResult;
-
-#define BOX_EXEC_OUTPUT_LIMIT (16u << 20)
 
 /* A streaming exec in a session of its own (GET /exec, a WebSocket). */
 typedef struct {
@@ -85,7 +70,6 @@ void                  box_exec_request_free            (BoxExecRequest *request)
 
 GType                 box_exec_result_get_type         (void) G_GNUC_CONST;
 BoxExecResult        *box_exec_result_copy             (const BoxExecResult *result);
-void                  box_exec_result_free             (BoxExecResult *result);
 
 GType                 box_exec_stream_request_get_type (void) G_GNUC_CONST;
 BoxExecStreamRequest *box_exec_stream_request_copy     (const BoxExecStreamRequest *request);
@@ -106,7 +90,6 @@ BoxPortSetting       *box_port_setting_copy            (const BoxPortSetting *se
 void                  box_port_setting_free            (BoxPortSetting *setting);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecRequest, box_exec_request_free)
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecResult, box_exec_result_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecStreamRequest, box_exec_stream_request_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxSessionInfo, box_session_info_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxPortListener, box_port_listener_free)

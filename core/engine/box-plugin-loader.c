@@ -27,7 +27,7 @@ struct _BoxPluginLoader {
   GHashTable *by_name;      /* name -> BoxPluginModule* (borrowed) */
 };
 
-G_DEFINE_TYPE (BoxPluginLoader, box_plugin_loader, G_TYPE_OBJECT)
+G_DEFINE_FINAL_TYPE (BoxPluginLoader, box_plugin_loader, G_TYPE_OBJECT)
 
 static const struct {
   const char *name;
@@ -127,18 +127,6 @@ box_plugin_file_is_safe (const char *path, GError **error)
   return TRUE;
 }
 
-static gboolean
-box_plugin_name_is_valid (const char *name)
-{
-  if (name == NULL || name[0] == '\0' || strlen (name) > 64)
-    return FALSE;
-  for (const char *p = name; *p != '\0'; p++) {
-    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && *p != '_' && *p != '-')
-      return FALSE;
-  }
-  return TRUE;
-}
-
 static char **
 box_plugin_type_interfaces (GType type)
 {
@@ -183,17 +171,7 @@ box_plugin_loader_open (BoxPluginLoader *self, const char *path, GError **error)
     g_module_close (module);
     return NULL;
   }
-  if (info->abi_version != BOX_PLUGIN_ABI_VERSION) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "ABI version %u, boxd needs %u",
-                 (guint) info->abi_version, (guint) BOX_PLUGIN_ABI_VERSION);
-    g_module_close (module);
-    return NULL;
-  }
-  if (!box_plugin_name_is_valid (info->name)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "bad plugin name \"%s\" (must be [a-z0-9_-]+)",
-                 info->name != NULL ? info->name : "");
+  if (!box_plugin_info_check (info, error)) {
     g_module_close (module);
     return NULL;
   }
@@ -319,4 +297,61 @@ box_plugin_loader_get_modules (BoxPluginLoader *self)
   g_return_val_if_fail (BOX_IS_PLUGIN_LOADER (self), NULL);
 
   return self->modules;
+}
+
+static gint
+compare_priority (gconstpointer a, gconstpointer b)
+{
+  const BoxPluginModule *ma = *(const BoxPluginModule *const *) a;
+  const BoxPluginModule *mb = *(const BoxPluginModule *const *) b;
+
+  /* highest first; equal priorities by name, so the choice is stable */
+  if (ma->info->priority != mb->info->priority)
+    return ma->info->priority > mb->info->priority ? -1 : 1;
+  return g_strcmp0 (ma->name, mb->name);
+}
+
+const BoxPluginModule *
+box_plugin_loader_choose (BoxPluginLoader *self, GType iface_type, guint32 exclude_flags,
+                          BoxPluginLoaderContextFunc make_context, gpointer user_data,
+                          GError **error)
+{
+  g_autoptr(GPtrArray) candidates = g_ptr_array_new ();
+  g_autoptr(GString) refused = g_string_new (NULL);
+
+  g_return_val_if_fail (BOX_IS_PLUGIN_LOADER (self), NULL);
+  g_return_val_if_fail (G_TYPE_IS_INTERFACE (iface_type), NULL);
+
+  for (guint i = 0; i < self->modules->len; i++) {
+    BoxPluginModule *module = g_ptr_array_index (self->modules, i);
+
+    if (module->info->priority > 0 && g_type_is_a (module->type, iface_type) &&
+        (module->info->flags & exclude_flags) == 0)
+      g_ptr_array_add (candidates, module);
+  }
+  g_ptr_array_sort (candidates, compare_priority);
+
+  for (guint i = 0; i < candidates->len; i++) {
+    const BoxPluginModule *module = g_ptr_array_index (candidates, i);
+    g_autoptr(BoxPluginContext) context = NULL;
+    g_autoptr(GError) local_error = NULL;
+
+    if (module->info->probe == NULL)
+      return module;
+    context = make_context != NULL ? make_context (module->name, user_data) :
+              g_object_new (BOX_TYPE_PLUGIN_CONTEXT, "name", module->name, NULL);
+    if (module->info->probe (context, &local_error))
+      return module;
+    g_info ("plugin %s cannot work here: %s", module->name,
+            local_error != NULL ? local_error->message : "its probe says no");
+    g_string_append_printf (refused, "%s%s: %s", refused->len > 0 ? "; " : "", module->name,
+                            local_error != NULL ? local_error->message : "its probe says no");
+  }
+  if (refused->len > 0)
+    g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no %s plugin works here (%s)",
+                 g_type_name (iface_type), refused->str);
+  else
+    g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no %s plugin is installed",
+                 g_type_name (iface_type));
+  return NULL;
 }

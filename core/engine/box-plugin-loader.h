@@ -2,6 +2,7 @@
 #pragma once
 
 #include "box-plugin.h"
+#include "box-plugin-context.h"
 
 G_BEGIN_DECLS
 
@@ -34,6 +35,22 @@ const BoxPluginModule *box_plugin_loader_lookup     (BoxPluginLoader *self,
 GPtrArray             *box_plugin_loader_get_modules (BoxPluginLoader *self);
 /* The GType of the interface named "storage", "auth", ... or G_TYPE_INVALID */
 GType                  box_plugin_interface_type    (const char *iface_name);
+
+/* Makes the context a candidate's probe gets (a new reference). */
+typedef BoxPluginContext *(*BoxPluginLoaderContextFunc) (const char *plugin_name,
+                                                         gpointer    user_data);
+
+/* `auto`: among the loaded plugins whose type implements @iface_type, whose
+ * priority is above 0 and whose flags share nothing with @exclude_flags,
+ * the highest priority (then the first name) whose probe passes (a plugin
+ * without a probe passes).  NULL with BOX_ERROR_NOT_FOUND saying which
+ * refused and why when none.  @make_context may be NULL (an empty context). */
+const BoxPluginModule *box_plugin_loader_choose     (BoxPluginLoader            *self,
+                                                     GType                       iface_type,
+                                                     guint32                     exclude_flags,
+                                                     BoxPluginLoaderContextFunc  make_context,
+                                                     gpointer                    user_data,
+                                                     GError                    **error);
 
 /* The checks the loader applies to a file, exposed for tests. */
 gboolean               box_plugin_file_is_safe      (const char *path, GError **error);

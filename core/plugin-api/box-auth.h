@@ -5,14 +5,21 @@
  * deployment configuration); project credentials are the plugin's.
  * authenticate() is on the hot path of every request: no blocking beyond a
  * local indexed lookup, and comparisons in constant time.
+ *
+ * Thread contract: every call on the main thread; the plugin may use the
+ * store its context gives it (box_plugin_context_get_storage()) from
+ * those calls, on the main thread only.
  */
 #pragma once
+
+#include "box-export.h"
 
 #include "box-plugin.h"
 
 G_BEGIN_DECLS
 
 #define BOX_TYPE_AUTH (box_auth_get_type ())
+BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxAuth, box_auth, BOX, AUTH, GObject)
 
 struct _BoxAuthInterface {
@@ -31,10 +38,26 @@ struct _BoxAuthInterface {
   gpointer padding[12];
 };
 
+/**
+ * box_auth_authenticate:
+ *
+ * Returns: (transfer full) (nullable): who is calling, or %NULL with
+ *   BOX_ERROR_UNAUTHORIZED
+ */
+BOX_PLUGIN_API
 BoxPrincipal *box_auth_authenticate (BoxAuth *self, const char *credential, GError **error);
+BOX_PLUGIN_API
 BoxKey       *box_auth_create_key   (BoxAuth *self, const char *project, const char *name,
                                      char **secret_out, GError **error);
+/**
+ * box_auth_list_keys:
+ *
+ * Returns: (transfer container) (element-type BoxKey) (nullable): the
+ *   project's keys, which the array owns
+ */
+BOX_PLUGIN_API
 GPtrArray    *box_auth_list_keys    (BoxAuth *self, const char *project, GError **error);
+BOX_PLUGIN_API
 gboolean      box_auth_delete_key   (BoxAuth *self, const char *project, const char *key_id,
                                      GError **error);
 

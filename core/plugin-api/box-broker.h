@@ -5,8 +5,13 @@
  * an injected header) and forwards it to the real host, verifying the real
  * host's certificate.  It receives plaintext values from the engine, keeps
  * them in its own memory only, and never hands them to a sandbox.
+ *
+ * Thread contract: every call on the main thread; the proxying itself may
+ * run on the plugin's own threads, which call nothing of boxd.
  */
 #pragma once
+
+#include "box-export.h"
 
 #include "box-plugin.h"
 
@@ -18,6 +23,7 @@ typedef struct {
 } BoxBrokeredSecret;
 
 #define BOX_TYPE_BROKER (box_broker_get_type ())
+BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxBroker, box_broker, BOX, BROKER, GObject)
 
 struct _BoxBrokerInterface {
@@ -33,7 +39,14 @@ struct _BoxBrokerInterface {
   gpointer padding[16];
 };
 
+/**
+ * box_broker_get_ca_pem:
+ *
+ * Returns: (transfer full) (nullable): the CA certificate sandboxes trust
+ */
+BOX_PLUGIN_API
 GBytes   *box_broker_get_ca_pem  (BoxBroker *self, GError **error);
+BOX_PLUGIN_API
 gboolean  box_broker_set_secrets (BoxBroker *self, const char *sandbox_id, GPtrArray *secrets,
                                   GError **error);
 

@@ -1,13 +1,15 @@
 /* box-error.h: the one public error domain.
  *
  * Every failure that can reach a user carries a BOX_ERROR code; the codes are
- * the interface specification's error codes.  Other domains (GIO, SQLite,
- * libvirt, GnuTLS ...) are converted at the boundary where they occur, and
+ * the interface specification's error codes.  Other domains (GIO, a
+ * plugin's library, GnuTLS ...) are converted at the boundary where they occur, and
  * transports map BOX_ERROR to their own form in exactly one place:
  * box_error_http_status() and box_error_to_json() for HTTP,
  * box_error_dbus_name() for D-Bus.
  */
 #pragma once
+
+#include "box-export.h"
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
@@ -32,18 +34,24 @@ typedef enum {
   BOX_ERROR_LAST
 } BoxErrorCode;
 
+BOX_PLUGIN_API
 GQuark       box_error_quark        (void);
 
+BOX_PLUGIN_API
 const char  *box_error_code_name    (BoxErrorCode code);
+BOX_PLUGIN_API
 guint        box_error_http_status  (BoxErrorCode code);
+BOX_PLUGIN_API
 const char  *box_error_dbus_name    (BoxErrorCode code);
 
 /* Any GError -> BOX_ERROR; foreign domains become BOX_ERROR_INTERNAL with
  * the original message prefixed by @context (may be NULL). */
+BOX_PLUGIN_API
 GError      *box_error_convert      (const GError *error,
                                      const char   *context);
 
 /* {"error": {"code": ..., "message": ...}} */
+BOX_PLUGIN_API
 JsonNode    *box_error_to_json      (const GError *error);
 
 /* Seconds a client should wait after BOX_ERROR_CAPACITY. */

@@ -20,13 +20,23 @@
  * The hypervisor plugin owns each running VM's connection to its guest
  * agent (it needs it itself: set-time, set-env and reseeding after a
  * restore or fork) and hands the engine the connected client with
- * get_agent().  It also owns the VM's network attachment: it calls the
- * engine's BoxNetwork (box_engine_get_network()) to attach and detach the
- * VM, since only it knows when a tap device must exist (a warm pool of
+ * get_agent(); it makes agents with box_plugin_context_new_agent().  It
+ * also owns the VM's network attachment: it calls the BoxNetwork its
+ * context gives it (box_plugin_context_get_network()) to attach and detach
+ * the VM, since only it knows when a tap device must exist (a warm pool of
  * pre-started VMs attaches before the sandbox exists, then rebinds), and
  * applies request->egress before the guest's network comes up.
+ *
+ * Thread contract: the engine calls every vfunc on the main thread, and
+ * run_async() completes there (GTask does it when the task was made on the
+ * main thread).  Blocking work runs on the plugin's own threads (libvirt: a
+ * bounded GThreadPool); from them the plugin may call the BoxNetwork of
+ * its context (see box-network.h) and nothing else of boxd.  Agents, the
+ * ::vm-lost signal and the context's store are main-thread only.
  */
 #pragma once
+
+#include "box-export.h"
 
 #include "box-plugin.h"
 #include "box-network.h"
@@ -90,6 +100,7 @@ typedef struct {
 } BoxVmRequest;
 
 #define BOX_TYPE_HYPERVISOR (box_hypervisor_get_type ())
+BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxHypervisor, box_hypervisor, BOX, HYPERVISOR, GObject)
 
 struct _BoxHypervisorInterface {
@@ -122,24 +133,63 @@ struct _BoxHypervisorInterface {
 };
 
 /* caps->accel when the plugin has get_capabilities() */
+BOX_PLUGIN_API
 const char  *box_hypervisor_get_accel      (BoxHypervisor *self);
+/**
+ * box_hypervisor_get_capabilities:
+ * @caps: (out caller-allocates): filled in
+ */
+BOX_PLUGIN_API
 void         box_hypervisor_get_capabilities (BoxHypervisor *self, BoxHypervisorCapabilities *caps);
 /* TRUE when every flag of @caps is set */
+BOX_PLUGIN_API
 gboolean     box_hypervisor_has_caps       (BoxHypervisor *self, BoxHypervisorCaps caps);
+BOX_PLUGIN_API
 GPtrArray   *box_hypervisor_list_templates (BoxHypervisor *self);
+BOX_PLUGIN_API
 gboolean     box_hypervisor_check_room     (BoxHypervisor *self, const BoxResources *resources,
                                             GError **error);
+/**
+ * box_hypervisor_run_async:
+ * @self: the hypervisor
+ * @op: the operation
+ * @request: what it works on; valid until the call returns
+ * @cancellable: (nullable): cancels the operation where it can be
+ * @callback: (scope async): called on the main thread
+ * @user_data: (closure): data for @callback
+ *
+ * Runs one VM operation; complete it with box_hypervisor_run_finish().
+ */
+BOX_PLUGIN_API
 void         box_hypervisor_run_async      (BoxHypervisor *self, BoxVmOp op,
                                             const BoxVmRequest *request, GCancellable *cancellable,
                                             GAsyncReadyCallback callback, gpointer user_data);
+BOX_PLUGIN_API
 gboolean     box_hypervisor_run_finish     (BoxHypervisor *self, GAsyncResult *result,
                                             GError **error);
+/**
+ * box_hypervisor_get_agent:
+ *
+ * Returns: (transfer full) (nullable): the running VM's connected agent
+ *   (a #BoxAgent made by box_plugin_context_new_agent()), or %NULL with
+ *   BOX_ERROR_SANDBOX_UNAVAILABLE
+ */
+BOX_PLUGIN_API
 BoxAgentClient *box_hypervisor_get_agent  (BoxHypervisor *self, const char *sandbox_id,
                                             GError **error);
+/**
+ * box_hypervisor_query:
+ * @snapshot_at: (out) (optional): when the kept snapshot was made
+ *
+ * Returns: what the plugin knows of the sandbox's VM
+ */
+BOX_PLUGIN_API
 BoxVmState   box_hypervisor_query          (BoxHypervisor *self, const char *sandbox_id,
                                             gint64 *snapshot_at);
+BOX_PLUGIN_API
 const char  *box_vm_op_to_string           (BoxVmOp op);
 /* Emits ::vm-lost; for plugins. */
+BOX_PLUGIN_API
 void         box_hypervisor_emit_vm_lost   (BoxHypervisor *self, const char *sandbox_id);
 
 G_END_DECLS

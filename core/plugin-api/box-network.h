@@ -5,8 +5,18 @@
  * sandboxes away from the node, the local networks and each other, and
  * enforces egress rules.  set_egress() gets the rules with "defaults"
  * already expanded; an empty array means the whole internet.
+ *
+ * Thread contract: set_egress() comes from the engine on the main thread.
+ * attach(), rebind() and detach() come from the hypervisor plugin, which
+ * may call them from its worker threads (libvirt does, while it creates,
+ * resumes or destroys a VM): an implementation must take its own lock
+ * around its state and must not touch main-loop state in them (the
+ * nftables plugin holds one mutex for each call).  Calls for one sandbox
+ * never overlap.
  */
 #pragma once
+
+#include "box-export.h"
 
 #include "box-plugin.h"
 
@@ -21,11 +31,14 @@ typedef struct {
   char   **dns;           /* resolvers the guest uses */
 } BoxNetAttachment;
 
+BOX_PLUGIN_API
 void              box_net_attachment_free (BoxNetAttachment *attachment);
+BOX_PLUGIN_API
 BoxNetAttachment *box_net_attachment_copy (const BoxNetAttachment *attachment);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNetAttachment, box_net_attachment_free)
 
 #define BOX_TYPE_NETWORK (box_network_get_type ())
+BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxNetwork, box_network, BOX, NETWORK, GObject)
 
 struct _BoxNetworkInterface {
@@ -45,10 +58,24 @@ struct _BoxNetworkInterface {
   gpointer padding[16];
 };
 
+/**
+ * box_network_attach:
+ *
+ * Returns: (transfer full) (nullable): the sandbox's interface
+ */
+BOX_PLUGIN_API
 BoxNetAttachment *box_network_attach     (BoxNetwork *self, const char *sandbox_id, GError **error);
+BOX_PLUGIN_API
 gboolean          box_network_rebind     (BoxNetwork *self, const char *old_id, const char *new_id,
                                           GError **error);
+BOX_PLUGIN_API
 gboolean          box_network_detach     (BoxNetwork *self, const char *sandbox_id, GError **error);
+/**
+ * box_network_set_egress:
+ * @rules: (element-type BoxRule): the rules, "defaults" expanded; empty:
+ *   the whole internet
+ */
+BOX_PLUGIN_API
 gboolean          box_network_set_egress (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules,
                                           GError **error);
 

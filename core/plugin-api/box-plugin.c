@@ -1,24 +1,21 @@
 /* box-plugin.c: the plugin base class; see box-plugin.h.
  *
- * A BoxPlugin knows its name and the engine that created it.  The engine
- * owns its plugins, so the plugin keeps only a weak pointer back: it is
- * cleared when the engine goes away, and a plugin used after that sees
- * NULL (its configuration then reads as the fallbacks).
+ * A BoxPlugin knows its name and its context (box-plugin-context.h), the
+ * narrow view of boxd the engine gives it.  It holds a reference on the
+ * context; the context holds none on the plugin.
  */
 #include "config.h"
 
-#include <errno.h>
-#include <glib/gstdio.h>
+#include <string.h>
 
-#include "box-engine.h"
 #include "box-plugin.h"
+#include "box-plugin-context.h"
 
 typedef struct {
-  char      *name;
-  BoxEngine *engine;     /* weak */
-  char      *state_dir;  /* computed and created on first use */
-  gboolean   started;
-  gboolean   stopped;
+  char             *name;
+  BoxPluginContext *context;
+  gboolean          started;
+  gboolean          stopped;
 } BoxPluginPrivate;
 
 G_DEFINE_TYPE_WITH_PRIVATE (BoxPlugin, box_plugin, G_TYPE_OBJECT)
@@ -26,23 +23,11 @@ G_DEFINE_TYPE_WITH_PRIVATE (BoxPlugin, box_plugin, G_TYPE_OBJECT)
 enum {
   PROP_0,
   PROP_NAME,
-  PROP_ENGINE,
+  PROP_CONTEXT,
   N_PROPS
 };
 
 static GParamSpec *props[N_PROPS];
-
-static void
-box_plugin_set_engine (BoxPlugin *self, BoxEngine *engine)
-{
-  BoxPluginPrivate *priv = box_plugin_get_instance_private (self);
-
-  if (priv->engine != NULL)
-    g_object_remove_weak_pointer (G_OBJECT (priv->engine), (gpointer *) &priv->engine);
-  priv->engine = engine;
-  if (priv->engine != NULL)
-    g_object_add_weak_pointer (G_OBJECT (priv->engine), (gpointer *) &priv->engine);
-}
 
 static void
 box_plugin_get_property (GObject *object, guint prop_id, GValue *value, GParamSpec *pspec)
@@ -54,8 +39,8 @@ box_plugin_get_property (GObject *object, guint prop_id, GValue *value, GParamSp
   case PROP_NAME:
     g_value_set_string (value, priv->name);
     break;
-  case PROP_ENGINE:
-    g_value_set_object (value, priv->engine);
+  case PROP_CONTEXT:
+    g_value_set_object (value, priv->context);
     break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -74,8 +59,9 @@ box_plugin_set_property (GObject *object, guint prop_id, const GValue *value, GP
     g_free (priv->name);
     priv->name = g_value_dup_string (value);
     break;
-  case PROP_ENGINE:
-    box_plugin_set_engine (self, g_value_get_object (value));
+  case PROP_CONTEXT:
+    g_clear_object (&priv->context);
+    priv->context = g_value_dup_object (value);
     break;
   default:
     G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -93,12 +79,16 @@ box_plugin_constructed (GObject *object)
 
   if (priv->name == NULL)
     priv->name = g_strdup (G_OBJECT_TYPE_NAME (object));
+  if (priv->context == NULL)
+    priv->context = g_object_new (BOX_TYPE_PLUGIN_CONTEXT, "name", priv->name, NULL);
 }
 
 static void
 box_plugin_dispose (GObject *object)
 {
-  box_plugin_set_engine (BOX_PLUGIN (object), NULL);
+  BoxPluginPrivate *priv = box_plugin_get_instance_private (BOX_PLUGIN (object));
+
+  g_clear_object (&priv->context);
   G_OBJECT_CLASS (box_plugin_parent_class)->dispose (object);
 }
 
@@ -109,7 +99,6 @@ box_plugin_finalize (GObject *object)
   BoxPluginPrivate *priv = box_plugin_get_instance_private (self);
 
   g_free (priv->name);
-  g_free (priv->state_dir);
   G_OBJECT_CLASS (box_plugin_parent_class)->finalize (object);
 }
 
@@ -126,18 +115,18 @@ box_plugin_class_init (BoxPluginClass *klass)
 
   /**
    * BoxPlugin:name:
-   * The plugin's name, as its BoxPluginInfo says ("sqlite").
+   * The plugin's name, as its BoxPluginInfo says ("mystore").
    */
   props[PROP_NAME] =
     g_param_spec_string ("name", NULL, NULL, NULL,
                          G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
   /**
-   * BoxPlugin:engine:
-   * The engine that created the plugin (not referenced: the engine owns
-   * its plugins).
+   * BoxPlugin:context:
+   * The plugin's view of boxd (its configuration, state directory, store,
+   * network); a context with none of them when not given.
    */
-  props[PROP_ENGINE] =
-    g_param_spec_object ("engine", NULL, NULL, BOX_TYPE_ENGINE,
+  props[PROP_CONTEXT] =
+    g_param_spec_object ("context", NULL, NULL, BOX_TYPE_PLUGIN_CONTEXT,
                          G_PARAM_READWRITE | G_PARAM_CONSTRUCT_ONLY | G_PARAM_STATIC_STRINGS);
   g_object_class_install_properties (object_class, N_PROPS, props);
 }
@@ -156,66 +145,54 @@ box_plugin_get_name (BoxPlugin *self)
   return priv->name;
 }
 
-BoxEngine *
-box_plugin_get_engine (BoxPlugin *self)
+BoxPluginContext *
+box_plugin_get_context (BoxPlugin *self)
 {
   BoxPluginPrivate *priv;
 
   g_return_val_if_fail (BOX_IS_PLUGIN (self), NULL);
   priv = box_plugin_get_instance_private (self);
-  return priv->engine;
-}
-
-static BoxConfig *
-box_plugin_get_box_config (BoxPlugin *self)
-{
-  BoxPluginPrivate *priv = box_plugin_get_instance_private (self);
-
-  if (priv->engine == NULL)
-    return NULL;
-  return box_engine_get_config (priv->engine);
+  return priv->context;
 }
 
 const char *
 box_plugin_get_state_dir (BoxPlugin *self)
 {
-  BoxPluginPrivate *priv;
-  BoxConfig *config;
-
   g_return_val_if_fail (BOX_IS_PLUGIN (self), NULL);
-  priv = box_plugin_get_instance_private (self);
-  if (priv->state_dir != NULL)
-    return priv->state_dir;
-
-  config = box_plugin_get_box_config (self);
-  if (config == NULL || config->data_dir == NULL) {
-    g_warning ("plugin %s has no engine or data directory for its state", priv->name);
-    return NULL;
-  }
-  priv->state_dir = g_build_filename (config->data_dir, priv->name, NULL);
-  if (g_mkdir_with_parents (priv->state_dir, 0700) != 0) {
-    int saved_errno = errno;
-    g_warning ("cannot create state directory %s of plugin %s: %s",
-               priv->state_dir, priv->name, g_strerror (saved_errno));
-  } else if (g_chmod (priv->state_dir, 0700) != 0) {
-    int saved_errno = errno;
-    g_warning ("cannot set the mode of %s: %s", priv->state_dir, g_strerror (saved_errno));
-  }
-  return priv->state_dir;
+  return box_plugin_context_get_state_dir (box_plugin_get_context (self));
 }
 
 char *
 box_plugin_get_config (BoxPlugin *self, const char *key, const char *fallback)
 {
-  BoxConfig *config;
-
   g_return_val_if_fail (BOX_IS_PLUGIN (self), NULL);
   g_return_val_if_fail (key != NULL, NULL);
+  return box_plugin_context_get_string (box_plugin_get_context (self), key, fallback);
+}
 
-  config = box_plugin_get_box_config (self);
-  if (config == NULL)
-    return g_strdup (fallback);
-  return box_config_get_plugin_value (config, box_plugin_get_name (self), key, fallback);
+gboolean
+box_plugin_info_check (const BoxPluginInfo *info, GError **error)
+{
+  const char *name;
+
+  g_return_val_if_fail (info != NULL, FALSE);
+
+  if (info->abi_version != BOX_PLUGIN_ABI_VERSION) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "ABI version %u, boxd needs %u",
+                 (guint) info->abi_version, (guint) BOX_PLUGIN_ABI_VERSION);
+    return FALSE;
+  }
+  name = info->name != NULL ? info->name : "";
+  for (const char *p = name; *p != '\0'; p++) {
+    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && *p != '_' && *p != '-')
+      name = "";
+  }
+  if (name[0] == '\0' || strlen (name) > 64) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "bad plugin name \"%s\" (must be [a-z0-9_-]+)",
+                 info->name != NULL ? info->name : "");
+    return FALSE;
+  }
+  return TRUE;
 }
 
 gboolean

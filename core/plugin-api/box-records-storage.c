@@ -372,6 +372,35 @@ read_sandbox_network (Reader *r, JsonObject *obj, BoxSandbox *sandbox)
   }
 }
 
+GPtrArray *
+box_rules_from_storage_json (JsonNode *egress, GError **error)
+{
+  g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  Reader r = { "rule", error, FALSE };
+  JsonArray *array;
+  guint i;
+
+  if (egress == NULL || JSON_NODE_HOLDS_NULL (egress))
+    return g_steal_pointer (&rules);
+  if (!JSON_NODE_HOLDS_ARRAY (egress)) {
+    reader_fail (&r, "egress", "an array of rules");
+    return NULL;
+  }
+  array = json_node_get_array (egress);
+  for (i = 0; i < json_array_get_length (array) && !r.failed; i++) {
+    JsonNode *node = json_array_get_element (array, i);
+
+    if (!JSON_NODE_HOLDS_OBJECT (node)) {
+      reader_fail (&r, "egress", "an array of rules");
+      break;
+    }
+    g_ptr_array_add (rules, read_rule (&r, json_node_get_object (node)));
+  }
+  if (r.failed)
+    return NULL;
+  return g_steal_pointer (&rules);
+}
+
 BoxSandbox *
 box_sandbox_from_storage_json (const char *json, GError **error)
 {

@@ -16,6 +16,8 @@
  */
 #pragma once
 
+#include "box-export.h"
+
 #include <glib.h>
 #include <json-glib/json-glib.h>
 
@@ -225,74 +227,127 @@ typedef struct {
 
 /* ---- Enums <-> strings ------------------------------------------------- */
 
+BOX_PLUGIN_API
 const char *box_sandbox_state_to_string   (BoxSandboxState state);
+BOX_PLUGIN_API
 gboolean    box_sandbox_state_from_string (const char *str, BoxSandboxState *out);
+BOX_PLUGIN_API
 const char *box_idle_action_to_string     (BoxIdleAction action);
+BOX_PLUGIN_API
 gboolean    box_idle_action_from_string   (const char *str, BoxIdleAction *out);
+BOX_PLUGIN_API
 const char *box_deadline_action_to_string (BoxDeadlineAction action);
+BOX_PLUGIN_API
 gboolean    box_deadline_action_from_string (const char *str, BoxDeadlineAction *out);
 
 /* ---- Time -------------------------------------------------------------- */
 
 /* RFC 3339 UTC in whole seconds, e.g. "2026-11-22T00:58:55Z". */
+BOX_PLUGIN_API
 char       *box_time_format               (gint64 usec);
 /* Parses RFC 3339 (any offset); FALSE when malformed. */
+BOX_PLUGIN_API
 gboolean    box_time_parse                (const char *str, gint64 *usec_out);
 
 /* ---- Lifetime ---------------------------------------------------------- */
 
+BOX_PLUGIN_API
 void           box_project_free        (BoxProject *project);
+BOX_PLUGIN_API
 BoxProject    *box_project_copy        (const BoxProject *project);
+BOX_PLUGIN_API
 void           box_key_free            (BoxKey *key);
+BOX_PLUGIN_API
 BoxKey        *box_key_copy            (const BoxKey *key);
+BOX_PLUGIN_API
 void           box_principal_free      (BoxPrincipal *principal);
+BOX_PLUGIN_API
 void           box_rule_free           (BoxRule *rule);
+BOX_PLUGIN_API
 BoxRule       *box_rule_copy           (const BoxRule *rule);
+BOX_PLUGIN_API
 BoxSandbox    *box_sandbox_new         (void);
+BOX_PLUGIN_API
 void           box_sandbox_free        (BoxSandbox *sandbox);
+BOX_PLUGIN_API
 BoxSandbox    *box_sandbox_copy        (const BoxSandbox *sandbox);
+BOX_PLUGIN_API
 void           box_checkpoint_free     (BoxCheckpoint *checkpoint);
+BOX_PLUGIN_API
 BoxCheckpoint *box_checkpoint_copy     (const BoxCheckpoint *checkpoint);
+BOX_PLUGIN_API
 void           box_secret_free         (BoxSecret *secret);
+BOX_PLUGIN_API
 BoxSecret     *box_secret_copy         (const BoxSecret *secret);
+BOX_PLUGIN_API
 void           box_template_free       (BoxTemplate *tmpl);
+BOX_PLUGIN_API
 BoxTemplate   *box_template_copy       (const BoxTemplate *tmpl);
+BOX_PLUGIN_API
 BoxEvent      *box_event_new           (const char *type, const char *project,
                                         const char *sandbox, JsonObject *detail);
+BOX_PLUGIN_API
 void           box_event_free          (BoxEvent *event);
+BOX_PLUGIN_API
 BoxEvent      *box_event_copy          (const BoxEvent *event);
+BOX_PLUGIN_API
 void           box_sandbox_create_free (BoxSandboxCreate *req);
+BOX_PLUGIN_API
 void           box_sandbox_update_free (BoxSandboxUpdate *req);
+BOX_PLUGIN_API
 void           box_secret_put_free     (BoxSecretPut *req);
 
 /* ---- JSON forms -------------------------------------------------------- */
 
+BOX_PLUGIN_API
 JsonNode      *box_project_to_api_json    (const BoxProject *project);
+BOX_PLUGIN_API
 JsonNode      *box_key_to_api_json        (const BoxKey *key);
+BOX_PLUGIN_API
 JsonNode      *box_rule_to_api_json       (const BoxRule *rule);
 /* @sandbox_domain may be NULL/"" (url is then ""); @project_domains may be NULL. */
+BOX_PLUGIN_API
 JsonNode      *box_sandbox_to_api_json    (const BoxSandbox *sandbox,
                                            const char *sandbox_domain,
                                            const char *const *project_domains);
+BOX_PLUGIN_API
 JsonNode      *box_checkpoint_to_api_json (const BoxCheckpoint *checkpoint);
+BOX_PLUGIN_API
 JsonNode      *box_secret_to_api_json     (const BoxSecret *secret);
+BOX_PLUGIN_API
 JsonNode      *box_template_to_api_json   (const BoxTemplate *tmpl);
 /* {type, sandbox, at, detail?} */
+BOX_PLUGIN_API
 JsonNode      *box_event_to_api_json      (const BoxEvent *event);
 
+BOX_PLUGIN_API
 char          *box_project_to_storage_json      (const BoxProject *project);
+BOX_PLUGIN_API
 BoxProject    *box_project_from_storage_json    (const char *json, GError **error);
+BOX_PLUGIN_API
 char          *box_key_to_storage_json          (const BoxKey *key);
+BOX_PLUGIN_API
 BoxKey        *box_key_from_storage_json        (const char *json, GError **error);
 char          *box_sandbox_to_storage_json      (const BoxSandbox *sandbox);
+BOX_PLUGIN_API
 BoxSandbox    *box_sandbox_from_storage_json    (const char *json, GError **error);
+/* An array of rules as box_rule_to_api_json() or the storage form wrote
+ * them (BoxRule*; NULL or JSON null: none).  Trusts what it reads: for
+ * rules that were validated before they were written. */
+BOX_PLUGIN_API
+GPtrArray     *box_rules_from_storage_json      (JsonNode *egress, GError **error);
+BOX_PLUGIN_API
 char          *box_checkpoint_to_storage_json   (const BoxCheckpoint *checkpoint);
+BOX_PLUGIN_API
 BoxCheckpoint *box_checkpoint_from_storage_json (const char *json, GError **error);
 /* The sealed value is in the JSON as "sealed", in hex. */
+BOX_PLUGIN_API
 char          *box_secret_to_storage_json       (const BoxSecret *secret);
+BOX_PLUGIN_API
 BoxSecret     *box_secret_from_storage_json     (const char *json, GError **error);
 
 /* The sandbox URL: https://<name>--<project>.<domain> ("" without a domain) */
+BOX_PLUGIN_API
 char          *box_sandbox_url                  (const BoxSandbox *sandbox,
                                                  const char *sandbox_domain);
 

@@ -35,50 +35,74 @@ G_BEGIN_DECLS
 #define BOX_STORAGE_KIND_SECRET     "secret"
 #define BOX_STORAGE_KIND_META       "meta"
 
+BOX_PLUGIN_API
 gboolean       box_storage_project_insert    (BoxStorage *self, BoxProject *project, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_project_update    (BoxStorage *self, BoxProject *project, GError **error);
+BOX_PLUGIN_API
 BoxProject    *box_storage_project_get       (BoxStorage *self, const char *name, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_project_list      (BoxStorage *self, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_project_delete    (BoxStorage *self, const char *name, GError **error);
 
+BOX_PLUGIN_API
 gboolean       box_storage_key_insert        (BoxStorage *self, BoxKey *key, GError **error);
+BOX_PLUGIN_API
 BoxKey        *box_storage_key_get_by_hash   (BoxStorage *self, const char *hash, GError **error);
 /* @project NULL: every project's keys */
+BOX_PLUGIN_API
 GPtrArray     *box_storage_key_list          (BoxStorage *self, const char *project, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_key_delete        (BoxStorage *self, const char *project, const char *id,
                                               GError **error);
 
 /* A NULL @project means "any project" (operator paths); by ID first, then
  * by name, which must then be unambiguous. */
+BOX_PLUGIN_API
 gboolean       box_storage_sandbox_insert    (BoxStorage *self, BoxSandbox *sandbox, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_sandbox_update    (BoxStorage *self, BoxSandbox *sandbox, GError **error);
+BOX_PLUGIN_API
 BoxSandbox    *box_storage_sandbox_get       (BoxStorage *self, const char *project,
                                               const char *id_or_name, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_sandbox_list      (BoxStorage *self, const char *project, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_sandbox_delete    (BoxStorage *self, const char *project, const char *id,
                                               GError **error);
 
 /* The sandbox must exist (NOT_FOUND otherwise); lists are oldest first,
  * then in insertion order. */
+BOX_PLUGIN_API
 gboolean       box_storage_checkpoint_insert (BoxStorage *self, BoxCheckpoint *checkpoint,
                                               GError **error);
+BOX_PLUGIN_API
 BoxCheckpoint *box_storage_checkpoint_get    (BoxStorage *self, const char *sandbox_id,
                                               const char *id, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_checkpoint_list   (BoxStorage *self, const char *sandbox_id,
                                               GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_checkpoint_delete (BoxStorage *self, const char *sandbox_id,
                                               const char *id, GError **error);
 
 /* put inserts or replaces, keeping the stored created_at */
+BOX_PLUGIN_API
 gboolean       box_storage_secret_put        (BoxStorage *self, BoxSecret *secret, GError **error);
+BOX_PLUGIN_API
 BoxSecret     *box_storage_secret_get        (BoxStorage *self, const char *project,
                                               const char *name, GError **error);
+BOX_PLUGIN_API
 GPtrArray     *box_storage_secret_list       (BoxStorage *self, const char *project, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_secret_delete     (BoxStorage *self, const char *project,
                                               const char *name, GError **error);
 
 /* small named values of the service itself; get of an absent key is NOT_FOUND */
+BOX_PLUGIN_API
 GBytes        *box_storage_meta_get          (BoxStorage *self, const char *key, GError **error);
+BOX_PLUGIN_API
 gboolean       box_storage_meta_set          (BoxStorage *self, const char *key, GBytes *value,
                                               GError **error);
 

@@ -45,6 +45,8 @@
  */
 #pragma once
 
+#include "box-export.h"
+
 #include "box-plugin.h"
 
 G_BEGIN_DECLS
@@ -87,6 +89,7 @@ typedef enum {
 } BoxStorageOrder;
 
 #define BOX_TYPE_STORAGE (box_storage_get_type ())
+BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxStorage, box_storage, BOX, STORAGE, GObject)
 
 struct _BoxStorageInterface {
@@ -118,43 +121,58 @@ struct _BoxStorageInterface {
   gpointer padding[16];
 };
 
+BOX_PLUGIN_API
 BoxStorageRecord *box_storage_record_new   (const char *kind, const char *scope, const char *id,
                                             const char *body);
+BOX_PLUGIN_API
 BoxStorageRecord *box_storage_record_copy  (const BoxStorageRecord *record);
+BOX_PLUGIN_API
 void              box_storage_record_free  (BoxStorageRecord *record);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxStorageRecord, box_storage_record_free)
 
+BOX_PLUGIN_API
 gboolean          box_storage_write        (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
                                             GError **error);
+BOX_PLUGIN_API
 BoxStorageRecord *box_storage_get          (BoxStorage *self, const char *kind, const char *scope,
                                             BoxStorageIndex index, const char *key,
                                             GError **error);
+BOX_PLUGIN_API
 GPtrArray        *box_storage_list         (BoxStorage *self, const char *kind, const char *scope,
                                             BoxStorageIndex index, const char *key,
                                             BoxStorageOrder order, GError **error);
+BOX_PLUGIN_API
 void              box_storage_write_async  (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
                                             GCancellable *cancellable,
                                             GAsyncReadyCallback callback, gpointer user_data);
+BOX_PLUGIN_API
 gboolean          box_storage_write_finish (BoxStorage *self, GAsyncResult *result,
                                             GError **error);
+BOX_PLUGIN_API
 void              box_storage_get_async    (BoxStorage *self, const char *kind, const char *scope,
                                             BoxStorageIndex index, const char *key,
                                             GCancellable *cancellable,
                                             GAsyncReadyCallback callback, gpointer user_data);
+BOX_PLUGIN_API
 BoxStorageRecord *box_storage_get_finish   (BoxStorage *self, GAsyncResult *result,
                                             GError **error);
+BOX_PLUGIN_API
 void              box_storage_list_async   (BoxStorage *self, const char *kind, const char *scope,
                                             BoxStorageIndex index, const char *key,
                                             BoxStorageOrder order, GCancellable *cancellable,
                                             GAsyncReadyCallback callback, gpointer user_data);
+BOX_PLUGIN_API
 GPtrArray        *box_storage_list_finish  (BoxStorage *self, GAsyncResult *result,
                                             GError **error);
 
 /* One-op conveniences over box_storage_write() */
+BOX_PLUGIN_API
 gboolean          box_storage_insert       (BoxStorage *self, BoxStorageRecord *record,
                                             GError **error);
+BOX_PLUGIN_API
 gboolean          box_storage_update       (BoxStorage *self, BoxStorageRecord *record,
                                             GError **error);
+BOX_PLUGIN_API
 gboolean          box_storage_delete       (BoxStorage *self, const char *kind, const char *scope,
                                             const char *id, guint64 revision, GError **error);
 

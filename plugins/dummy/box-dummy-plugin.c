@@ -32,6 +32,7 @@
 #include "box-dummy-plugin.h"
 #include "box-dummy-script.h"
 #include "box-dummy-vm.h"
+#include "box-plugin-context.h"
 
 #define BOX_DUMMY_MAX_CPUS_DEFAULT        "4096"
 #define BOX_DUMMY_MAX_MEMORY_MIB_DEFAULT  "16777216"   /* 16 TiB */
@@ -61,35 +62,15 @@ static gboolean
 box_dummy_config_uint (BoxDummyPlugin *self, const char *key, const char *fallback,
                        guint64 max, guint64 *value, GError **error)
 {
-  g_autofree char *str = box_plugin_get_config (BOX_PLUGIN (self), key, fallback);
-  g_autoptr(GError) error_local = NULL;
-
-  if (!g_ascii_string_to_unsigned (str, 10, 0, max, value, &error_local)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "[plugin.%s] %s: %s", box_plugin_get_name (BOX_PLUGIN (self)), key,
-                 error_local->message);
-    return FALSE;
-  }
-  return TRUE;
+  return box_plugin_context_get_uint (box_plugin_get_context (BOX_PLUGIN (self)), key,
+                                      g_ascii_strtoull (fallback, NULL, 10), max, value, error);
 }
 
 static gboolean
 box_dummy_config_bool (BoxDummyPlugin *self, const char *key, gboolean *value, GError **error)
 {
-  g_autofree char *str = box_plugin_get_config (BOX_PLUGIN (self), key, "false");
-
-  if (g_ascii_strcasecmp (str, "true") == 0 || g_strcmp0 (str, "1") == 0) {
-    *value = TRUE;
-    return TRUE;
-  }
-  if (g_ascii_strcasecmp (str, "false") == 0 || g_strcmp0 (str, "0") == 0) {
-    *value = FALSE;
-    return TRUE;
-  }
-  g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-               "[plugin.%s] %s: \"%s\" is not true or false",
-               box_plugin_get_name (BOX_PLUGIN (self)), key, str);
-  return FALSE;
+  return box_plugin_context_get_bool (box_plugin_get_context (BOX_PLUGIN (self)), key, FALSE, value,
+                                      error);
 }
 
 
@@ -768,5 +749,7 @@ box_dummy_plugin_init (BoxDummyPlugin *self)
   self->accel = g_strdup ("none");
 }
 
-BOX_PLUGIN_DEFINE ("dummy", "A hypervisor that runs no VM (a test double)",
-                   box_dummy_plugin_get_type)
+/* `auto` takes it last, when no hypervisor that runs VMs is installed,
+ * and gives its sandboxes no network. */
+BOX_PLUGIN_DEFINE_FULL ("dummy", "A hypervisor that runs no VM (a test double)",
+                        box_dummy_plugin_get_type, 1, BOX_PLUGIN_FLAG_NO_VM, NULL)

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "box-dummy-vm.h"
+#include "box-plugin-context.h"
 
 static const char *const box_dummy_state_names[] = {
   [BOX_VM_STATE_ABSENT] = "absent",
@@ -33,16 +34,11 @@ box_dummy_vm_free (BoxDummyVm *vm)
 }
 
 
+/* Sandbox IDs become file names: the SDK's one check. */
 gboolean
 box_dummy_id_is_valid (const char *id)
 {
-  if (id == NULL || id[0] == '\0' || strlen (id) > 64)
-    return FALSE;
-  for (const char *p = id; *p != '\0'; p++) {
-    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && *p != '-')
-      return FALSE;
-  }
-  return TRUE;
+  return box_sandbox_id_is_valid (id);
 }
 
 const char *

@@ -35,7 +35,9 @@ remove_tree (const char *path)
 static BoxHypervisor *
 new_plugin (Fixture *fixture)
 {
-  return g_object_new (BOX_TYPE_DUMMY_PLUGIN, "name", "dummy", "engine", fixture->engine, NULL);
+  g_autoptr(BoxPluginContext) context = box_engine_new_plugin_context (fixture->engine, "dummy");
+
+  return g_object_new (BOX_TYPE_DUMMY_PLUGIN, "name", "dummy", "context", context, NULL);
 }
 
 static void

@@ -2,7 +2,7 @@
  *
  * A project key is "box_" followed by 32 lowercase base32 characters
  * (160 random bits).  Only the lowercase hex SHA-256 of the whole key is
- * stored, through the engine's BoxStorage, so a lost key can be replaced
+ * stored, through the store its context gives it, so a lost key can be replaced
  * but never shown again.  A plain hash is enough: the secret is random and
  * long, so there is nothing to brute-force that a slow hash would protect.
  *
@@ -23,11 +23,11 @@
  */
 #include "config.h"
 
+#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <string.h>
 
-#include "box-engine.h"
-#include "box-validate.h"
+#include "box-plugin-context.h"
 #include "box-keys-plugin.h"
 
 #define BOX_KEYS_PREFIX      "box_"
@@ -37,7 +37,7 @@
 
 struct _BoxKeysPlugin {
   BoxPlugin   parent_instance;
-  BoxStorage *storage;   /* tests only; otherwise the engine's */
+  BoxStorage *storage;   /* tests only; otherwise the context's */
   GHashTable *cache;     /* hash (hex) -> BoxKey*: keys accepted before */
 };
 
@@ -80,20 +80,55 @@ box_keys_plugin_set_storage (BoxKeysPlugin *self, BoxStorage *storage)
 static BoxStorage *
 box_keys_plugin_get_storage (BoxKeysPlugin *self, GError **error)
 {
-  BoxEngine *engine;
-  BoxStorage *storage = NULL;
+  BoxStorage *storage;
 
   if (self->storage != NULL)
     return self->storage;
-  engine = box_plugin_get_engine (BOX_PLUGIN (self));
-  if (engine != NULL)
-    storage = box_engine_get_storage (engine);
+  storage = box_plugin_context_get_storage (box_plugin_get_context (BOX_PLUGIN (self)));
   if (storage == NULL) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL,
                          "the keys plugin has no storage");
     return NULL;
   }
   return storage;
+}
+
+/* @n_chars lowercase base32 characters (5 bits from each random byte,
+ * exact because 256 is a multiple of 32) from GnuTLS's key-grade generator */
+static char *
+random_base32 (guint n_chars)
+{
+  static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+  g_autofree guint8 *bytes = g_malloc (n_chars);
+  char *out = g_malloc (n_chars + 1);
+  int rc = gnutls_rnd (GNUTLS_RND_KEY, bytes, n_chars);
+
+  if (rc < 0)
+    g_error ("gnutls_rnd failed: %s", gnutls_strerror (rc));
+  for (guint i = 0; i < n_chars; i++)
+    out[i] = alphabet[bytes[i] & 31];
+  out[n_chars] = '\0';
+  gnutls_memset (bytes, 0, n_chars);
+  return out;
+}
+
+/* The engine checks names before it asks; this is the plugin's own guard:
+ * 1 to 64 printable characters. */
+static gboolean
+check_key_name (const char *name, GError **error)
+{
+  glong n = name != NULL && g_utf8_validate (name, -1, NULL) ? g_utf8_strlen (name, -1) : 0;
+
+  for (const char *p = name; n > 0 && *p != '\0'; p = g_utf8_next_char (p)) {
+    if (!g_unichar_isprint (g_utf8_get_char (p)))
+      n = 0;
+  }
+  if (n < 1 || n > 64) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
+                         "invalid key name: must be 1 to 64 printable characters");
+    return FALSE;
+  }
+  return TRUE;
 }
 
 static gboolean
@@ -188,7 +223,7 @@ box_keys_plugin_create_key (BoxAuth *auth, const char *project, const char *name
 
   g_return_val_if_fail (project != NULL, NULL);
 
-  if (!box_validate_key_name (name, error))
+  if (!check_key_name (name, error))
     return NULL;
   storage = box_keys_plugin_get_storage (self, error);
   if (storage == NULL)
@@ -197,14 +232,21 @@ box_keys_plugin_create_key (BoxAuth *auth, const char *project, const char *name
   if (project_record == NULL)
     return NULL;
 
-  secret = box_generate_key_secret ();
+  {
+    g_autofree char *random = random_base32 (BOX_KEYS_SECRET_LEN);
+    secret = g_strconcat (BOX_KEYS_PREFIX, random, NULL);
+    gnutls_memset (random, 0, BOX_KEYS_SECRET_LEN);
+  }
   if (!box_keys_is_key_shaped (secret)) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL,
                          "the key generator made a malformed key");
     return NULL;
   }
   key = g_new0 (BoxKey, 1);
-  key->id = box_generate_key_id ();
+  {
+    g_autofree char *random = random_base32 (12);
+    key->id = g_strconcat ("key-", random, NULL);
+  }
   key->name = g_strdup (name);
   key->project = g_strdup (project);
   key->hash = box_keys_hash_secret (secret);
@@ -310,4 +352,5 @@ box_keys_plugin_init (BoxKeysPlugin *self)
                                        (GDestroyNotify) box_key_free);
 }
 
-BOX_PLUGIN_DEFINE ("keys", "Project API keys, stored as SHA-256 hashes", box_keys_plugin_get_type)
+BOX_PLUGIN_DEFINE_FULL ("keys", "Project API keys, stored as SHA-256 hashes",
+                        box_keys_plugin_get_type, 100, BOX_PLUGIN_FLAG_NONE, NULL)

@@ -45,10 +45,10 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
     if (!g_str_has_suffix (entry, ".json"))
       continue;
     id = g_strndup (entry, strlen (entry) - strlen (".json"));
-    if (!box_libvirt_id_is_valid (id))
+    if (!box_sandbox_id_is_valid (id))
       continue;
     path = g_build_filename (state_dir, entry, NULL);
-    vm = box_libvirt_vm_load (id, path, &vm_error);
+    vm = box_libvirt_vm_load (id, state_dir, &vm_error);
     if (vm == NULL) {
       g_warning ("libvirt: ignoring %s: %s", path, vm_error->message);
       continue;
@@ -79,7 +79,8 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
     if (state == VIR_DOMAIN_RUNNING) {
       g_autofree char *socket = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id,
                                                      "agent.sock");
-      g_autoptr(BoxAgentClient) agent = box_libvirt_guest_connect_now (socket, &vm_error);
+      g_autoptr(BoxAgent) agent =
+        box_libvirt_guest_connect_now (box_plugin_get_context (BOX_PLUGIN (self)), socket, &vm_error);
 
       if (vm->state != BOX_VM_STATE_RUNNING) {
         vm->state = BOX_VM_STATE_RUNNING;

@@ -56,7 +56,7 @@ create_guest_ready (GObject *source, GAsyncResult *result, gpointer user_data)
   GTask *task = G_TASK (user_data);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
   BoxLibvirtPlugin *self = op->self;
-  g_autoptr(BoxAgentClient) agent = NULL;
+  g_autoptr(BoxAgent) agent = NULL;
   g_autoptr(GError) error = NULL;
 
   agent = box_libvirt_guest_setup_finish (result, &error);
@@ -108,6 +108,7 @@ create_resumed (GObject *source, GAsyncResult *result, gpointer user_data)
     setup.steps |= BOX_LIBVIRT_GUEST_GROW_FS;
     setup.disk_bytes = (guint64) op->resources.disk_gib << 30;
   }
+  setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
   box_libvirt_guest_setup_async (&setup, NULL, create_guest_ready, task);
 }
 

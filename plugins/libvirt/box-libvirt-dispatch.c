@@ -163,7 +163,7 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
   BoxLibvirtOp *op;
 
   g_task_set_source_tag (task, box_libvirt_op_async);
-  if (request == NULL || !box_libvirt_id_is_valid (request->sandbox_id)) {
+  if (request == NULL || !box_sandbox_id_is_valid (request->sandbox_id)) {
     g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INVALID, "bad sandbox ID \"%s\"",
                              request != NULL && request->sandbox_id != NULL ?
                              request->sandbox_id : "");

@@ -18,7 +18,8 @@
 
 typedef struct {
   char               *socket_path;
-  BoxAgentClient     *agent;
+  BoxAgent     *agent;
+  BoxPluginContext *context;
   BoxLibvirtGuestSteps steps;
   char               *hostname;
   BoxNetAttachment   *net;
@@ -49,6 +50,7 @@ setup_free (Setup *setup)
   g_clear_object (&setup->cancellable);
   g_free (setup->socket_path);
   g_clear_object (&setup->agent);
+  g_clear_object (&setup->context);
   g_free (setup->hostname);
   g_clear_pointer (&setup->net, box_net_attachment_free);
   g_clear_pointer (&setup->env, g_hash_table_unref);
@@ -108,7 +110,7 @@ step_done (GObject *source, GAsyncResult *result, gpointer user_data)
   GTask *task = G_TASK (user_data);
   Setup *setup = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonObject) reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result,
+  g_autoptr(JsonObject) reply = box_agent_call_finish (BOX_AGENT (source), result,
                                                               &error);
 
   if (reply == NULL && setup->error == NULL)
@@ -123,7 +125,7 @@ exec_step_done (GObject *source, GAsyncResult *result, gpointer user_data)
   GTask *task = G_TASK (user_data);
   Setup *setup = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxExecResult) exec = box_agent_client_exec_run_finish (BOX_AGENT_CLIENT (source),
+  g_autoptr(BoxExecResult) exec = box_agent_exec_run_finish (BOX_AGENT (source),
                                                                     result, &error);
 
   if (exec == NULL && setup->error == NULL)
@@ -141,7 +143,7 @@ step (GTask *task, const char *op, JsonObject *args)
   Setup *setup = g_task_get_task_data (task);
 
   setup->pending++;
-  box_agent_client_call_async (setup->agent, op, args, setup->cancellable, step_done, task);
+  box_agent_call_async (setup->agent, op, args, setup->cancellable, step_done, task);
 }
 
 static JsonObject *
@@ -231,7 +233,7 @@ run_steps (GTask *task)
     BoxExecRequest request = { .argv = argv, .timeout_s = 30 };
 
     setup->pending++;
-    box_agent_client_exec_run_async (setup->agent, &request, setup->cancellable, exec_step_done,
+    box_agent_exec_run_async (setup->agent, &request, setup->cancellable, exec_step_done,
                                      task);
   }
   if (--setup->pending == 0)
@@ -245,9 +247,9 @@ hello_done (GObject *source, GAsyncResult *result, gpointer user_data)
   Setup *setup = g_task_get_task_data (task);
   g_autoptr(GError) error = NULL;
 
-  if (!box_agent_client_connect_finish (BOX_AGENT_CLIENT (source), result, &error)) {
+  if (!box_agent_connect_finish (BOX_AGENT (source), result, &error)) {
     setup->error = setup_error (setup, error, "connecting to the guest agent");
-    box_agent_client_close (setup->agent);
+    box_agent_close (setup->agent);
     setup_return (task);
     return;
   }
@@ -269,8 +271,13 @@ socket_connected (GObject *source, GAsyncResult *result, gpointer user_data)
     setup_return (task);
     return;
   }
-  setup->agent = box_agent_client_new (G_IO_STREAM (connection));
-  box_agent_client_connect_async (setup->agent, setup->cancellable, hello_done, task);
+  setup->agent = box_plugin_context_new_agent (setup->context, G_IO_STREAM (connection), &error);
+  if (setup->agent == NULL) {
+    setup->error = setup_error (setup, error, "connecting to the guest agent");
+    setup_return (task);
+    return;
+  }
+  box_agent_connect_async (setup->agent, setup->cancellable, hello_done, task);
 }
 
 void
@@ -282,6 +289,7 @@ box_libvirt_guest_setup_async (const BoxLibvirtGuestSetup *params, GCancellable 
 
   g_task_set_source_tag (task, box_libvirt_guest_setup_async);
   g_task_set_task_data (task, setup, (GDestroyNotify) setup_free);
+  setup->context = g_object_ref (params->context);
   setup->socket_path = g_strdup (params->socket_path);
   setup->agent = params->agent != NULL ? g_object_ref (params->agent) : NULL;
   setup->steps = params->steps;
@@ -312,7 +320,7 @@ box_libvirt_guest_setup_async (const BoxLibvirtGuestSetup *params, GCancellable 
   }
 }
 
-BoxAgentClient *
+BoxAgent *
 box_libvirt_guest_setup_finish (GAsyncResult *result, GError **error)
 {
   g_return_val_if_fail (g_task_is_valid (result, NULL), NULL);
@@ -324,18 +332,18 @@ adopted_hello_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(GError) error = NULL;
 
-  if (!box_agent_client_connect_finish (BOX_AGENT_CLIENT (source), result, &error))
+  if (!box_agent_connect_finish (BOX_AGENT (source), result, &error))
     g_message ("libvirt: reconnecting to a guest agent failed: %s", error->message);
 }
 
-BoxAgentClient *
-box_libvirt_guest_connect_now (const char *socket_path, GError **error)
+BoxAgent *
+box_libvirt_guest_connect_now (BoxPluginContext *context, const char *socket_path, GError **error)
 {
   g_autoptr(GSocketClient) client = g_socket_client_new ();
   g_autoptr(GSocketAddress) address = g_unix_socket_address_new (socket_path);
   g_autoptr(GSocketConnection) connection = NULL;
   g_autoptr(GError) local_error = NULL;
-  BoxAgentClient *agent;
+  BoxAgent *agent;
 
   /* a local Unix socket: connecting does not wait for the guest */
   connection = g_socket_client_connect (client, G_SOCKET_CONNECTABLE (address), NULL,
@@ -345,8 +353,10 @@ box_libvirt_guest_connect_now (const char *socket_path, GError **error)
                  "cannot connect to the guest agent: %s", local_error->message);
     return NULL;
   }
-  agent = box_agent_client_new (G_IO_STREAM (connection));
-  box_agent_client_connect_async (agent, NULL, adopted_hello_done, NULL);
+  agent = box_plugin_context_new_agent (context, G_IO_STREAM (connection), error);
+  if (agent == NULL)
+    return NULL;
+  box_agent_connect_async (agent, NULL, adopted_hello_done, NULL);
   return agent;
 }
 
@@ -378,7 +388,7 @@ call_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonObject) reply = box_agent_client_call_finish (BOX_AGENT_CLIENT (source), result,
+  g_autoptr(JsonObject) reply = box_agent_call_finish (BOX_AGENT (source), result,
                                                               &error);
 
   if (reply == NULL)
@@ -389,7 +399,7 @@ call_done (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 void
-box_libvirt_guest_call_async (BoxAgentClient *agent, const char *op, guint timeout_s,
+box_libvirt_guest_call_async (BoxAgent *agent, const char *op, guint timeout_s,
                               GAsyncReadyCallback callback, gpointer user_data)
 {
   GTask *task = g_task_new (NULL, NULL, callback, user_data);
@@ -401,7 +411,7 @@ box_libvirt_guest_call_async (BoxAgentClient *agent, const char *op, guint timeo
   call->timeout = g_timeout_source_new_seconds (MAX (timeout_s, 1));
   g_source_set_callback (call->timeout, call_timeout_cb, call->cancellable, NULL);
   g_source_attach (call->timeout, g_main_context_get_thread_default ());
-  box_agent_client_call_async (agent, op, NULL, call->cancellable, call_done, task);
+  box_agent_call_async (agent, op, NULL, call->cancellable, call_done, task);
 }
 
 gboolean

@@ -42,15 +42,8 @@ static gboolean
 config_uint (BoxPlugin *plugin, const char *key, const char *fallback, guint64 max,
              guint64 *value, GError **error)
 {
-  g_autofree char *str = box_plugin_get_config (plugin, key, fallback);
-  g_autoptr(GError) local_error = NULL;
-
-  if (!g_ascii_string_to_unsigned (str, 10, 0, max, value, &local_error)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "[plugin.%s] %s: %s",
-                 box_plugin_get_name (plugin), key, local_error->message);
-    return FALSE;
-  }
-  return TRUE;
+  return box_plugin_context_get_uint (box_plugin_get_context (plugin), key,
+                                      g_ascii_strtoull (fallback, NULL, 10), max, value, error);
 }
 
 gboolean

@@ -376,7 +376,7 @@ suspend_synced (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
-  g_autoptr(BoxAgentClient) agent = NULL;
+  g_autoptr(BoxAgent) agent = NULL;
   g_autoptr(GError) error = NULL;
 
   agent = box_libvirt_guest_setup_finish (result, &error);
@@ -409,10 +409,11 @@ box_libvirt_suspend_start (GTask *task)
     box_libvirt_op_fail (task, BOX_ERROR_CONFLICT, "the VM of sandbox %s is not running", op->id);
     return;
   }
-  if (op->vm->agent == NULL || box_agent_client_is_closed (op->vm->agent)) {
+  if (op->vm->agent == NULL || box_agent_is_closed (op->vm->agent)) {
     box_libvirt_run_in_thread (op->self, suspend_work, op, NULL, NULL, suspend_done, task);
     return;
   }
+  setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
   box_libvirt_guest_setup_async (&setup, NULL, suspend_synced, task);
 }
 
@@ -488,7 +489,7 @@ box_libvirt_cold_start (GTask *task)
   }
   op->self->cold_running++;
   op->vm->expect_stop = TRUE;
-  if (op->vm->agent == NULL || box_agent_client_is_closed (op->vm->agent)) {
+  if (op->vm->agent == NULL || box_agent_is_closed (op->vm->agent)) {
     box_libvirt_run_in_thread (op->self, cold_work, op, NULL, NULL, cold_done, task);
     return;
   }
@@ -505,7 +506,7 @@ resume_guest_ready (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
-  g_autoptr(BoxAgentClient) agent = NULL;
+  g_autoptr(BoxAgent) agent = NULL;
   g_autoptr(GError) error = NULL;
 
   agent = box_libvirt_guest_setup_finish (result, &error);
@@ -551,13 +552,14 @@ resume_done (GObject *source, GAsyncResult *result, gpointer user_data)
     op->vm->expect_stop = FALSE;
     if (op->net != NULL && !boot)
       setup.steps |= BOX_LIBVIRT_GUEST_NETWORK;
-  } else if (op->vm->agent != NULL && !box_agent_client_is_closed (op->vm->agent)) {
+  } else if (op->vm->agent != NULL && !box_agent_is_closed (op->vm->agent)) {
     setup.agent = op->vm->agent;
   }
   if (op->vm->cold_source != 0) {
     g_source_remove (op->vm->cold_source);
     op->vm->cold_source = 0;
   }
+  setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
   box_libvirt_guest_setup_async (&setup, NULL, resume_guest_ready, task);
 }
 
@@ -681,7 +683,7 @@ box_libvirt_shutdown_start (GTask *task)
     return;
   }
   op->vm->expect_stop = TRUE;
-  if (op->vm->agent == NULL || box_agent_client_is_closed (op->vm->agent) ||
+  if (op->vm->agent == NULL || box_agent_is_closed (op->vm->agent) ||
       (op->vm->state == BOX_VM_STATE_SUSPENDED && op->vm->cold)) {
     /* no guest to ask (a cold pause synced its disks before it went) */
     box_libvirt_run_in_thread (op->self, stop_work, op, NULL, NULL, shutdown_done, task);

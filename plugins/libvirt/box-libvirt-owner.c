@@ -106,7 +106,7 @@ owned (const Parsed *parsed, const char *vm_id)
   record = g_build_filename (parsed->state_dir, "pool", vm_id, NULL);
   if (g_file_test (record, G_FILE_TEST_EXISTS))
     return TRUE;
-  if (g_strcmp0 (parsed->role, "sandbox") == 0 && box_libvirt_id_is_valid (parsed->sandbox)) {
+  if (g_strcmp0 (parsed->role, "sandbox") == 0 && box_sandbox_id_is_valid (parsed->sandbox)) {
     g_autofree char *name = g_strconcat (parsed->sandbox, ".json", NULL);
     g_autofree char *state = g_build_filename (parsed->state_dir, name, NULL);
     return g_file_test (state, G_FILE_TEST_EXISTS);
@@ -133,7 +133,7 @@ box_libvirt_sweep_orphans (virConnectPtr conn)
     g_autoptr(GMarkupParseContext) context = NULL;
     Parsed parsed = { NULL, };
 
-    if (!g_str_has_prefix (name, BOX_LIBVIRT_NAME_PREFIX) || !box_libvirt_id_is_valid (vm_id)) {
+    if (!g_str_has_prefix (name, BOX_LIBVIRT_NAME_PREFIX) || !box_sandbox_id_is_valid (vm_id)) {
       virDomainFree (domains[i]);
       continue;
     }

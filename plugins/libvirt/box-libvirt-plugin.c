@@ -55,13 +55,16 @@ work_free (Work *work)
   g_free (work);
 }
 
+/* One job on a worker of the plugin's pool; @data is a reference on the
+ * task, whose completion GTask brings back to the main context. */
 static void
-work_thread (GTask *task, gpointer source, gpointer task_data, GCancellable *cancellable)
+work_thread (gpointer data, gpointer user_data)
 {
-  Work *work = task_data;
+  g_autoptr(GTask) task = data;
+  Work *work = g_task_get_task_data (task);
   GError *error = NULL;
 
-  if (work->func (BOX_LIBVIRT_PLUGIN (source), work->data, &error))
+  if (work->func (BOX_LIBVIRT_PLUGIN (g_task_get_source_object (task)), work->data, &error))
     g_task_return_boolean (task, TRUE);
   else
     g_task_return_error (task, error);
@@ -80,8 +83,9 @@ box_libvirt_run_in_thread (BoxLibvirtPlugin *self, BoxLibvirtWorkFunc func, gpoi
   work->data_free = data_free;
   g_task_set_source_tag (task, box_libvirt_run_in_thread);
   g_task_set_task_data (task, work, (GDestroyNotify) work_free);
-  /* GLib's pool for tasks is bounded; libvirt calls block in it */
-  g_task_run_in_thread (task, work_thread);
+  /* libvirt calls block (saving a VM's memory takes seconds): they go to
+   * the plugin's own bounded pool, not GLib's, which everyone shares */
+  g_thread_pool_push (self->workers, g_steal_pointer (&task), NULL);
 }
 
 gboolean
@@ -93,9 +97,7 @@ box_libvirt_run_finish (GAsyncResult *result, GError **error)
 BoxNetwork *
 box_libvirt_get_network (BoxLibvirtPlugin *self)
 {
-  BoxEngine *engine = box_plugin_get_engine (BOX_PLUGIN (self));
-
-  return engine != NULL ? box_engine_get_network (engine) : NULL;
+  return box_plugin_context_get_network (box_plugin_get_context (BOX_PLUGIN (self)));
 }
 
 BoxLibvirtVm *
@@ -131,7 +133,7 @@ box_libvirt_save_vm (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
 }
 
 static void
-agent_closed_cb (BoxAgentClient *agent, GError *error, gpointer user_data)
+agent_closed_cb (BoxAgent *agent, GError *error, gpointer user_data)
 {
   BoxLibvirtVm *vm = user_data;
 
@@ -140,13 +142,13 @@ agent_closed_cb (BoxAgentClient *agent, GError *error, gpointer user_data)
 }
 
 void
-box_libvirt_set_agent (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, BoxAgentClient *agent)
+box_libvirt_set_agent (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, BoxAgent *agent)
 {
   if (vm->agent == agent)
     return;
   if (vm->agent != NULL) {
     g_signal_handler_disconnect (vm->agent, vm->agent_closed_id);
-    box_agent_client_close (vm->agent);
+    box_agent_close (vm->agent);
     g_clear_object (&vm->agent);
     vm->agent_closed_id = 0;
   }
@@ -388,16 +390,18 @@ box_libvirt_plugin_get_agent (BoxHypervisor *hypervisor, const char *sandbox_id,
                  "sandbox %s has no running VM", sandbox_id);
     return NULL;
   }
-  if (vm->agent == NULL || box_agent_client_is_closed (vm->agent)) {
+  if (vm->agent == NULL || box_agent_is_closed (vm->agent)) {
     /* reconnect: hello goes out now, calls may follow at once */
     g_autofree char *socket = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, "agent.sock");
-    g_autoptr(BoxAgentClient) agent = box_libvirt_guest_connect_now (socket, error);
+    BoxPluginContext *context = box_plugin_get_context (BOX_PLUGIN (self));
+    g_autoptr(BoxAgent) agent = box_libvirt_guest_connect_now (context, socket, error);
 
     if (agent == NULL)
       return NULL;
     box_libvirt_set_agent (self, vm, agent);
   }
-  return g_object_ref (vm->agent);
+  /* the agent the context made: boxd's BoxAgentClient */
+  return (BoxAgentClient *) g_object_ref (vm->agent);
 }
 
 static BoxVmState
@@ -578,6 +582,8 @@ box_libvirt_plugin_finalize (GObject *object)
   g_free (self->qemu_version);
   g_free (self->state_dir);
   g_object_unref (self->cancellable);
+  /* every job holds a reference on the plugin: none is left here */
+  g_thread_pool_free (self->workers, FALSE, TRUE);
   G_OBJECT_CLASS (box_libvirt_plugin_parent_class)->finalize (object);
 }
 
@@ -601,7 +607,11 @@ box_libvirt_plugin_init (BoxLibvirtPlugin *self)
   self->templates = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                            (GDestroyNotify) box_libvirt_template_free);
   self->cancellable = g_cancellable_new ();
+  self->workers = g_thread_pool_new (work_thread, NULL, BOX_LIBVIRT_WORKERS, FALSE, NULL);
 }
 
-BOX_PLUGIN_DEFINE ("libvirt", "QEMU virtual machines through libvirt (the default hypervisor)",
-                   box_libvirt_plugin_get_type)
+/* The usual hypervisor: `auto` takes it wherever it is installed (a host
+ * without KVM runs it under TCG; a libvirtd that is down is an error at
+ * start, as before, not a reason to fall back to a VM-less hypervisor). */
+BOX_PLUGIN_DEFINE_FULL ("libvirt", "QEMU virtual machines through libvirt (the default hypervisor)",
+                        box_libvirt_plugin_get_type, 100, BOX_PLUGIN_FLAG_NONE, NULL)

@@ -139,7 +139,7 @@ slot_discard (BoxLibvirtPlugin *self, BoxLibvirtSlot *slot)
   BoxNetwork *network = box_libvirt_get_network (self);
 
   if (slot->agent != NULL)
-    box_agent_client_close (slot->agent);
+    box_agent_close (slot->agent);
   if (conn != NULL) {
     box_libvirt_domain_destroy (conn, domain, NULL);
     virConnectClose (conn);
@@ -276,6 +276,7 @@ fill_restored (GObject *source, GAsyncResult *result, gpointer user_data)
   }
   /* connect first: the agent then sees its host the moment it runs */
   fill->pending = 2;
+  setup.context = box_plugin_get_context (BOX_PLUGIN (fill->self));
   box_libvirt_guest_setup_async (&setup, NULL, fill_warmed, fill);
   box_libvirt_run_in_thread (fill->self, fill_run_work, fill, NULL, NULL, fill_resumed, fill);
 }
@@ -464,7 +465,7 @@ box_libvirt_templates_sweep (BoxLibvirtPlugin *self)
     g_autofree char *suffix = NULL;
     const char *tentry;
 
-    if (!box_libvirt_id_is_valid (entry))
+    if (!box_sandbox_id_is_valid (entry))
       continue;
     slot->vm_id = g_strdup (entry);
     slot->net_id = g_strconcat (BOX_LIBVIRT_POOL_NET_PREFIX, entry, NULL);

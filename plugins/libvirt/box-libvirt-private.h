@@ -18,9 +18,9 @@
 
 #include <libvirt/libvirt.h>
 
-#include "box-agent-client.h"
-#include "box-agent-exec.h"
-#include "box-engine.h"
+#include "box-agent.h"
+#include "box-plugin-context.h"
+#include "box-state-store.h"
 #include "box-libvirt-plugin.h"
 
 G_BEGIN_DECLS
@@ -204,7 +204,7 @@ typedef struct {
   gboolean       nic;
 
   /* main thread only, not saved */
-  BoxAgentClient *agent;
+  BoxAgent *agent;
   gulong          agent_closed_id;
   gboolean        busy;
   GQueue          waiting;       /* GTask* waiting for busy to clear */
@@ -218,11 +218,10 @@ void          box_libvirt_vm_free       (BoxLibvirtVm *vm);
 char         *box_libvirt_vm_domain_name (const char *vm_id);
 char         *box_libvirt_vm_path       (const char *vm_dir, const char *vm_id, const char *file);
 char         *box_libvirt_new_vm_id     (void);
-gboolean      box_libvirt_id_is_valid   (const char *id);
 /* <state dir>/<id>.json */
 gboolean      box_libvirt_vm_save       (const BoxLibvirtVm *vm, const char *state_dir,
                                          GError **error);
-BoxLibvirtVm *box_libvirt_vm_load       (const char *id, const char *path, GError **error);
+BoxLibvirtVm *box_libvirt_vm_load       (const char *id, const char *state_dir, GError **error);
 void          box_libvirt_vm_forget     (const char *id, const char *state_dir);
 
 /* ---- the plugin ------------------------------------------------------------ */
@@ -240,6 +239,7 @@ struct _BoxLibvirtPlugin {
   guint64            max_cpus;
   gboolean           started;
   GCancellable      *cancellable;    /* cancelled at stop */
+  GThreadPool       *workers;        /* box_libvirt_run_in_thread(), BOX_LIBVIRT_WORKERS at most */
   guint              cold_running;   /* cold snapshots being made */
 
   GHashTable        *vms;            /* sandbox id -> BoxLibvirtVm* */
@@ -248,7 +248,12 @@ struct _BoxLibvirtPlugin {
 
 typedef gboolean (*BoxLibvirtWorkFunc) (BoxLibvirtPlugin *self, gpointer data, GError **error);
 
-/* Runs @func on a worker thread; @callback on the main context. */
+/* Blocking libvirt calls at once, at most (more wait in the queue). */
+#define BOX_LIBVIRT_WORKERS 16
+
+/* Runs @func on a worker of the plugin's own pool; @callback on the main
+ * context.  @func must not call into boxd except through BoxNetwork (see
+ * doc/PLUGINS.md, "Thread contracts"). */
 void      box_libvirt_run_in_thread (BoxLibvirtPlugin *self, BoxLibvirtWorkFunc func,
                                      gpointer data, GDestroyNotify data_free,
                                      GCancellable *cancellable, GAsyncReadyCallback callback,
@@ -260,7 +265,7 @@ BoxLibvirtVm *box_libvirt_lookup_vm (BoxLibvirtPlugin *self, const char *id);
 BoxLibvirtVm *box_libvirt_find_vm_by_domain (BoxLibvirtPlugin *self, const char *domain_name);
 void      box_libvirt_save_vm       (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
 void      box_libvirt_set_agent     (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
-                                     BoxAgentClient *agent);
+                                     BoxAgent *agent);
 
 /* Per-VM serialisation: @callback runs (on the main context) once no other
  * job holds @vm; box_libvirt_vm_unlock() lets the next one in. */
@@ -282,8 +287,9 @@ typedef enum {
 } BoxLibvirtGuestSteps;
 
 typedef struct {
+  BoxPluginContext       *context;      /* makes the agent client */
   const char             *socket_path;
-  BoxAgentClient         *agent;        /* connected already, or NULL to connect */
+  BoxAgent         *agent;        /* connected already, or NULL to connect */
   BoxLibvirtGuestSteps    steps;
   const char             *hostname;
   const BoxNetAttachment *net;
@@ -297,12 +303,13 @@ typedef struct {
 void            box_libvirt_guest_setup_async  (const BoxLibvirtGuestSetup *setup,
                                                 GCancellable *cancellable,
                                                 GAsyncReadyCallback callback, gpointer user_data);
-BoxAgentClient *box_libvirt_guest_setup_finish (GAsyncResult *result, GError **error);
+BoxAgent *box_libvirt_guest_setup_finish (GAsyncResult *result, GError **error);
 /* A client on the socket with hello under way (calls may follow at once),
  * for adopting a running VM. */
-BoxAgentClient *box_libvirt_guest_connect_now  (const char *socket_path, GError **error);
+BoxAgent *box_libvirt_guest_connect_now  (BoxPluginContext *context, const char *socket_path,
+                                                GError **error);
 /* One request, answered or not within @timeout_s. */
-void            box_libvirt_guest_call_async   (BoxAgentClient *agent, const char *op,
+void            box_libvirt_guest_call_async   (BoxAgent *agent, const char *op,
                                                 guint timeout_s, GAsyncReadyCallback callback,
                                                 gpointer user_data);
 gboolean        box_libvirt_guest_call_finish  (GAsyncResult *result, GError **error);
@@ -331,7 +338,7 @@ typedef struct {
   BoxLibvirtTemplate *tmpl;      /* borrowed */
   guint64             disk_bytes;
   gboolean            paused;
-  BoxAgentClient     *agent;     /* connected, warmed up */
+  BoxAgent     *agent;     /* connected, warmed up */
 } BoxLibvirtSlot;
 
 void      box_libvirt_slot_free        (BoxLibvirtSlot *slot);

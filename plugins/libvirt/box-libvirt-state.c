@@ -1,7 +1,8 @@
 /* box-libvirt-state.c: what the plugin keeps of each sandbox's VM.
  *
- * One small JSON file per sandbox in the state directory, written
- * atomically (write, fsync, rename) at every state change, so that after a
+ * One small JSON file per sandbox in the state directory, kept by the
+ * SDK's BoxStateStore (written atomically: write, fsync, rename) at every
+ * state change, so that after a
  * restart (or a kill -9 of boxd) query() can answer and running VMs can be
  * adopted: the file names the VM (its directory and libvirt domain), the
  * state the plugin last put it in and where its snapshot is.  libvirt's
@@ -10,8 +11,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <glib/gstdio.h>
 #include <gnutls/crypto.h>
 #include <string.h>
 
@@ -86,40 +85,16 @@ box_libvirt_new_vm_id (void)
   return id;
 }
 
-/* IDs become file and domain names: [a-z0-9-], at most 64 */
-gboolean
-box_libvirt_id_is_valid (const char *id)
-{
-  if (id == NULL || id[0] == '\0' || strlen (id) > 64)
-    return FALSE;
-  for (const char *p = id; *p != '\0'; p++) {
-    if (!g_ascii_islower (*p) && !g_ascii_isdigit (*p) && *p != '-')
-      return FALSE;
-  }
-  return TRUE;
-}
-
-static char *
-state_path (const char *state_dir, const char *id)
-{
-  g_autofree char *basename = g_strconcat (id, ".json", NULL);
-
-  return g_build_filename (state_dir, basename, NULL);
-}
-
 gboolean
 box_libvirt_vm_save (const BoxLibvirtVm *vm, const char *state_dir, GError **error)
 {
   g_autoptr(JsonBuilder) builder = json_builder_new ();
-  g_autoptr(JsonGenerator) generator = json_generator_new ();
+  g_autoptr(BoxStateStore) store = NULL;
   g_autoptr(JsonNode) root = NULL;
-  g_autofree char *path = NULL;
-  g_autofree char *data = NULL;
-  g_autoptr(GError) local_error = NULL;
 
   if (state_dir == NULL)
     return TRUE;   /* no data directory: memory only */
-  path = state_path (state_dir, vm->id);
+  store = box_state_store_new (state_dir);
   json_builder_begin_object (builder);
   json_builder_set_member_name (builder, "vm");
   json_builder_add_string_value (builder, vm->vm_id);
@@ -144,38 +119,33 @@ box_libvirt_vm_save (const BoxLibvirtVm *vm, const char *state_dir, GError **err
   json_builder_end_object (builder);
 
   root = json_builder_get_root (builder);
-  json_generator_set_root (generator, root);
-  data = json_generator_to_data (generator, NULL);
-  if (!g_file_set_contents_full (path, data, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
-                                 &local_error)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot save the state of %s: %s",
-                 vm->id, local_error->message);
-    return FALSE;
-  }
-  return TRUE;
+  return box_state_store_save (store, vm->id, root, error);
 }
 
 BoxLibvirtVm *
-box_libvirt_vm_load (const char *id, const char *path, GError **error)
+box_libvirt_vm_load (const char *id, const char *state_dir, GError **error)
 {
-  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(BoxStateStore) store = box_state_store_new (state_dir);
+  g_autoptr(JsonNode) root = NULL;
   g_autoptr(GError) local_error = NULL;
   BoxLibvirtVm *vm;
   JsonObject *object;
   const char *state;
   const char *vm_id;
 
-  if (!json_parser_load_from_mapped_file (parser, path, &local_error)) {
+  root = box_state_store_load (store, id, &local_error);
+  if (root == NULL) {
+    /* absent or unreadable: either way nothing to adopt */
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s", local_error->message);
     return NULL;
   }
-  if (!JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
+  if (!JSON_NODE_HOLDS_OBJECT (root)) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL, "not a JSON object");
     return NULL;
   }
-  object = json_node_get_object (json_parser_get_root (parser));
+  object = json_node_get_object (root);
   vm_id = json_object_get_string_member_with_default (object, "vm", "");
-  if (!box_libvirt_id_is_valid (vm_id)) {
+  if (!box_sandbox_id_is_valid (vm_id)) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "bad VM id \"%s\"", vm_id);
     return NULL;
   }
@@ -209,11 +179,12 @@ box_libvirt_vm_load (const char *id, const char *path, GError **error)
 void
 box_libvirt_vm_forget (const char *id, const char *state_dir)
 {
-  g_autofree char *path = NULL;
+  g_autoptr(BoxStateStore) store = NULL;
+  g_autoptr(GError) error = NULL;
 
   if (state_dir == NULL)
     return;
-  path = state_path (state_dir, id);
-  if (g_unlink (path) != 0 && errno != ENOENT)
-    g_warning ("libvirt: cannot remove %s: %s", path, g_strerror (errno));
+  store = box_state_store_new (state_dir);
+  if (!box_state_store_remove (store, id, &error))
+    g_warning ("libvirt: %s", error->message);
 }

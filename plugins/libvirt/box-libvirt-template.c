@@ -216,7 +216,7 @@ typedef struct {
   char               *tmp_dir;
   char               *domain;
   char               *xml;
-  BoxAgentClient     *agent;
+  BoxAgent     *agent;
   GError             *failure;
   gint64              started;
 } Build;
@@ -230,7 +230,7 @@ build_free (Build *build)
   g_free (build->domain);
   g_free (build->xml);
   if (build->agent != NULL)
-    box_agent_client_close (build->agent);
+    box_agent_close (build->agent);
   g_clear_object (&build->agent);
   g_clear_error (&build->failure);
   g_free (build);
@@ -404,7 +404,7 @@ build_fail (Build *build, GError *error)
 {
   build->failure = error;
   if (build->agent != NULL)
-    box_agent_client_close (build->agent);
+    box_agent_close (build->agent);
   box_libvirt_run_in_thread (build->self, build_cleanup_work, build, NULL, NULL, build_cleaned,
                              build);
 }
@@ -454,6 +454,7 @@ build_booted (GObject *source, GAsyncResult *result, gpointer user_data)
     build_fail (build, error);
     return;
   }
+  setup.context = box_plugin_get_context (BOX_PLUGIN (build->self));
   box_libvirt_guest_setup_async (&setup, NULL, build_agent_ready, build);
 }
 

@@ -161,15 +161,15 @@ test_ids (void)
   g_autofree char *expected = g_strdup_printf ("/v/vms/%s/disk.qcow2", a);
 
   g_assert_cmpuint (strlen (a), ==, 12);
-  g_assert_true (box_libvirt_id_is_valid (a));
+  g_assert_true (box_sandbox_id_is_valid (a));
   g_assert_cmpstr (a, !=, b);
   g_assert_true (g_str_has_prefix (domain, "box-"));
   g_assert_cmpstr (path, ==, expected);
-  g_assert_true (box_libvirt_id_is_valid ("sb-abcdefghijkl"));
-  g_assert_false (box_libvirt_id_is_valid (""));
-  g_assert_false (box_libvirt_id_is_valid ("../etc"));
-  g_assert_false (box_libvirt_id_is_valid ("SB-1"));
-  g_assert_false (box_libvirt_id_is_valid (NULL));
+  g_assert_true (box_sandbox_id_is_valid ("sb-abcdefghijkl"));
+  g_assert_false (box_sandbox_id_is_valid (""));
+  g_assert_false (box_sandbox_id_is_valid ("../etc"));
+  g_assert_false (box_sandbox_id_is_valid ("SB-1"));
+  g_assert_false (box_sandbox_id_is_valid (NULL));
 }
 
 static void
@@ -197,7 +197,7 @@ test_state_file (void)
   g_assert_no_error (error);
 
   path = g_build_filename (dir, "sb-aaaaaaaaaaaa.json", NULL);
-  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", path, &error);
+  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", dir, &error);
   g_assert_no_error (error);
   g_assert_nonnull (loaded);
   g_assert_cmpstr (loaded->vm_id, ==, "bbbbbbbbbbbb");
@@ -214,13 +214,13 @@ test_state_file (void)
 
   /* a broken file is an error, not a crash */
   g_assert_true (g_file_set_contents (path, "{\"vm\": \"../x\"}", -1, NULL));
-  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", path, &error);
+  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", dir, &error);
   g_assert_null (loaded);
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
   g_clear_error (&error);
   g_assert_true (g_file_set_contents (path, "{\"vm\": \"bbbbbbbbbbbb\", \"state\": \"odd\"}",
                                       -1, NULL));
-  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", path, &error);
+  loaded = box_libvirt_vm_load ("sb-aaaaaaaaaaaa", dir, &error);
   g_assert_null (loaded);
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
 

@@ -16,6 +16,10 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 
+#include "box-agent-client.h"
+#include "box-agent-exec.h"
+#include "box-config.h"
+#include "box-engine.h"
 #include "box-libvirt-private.h"
 
 typedef struct {
@@ -58,8 +62,9 @@ static BoxHypervisor *
 new_plugin (BoxEngine *engine)
 {
   g_autoptr(GError) error = NULL;
+  g_autoptr(BoxPluginContext) context = box_engine_new_plugin_context (engine, "libvirt");
   BoxHypervisor *hv = g_object_new (BOX_TYPE_LIBVIRT_PLUGIN, "name", "libvirt",
-                                    "engine", engine, NULL);
+                                    "context", context, NULL);
 
   g_assert_true (box_plugin_start (BOX_PLUGIN (hv), NULL, &error));
   g_assert_no_error (error);

@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <glib/gstdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "box-auth.h"
 #include "box-hypervisor.h"
+#include "box-plugin-context.h"
 #include "box-plugin-loader.h"
 
 /* A GType can be registered once per process, so every accepted load of
@@ -114,7 +116,9 @@ test_loader_good (void)
 
   instance = g_object_new (module->type, "name", module->name, NULL);
   g_assert_cmpstr (box_plugin_get_name (BOX_PLUGIN (instance)), ==, "loadertest");
-  g_assert_null (box_plugin_get_engine (BOX_PLUGIN (instance)));
+  /* made without a context: an empty one (no configuration, no store) */
+  g_assert_nonnull (box_plugin_get_context (BOX_PLUGIN (instance)));
+  g_assert_null (box_plugin_context_get_storage (box_plugin_get_context (BOX_PLUGIN (instance))));
   g_assert_true (BOX_IS_AUTH (instance));
 }
 
@@ -381,6 +385,81 @@ remove_tree (const char *path)
   g_rmdir (path);
 }
 
+/* ---- auto: priorities, probes, flags ---- */
+
+static BoxPluginContext *
+choose_context (const char *plugin_name, gpointer user_data)
+{
+  return g_object_new (BOX_TYPE_PLUGIN_CONTEXT, "name", plugin_name, "keyfile", user_data, NULL);
+}
+
+static void
+load_choose_variant (BoxPluginLoader *loader, const char *variant)
+{
+  g_autofree char *path = g_strdup_printf ("%s/choose-test-%s.so", g_getenv ("LOADER_TEST_DIR"),
+                                           variant);
+  g_autoptr(GError) error = NULL;
+
+  const BoxPluginModule *module = box_plugin_loader_load_file (loader, path, &error);
+
+  g_assert_no_error (error);
+  g_assert_nonnull (module);
+}
+
+static void
+test_loader_choose (void)
+{
+  g_autoptr(BoxPluginLoader) loader = box_plugin_loader_new ();
+  g_autoptr(BoxPluginLoader) few = box_plugin_loader_new ();
+  g_autoptr(GKeyFile) works = g_key_file_new ();
+  g_autoptr(GKeyFile) fails = g_key_file_new ();
+  g_autoptr(GError) error = NULL;
+  const BoxPluginModule *module;
+
+  g_key_file_set_string (fails, "plugin.choosehigh", "fail", "true");
+  load_choose_variant (loader, "low");
+  load_choose_variant (loader, "never");
+  load_choose_variant (loader, "high");
+  load_choose_variant (loader, "novm");
+
+  /* the highest priority wins, whatever the load order */
+  module = box_plugin_loader_choose (loader, BOX_TYPE_AUTH, 0, choose_context, works, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (module->name, ==, "choosenovm");
+
+  /* flags exclude: the next one, whose probe passes */
+  module = box_plugin_loader_choose (loader, BOX_TYPE_AUTH, BOX_PLUGIN_FLAG_NO_VM, choose_context,
+                                     works, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (module->name, ==, "choosehigh");
+
+  /* a failing probe (it read its context's configuration) passes the turn */
+  module = box_plugin_loader_choose (loader, BOX_TYPE_AUTH, BOX_PLUGIN_FLAG_NO_VM, choose_context,
+                                     fails, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (module->name, ==, "chooselow");
+
+  /* nothing implements the interface */
+  module = box_plugin_loader_choose (loader, BOX_TYPE_HYPERVISOR, 0, choose_context, works, &error);
+  g_assert_null (module);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+  g_assert_nonnull (strstr (error->message, "is installed"));
+  g_clear_error (&error);
+
+  /* priority 0 is never chosen; the error says who refused and why */
+  load_choose_variant (few, "never");
+  load_choose_variant (few, "high");
+  module = box_plugin_loader_choose (few, BOX_TYPE_AUTH, 0, choose_context, fails, &error);
+  g_assert_null (module);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+  g_assert_nonnull (strstr (error->message, "choosehigh: told to fail"));
+  g_assert_null (strstr (error->message, "choosenever"));
+  g_clear_error (&error);
+  module = box_plugin_loader_choose (few, BOX_TYPE_AUTH, 0, choose_context, works, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (module->name, ==, "choosehigh");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -411,6 +490,7 @@ main (int argc, char **argv)
   g_test_add_func ("/loader/dir", test_loader_dir);
   g_test_add_func ("/loader/real-plugins", test_loader_real_plugins);
   g_test_add_func ("/loader/interface-type", test_loader_interface_type);
+  g_test_add_func ("/loader/choose", test_loader_choose);
   rc = g_test_run ();
 
   remove_tree (tmp_root);

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "box-engine.h"
+#include "box-plugin-context.h"
 #include "box-nftables-dns.h"
 #include "box-nftables-link.h"
 #include "box-nftables-nft.h"
@@ -268,7 +268,7 @@ record_allocate (BoxNftablesPlugin *self, const char *sandbox_id, GError **error
 static gboolean
 check_call (BoxNftablesPlugin *self, const char *sandbox_id, GError **error)
 {
-  if (!box_nftables_id_is_valid (sandbox_id)) {
+  if (!box_sandbox_id_is_valid (sandbox_id)) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "bad sandbox id \"%s\"",
                  sandbox_id != NULL ? sandbox_id : "");
     return FALSE;
@@ -616,6 +616,5 @@ box_nftables_plugin_network_init (BoxNetworkInterface *iface)
   iface->set_egress = box_nftables_plugin_set_egress;
 }
 
-BOX_PLUGIN_DEFINE ("nftables",
-                   "Tap devices, NAT and isolation with nftables",
-                   box_nftables_plugin_get_type)
+BOX_PLUGIN_DEFINE_FULL ("nftables", "Tap devices, NAT and isolation with nftables",
+                        box_nftables_plugin_get_type, 100, BOX_PLUGIN_FLAG_NONE, NULL)

@@ -214,18 +214,3 @@ box_nftables_mac_for_id (const char *sandbox_id)
   g_checksum_get_digest (checksum, digest, &len);
   return g_strdup_printf ("52:54:00:%02x:%02x:%02x", digest[0], digest[1], digest[2]);
 }
-
-gboolean
-box_nftables_id_is_valid (const char *sandbox_id)
-{
-  gsize len = sandbox_id != NULL ? strlen (sandbox_id) : 0;
-
-  if (len < 1 || len > 64 || sandbox_id[0] == '-')
-    return FALSE;
-  for (gsize i = 0; i < len; i++) {
-    char c = sandbox_id[i];
-    if (!g_ascii_islower (c) && !g_ascii_isdigit (c) && c != '-')
-      return FALSE;
-  }
-  return TRUE;
-}

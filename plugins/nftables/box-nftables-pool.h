@@ -4,6 +4,8 @@
  * tested in nftables-test.c. */
 #pragma once
 
+#include "box-plugin-context.h"   /* box_sandbox_id_is_valid() */
+
 #include <glib.h>
 
 G_BEGIN_DECLS
@@ -56,6 +58,5 @@ gboolean  box_nftables_ifname_prefix_is_valid (const char *prefix);
  * its own point-to-point link, so a clash between two sandboxes is harmless. */
 char     *box_nftables_mac_for_id      (const char *sandbox_id);
 /* Sandbox IDs become file names: [a-z0-9-], 1-64 chars. */
-gboolean  box_nftables_id_is_valid     (const char *sandbox_id);
 
 G_END_DECLS

@@ -6,15 +6,11 @@
  */
 #include "config.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <glib/gstdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "box-error.h"
 #include "box-nftables-record.h"
-#include "box-requests.h"
+#include "box-state-store.h"
 
 BoxNftablesRecord *
 box_nftables_record_new (const char *id)
@@ -38,24 +34,14 @@ box_nftables_record_free (BoxNftablesRecord *record)
   g_free (record);
 }
 
-static char *
-record_path (const char *dir, const char *id)
-{
-  g_autofree char *basename = g_strconcat (id, ".json", NULL);
-
-  return g_build_filename (dir, basename, NULL);
-}
-
 gboolean
 box_nftables_record_save (const BoxNftablesRecord *record, const char *dir, GError **error)
 {
   g_autoptr(JsonBuilder) builder = json_builder_new ();
-  g_autoptr(JsonGenerator) generator = json_generator_new ();
+  g_autoptr(BoxStateStore) store = box_state_store_new (dir);
   g_autoptr(JsonNode) root = NULL;
-  g_autofree char *path = record_path (dir, record->id);
   g_autofree char *address = box_nftables_ipv4_to_string (record->subnet.address);
   g_autofree char *gateway = box_nftables_ipv4_to_string (record->subnet.gateway);
-  g_autofree char *data = NULL;
   g_autoptr(GError) local_error = NULL;
 
   json_builder_begin_object (builder);
@@ -79,10 +65,7 @@ box_nftables_record_save (const BoxNftablesRecord *record, const char *dir, GErr
   json_builder_end_object (builder);
 
   root = json_builder_get_root (builder);
-  json_generator_set_root (generator, root);
-  data = json_generator_to_data (generator, NULL);
-  if (!g_file_set_contents_full (path, data, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
-                                 &local_error)) {
+  if (!box_state_store_save (store, record->id, root, &local_error)) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
                  "cannot save the network attachment of %s: %s", record->id,
                  local_error->message);
@@ -135,7 +118,7 @@ parse_record (BoxNftablesRecord *record, JsonNode *root, const char *path, GErro
   record->mac = g_strdup (mac);
   record->created_at = json_object_get_int_member_with_default (obj, "created_at", 0);
   egress = json_object_get_member (obj, "egress");
-  rules = box_rules_from_json (egress, error);
+  rules = box_rules_from_storage_json (egress, error);
   if (rules == NULL)
     return FALSE;
   g_ptr_array_unref (record->egress);
@@ -146,16 +129,19 @@ parse_record (BoxNftablesRecord *record, JsonNode *root, const char *path, GErro
 BoxNftablesRecord *
 box_nftables_record_load (const char *dir, const char *id, GError **error)
 {
-  g_autofree char *path = record_path (dir, id);
-  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(BoxStateStore) store = box_state_store_new (dir);
+  g_autofree char *basename = g_strconcat (id, ".json", NULL);
+  g_autofree char *path = g_build_filename (dir, basename, NULL);
   g_autoptr(BoxNftablesRecord) record = box_nftables_record_new (id);
+  g_autoptr(JsonNode) root = NULL;
   g_autoptr(GError) local_error = NULL;
 
-  if (!json_parser_load_from_mapped_file (parser, path, &local_error)) {
+  root = box_state_store_load (store, id, &local_error);
+  if (root == NULL) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s: %s", path, local_error->message);
     return NULL;
   }
-  if (!parse_record (record, json_parser_get_root (parser), path, error))
+  if (!parse_record (record, root, path, error))
     return NULL;
   return g_steal_pointer (&record);
 }
@@ -165,20 +151,13 @@ box_nftables_record_load_all (const char *dir)
 {
   g_autoptr(GPtrArray) records =
     g_ptr_array_new_with_free_func ((GDestroyNotify) box_nftables_record_free);
-  g_autoptr(GDir) d = g_dir_open (dir, 0, NULL);
-  const char *name;
+  g_autoptr(BoxStateStore) store = box_state_store_new (dir);
+  g_auto(GStrv) ids = box_state_store_list (store);
 
-  while (d != NULL && (name = g_dir_read_name (d)) != NULL) {
-    g_autofree char *id = NULL;
+  for (guint i = 0; ids[i] != NULL; i++) {
     g_autoptr(GError) error = NULL;
-    BoxNftablesRecord *record;
+    BoxNftablesRecord *record = box_nftables_record_load (dir, ids[i], &error);
 
-    if (!g_str_has_suffix (name, ".json"))
-      continue;
-    id = g_strndup (name, strlen (name) - strlen (".json"));
-    if (!box_nftables_id_is_valid (id))
-      continue;
-    record = box_nftables_record_load (dir, id, &error);
     if (record == NULL) {
       g_warning ("nftables: ignoring a network attachment record: %s", error->message);
       continue;
@@ -188,46 +167,25 @@ box_nftables_record_load_all (const char *dir)
   return g_steal_pointer (&records);
 }
 
-static void
-sync_dir (const char *dir)
-{
-  int fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-  if (fd >= 0) {
-    fsync (fd);
-    close (fd);
-  }
-}
-
 gboolean
 box_nftables_record_remove (const char *dir, const char *id, GError **error)
 {
-  g_autofree char *path = record_path (dir, id);
+  g_autoptr(BoxStateStore) store = box_state_store_new (dir);
 
-  if (g_unlink (path) != 0 && errno != ENOENT) {
-    int errsv = errno;
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot remove %s: %s", path,
-                 g_strerror (errsv));
-    return FALSE;
-  }
-  sync_dir (dir);
-  return TRUE;
+  return box_state_store_remove (store, id, error);
 }
 
 gboolean
 box_nftables_record_move (const char *dir, const char *old_id, const char *new_id,
                           GError **error)
 {
-  g_autofree char *old_path = record_path (dir, old_id);
-  g_autofree char *new_path = record_path (dir, new_id);
+  g_autoptr(BoxStateStore) store = box_state_store_new (dir);
+  g_autoptr(GError) local_error = NULL;
 
-  if (g_rename (old_path, new_path) != 0) {
-    int errsv = errno;
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot move %s to %s: %s", old_path,
-                 new_path, g_strerror (errsv));
+  if (!box_state_store_move (store, old_id, new_id, &local_error)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s", local_error->message);
     return FALSE;
   }
-  sync_dir (dir);
   return TRUE;
 }
 

@@ -244,8 +244,9 @@ BoxNftablesPlugin *
 plugin_new_started (void)
 {
   g_autoptr(GError) error = NULL;
+  g_autoptr(BoxPluginContext) context = box_engine_new_plugin_context (world.engine, "nftables");
   BoxNftablesPlugin *plugin = g_object_new (BOX_TYPE_NFTABLES_PLUGIN, "name", "nftables",
-                                            "engine", world.engine, NULL);
+                                            "context", context, NULL);
 
   box_nftables_plugin_set_link_func (plugin, make_veth, NULL);
   g_assert_true (box_plugin_start (BOX_PLUGIN (plugin), NULL, &error));

@@ -182,12 +182,12 @@ test_names (void)
   g_assert_cmpstr (mac, ==, mac_again);
   g_assert_cmpstr (mac, !=, mac_other);
 
-  g_assert_true (box_nftables_id_is_valid ("sb-abcdefgh2345"));
-  g_assert_true (box_nftables_id_is_valid ("pool-1"));
-  g_assert_false (box_nftables_id_is_valid ("../etc"));
-  g_assert_false (box_nftables_id_is_valid ("-x"));
-  g_assert_false (box_nftables_id_is_valid (""));
-  g_assert_false (box_nftables_id_is_valid (NULL));
+  g_assert_true (box_sandbox_id_is_valid ("sb-abcdefgh2345"));
+  g_assert_true (box_sandbox_id_is_valid ("pool-1"));
+  g_assert_false (box_sandbox_id_is_valid ("../etc"));
+  g_assert_false (box_sandbox_id_is_valid ("-x"));
+  g_assert_false (box_sandbox_id_is_valid (""));
+  g_assert_false (box_sandbox_id_is_valid (NULL));
 }
 
 static void

@@ -26,7 +26,8 @@ G_DEFINE_FINAL_TYPE_WITH_CODE (BoxSqlitePlugin, box_sqlite_plugin, BOX_TYPE_PLUG
                                G_IMPLEMENT_INTERFACE (BOX_TYPE_STORAGE,
                                                       box_sqlite_plugin_storage_init))
 
-BOX_PLUGIN_DEFINE ("sqlite", "SQLite storage (the embedded default)", box_sqlite_plugin_get_type)
+BOX_PLUGIN_DEFINE_FULL ("sqlite", "SQLite storage (the embedded default)",
+                        box_sqlite_plugin_get_type, 100, BOX_PLUGIN_FLAG_NONE, NULL)
 
 const char *
 box_sqlite_plugin_get_path (BoxSqlitePlugin *self)

@@ -131,6 +131,7 @@ test_engine_paths (Fixture *fx, gconstpointer data)
   g_autoptr(GError) error = NULL;
   BoxConfig *config = box_config_new ();
   g_autoptr(BoxEngine) engine = NULL;
+  g_autoptr(BoxPluginContext) context = NULL;
   g_autoptr(BoxStorage) storage = NULL;
   g_autofree char *state_dir = g_build_filename (fx->dir, "sqlite", NULL);
   g_autofree char *default_path = g_build_filename (state_dir, "box.db", NULL);
@@ -141,7 +142,8 @@ test_engine_paths (Fixture *fx, gconstpointer data)
   config->data_dir = g_strdup (fx->dir);
   engine = box_engine_new (config);
 
-  storage = g_object_new (BOX_TYPE_SQLITE_PLUGIN, "name", "sqlite", "engine", engine, NULL);
+  context = box_engine_new_plugin_context (engine, "sqlite");
+  storage = g_object_new (BOX_TYPE_SQLITE_PLUGIN, "name", "sqlite", "context", context, NULL);
   g_assert_true (box_plugin_start (BOX_PLUGIN (storage), NULL, &error));
   g_assert_no_error (error);
   g_assert_cmpstr (box_sqlite_plugin_get_path (BOX_SQLITE_PLUGIN (storage)), ==, default_path);
@@ -151,7 +153,7 @@ test_engine_paths (Fixture *fx, gconstpointer data)
   storage_close (&storage);
 
   g_key_file_set_string (config->keyfile, "plugin.sqlite", "path", custom_path);
-  storage = g_object_new (BOX_TYPE_SQLITE_PLUGIN, "name", "sqlite", "engine", engine, NULL);
+  storage = g_object_new (BOX_TYPE_SQLITE_PLUGIN, "name", "sqlite", "context", context, NULL);
   g_assert_true (box_plugin_start (BOX_PLUGIN (storage), NULL, &error));
   g_assert_no_error (error);
   g_assert_cmpstr (box_sqlite_plugin_get_path (BOX_SQLITE_PLUGIN (storage)), ==, custom_path);

@@ -4,6 +4,11 @@
 #include <libsoup/soup.h>
 
 #include "box.h"
+#include "box-config.h"
+#include "box-engine.h"
+#include "box-plugin-loader.h"
+#include "box-requests.h"
+#include "box-validate.h"
 #include "box-http-server.h"
 
 G_BEGIN_DECLS

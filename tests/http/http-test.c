@@ -10,6 +10,11 @@
 #include <string.h>
 
 #include "box.h"
+#include "box-config.h"
+#include "box-engine.h"
+#include "box-plugin-loader.h"
+#include "box-requests.h"
+#include "box-validate.h"
 #include "box-http-server.h"
 #include "box-http-util.h"
 #include "http-client.h"
