@@ -328,6 +328,7 @@ BOX_PLUGIN_API
 char          *box_key_to_storage_json          (const BoxKey *key);
 BOX_PLUGIN_API
 BoxKey        *box_key_from_storage_json        (const char *json, GError **error);
+BOX_PLUGIN_API
 char          *box_sandbox_to_storage_json      (const BoxSandbox *sandbox);
 BOX_PLUGIN_API
 BoxSandbox    *box_sandbox_from_storage_json    (const char *json, GError **error);
