@@ -3,6 +3,8 @@
  * failure at each step leaves behind. */
 #include "config.h"
 
+#include <string.h>
+
 #include "engine-fixture.h"
 
 #define ADD(path, func) g_test_add (path, Ef, NULL, ef_set_up, func, ef_tear_down)
@@ -273,6 +275,56 @@ test_serialized (Ef *ef, gconstpointer user_data)
   g_assert_cmpstr (g_ptr_array_index (order, 3), ==, "stop:stopped");
 }
 
+/* Another writer moves the record on while an operation holds the sandbox:
+ * a write at the revision read before fails with conflict, and the
+ * operation's own save, which loses the compare-and-swap, reads the
+ * revision again and writes (the holder owns the record). */
+static void
+test_storage_conflict (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sb = ef_create_ok (ef, "{}");
+  BoxStorage *storage = box_engine_get_storage (ef->engine);
+  g_autoptr(GPtrArray) order = g_ptr_array_new_with_free_func (g_free);
+  g_autofree char *rule = g_strdup_printf ("suspend delay ms=300 sandbox=%s", sb->id);
+  g_autoptr(BoxSandbox) stale = NULL;
+  g_autoptr(BoxSandbox) other = NULL;
+  g_autoptr(BoxSandbox) after = NULL;
+  g_autoptr(GError) error = NULL;
+  Step pause = { order, "pause" };
+  g_autofree char *interrupted = NULL;
+
+  ef_script (ef, rule);
+  ef_forget (ef);
+  box_engine_change_state_async (ef->engine, "p", sb->id, BOX_STATE_REQUEST_PAUSE, NULL,
+                                 step_done, &pause);
+  /* the pause has read the record and waits for the hypervisor */
+  while (ef->interrupted->len == 0)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (order->len, ==, 0);
+
+  stale = box_storage_sandbox_get (storage, "p", sb->id, &error);
+  g_assert_no_error (error);
+  other = box_sandbox_copy (stale);
+  g_hash_table_replace (other->labels, g_strdup ("by"), g_strdup ("other"));
+  g_assert_true (box_storage_sandbox_update (storage, other, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (other->revision, >, stale->revision);
+  g_assert_false (box_storage_sandbox_update (storage, stale, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_CONFLICT);
+  g_clear_error (&error);
+
+  while (order->len < 1)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpstr (g_ptr_array_index (order, 0), ==, "pause:paused");
+  after = box_storage_sandbox_get (storage, "p", sb->id, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (after->state, ==, BOX_SANDBOX_STATE_PAUSED);
+  g_assert_cmpuint (after->revision, >, other->revision);
+  g_assert_null (g_hash_table_lookup (after->labels, "by"));
+  interrupted = ef_take_interrupted (ef);
+  g_assert_nonnull (strstr (interrupted, sb->id));
+}
+
 /* The VM dies in the middle of an operation: the operation fails, then
  * the engine records what the hypervisor has left. */
 static void
@@ -463,6 +515,7 @@ main (int argc, char **argv)
   ADD ("/engine/states/lost-mid-operation", test_lost_mid_operation);
   ADD ("/engine/states/lost-on-its-own", test_lost_on_its_own);
   ADD ("/engine/states/update", test_update);
+  ADD ("/engine/states/storage-conflict", test_storage_conflict);
   ADD ("/engine/states/capabilities", test_capabilities);
   ADD ("/engine/states/fork-capability", test_fork_capability);
   return g_test_run ();
