@@ -113,6 +113,81 @@ record_ref (const char *kind, const char *scope, const char *id)
   return record;
 }
 
+/* ---- parsed sandboxes ---------------------------------------------------- */
+
+/* Reading a sandbox is mostly parsing its stored JSON, and the API reads
+ * the same sandboxes again and again.  Each store keeps the sandboxes it
+ * parsed, by ID, with the revision they were parsed at: a record read at
+ * that revision has that body (revisions come from one counter of the
+ * store that only grows), so a copy of the parsed one is the same record.
+ * Bounded; emptied when full.  Any thread may read (a plugin's store
+ * calls), hence the lock. */
+#define SANDBOX_CACHE_MAX 4096
+
+typedef struct {
+  GMutex      lock;
+  GHashTable *by_id;   /* char* -> BoxSandbox* (its own revision) */
+} SandboxCache;
+
+static void
+sandbox_cache_free (SandboxCache *cache)
+{
+  g_hash_table_unref (cache->by_id);
+  g_mutex_clear (&cache->lock);
+  g_free (cache);
+}
+
+static SandboxCache *
+sandbox_cache (BoxStorage *self)
+{
+  static GQuark quark;
+  static GMutex create_lock;
+  SandboxCache *cache;
+
+  if (G_UNLIKELY (quark == 0))
+    quark = g_quark_from_static_string ("box-storage-sandbox-cache");
+  g_mutex_lock (&create_lock);
+  cache = g_object_get_qdata (G_OBJECT (self), quark);
+  if (cache == NULL) {
+    cache = g_new0 (SandboxCache, 1);
+    g_mutex_init (&cache->lock);
+    cache->by_id = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                          (GDestroyNotify) box_sandbox_free);
+    g_object_set_qdata_full (G_OBJECT (self), quark, cache, (GDestroyNotify) sandbox_cache_free);
+  }
+  g_mutex_unlock (&create_lock);
+  return cache;
+}
+
+static BoxSandbox *
+sandbox_decode (BoxStorage *self, const BoxStorageRecord *record, GError **error)
+{
+  SandboxCache *cache = sandbox_cache (self);
+  BoxSandbox *parsed;
+  BoxSandbox *hit;
+
+  g_mutex_lock (&cache->lock);
+  hit = g_hash_table_lookup (cache->by_id, record->id);
+  if (hit != NULL && hit->revision == record->revision) {
+    BoxSandbox *copy = box_sandbox_copy (hit);
+
+    g_mutex_unlock (&cache->lock);
+    return copy;
+  }
+  g_mutex_unlock (&cache->lock);
+
+  parsed = decode (record, (FromBody) box_sandbox_from_storage_json,
+                   G_STRUCT_OFFSET (BoxSandbox, revision), error);
+  if (parsed == NULL)
+    return NULL;
+  g_mutex_lock (&cache->lock);
+  if (g_hash_table_size (cache->by_id) >= SANDBOX_CACHE_MAX)
+    g_hash_table_remove_all (cache->by_id);
+  g_hash_table_replace (cache->by_id, g_strdup (record->id), box_sandbox_copy (parsed));
+  g_mutex_unlock (&cache->lock);
+  return parsed;
+}
+
 /* ---- projects ---------------------------------------------------------- */
 
 static BoxStorageRecord *
@@ -328,8 +403,7 @@ sandbox_by_name (BoxStorage *self, const char *project, const char *name, GError
                  "sandbox name %s is used in %u projects; use the sandbox ID", name, found->len);
     return NULL;
   }
-  return decode (g_ptr_array_index (found, 0), (FromBody) box_sandbox_from_storage_json,
-                 G_STRUCT_OFFSET (BoxSandbox, revision), error);
+  return sandbox_decode (self, g_ptr_array_index (found, 0), error);
 }
 
 BoxSandbox *
@@ -342,9 +416,11 @@ box_storage_sandbox_get (BoxStorage *self, const char *project, const char *id_o
   g_return_val_if_fail (id_or_name != NULL, NULL);
   record = box_storage_get (self, BOX_STORAGE_KIND_SANDBOX, project, BOX_STORAGE_BY_ID,
                             id_or_name, &local);
-  if (record != NULL)
-    return decode_one (record, (FromBody) box_sandbox_from_storage_json,
-                       G_STRUCT_OFFSET (BoxSandbox, revision), error);
+  if (record != NULL) {
+    g_autoptr(BoxStorageRecord) owned = record;
+
+    return sandbox_decode (self, owned, error);
+  }
   if (!g_error_matches (local, BOX_ERROR, BOX_ERROR_NOT_FOUND)) {
     g_propagate_error (error, g_steal_pointer (&local));
     return NULL;

@@ -73,6 +73,65 @@ test_records_cas (Fixture *fx, gconstpointer data)
   g_assert_cmpstr (error->message, ==, "no task t-1");
 }
 
+/* Reads of a sandbox come from the parsed copy a store keeps while the
+ * record's revision is the one parsed: every read is a copy of its own,
+ * and a write by anyone (the typed helpers or the generic interface) is
+ * seen at once. */
+void
+test_sandbox_reads (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(BoxSandbox) sandbox = make_sandbox ("sb-aaaaaaaaaaaa", "p", "web", 10);
+  g_autoptr(BoxSandbox) first = NULL;
+  g_autoptr(BoxSandbox) second = NULL;
+  g_autoptr(BoxSandbox) third = NULL;
+  g_autoptr(BoxSandbox) fourth = NULL;
+  g_autoptr(BoxStorageRecord) raw = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *first_json = NULL;
+  g_autofree char *second_json = NULL;
+  g_autofree char *body = NULL;
+
+  g_assert_true (box_storage_sandbox_insert (fx->storage, sandbox, &error));
+  g_assert_no_error (error);
+  first = box_storage_sandbox_get (fx->storage, "p", "sb-aaaaaaaaaaaa", &error);
+  g_assert_no_error (error);
+  /* a caller's change to its copy is its own */
+  g_hash_table_replace (first->labels, g_strdup ("team"), g_strdup ("changed"));
+  second = box_storage_sandbox_get (fx->storage, "p", "web", &error);
+  g_assert_no_error (error);
+  g_assert_true (first != second);
+  g_assert_cmpstr (g_hash_table_lookup (second->labels, "team"), ==, "blue");
+  g_assert_cmpuint (second->revision, ==, sandbox->revision);
+  first_json = box_sandbox_to_storage_json (sandbox);
+  second_json = box_sandbox_to_storage_json (second);
+  g_assert_cmpstr (second_json, ==, first_json);
+
+  /* a typed update is read back */
+  g_hash_table_replace (second->labels, g_strdup ("team"), g_strdup ("red"));
+  g_assert_true (box_storage_sandbox_update (fx->storage, second, &error));
+  g_assert_no_error (error);
+  third = box_storage_sandbox_get (fx->storage, "p", "sb-aaaaaaaaaaaa", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (g_hash_table_lookup (third->labels, "team"), ==, "red");
+  g_assert_cmpuint (third->revision, ==, second->revision);
+
+  /* so is a write through the generic interface, by another writer */
+  raw = box_storage_get (fx->storage, "sandbox", "p", BOX_STORAGE_BY_ID, "sb-aaaaaaaaaaaa",
+                         &error);
+  g_assert_no_error (error);
+  g_hash_table_replace (third->labels, g_strdup ("team"), g_strdup ("green"));
+  body = box_sandbox_to_storage_json (third);
+  g_free (raw->body);
+  raw->body = g_steal_pointer (&body);
+  g_assert_true (box_storage_update (fx->storage, raw, &error));
+  g_assert_no_error (error);
+  fourth = box_storage_sandbox_get (fx->storage, "p", "web", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (g_hash_table_lookup (fourth->labels, "team"), ==, "green");
+  g_assert_cmpuint (fourth->revision, ==, raw->revision);
+  g_assert_cmpuint (fourth->revision, >, third->revision);
+}
+
 void
 test_records_batch (Fixture *fx, gconstpointer data)
 {
