@@ -687,6 +687,10 @@ box_engine_get_project (BoxEngine *self, const char *name, GError **error)
 
   if (kept != NULL)
     return box_project_copy (kept);
+  if (name == NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no project");
+    return NULL;
+  }
   project = box_storage_project_get (self->storage, name, error);
   if (project == NULL)
     return NULL;

@@ -10,14 +10,17 @@
 #include "box-json-writer.h"
 #include "box-requests.h"
 
-/* The domains of the caller's project, for the sandboxes' "urls": one
- * lookup per answer, however many sandboxes it shows.  NULL when the
- * project has none (or is gone). */
+/* The domains of @project, for the sandboxes' "urls": one lookup per
+ * answer, however many sandboxes it shows.  NULL when the project has none
+ * (or is gone). */
 static GStrv
-project_domains (BoxHttpRequest *req)
+project_domains (BoxHttpRequest *req, const char *project_name)
 {
-  g_autoptr(BoxProject) project = box_engine_get_project (req->engine,
-                                                          box_http_request_project (req), NULL);
+  g_autoptr(BoxProject) project = NULL;
+
+  if (project_name == NULL)
+    return NULL;
+  project = box_engine_get_project (req->engine, project_name, NULL);
 
   return project != NULL ? g_steal_pointer (&project->domains) : NULL;
 }
@@ -34,7 +37,8 @@ write_sandbox (GString *out, BoxHttpRequest *req, const BoxSandbox *sandbox,
 static void
 reply_sandbox (BoxHttpRequest *req, guint status, const BoxSandbox *sandbox)
 {
-  g_auto(GStrv) domains = project_domains (req);
+  /* the sandbox's own project: the in-sandbox socket's caller has no key */
+  g_auto(GStrv) domains = project_domains (req, sandbox->project);
   GString *out = g_string_sized_new (1024);
 
   write_sandbox (out, req, sandbox, (const char *const *) domains);
@@ -129,7 +133,7 @@ box_http_sandbox_list (BoxHttpRequest *req)
     box_http_reply_error (req->msg, error);
     return;
   }
-  domains = project_domains (req);
+  domains = project_domains (req, box_http_request_project (req));
   out = g_string_sized_new (1024 * (sandboxes->len + 1));
   box_json_begin_object (out);
   box_json_key (out, "sandboxes");
