@@ -47,7 +47,7 @@ typedef struct {
   BoxExecSession  *session;
   gboolean         ws_closed;
   gboolean         session_closed;
-  gboolean         closing;        /* in our own box_http_ws_close() */
+  guint            closing;        /* depth of our own closes of the socket or the session */
   gboolean         exited;         /* the exit frame went out */
   gsize            stdin_pending;  /* written to the session, not yet taken */
   gboolean         input_paused;
@@ -56,7 +56,7 @@ typedef struct {
 static void
 bridge_maybe_free (Bridge *b)
 {
-  if (!b->ws_closed || !b->session_closed || b->stdin_pending > 0 || b->closing)
+  if (!b->ws_closed || !b->session_closed || b->stdin_pending > 0 || b->closing > 0)
     return;
   g_signal_handlers_disconnect_by_data (b->ws, b);
   g_signal_handlers_disconnect_by_data (b->session, b);
@@ -68,9 +68,9 @@ bridge_maybe_free (Bridge *b)
 static void
 bridge_close_ws (Bridge *b, gushort code, const char *reason)
 {
-  b->closing = TRUE;
+  b->closing++;
   box_http_ws_close (b->ws, code, reason);
-  b->closing = FALSE;
+  b->closing--;
 }
 
 /* ---- sandbox to client ---- */
@@ -260,9 +260,14 @@ on_ws_closed (BoxHttpWs *ws, gpointer user_data)
 
   b->ws_closed = TRUE;
   if (!b->session_closed) {
-    /* exec: SIGHUP unless detachable; attach: detach.  The hold ends. */
+    /* exec: SIGHUP unless detachable; attach: detach.  The hold ends.
+     * Closing fails the stdin writes still pending, and GTask may run
+     * their callbacks (stdin_written) right here: the bridge must outlive
+     * them, so it is freed below, once. */
     b->session_closed = TRUE;
+    b->closing++;
     box_exec_session_close (b->session);
+    b->closing--;
   }
   bridge_maybe_free (b);
 }
