@@ -64,19 +64,14 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
+# A project and a key to start with.  The admin token goes through a pipe,
+# never on a command line (setup-first-key.sh).
 token_file="$data_dir/admin-token"
 if [ -n "${BOX_ADMIN_TOKEN:-}" ]; then
-  token="$BOX_ADMIN_TOKEN"
+  key="$(printf '%s\n' "$BOX_ADMIN_TOKEN" | "$here/tools/setup-first-key.sh" "$url")"
 else
-  token="$($sudo cat "$token_file")"
+  key="$($sudo cat "$token_file" | "$here/tools/setup-first-key.sh" "$url")"
 fi
-
-# A project and a key to start with.
-curl -fsS -o /dev/null -X POST "$url/v1/projects" -H "Authorization: Bearer $token" \
-  -H 'Content-Type: application/json' -d '{"name": "default"}' 2>/dev/null || true
-key_json="$(curl -fsS -X POST "$url/v1/projects/default/keys" -H "Authorization: Bearer $token" \
-  -H 'Content-Type: application/json' -d "{\"name\": \"setup-$(date +%s)\"}")"
-key="$(printf '%s' "$key_json" | jq -r .secret)"
 
 cat <<TXT
 boxd is running (log: $log).
