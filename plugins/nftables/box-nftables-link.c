@@ -288,6 +288,18 @@ box_nftables_have_net_admin (void)
   return FALSE;
 }
 
+guint
+box_nftables_unprivileged_port_start (void)
+{
+  g_autofree char *value = NULL;
+  guint64 port;
+
+  if (!g_file_get_contents ("/proc/sys/net/ipv4/ip_unprivileged_port_start", &value, NULL, NULL) ||
+      !g_ascii_string_to_unsigned (g_strstrip (value), 10, 0, 65536, &port, NULL))
+    return 1024;
+  return (guint) port;
+}
+
 gboolean
 box_nftables_enable_forwarding (gboolean *changed, GError **error)
 {
