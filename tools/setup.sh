@@ -39,6 +39,12 @@ else
     org.freedesktop.DBus.ReloadConfig >/dev/null 2>&1 || true
 fi
 
+# The sandboxes' NAT needs IPv4 forwarding.  boxd.service keeps /proc/sys
+# read-only for boxd (ProtectKernelTunables), so it is turned on here, now
+# and at every boot, rather than by boxd.
+echo 'net.ipv4.ip_forward = 1' | $sudo tee /etc/sysctl.d/60-box.conf >/dev/null
+$sudo sysctl -q -w net.ipv4.ip_forward=1
+
 # Real sandboxes run under libvirt; start its daemons when nobody has.
 $sudo "$here/dev/libvirtd-up.sh"
 
