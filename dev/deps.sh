@@ -14,6 +14,10 @@ BOX_DEB_PACKAGES=(
   mmdebstrap e2fsprogs cpio zstd bc
   # tests
   python3 curl jq sqlite3 tmux iproute2 procps
+  # the SDK's introspection data and reference (-Ddocs), and the gir-check
+  # test that loads it with python3-gi
+  gobject-introspection libgirepository1.0-dev gi-docgen
+  python3-gi gir1.2-glib-2.0 gir1.2-json-1.0
 )
 
 box_install_deps () {

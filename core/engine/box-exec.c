@@ -1,4 +1,5 @@
-/* box-exec.c: copy and free of the exec, session and port records. */
+/* box-exec.c: copy and free of the stream exec, session and port records
+ * (BoxExecRequest and BoxExecResult are the SDK's: box-agent.c). */
 #include "config.h"
 
 #include "box-exec.h"
@@ -18,56 +19,6 @@ env_copy (GHashTable *env)
     g_hash_table_insert (copy, g_strdup (key), g_strdup (value));
   return copy;
 }
-
-/* ---- BoxExecRequest ---- */
-
-BoxExecRequest *
-box_exec_request_copy (const BoxExecRequest *request)
-{
-  BoxExecRequest *copy;
-
-  g_return_val_if_fail (request != NULL, NULL);
-  copy = g_new0 (BoxExecRequest, 1);
-  copy->argv = g_strdupv (request->argv);
-  copy->env = env_copy (request->env);
-  copy->cwd = g_strdup (request->cwd);
-  copy->user = g_strdup (request->user);
-  copy->stdin_data = request->stdin_data != NULL ? g_bytes_ref (request->stdin_data) : NULL;
-  copy->timeout_s = request->timeout_s;
-  return copy;
-}
-
-void
-box_exec_request_free (BoxExecRequest *request)
-{
-  if (request == NULL)
-    return;
-  g_strfreev (request->argv);
-  g_clear_pointer (&request->env, g_hash_table_unref);
-  g_free (request->cwd);
-  g_free (request->user);
-  g_clear_pointer (&request->stdin_data, g_bytes_unref);
-  g_free (request);
-}
-
-G_DEFINE_BOXED_TYPE (BoxExecRequest, box_exec_request, box_exec_request_copy, box_exec_request_free)
-
-/* ---- BoxExecResult ---- */
-
-BoxExecResult *
-box_exec_result_copy (const BoxExecResult *result)
-{
-  BoxExecResult *copy;
-
-  g_return_val_if_fail (result != NULL, NULL);
-  copy = g_new0 (BoxExecResult, 1);
-  *copy = *result;
-  copy->stdout_data = result->stdout_data != NULL ? g_bytes_ref (result->stdout_data) : NULL;
-  copy->stderr_data = result->stderr_data != NULL ? g_bytes_ref (result->stderr_data) : NULL;
-  return copy;
-}
-
-G_DEFINE_BOXED_TYPE (BoxExecResult, box_exec_result, box_exec_result_copy, box_exec_result_free)
 
 /* ---- BoxExecStreamRequest ---- */
 

@@ -10,8 +10,8 @@
 
 #include <gio/gio.h>
 
-/* BoxExecRequest, BoxExecResult, BOX_EXEC_OUTPUT_LIMIT and
- * box_exec_result_free(): the plugin SDK's (hypervisor plugins run
+/* BoxExecRequest, BoxExecResult (boxed, with copy and free) and
+ * BOX_EXEC_OUTPUT_LIMIT: the plugin SDK's (hypervisor plugins run
  * commands too) */
 #include "box-agent.h"
 
@@ -57,19 +57,10 @@ typedef struct {
   char        *url;           /* "" without a sandbox domain */
 } BoxPortSetting;
 
-#define BOX_TYPE_EXEC_REQUEST        (box_exec_request_get_type ())
-#define BOX_TYPE_EXEC_RESULT         (box_exec_result_get_type ())
 #define BOX_TYPE_EXEC_STREAM_REQUEST (box_exec_stream_request_get_type ())
 #define BOX_TYPE_SESSION_INFO        (box_session_info_get_type ())
 #define BOX_TYPE_PORT_LISTENER       (box_port_listener_get_type ())
 #define BOX_TYPE_PORT_SETTING        (box_port_setting_get_type ())
-
-GType                 box_exec_request_get_type        (void) G_GNUC_CONST;
-BoxExecRequest       *box_exec_request_copy            (const BoxExecRequest *request);
-void                  box_exec_request_free            (BoxExecRequest *request);
-
-GType                 box_exec_result_get_type         (void) G_GNUC_CONST;
-BoxExecResult        *box_exec_result_copy             (const BoxExecResult *result);
 
 GType                 box_exec_stream_request_get_type (void) G_GNUC_CONST;
 BoxExecStreamRequest *box_exec_stream_request_copy     (const BoxExecStreamRequest *request);
@@ -89,7 +80,6 @@ BoxPortSetting       *box_port_setting_new             (guint port, const char *
 BoxPortSetting       *box_port_setting_copy            (const BoxPortSetting *setting);
 void                  box_port_setting_free            (BoxPortSetting *setting);
 
-G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecRequest, box_exec_request_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecStreamRequest, box_exec_stream_request_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxSessionInfo, box_session_info_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxPortListener, box_port_listener_free)

@@ -2,12 +2,57 @@
 #include "config.h"
 
 #include "box-agent.h"
+#include "box-records-private.h"
 
 G_DEFINE_INTERFACE (BoxAgent, box_agent, G_TYPE_OBJECT)
 
 static void
 box_agent_default_init (BoxAgentInterface *iface)
 {}
+
+BoxExecRequest *
+box_exec_request_copy (const BoxExecRequest *request)
+{
+  BoxExecRequest *copy;
+
+  g_return_val_if_fail (request != NULL, NULL);
+  copy = g_new0 (BoxExecRequest, 1);
+  copy->argv = g_strdupv (request->argv);
+  copy->env = request->env != NULL ? box_records_string_map_copy (request->env) : NULL;
+  copy->cwd = g_strdup (request->cwd);
+  copy->user = g_strdup (request->user);
+  copy->stdin_data = request->stdin_data != NULL ? g_bytes_ref (request->stdin_data) : NULL;
+  copy->timeout_s = request->timeout_s;
+  return copy;
+}
+
+void
+box_exec_request_free (BoxExecRequest *request)
+{
+  if (request == NULL)
+    return;
+  g_strfreev (request->argv);
+  g_clear_pointer (&request->env, g_hash_table_unref);
+  g_free (request->cwd);
+  g_free (request->user);
+  g_clear_pointer (&request->stdin_data, g_bytes_unref);
+  g_free (request);
+}
+
+G_DEFINE_BOXED_TYPE (BoxExecRequest, box_exec_request, box_exec_request_copy, box_exec_request_free)
+
+BoxExecResult *
+box_exec_result_copy (const BoxExecResult *result)
+{
+  BoxExecResult *copy;
+
+  g_return_val_if_fail (result != NULL, NULL);
+  copy = g_new0 (BoxExecResult, 1);
+  *copy = *result;
+  copy->stdout_data = result->stdout_data != NULL ? g_bytes_ref (result->stdout_data) : NULL;
+  copy->stderr_data = result->stderr_data != NULL ? g_bytes_ref (result->stderr_data) : NULL;
+  return copy;
+}
 
 void
 box_exec_result_free (BoxExecResult *result)
@@ -18,6 +63,8 @@ box_exec_result_free (BoxExecResult *result)
   g_clear_pointer (&result->stderr_data, g_bytes_unref);
   g_free (result);
 }
+
+G_DEFINE_BOXED_TYPE (BoxExecResult, box_exec_result, box_exec_result_copy, box_exec_result_free)
 
 void
 box_agent_connect_async (BoxAgent *self, GCancellable *cancellable, GAsyncReadyCallback callback,

@@ -27,7 +27,19 @@
 
 G_BEGIN_DECLS
 
-/* One-shot exec (POST /exec/run). */
+/**
+ * BoxExecRequest:
+ * @argv: (array zero-terminated=1): the command and its arguments; required,
+ *   non-empty
+ * @env: (element-type utf8 utf8) (nullable): variables on top of the
+ *   sandbox's env
+ * @cwd: (nullable): the working directory; %NULL: the user's home
+ * @user: (nullable): the user; %NULL: "box"
+ * @stdin_data: (nullable): the standard input; %NULL: empty; then EOF
+ * @timeout_s: seconds before the process group is killed; 0: none
+ *
+ * A one-shot command (POST /exec/run).  Owns its members; a boxed type.
+ */
 typedef struct {
   char        **argv;           /* required, non-empty */
   GHashTable   *env;            /* char* -> char*, on top of the sandbox env; may be NULL */
@@ -37,6 +49,16 @@ typedef struct {
   guint         timeout_s;      /* 0: none; the process group is killed after it */
 } BoxExecRequest;
 
+/**
+ * BoxExecResult:
+ * @exit_code: the exit status; 128 + signal when killed (137 on timeout)
+ * @timed_out: the timeout killed it
+ * @truncated: stdout or stderr was cut at %BOX_EXEC_OUTPUT_LIMIT
+ * @stdout_data: (nullable): what it wrote to stdout
+ * @stderr_data: (nullable): what it wrote to stderr
+ *
+ * How a one-shot command ended.  Owns its members; a boxed type.
+ */
 typedef struct {
   int           exit_code;      /* 128 + signal when killed (137 on timeout) */
   gboolean      timed_out;
@@ -45,12 +67,68 @@ typedef struct {
   GBytes       *stderr_data;
 } BoxExecResult;
 
+/**
+ * BOX_EXEC_OUTPUT_LIMIT:
+ *
+ * The most of stdout and of stderr a one-shot command returns (16 MiB).
+ */
 #define BOX_EXEC_OUTPUT_LIMIT (16u << 20)
 
+#define BOX_TYPE_EXEC_REQUEST (box_exec_request_get_type ())
+#define BOX_TYPE_EXEC_RESULT  (box_exec_result_get_type ())
+
+BOX_PLUGIN_API
+GType           box_exec_request_get_type       (void) G_GNUC_CONST;
+/**
+ * box_exec_request_copy:
+ * @request: a request
+ *
+ * Returns: (transfer full): a deep copy
+ */
+BOX_PLUGIN_API
+BoxExecRequest *box_exec_request_copy           (const BoxExecRequest *request);
+BOX_PLUGIN_API
+void            box_exec_request_free           (BoxExecRequest *request);
+BOX_PLUGIN_API
+GType           box_exec_result_get_type        (void) G_GNUC_CONST;
+/**
+ * box_exec_result_copy:
+ * @result: a result
+ *
+ * Returns: (transfer full): a copy (the output bytes are shared)
+ */
+BOX_PLUGIN_API
+BoxExecResult  *box_exec_result_copy            (const BoxExecResult *result);
 BOX_PLUGIN_API
 void            box_exec_result_free            (BoxExecResult *result);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecRequest, box_exec_request_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxExecResult, box_exec_result_free)
 
+/**
+ * BoxAgentInterface:
+ * @g_iface: the parent interface
+ * @connect_async: says hello; completes once the agent answered
+ * @connect_finish: completes @connect_async
+ * @call_async: one request and its reply
+ * @call_finish: completes @call_async: the reply's members
+ * @exec_run_async: runs a command to its end and collects its output
+ * @exec_run_finish: completes @exec_run_async
+ * @is_closed: whether the connection ended
+ * @close: ends the connection now; pending calls fail; idempotent
+ *
+ * The virtual methods of an agent; boxd's agent client implements them.
+ */
+
+/**
+ * BoxAgent:
+ *
+ * A running VM's guest agent, as a hypervisor plugin sees it: connect over
+ * the VM's byte stream, make the few calls a plugin needs itself, notice
+ * when the connection ends (the ::closed signal, once, on the creating
+ * thread), and hand the connected agent to the engine.
+ * box_plugin_context_new_agent() creates one.  Every call comes from the
+ * thread-default main context of the thread that created it.
+ */
 #define BOX_TYPE_AGENT (box_agent_get_type ())
 BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxAgent, box_agent, BOX, AGENT, GObject)
@@ -72,6 +150,7 @@ struct _BoxAgentInterface {
   gboolean        (*is_closed)       (BoxAgent *self);
   void            (*close)           (BoxAgent *self);
 
+  /*< private >*/
   gpointer padding[12];
 };
 
@@ -116,6 +195,10 @@ void            box_agent_call_async     (BoxAgent            *self,
                                           gpointer             user_data);
 /**
  * box_agent_call_finish:
+ * @self: the agent
+ * @result: the result
+ * @error: the agent's error, or why there was no reply
+ *
  * Returns: (transfer full): the reply's members, including id and ok
  */
 BOX_PLUGIN_API
@@ -141,6 +224,10 @@ void            box_agent_exec_run_async  (BoxAgent             *self,
                                            gpointer              user_data);
 /**
  * box_agent_exec_run_finish:
+ * @self: the agent
+ * @result: the result
+ * @error: why the command did not run
+ *
  * Returns: (transfer full): the result; free with box_exec_result_free()
  */
 BOX_PLUGIN_API

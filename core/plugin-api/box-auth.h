@@ -18,6 +18,28 @@
 
 G_BEGIN_DECLS
 
+/**
+ * BoxAuthInterface:
+ * @g_iface: the parent interface
+ * @authenticate: a project principal for a credential, or %NULL with
+ *   %BOX_ERROR_UNAUTHORIZED; on the hot path of every request
+ * @create_key: a new key for a project; the secret it returns is the only
+ *   copy
+ * @list_keys: the project's keys (#BoxKey, a new array that owns them)
+ * @delete_key: revokes a key; it stops working at once
+ *
+ * The virtual methods of an auth plugin.
+ */
+
+/**
+ * BoxAuth:
+ *
+ * Who is calling: turns a bearer credential into a #BoxPrincipal and
+ * manages the project credentials it understands (the admin token is the
+ * engine's).  authenticate() is on the hot path of every request: no
+ * blocking beyond a local indexed lookup, comparisons in constant time.
+ * Every call comes on the main thread.
+ */
 #define BOX_TYPE_AUTH (box_auth_get_type ())
 BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxAuth, box_auth, BOX, AUTH, GObject)
@@ -35,17 +57,31 @@ struct _BoxAuthInterface {
   gboolean      (*delete_key)   (BoxAuth *self, const char *project, const char *key_id,
                                  GError **error);
 
+  /*< private >*/
   gpointer padding[12];
 };
 
 /**
  * box_auth_authenticate:
+ * @self: the auth plugin
+ * @credential: the bearer credential
+ * @error: %BOX_ERROR_UNAUTHORIZED
  *
  * Returns: (transfer full) (nullable): who is calling, or %NULL with
  *   BOX_ERROR_UNAUTHORIZED
  */
 BOX_PLUGIN_API
 BoxPrincipal *box_auth_authenticate (BoxAuth *self, const char *credential, GError **error);
+/**
+ * box_auth_create_key:
+ * @self: the auth plugin
+ * @project: the project
+ * @name: the key's name
+ * @secret_out: (out) (transfer full): the secret, its only copy
+ * @error: why no key was made
+ *
+ * Returns: (transfer full) (nullable): the new key
+ */
 BOX_PLUGIN_API
 BoxKey       *box_auth_create_key   (BoxAuth *self, const char *project, const char *name,
                                      char **secret_out, GError **error);

@@ -5,6 +5,15 @@
 
 G_DEFINE_INTERFACE (BoxBroker, box_broker, G_TYPE_OBJECT)
 
+/* The members are borrowed: the boxed copy is shallow. */
+static BoxBrokeredSecret *
+box_brokered_secret_copy (const BoxBrokeredSecret *secret)
+{
+  return g_memdup2 (secret, sizeof *secret);
+}
+
+G_DEFINE_BOXED_TYPE (BoxBrokeredSecret, box_brokered_secret, box_brokered_secret_copy, g_free)
+
 static void
 box_broker_default_init (BoxBrokerInterface *iface)
 {}

@@ -24,6 +24,23 @@ static const struct {
   [BOX_ERROR_INTERNAL] = { "internal", 500, "org.box.Error.Internal" },
 };
 
+/* Named box_error_get_type (not _code_) so that introspection pairs the
+ * enum with box_error_quark() as its error domain. */
+G_DEFINE_ENUM_TYPE (BoxErrorCode, box_error,
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_INVALID, "invalid"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_UNAUTHORIZED, "unauthorized"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_PERMISSION_DENIED, "permission-denied"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_NOT_FOUND, "not-found"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_ALREADY_EXISTS, "already-exists"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_CONFLICT, "conflict"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_UNSUPPORTED, "unsupported"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_PORT_CLOSED, "port-closed"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_BROKER_FAILED, "broker-failed"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_CAPACITY, "capacity"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_SANDBOX_UNAVAILABLE, "sandbox-unavailable"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_INTERNAL, "internal"),
+  G_DEFINE_ENUM_VALUE (BOX_ERROR_LAST, "last"))
+
 GQuark
 box_error_quark (void)
 {

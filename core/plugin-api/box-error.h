@@ -11,13 +11,32 @@
 
 #include "box-export.h"
 
-#include <glib.h>
+#include <glib-object.h>
 #include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
 #define BOX_ERROR (box_error_quark ())
 
+/**
+ * BoxErrorCode:
+ * @BOX_ERROR_INVALID: 400 invalid
+ * @BOX_ERROR_UNAUTHORIZED: 401 unauthorized
+ * @BOX_ERROR_PERMISSION_DENIED: 403 permission_denied
+ * @BOX_ERROR_NOT_FOUND: 404 not_found
+ * @BOX_ERROR_ALREADY_EXISTS: 409 already_exists
+ * @BOX_ERROR_CONFLICT: 409 conflict
+ * @BOX_ERROR_UNSUPPORTED: 501 unsupported
+ * @BOX_ERROR_PORT_CLOSED: 502 port_closed
+ * @BOX_ERROR_BROKER_FAILED: 502 broker_failed
+ * @BOX_ERROR_CAPACITY: 503 capacity (with Retry-After)
+ * @BOX_ERROR_SANDBOX_UNAVAILABLE: 503 sandbox_unavailable
+ * @BOX_ERROR_INTERNAL: 500 internal: a bug or a broken host
+ * @BOX_ERROR_LAST: the number of codes
+ *
+ * The codes of the %BOX_ERROR domain: the specification's error codes,
+ * with their HTTP status.
+ */
 typedef enum {
   BOX_ERROR_INVALID,             /* 400 invalid */
   BOX_ERROR_UNAUTHORIZED,        /* 401 unauthorized */
@@ -33,6 +52,11 @@ typedef enum {
   BOX_ERROR_INTERNAL,            /* 500 internal: a bug or a broken host */
   BOX_ERROR_LAST
 } BoxErrorCode;
+
+/* The enum's GType, named after the domain (box_error_quark()) */
+#define BOX_TYPE_ERROR_CODE (box_error_get_type ())
+BOX_PLUGIN_API
+GType        box_error_get_type     (void) G_GNUC_CONST;
 
 BOX_PLUGIN_API
 GQuark       box_error_quark        (void);

@@ -7,12 +7,33 @@
 
 G_DEFINE_INTERFACE (BoxHypervisor, box_hypervisor, G_TYPE_OBJECT)
 
+/* Both records borrow their members: their boxed copies are shallow. */
+static BoxHypervisorCapabilities *
+box_hypervisor_capabilities_copy (const BoxHypervisorCapabilities *caps)
+{
+  return g_memdup2 (caps, sizeof *caps);
+}
+
+G_DEFINE_BOXED_TYPE (BoxHypervisorCapabilities, box_hypervisor_capabilities,
+                     box_hypervisor_capabilities_copy, g_free)
+
+static BoxVmRequest *
+box_vm_request_copy (const BoxVmRequest *request)
+{
+  return g_memdup2 (request, sizeof *request);
+}
+
+G_DEFINE_BOXED_TYPE (BoxVmRequest, box_vm_request, box_vm_request_copy, g_free)
+
 static void
 box_hypervisor_default_init (BoxHypervisorInterface *iface)
 {
   /**
    * BoxHypervisor::vm-lost:
+   * @self: the hypervisor
    * @sandbox_id: the sandbox whose VM died on its own
+   *
+   * Emitted on the main thread when a VM died on its own.
    */
   g_signal_new ("vm-lost", G_TYPE_FROM_INTERFACE (iface), G_SIGNAL_RUN_LAST,
                 0, NULL, NULL, NULL, G_TYPE_NONE, 1, G_TYPE_STRING);

@@ -45,6 +45,22 @@ typedef struct _BoxAgentClient BoxAgentClient;   /* box-agent-client.h */
 
 G_BEGIN_DECLS
 
+/**
+ * BoxVmOp:
+ * @BOX_VM_OP_CREATE: a new VM (from the template, the image, or a fork of
+ *   from_*); running when done
+ * @BOX_VM_OP_SUSPEND: memory and disk snapshot; nothing runs afterwards
+ * @BOX_VM_OP_RESUME: from the suspend snapshot; processes as they were
+ * @BOX_VM_OP_SHUTDOWN: processes end; the disk is kept
+ * @BOX_VM_OP_BOOT: a fresh boot on the kept disk
+ * @BOX_VM_OP_DESTROY: VM, disk, snapshots and checkpoints gone; idempotent
+ * @BOX_VM_OP_CHECKPOINT: keep checkpoint_id (memory and disk, or disk only)
+ * @BOX_VM_OP_RESTORE: become checkpoint_id; running when done
+ * @BOX_VM_OP_DELETE_CHECKPOINT: forget checkpoint_id; idempotent
+ * @BOX_VM_OP_LAST: the number of operations
+ *
+ * The operations of box_hypervisor_run_async().
+ */
 typedef enum {
   BOX_VM_OP_CREATE,             /* new VM (template, or fork of from_*); running when done */
   BOX_VM_OP_SUSPEND,            /* memory + disk snapshot; nothing runs afterwards */
@@ -58,6 +74,16 @@ typedef enum {
   BOX_VM_OP_LAST
 } BoxVmOp;
 
+/**
+ * BoxVmState:
+ * @BOX_VM_STATE_ABSENT: nothing known: no VM, no disk
+ * @BOX_VM_STATE_RUNNING: the VM runs
+ * @BOX_VM_STATE_SUSPENDED: a memory snapshot to resume from
+ * @BOX_VM_STATE_SHUTOFF: a disk to boot
+ * @BOX_VM_STATE_LOST: the VM died; a snapshot may remain (snapshot_at)
+ *
+ * What a hypervisor knows of a sandbox's VM (box_hypervisor_query()).
+ */
 typedef enum {
   BOX_VM_STATE_ABSENT,          /* nothing known: no VM, no disk */
   BOX_VM_STATE_RUNNING,
@@ -66,8 +92,20 @@ typedef enum {
   BOX_VM_STATE_LOST,            /* the VM died; a snapshot may remain (snapshot_at) */
 } BoxVmState;
 
-/* What a hypervisor can do, so that the engine asks instead of finding out
- * by failing (box_hypervisor_get_capabilities()). */
+/**
+ * BoxHypervisorCaps:
+ * @BOX_HYPERVISOR_CAP_NONE: none
+ * @BOX_HYPERVISOR_CAP_GUEST_AGENT: runs VMs with a guest agent (get_agent)
+ * @BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS: SUSPEND/RESUME and CHECKPOINT with
+ *   memory
+ * @BOX_HYPERVISOR_CAP_CHECKPOINTS: CHECKPOINT, RESTORE
+ * @BOX_HYPERVISOR_CAP_FORK: CREATE from a checkpoint (from_*)
+ * @BOX_HYPERVISOR_CAP_HOT_PAUSE: a pause keeps the VM in memory a while
+ * @BOX_HYPERVISOR_CAP_IMAGES: CREATE from request->image
+ *
+ * What a hypervisor can do, so that the engine asks instead of finding out
+ * by failing (box_hypervisor_get_capabilities()).
+ */
 typedef enum {
   BOX_HYPERVISOR_CAP_NONE             = 0,
   BOX_HYPERVISOR_CAP_GUEST_AGENT      = 1 << 0,   /* runs VMs with a guest agent (get_agent) */
@@ -78,12 +116,41 @@ typedef enum {
   BOX_HYPERVISOR_CAP_IMAGES           = 1 << 5,   /* CREATE from request->image */
 } BoxHypervisorCaps;
 
+/**
+ * BoxHypervisorCapabilities:
+ * @flags: what it can do
+ * @accel: "kvm", "tcg" or "none" (runs no VM); static or owned by the plugin
+ *
+ * What box_hypervisor_get_capabilities() fills in.  A boxed type whose copy
+ * is shallow: @accel is never owned.
+ */
 typedef struct {
   BoxHypervisorCaps  flags;
   const char        *accel;      /* "kvm", "tcg" or "none" (runs no VM); static or owned by the plugin */
+  /*< private >*/
   gpointer           reserved[6];
 } BoxHypervisorCapabilities;
 
+/**
+ * BoxVmRequest:
+ * @sandbox_id: the sandbox
+ * @hostname: the sandbox's name
+ * @template_name: the template; "" with an image
+ * @image: the image; "" with a template
+ * @resources: CPUs, memory and disk
+ * @env: (element-type utf8 utf8): handed to the guest at every start; never
+ *   snapshotted
+ * @egress: (element-type BoxRule): the egress rules, "defaults" expanded;
+ *   empty: the whole internet
+ * @checkpoint_id: (nullable): for CHECKPOINT, RESTORE, DELETE_CHECKPOINT
+ * @memory: CHECKPOINT: memory and disk, or disk only
+ * @from_sandbox_id: (nullable): CREATE as a fork: the source sandbox
+ * @from_checkpoint_id: (nullable): CREATE as a fork: its checkpoint
+ *
+ * What a VM operation works on.  The engine owns every member; the
+ * request is valid until box_hypervisor_run_async() returns.  A boxed type
+ * whose copy is shallow (the members are borrowed).
+ */
 typedef struct {
   const char       *sandbox_id;
   const char       *hostname;          /* the sandbox's name */
@@ -96,9 +163,70 @@ typedef struct {
   gboolean          memory;            /* CHECKPOINT: memory and disk, or disk only */
   const char       *from_sandbox_id;   /* CREATE as a fork */
   const char       *from_checkpoint_id;
+  /*< private >*/
   gpointer          reserved[8];
 } BoxVmRequest;
 
+#define BOX_TYPE_HYPERVISOR_CAPABILITIES (box_hypervisor_capabilities_get_type ())
+#define BOX_TYPE_VM_REQUEST              (box_vm_request_get_type ())
+
+BOX_PLUGIN_API
+GType box_hypervisor_capabilities_get_type (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType box_vm_request_get_type              (void) G_GNUC_CONST;
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxHypervisorCapabilities, g_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxVmRequest, g_free)
+
+/**
+ * BoxHypervisorInterface:
+ * @g_iface: the parent interface
+ * @get_accel: "kvm", "tcg" or "none" (runs no VM); optional with
+ *   @get_capabilities
+ * @list_templates: the templates really available (#BoxTemplate, a new
+ *   array)
+ * @check_room: %FALSE with %BOX_ERROR_CAPACITY when the resources do not
+ *   fit now
+ * @run_async: starts one VM operation (#BoxVmOp); completes on the main
+ *   thread
+ * @run_finish: completes @run_async
+ * @get_agent: the connected agent of a running VM (a new reference), or
+ *   %NULL with %BOX_ERROR_SANDBOX_UNAVAILABLE (not running) or
+ *   %BOX_ERROR_UNSUPPORTED (a hypervisor that runs no VM)
+ * @query: what exists for a sandbox ID, and the newest snapshot's time
+ * @get_capabilities: fills in a zeroed #BoxHypervisorCapabilities;
+ *   optional (without it the capabilities are derived from @get_accel: an
+ *   accel other than "none" is taken to do everything); answers from
+ *   memory, on the main thread
+ *
+ * The virtual methods of a hypervisor plugin; see the thread contract in
+ * the #BoxHypervisor description.
+ */
+
+/**
+ * BoxHypervisorInterface::get_agent:
+ * @self: the hypervisor
+ * @sandbox_id: the sandbox
+ * @error: %BOX_ERROR_SANDBOX_UNAVAILABLE or %BOX_ERROR_UNSUPPORTED
+ *
+ * The vfunc behind box_hypervisor_get_agent().
+ *
+ * Returns: (transfer full) (nullable) (type BoxAgent): the running VM's
+ *   connected agent
+ */
+
+/**
+ * BoxHypervisor:
+ *
+ * What runs a sandbox: VMs built around snapshots (a create is a fork of a
+ * template's memory snapshot, a pause a memory snapshot, a checkpoint a
+ * named snapshot, a fork a create from a checkpoint).  Every VM operation
+ * goes through box_hypervisor_run_async() with a #BoxVmOp; operations on
+ * one sandbox never overlap.  The engine calls every vfunc on the main
+ * thread and run_async() completes there; blocking work runs on the
+ * plugin's own threads, from which it may call the #BoxNetwork of its
+ * context and nothing else of boxd.  When a VM dies on its own the plugin
+ * emits #BoxHypervisor::vm-lost on the main thread.
+ */
 #define BOX_TYPE_HYPERVISOR (box_hypervisor_get_type ())
 BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxHypervisor, box_hypervisor, BOX, HYPERVISOR, GObject)
@@ -129,6 +257,7 @@ struct _BoxHypervisorInterface {
    * answers from memory, on the main thread. */
   void         (*get_capabilities) (BoxHypervisor *self, BoxHypervisorCapabilities *caps);
 
+  /*< private >*/
   gpointer padding[15];
 };
 
@@ -144,6 +273,13 @@ void         box_hypervisor_get_capabilities (BoxHypervisor *self, BoxHypervisor
 /* TRUE when every flag of @caps is set */
 BOX_PLUGIN_API
 gboolean     box_hypervisor_has_caps       (BoxHypervisor *self, BoxHypervisorCaps caps);
+/**
+ * box_hypervisor_list_templates:
+ * @self: the hypervisor
+ *
+ * Returns: (transfer container) (element-type BoxTemplate): the templates
+ *   really available
+ */
 BOX_PLUGIN_API
 GPtrArray   *box_hypervisor_list_templates (BoxHypervisor *self);
 BOX_PLUGIN_API
@@ -169,8 +305,11 @@ gboolean     box_hypervisor_run_finish     (BoxHypervisor *self, GAsyncResult *r
                                             GError **error);
 /**
  * box_hypervisor_get_agent:
+ * @self: the hypervisor
+ * @sandbox_id: the sandbox
+ * @error: %BOX_ERROR_SANDBOX_UNAVAILABLE or %BOX_ERROR_UNSUPPORTED
  *
- * Returns: (transfer full) (nullable): the running VM's connected agent
+ * Returns: (transfer full) (nullable) (type BoxAgent): the running VM's connected agent
  *   (a #BoxAgent made by box_plugin_context_new_agent()), or %NULL with
  *   BOX_ERROR_SANDBOX_UNAVAILABLE
  */

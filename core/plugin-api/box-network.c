@@ -98,3 +98,6 @@ box_net_attachment_copy (const BoxNetAttachment *attachment)
   copy->dns = g_strdupv (attachment->dns);
   return copy;
 }
+
+G_DEFINE_BOXED_TYPE (BoxNetAttachment, box_net_attachment, box_net_attachment_copy,
+                     box_net_attachment_free)

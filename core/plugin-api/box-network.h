@@ -22,6 +22,17 @@
 
 G_BEGIN_DECLS
 
+/**
+ * BoxNetAttachment:
+ * @ifname: the tap device on the host
+ * @mac: the guest's MAC address ("52:54:00:...")
+ * @address: the guest's IPv4 address
+ * @prefix: the guest's prefix length
+ * @gateway: the IPv4 gateway (the host side)
+ * @dns: (array zero-terminated=1): the resolvers the guest uses
+ *
+ * A sandbox's network interface.  Owns its members; a boxed type.
+ */
 typedef struct {
   char    *ifname;        /* tap device on the host */
   char    *mac;           /* "52:54:00:..." */
@@ -31,12 +42,46 @@ typedef struct {
   char   **dns;           /* resolvers the guest uses */
 } BoxNetAttachment;
 
+#define BOX_TYPE_NET_ATTACHMENT (box_net_attachment_get_type ())
+BOX_PLUGIN_API
+GType             box_net_attachment_get_type (void) G_GNUC_CONST;
 BOX_PLUGIN_API
 void              box_net_attachment_free (BoxNetAttachment *attachment);
+/**
+ * box_net_attachment_copy:
+ * @attachment: (nullable): an attachment
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxNetAttachment *box_net_attachment_copy (const BoxNetAttachment *attachment);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNetAttachment, box_net_attachment_free)
 
+/**
+ * BoxNetworkInterface:
+ * @g_iface: the parent interface
+ * @attach: sets up (or finds again, after a restart) a sandbox's interface
+ * @rebind: gives the attachment made for one ID (a warm pool slot) to
+ *   another
+ * @detach: tears it down; idempotent
+ * @set_egress: applies a sandbox's egress rules (#BoxRule, "defaults"
+ *   expanded) at once and cuts what they no longer allow
+ *
+ * The virtual methods of a network plugin.  @attach, @rebind and @detach
+ * may come from the hypervisor plugin's worker threads.
+ */
+
+/**
+ * BoxNetwork:
+ *
+ * A sandbox's network: a tap device per sandbox, its addresses and NAT to
+ * the internet, isolation from the node, the local networks and other
+ * sandboxes, and egress rules.  set_egress() comes from the engine on the
+ * main thread; attach(), rebind() and detach() come from the hypervisor
+ * plugin, possibly from its worker threads, so an implementation locks its
+ * own state and touches no main-loop state in them.  Calls for one sandbox
+ * never overlap.
+ */
 #define BOX_TYPE_NETWORK (box_network_get_type ())
 BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxNetwork, box_network, BOX, NETWORK, GObject)
@@ -55,11 +100,15 @@ struct _BoxNetworkInterface {
   gboolean          (*set_egress) (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules,
                                    GError **error);
 
+  /*< private >*/
   gpointer padding[16];
 };
 
 /**
  * box_network_attach:
+ * @self: the network
+ * @sandbox_id: the sandbox
+ * @error: why it failed
  *
  * Returns: (transfer full) (nullable): the sandbox's interface
  */
@@ -72,6 +121,9 @@ BOX_PLUGIN_API
 gboolean          box_network_detach     (BoxNetwork *self, const char *sandbox_id, GError **error);
 /**
  * box_network_set_egress:
+ * @self: the network
+ * @sandbox_id: the sandbox
+ * @error: why it failed
  * @rules: (element-type BoxRule): the rules, "defaults" expanded; empty:
  *   the whole internet
  */

@@ -20,6 +20,15 @@ typedef struct {
 
 G_DEFINE_TYPE_WITH_PRIVATE (BoxPlugin, box_plugin, G_TYPE_OBJECT)
 
+/* The info is static and borrowed: the boxed copy is shallow. */
+static BoxPluginInfo *
+box_plugin_info_copy (const BoxPluginInfo *info)
+{
+  return g_memdup2 (info, sizeof *info);
+}
+
+G_DEFINE_BOXED_TYPE (BoxPluginInfo, box_plugin_info, box_plugin_info_copy, g_free)
+
 enum {
   PROP_0,
   PROP_NAME,

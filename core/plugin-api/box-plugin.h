@@ -66,6 +66,22 @@ typedef enum {
  */
 typedef gboolean (*BoxPluginProbeFunc) (BoxPluginContext *context, GError **error);
 
+/**
+ * BoxPluginInfo:
+ * @abi_version: %BOX_PLUGIN_ABI_VERSION at build time
+ * @name: the plugin's name, e.g. "mystore"; [a-z0-9_-]+
+ * @description: one line saying what it is
+ * @get_type: the plugin type's getter
+ * @priority: for roles set to `auto`: the highest priority whose probe
+ *   passes wins each role the plugin's type implements; 0 means never
+ *   chosen by auto (100 the usual choice, 50 an alternative, 1 a last
+ *   resort)
+ * @flags: #BoxPluginFlags
+ * @probe: (nullable): can it work here?  %NULL: wherever it loads
+ *
+ * What a plugin's box_plugin_query() returns (BOX_PLUGIN_DEFINE() writes
+ * it).  A boxed type whose copy is shallow (the strings are static).
+ */
 typedef struct {
   guint32             abi_version;   /* BOX_PLUGIN_ABI_VERSION at build time */
   const char         *name;          /* "mystore"; [a-z0-9_-]+ */
@@ -77,14 +93,28 @@ typedef struct {
   gint32              priority;
   guint32             flags;         /* BoxPluginFlags */
   BoxPluginProbeFunc  probe;         /* NULL: works wherever it loads */
+  /*< private >*/
   gpointer            reserved[6];
 } BoxPluginInfo;
 
+/**
+ * BoxPluginQueryFunc:
+ *
+ * The type of box_plugin_query(), the one symbol a plugin exports.
+ *
+ * Returns: (transfer none): the plugin's static info
+ */
 typedef const BoxPluginInfo *(*BoxPluginQueryFunc) (void);
+
+#define BOX_TYPE_PLUGIN_INFO (box_plugin_info_get_type ())
+BOX_PLUGIN_API
+GType box_plugin_info_get_type (void) G_GNUC_CONST;
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxPluginInfo, g_free)
 
 /**
  * box_plugin_info_check:
  * @info: what a plugin's box_plugin_query() returned
+ * @error: %BOX_ERROR_INVALID saying why it does not pass
  *
  * The checks boxd's loader makes of a plugin's info: the ABI version this
  * SDK has, a name of 1 to 64 of [a-z0-9_-].  (It also keeps BoxPluginInfo
@@ -119,6 +149,27 @@ gboolean box_plugin_info_check (const BoxPluginInfo *info, GError **error);
     return &info;                                                        \
   }
 
+/**
+ * BoxPluginClass:
+ * @parent_class: the parent class
+ * @start: acquires resources; may block briefly; %FALSE with a #BoxErrorCode
+ *   refuses to run (boxd then exits with the message)
+ * @stop: releases everything; the instance is unreferenced afterwards
+ * @add_status: adds "key" -> #GVariant pairs describing the plugin's state
+ *   to the D-Bus status (e.g. "accel" -> "tcg")
+ *
+ * The lifecycle of a plugin, all on the main thread.
+ */
+
+/**
+ * BoxPlugin:
+ *
+ * The base class of every plugin.  A plugin's type subclasses it and
+ * implements one or more of #BoxStorage, #BoxAuth, #BoxHypervisor,
+ * #BoxNetwork and #BoxBroker.  boxd makes one instance per role with its
+ * #BoxPluginContext, runs start() once (storage first, then auth, network,
+ * hypervisor, broker) and stop() once at shutdown, in the reverse order.
+ */
 #define BOX_TYPE_PLUGIN (box_plugin_get_type ())
 BOX_PLUGIN_API
 G_DECLARE_DERIVABLE_TYPE (BoxPlugin, box_plugin, BOX, PLUGIN, GObject)
@@ -138,6 +189,7 @@ struct _BoxPluginClass {
   void     (*add_status)  (BoxPlugin       *self,
                            GVariantBuilder *dict);
 
+  /*< private >*/
   gpointer padding[12];
 };
 

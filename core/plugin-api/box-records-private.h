@@ -1,5 +1,5 @@
-/* box-records-private.h: helpers shared by box-records.c (lifetimes and the
- * API form) and box-records-storage.c (the storage form).  Not installed. */
+/* box-records-private.h: helpers shared by box-records.c (the API form),
+ * box-records-boxed.c (lifetimes) and box-records-storage.c (the storage form).  Not installed. */
 #pragma once
 
 #include "box-records.h"
@@ -12,6 +12,8 @@ extern const char *const box_records_idle_actions[3];
 extern const char *const box_records_deadline_actions[3];
 
 GHashTable *box_records_string_map_new (void);
+/* a deep copy of a char* -> char* map; an empty one for NULL */
+GHashTable *box_records_string_map_copy (GHashTable *map);
 JsonArray *box_records_strv_to_json (char *const *strv);
 void box_records_set_string (JsonObject *obj, const char *member, const char *value);
 void box_records_set_nullable_string (JsonObject *obj, const char *member, const char *value);
@@ -22,5 +24,7 @@ void box_records_sandbox_common_to_json (JsonObject *obj, const BoxSandbox *sand
 char *box_records_hex_encode (GBytes *bytes);
 GBytes *box_records_hex_decode (const char *hex);
 void box_records_secret_common_to_json (JsonObject *obj, const BoxSecret *secret);
+/* A deep copy: json_object_ref() and json_node_copy() share containers. */
+JsonObject *box_records_json_object_deep_copy (JsonObject *obj);
 
 G_END_DECLS

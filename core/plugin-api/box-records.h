@@ -18,13 +18,23 @@
 
 #include "box-export.h"
 
-#include <glib.h>
+#include <glib-object.h>
 #include <json-glib/json-glib.h>
 
 G_BEGIN_DECLS
 
 /* ---- Projects and keys ------------------------------------------------- */
 
+/**
+ * BoxProject:
+ * @name: the project's name
+ * @domains: (array zero-terminated=1): the project's custom domains; never
+ *   %NULL
+ * @created_at: when it was created (µs since the epoch)
+ * @revision: the storage revision it was read at; 0: not stored
+ *
+ * A project: the unit of tenancy.  A boxed type.
+ */
 typedef struct {
   char   *name;
   char  **domains;      /* NULL-terminated, never NULL */
@@ -32,6 +42,17 @@ typedef struct {
   guint64 revision;     /* the storage revision it was read at; 0 = not stored */
 } BoxProject;
 
+/**
+ * BoxKey:
+ * @id: "key-" and 12 lowercase base32
+ * @name: the key's name
+ * @project: the project it belongs to
+ * @hash: lowercase hex SHA-256 of the whole secret
+ * @created_at: when it was created (µs since the epoch)
+ * @revision: the storage revision it was read at; 0: not stored
+ *
+ * A project's API key (never its secret).  A boxed type.
+ */
 typedef struct {
   char   *id;           /* "key-" + 12 lowercase base32 */
   char   *name;
@@ -41,12 +62,29 @@ typedef struct {
   guint64 revision;     /* the storage revision it was read at; 0 = not stored */
 } BoxKey;
 
+/**
+ * BoxPrincipalKind:
+ * @BOX_PRINCIPAL_ADMIN: the deployment's operator (admin token)
+ * @BOX_PRINCIPAL_KEY: a project key
+ * @BOX_PRINCIPAL_SANDBOX: a process inside a sandbox (in-sandbox socket)
+ *
+ * Who a #BoxPrincipal is.
+ */
 typedef enum {
   BOX_PRINCIPAL_ADMIN,  /* the deployment's operator (admin token) */
   BOX_PRINCIPAL_KEY,    /* a project key */
   BOX_PRINCIPAL_SANDBOX /* a process inside a sandbox (in-sandbox socket) */
 } BoxPrincipalKind;
 
+/**
+ * BoxPrincipal:
+ * @kind: who it is
+ * @project: (nullable): the project; %NULL for the admin
+ * @key: (nullable): the key, for %BOX_PRINCIPAL_KEY only
+ * @sandbox_id: (nullable): the sandbox, for %BOX_PRINCIPAL_SANDBOX only
+ *
+ * Who is calling (box_auth_authenticate()).  A boxed type.
+ */
 typedef struct {
   BoxPrincipalKind kind;
   char   *project;      /* NULL for ADMIN */
@@ -56,6 +94,17 @@ typedef struct {
 
 /* ---- Egress rules ------------------------------------------------------ */
 
+/**
+ * BoxRule:
+ * @domain: (nullable): exact, "*.suffix" or "*"; %NULL for an include
+ * @allow: allow, or deny
+ * @ports: (array length=n_ports) (nullable): the ports an allow rule allows;
+ *   none: every port
+ * @n_ports: the number of @ports
+ * @include: (nullable): "defaults", or %NULL
+ *
+ * One egress rule, as the client wrote it.  A boxed type.
+ */
 typedef struct {
   char     *domain;     /* exact, "*.suffix" or "*"; NULL for an include */
   gboolean  allow;
@@ -66,6 +115,16 @@ typedef struct {
 
 /* ---- Sandboxes --------------------------------------------------------- */
 
+/**
+ * BoxSandboxState:
+ * @BOX_SANDBOX_STATE_CREATING: being created
+ * @BOX_SANDBOX_STATE_RUNNING: running
+ * @BOX_SANDBOX_STATE_PAUSED: paused (a memory snapshot)
+ * @BOX_SANDBOX_STATE_STOPPED: stopped (the disk is kept)
+ * @BOX_SANDBOX_STATE_ERROR: failed
+ *
+ * A sandbox's state (box_sandbox_state_to_string()).
+ */
 typedef enum {
   BOX_SANDBOX_STATE_CREATING,
   BOX_SANDBOX_STATE_RUNNING,
@@ -74,24 +133,85 @@ typedef enum {
   BOX_SANDBOX_STATE_ERROR,
 } BoxSandboxState;
 
+/**
+ * BoxIdleAction:
+ * @BOX_IDLE_ACTION_PAUSE: pause when idle
+ * @BOX_IDLE_ACTION_STOP: stop when idle
+ * @BOX_IDLE_ACTION_NONE: nothing
+ *
+ * What happens to an idle sandbox.
+ */
 typedef enum {
   BOX_IDLE_ACTION_PAUSE,
   BOX_IDLE_ACTION_STOP,
   BOX_IDLE_ACTION_NONE,
 } BoxIdleAction;
 
+/**
+ * BoxDeadlineAction:
+ * @BOX_DEADLINE_ACTION_DELETE: delete it
+ * @BOX_DEADLINE_ACTION_PAUSE: pause it
+ * @BOX_DEADLINE_ACTION_STOP: stop it
+ *
+ * What happens to a sandbox at its deadline.
+ */
 typedef enum {
   BOX_DEADLINE_ACTION_DELETE,
   BOX_DEADLINE_ACTION_PAUSE,
   BOX_DEADLINE_ACTION_STOP,
 } BoxDeadlineAction;
 
+/**
+ * BoxResources:
+ * @cpus: virtual CPUs
+ * @memory_mib: memory in MiB
+ * @disk_gib: disk in GiB
+ *
+ * A sandbox's size.  A plain value; a boxed type.
+ */
 typedef struct {
   guint cpus;
   guint memory_mib;
   guint disk_gib;
 } BoxResources;
 
+/**
+ * BoxSandbox:
+ * @id: "sb-" and 12 lowercase base32
+ * @name: the sandbox's name
+ * @project: the project it belongs to
+ * @template_name: the template; "" when from an image
+ * @image: the image; "" when from a template
+ * @state: its state
+ * @resources: its size
+ * @env: (element-type utf8 utf8): the environment; never %NULL
+ * @labels: (element-type utf8 utf8): the labels; never %NULL
+ * @idle_timeout_s: seconds without activity before @idle_action
+ * @idle_action: what happens when idle
+ * @has_deadline: whether @deadline_at is set
+ * @deadline_at: the deadline (µs since the epoch)
+ * @deadline_action: what happens at the deadline
+ * @protected_: refuses deletion while set
+ * @http_port: the guest port the sandbox URL serves
+ * @egress: (element-type BoxRule): the egress rules, as the client wrote
+ *   them
+ * @secrets: (array zero-terminated=1): the names of the secrets it may use;
+ *   never %NULL
+ * @created_at: when it was created (µs since the epoch)
+ * @updated_at: when it last changed
+ * @last_active_at: when it was last active
+ * @node: (nullable): internal: the node that holds it awake
+ * @snapshot_at: internal: the newest snapshot's time; 0 for none
+ * @next_checkpoint: internal: the next "vN" number
+ * @next_auto_checkpoint: internal: the next "auto-N" number
+ * @fork_source: (nullable): internal: "sb-.../vN" for a fork
+ * @port_access: (element-type utf8 utf8): internal: "<port>" -> "private" or
+ *   "public" for the ports whose access was set; never %NULL
+ * @revision: the storage revision it was read at; 0: not stored
+ *
+ * A sandbox.  The internal members are in the storage form only.  A boxed
+ * type.
+ */
 typedef struct {
   char              *id;             /* "sb-" + 12 lowercase base32 */
   char              *name;
@@ -128,6 +248,19 @@ typedef struct {
 
 /* ---- Checkpoints ------------------------------------------------------- */
 
+/**
+ * BoxCheckpoint:
+ * @id: "v1", ... or "auto-1", ...
+ * @sandbox: the sandbox ID
+ * @project: the project
+ * @comment: the client's comment
+ * @memory: memory and disk, or disk only
+ * @auto_: made automatically
+ * @created_at: when it was made (µs since the epoch)
+ * @revision: the storage revision it was read at; 0: not stored
+ *
+ * A sandbox's checkpoint.  A boxed type.
+ */
 typedef struct {
   char     *id;         /* "v1", ... or "auto-1", ... */
   char     *sandbox;    /* sandbox ID */
@@ -141,6 +274,22 @@ typedef struct {
 
 /* ---- Secrets ----------------------------------------------------------- */
 
+/**
+ * BoxSecret:
+ * @name: the secret's name
+ * @project: the project
+ * @hosts: (array zero-terminated=1): the hosts it is sent to; at least one
+ * @placeholder: what sandboxes see instead of the value
+ * @inject_header: (nullable): the header to inject; %NULL when inject is
+ *   null
+ * @inject_format: (nullable): the header value's format
+ * @sealed_value: the value, AEAD-sealed by the engine; never plaintext
+ * @created_at: when it was created (µs since the epoch)
+ * @updated_at: when it last changed
+ * @revision: the storage revision it was read at; 0: not stored
+ *
+ * A project's secret, as stored.  A boxed type.
+ */
 typedef struct {
   char   *name;
   char   *project;
@@ -156,6 +305,14 @@ typedef struct {
 
 /* ---- Templates --------------------------------------------------------- */
 
+/**
+ * BoxTemplate:
+ * @name: the template's name
+ * @image: the image it was built from; "" for the built-in templates
+ * @resources: its default size
+ *
+ * A template sandboxes are created from.  A boxed type.
+ */
 typedef struct {
   char         *name;
   char         *image;        /* "" for the built-in templates */
@@ -164,6 +321,16 @@ typedef struct {
 
 /* ---- Events ------------------------------------------------------------ */
 
+/**
+ * BoxEvent:
+ * @type: "sandbox.created", ...
+ * @project: the project
+ * @sandbox: (nullable): the sandbox ID
+ * @at: when it happened (µs since the epoch)
+ * @detail: (nullable): extra members
+ *
+ * An event of GET /v1/events.  A boxed type.
+ */
 typedef struct {
   char       *type;           /* "sandbox.created", ... */
   char       *project;
@@ -174,6 +341,32 @@ typedef struct {
 
 /* ---- Requests (decoded and format-checked, not yet checked against state) */
 
+/**
+ * BoxSandboxCreate:
+ * @name: (nullable): the name
+ * @template_name: (nullable): the template
+ * @image: (nullable): the image
+ * @resources: the size; 0: from the template
+ * @env: (element-type utf8 utf8) (nullable): %NULL when absent
+ * @labels: (element-type utf8 utf8) (nullable): %NULL when absent
+ * @has_idle_timeout_s: @idle_timeout_s was present
+ * @idle_timeout_s: the idle timeout
+ * @has_idle_action: @idle_action was present
+ * @idle_action: the idle action
+ * @has_deadline: a deadline was present and not null
+ * @deadline_at: the deadline (µs since the epoch)
+ * @deadline_action: what happens at the deadline
+ * @protected_: refuses deletion while set
+ * @has_http_port: @http_port was present
+ * @http_port: the guest port the sandbox URL serves
+ * @egress: (element-type BoxRule) (nullable): %NULL when network was absent
+ * @secrets: (array zero-terminated=1) (nullable): %NULL when absent
+ * @from_sandbox: (nullable): the fork source, or %NULL
+ * @from_checkpoint: (nullable): the fork source's checkpoint
+ *
+ * A create request, decoded and format-checked, not yet checked against
+ * state.  A boxed type.
+ */
 typedef struct {
   /* each has_* is TRUE when the field was present in the request */
   char            *name;
@@ -198,6 +391,27 @@ typedef struct {
   char            *from_checkpoint;
 } BoxSandboxCreate;
 
+/**
+ * BoxSandboxUpdate:
+ * @env: (element-type utf8 utf8) (nullable): %NULL: unchanged
+ * @labels: (element-type utf8 utf8) (nullable): %NULL: unchanged
+ * @has_idle_timeout_s: @idle_timeout_s was present
+ * @idle_timeout_s: the idle timeout
+ * @has_idle_action: @idle_action was present
+ * @idle_action: the idle action
+ * @deadline_set: the deadline field was present
+ * @has_deadline: ... and not null
+ * @deadline_at: the deadline (µs since the epoch)
+ * @deadline_action: what happens at the deadline
+ * @has_protected: @protected_ was present
+ * @protected_: refuses deletion while set
+ * @has_http_port: @http_port was present
+ * @http_port: the guest port the sandbox URL serves
+ * @egress: (element-type BoxRule) (nullable): %NULL: unchanged
+ * @secrets: (array zero-terminated=1) (nullable): %NULL: unchanged
+ *
+ * An update request (PATCH), decoded and format-checked.  A boxed type.
+ */
 typedef struct {
   GHashTable      *env;           /* NULL = unchanged */
   GHashTable      *labels;        /* NULL = unchanged */
@@ -217,6 +431,16 @@ typedef struct {
   char           **secrets;       /* NULL = unchanged */
 } BoxSandboxUpdate;
 
+/**
+ * BoxSecretPut:
+ * @value: the plaintext, wiped on free
+ * @hosts: (array zero-terminated=1): the hosts it is sent to
+ * @inject_header: (nullable): %NULL: inject null
+ * @inject_format: (nullable): the header value's format
+ * @placeholder_prefix: (nullable): %NULL: none
+ *
+ * A secret write request (PUT), decoded and format-checked.  A boxed type.
+ */
 typedef struct {
   char    *value;                 /* plaintext, wiped on free */
   char   **hosts;
@@ -227,75 +451,290 @@ typedef struct {
 
 /* ---- Enums <-> strings ------------------------------------------------- */
 
+/**
+ * box_sandbox_state_to_string:
+ * @state: a state
+ *
+ * Returns: its API name ("running", ...)
+ */
 BOX_PLUGIN_API
 const char *box_sandbox_state_to_string   (BoxSandboxState state);
+/**
+ * box_sandbox_state_from_string:
+ * @str: an API name
+ * @out: (out): the state
+ *
+ * Returns: %FALSE when @str names no state
+ */
 BOX_PLUGIN_API
 gboolean    box_sandbox_state_from_string (const char *str, BoxSandboxState *out);
+/**
+ * box_idle_action_to_string:
+ * @action: an idle action
+ *
+ * Returns: its API name ("pause", ...)
+ */
 BOX_PLUGIN_API
 const char *box_idle_action_to_string     (BoxIdleAction action);
+/**
+ * box_idle_action_from_string:
+ * @str: an API name
+ * @out: (out): the idle action
+ *
+ * Returns: %FALSE when @str names no idle action
+ */
 BOX_PLUGIN_API
 gboolean    box_idle_action_from_string   (const char *str, BoxIdleAction *out);
+/**
+ * box_deadline_action_to_string:
+ * @action: a deadline action
+ *
+ * Returns: its API name ("delete", ...)
+ */
 BOX_PLUGIN_API
 const char *box_deadline_action_to_string (BoxDeadlineAction action);
+/**
+ * box_deadline_action_from_string:
+ * @str: an API name
+ * @out: (out): the deadline action
+ *
+ * Returns: %FALSE when @str names no deadline action
+ */
 BOX_PLUGIN_API
 gboolean    box_deadline_action_from_string (const char *str, BoxDeadlineAction *out);
 
 /* ---- Time -------------------------------------------------------------- */
 
-/* RFC 3339 UTC in whole seconds, e.g. "2026-11-22T00:58:55Z". */
+/**
+ * box_time_format:
+ * @usec: microseconds since the Unix epoch
+ *
+ * Returns: (transfer full): RFC 3339 UTC in whole seconds, e.g.
+ *   "2026-11-22T00:58:55Z"
+ */
 BOX_PLUGIN_API
 char       *box_time_format               (gint64 usec);
-/* Parses RFC 3339 (any offset); FALSE when malformed. */
+/**
+ * box_time_parse:
+ * @str: RFC 3339 with any offset
+ * @usec_out: (out): microseconds since the Unix epoch
+ *
+ * Returns: %FALSE when @str is malformed
+ */
 BOX_PLUGIN_API
 gboolean    box_time_parse                (const char *str, gint64 *usec_out);
 
-/* ---- Lifetime ---------------------------------------------------------- */
+/* ---- Lifetime ----------------------------------------------------------
+ *
+ * Every record is a boxed GType (box-records-boxed.c): _copy() is deep and
+ * takes NULL, _free() takes NULL, g_autoptr() works.  BoxResources is a
+ * plain value; its copy is g_memdup2(). */
+
+#define BOX_TYPE_PROJECT        (box_project_get_type ())
+#define BOX_TYPE_KEY            (box_key_get_type ())
+#define BOX_TYPE_PRINCIPAL      (box_principal_get_type ())
+#define BOX_TYPE_RULE           (box_rule_get_type ())
+#define BOX_TYPE_RESOURCES      (box_resources_get_type ())
+#define BOX_TYPE_SANDBOX        (box_sandbox_get_type ())
+#define BOX_TYPE_CHECKPOINT     (box_checkpoint_get_type ())
+#define BOX_TYPE_SECRET         (box_secret_get_type ())
+#define BOX_TYPE_TEMPLATE       (box_template_get_type ())
+#define BOX_TYPE_EVENT          (box_event_get_type ())
+#define BOX_TYPE_SANDBOX_CREATE (box_sandbox_create_get_type ())
+#define BOX_TYPE_SANDBOX_UPDATE (box_sandbox_update_get_type ())
+#define BOX_TYPE_SECRET_PUT     (box_secret_put_get_type ())
+
+BOX_PLUGIN_API
+GType          box_project_get_type        (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_key_get_type            (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_principal_get_type      (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_rule_get_type           (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_resources_get_type      (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_sandbox_get_type        (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_checkpoint_get_type     (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_secret_get_type         (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_template_get_type       (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_event_get_type          (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_sandbox_create_get_type (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_sandbox_update_get_type (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType          box_secret_put_get_type     (void) G_GNUC_CONST;
 
 BOX_PLUGIN_API
 void           box_project_free        (BoxProject *project);
+/**
+ * box_project_copy:
+ * @project: (nullable): a project
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxProject    *box_project_copy        (const BoxProject *project);
 BOX_PLUGIN_API
 void           box_key_free            (BoxKey *key);
+/**
+ * box_key_copy:
+ * @key: (nullable): a key
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxKey        *box_key_copy            (const BoxKey *key);
 BOX_PLUGIN_API
 void           box_principal_free      (BoxPrincipal *principal);
+/**
+ * box_principal_copy:
+ * @principal: (nullable): a principal
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
+BOX_PLUGIN_API
+BoxPrincipal  *box_principal_copy      (const BoxPrincipal *principal);
 BOX_PLUGIN_API
 void           box_rule_free           (BoxRule *rule);
+/**
+ * box_rule_copy:
+ * @rule: (nullable): a rule
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxRule       *box_rule_copy           (const BoxRule *rule);
+/**
+ * box_resources_copy:
+ * @resources: (nullable): resources
+ *
+ * Returns: (transfer full) (nullable): a copy; %NULL for %NULL
+ */
+BOX_PLUGIN_API
+BoxResources  *box_resources_copy      (const BoxResources *resources);
+BOX_PLUGIN_API
+void           box_resources_free      (BoxResources *resources);
+/**
+ * box_sandbox_new:
+ *
+ * A sandbox with the API's defaults: state creating, idle timeout 300 s
+ * with pause, HTTP port 8080, empty maps and lists.
+ *
+ * Returns: (transfer full): a new sandbox
+ */
 BOX_PLUGIN_API
 BoxSandbox    *box_sandbox_new         (void);
 BOX_PLUGIN_API
 void           box_sandbox_free        (BoxSandbox *sandbox);
+/**
+ * box_sandbox_copy:
+ * @sandbox: (nullable): a sandbox
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxSandbox    *box_sandbox_copy        (const BoxSandbox *sandbox);
 BOX_PLUGIN_API
 void           box_checkpoint_free     (BoxCheckpoint *checkpoint);
+/**
+ * box_checkpoint_copy:
+ * @checkpoint: (nullable): a checkpoint
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxCheckpoint *box_checkpoint_copy     (const BoxCheckpoint *checkpoint);
 BOX_PLUGIN_API
 void           box_secret_free         (BoxSecret *secret);
+/**
+ * box_secret_copy:
+ * @secret: (nullable): a secret
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxSecret     *box_secret_copy         (const BoxSecret *secret);
 BOX_PLUGIN_API
 void           box_template_free       (BoxTemplate *tmpl);
+/**
+ * box_template_copy:
+ * @tmpl: (nullable): a template
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxTemplate   *box_template_copy       (const BoxTemplate *tmpl);
+/**
+ * box_event_new:
+ * @type: the event type ("sandbox.created", ...)
+ * @project: the project
+ * @sandbox: (nullable): the sandbox ID
+ * @detail: (nullable): extra members; deep-copied, the caller keeps its
+ *   reference
+ *
+ * An event that happened now (g_get_real_time()).
+ *
+ * Returns: (transfer full): the event
+ */
 BOX_PLUGIN_API
 BoxEvent      *box_event_new           (const char *type, const char *project,
                                         const char *sandbox, JsonObject *detail);
 BOX_PLUGIN_API
 void           box_event_free          (BoxEvent *event);
+/**
+ * box_event_copy:
+ * @event: (nullable): an event
+ *
+ * Returns: (transfer full) (nullable): a deep copy; %NULL for %NULL
+ */
 BOX_PLUGIN_API
 BoxEvent      *box_event_copy          (const BoxEvent *event);
 BOX_PLUGIN_API
 void           box_sandbox_create_free (BoxSandboxCreate *req);
+/**
+ * box_sandbox_create_copy:
+ * @req: (nullable): a create request
+ *
+ * Returns: (transfer full) (nullable): a deep copy (absent fields stay
+ *   %NULL); %NULL for %NULL
+ */
+BOX_PLUGIN_API
+BoxSandboxCreate *box_sandbox_create_copy (const BoxSandboxCreate *req);
 BOX_PLUGIN_API
 void           box_sandbox_update_free (BoxSandboxUpdate *req);
+/**
+ * box_sandbox_update_copy:
+ * @req: (nullable): an update request
+ *
+ * Returns: (transfer full) (nullable): a deep copy (absent fields stay
+ *   %NULL); %NULL for %NULL
+ */
+BOX_PLUGIN_API
+BoxSandboxUpdate *box_sandbox_update_copy (const BoxSandboxUpdate *req);
+/**
+ * box_secret_put_free:
+ * @req: (nullable) (transfer full): a secret write request
+ *
+ * Frees @req, wiping the plaintext value first.
+ */
 BOX_PLUGIN_API
 void           box_secret_put_free     (BoxSecretPut *req);
+/**
+ * box_secret_put_copy:
+ * @req: (nullable): a secret write request
+ *
+ * Returns: (transfer full) (nullable): a deep copy, plaintext included (wiped
+ *   again by box_secret_put_free()); %NULL for %NULL
+ */
+BOX_PLUGIN_API
+BoxSecretPut  *box_secret_put_copy     (const BoxSecretPut *req);
 
 /* ---- JSON forms -------------------------------------------------------- */
 
@@ -332,9 +771,18 @@ BOX_PLUGIN_API
 char          *box_sandbox_to_storage_json      (const BoxSandbox *sandbox);
 BOX_PLUGIN_API
 BoxSandbox    *box_sandbox_from_storage_json    (const char *json, GError **error);
-/* An array of rules as box_rule_to_api_json() or the storage form wrote
- * them (BoxRule*; NULL or JSON null: none).  Trusts what it reads: for
- * rules that were validated before they were written. */
+/**
+ * box_rules_from_storage_json:
+ * @egress: (nullable): an array of rules as box_rule_to_api_json() or the
+ *   storage form wrote them; %NULL or JSON null: none (an empty array)
+ * @error: %BOX_ERROR_INTERNAL when malformed
+ *
+ * Trusts what it reads: for rules that were validated before they were
+ * written.
+ *
+ * Returns: (transfer container) (element-type BoxRule) (nullable): the
+ *   rules, which the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray     *box_rules_from_storage_json      (JsonNode *egress, GError **error);
 BOX_PLUGIN_API
@@ -356,6 +804,7 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxProject, box_project_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxKey, box_key_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxPrincipal, box_principal_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxRule, box_rule_free)
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxResources, box_resources_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxSandbox, box_sandbox_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxCheckpoint, box_checkpoint_free)
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxSecret, box_secret_free)

@@ -39,8 +39,24 @@ BOX_PLUGIN_API
 gboolean       box_storage_project_insert    (BoxStorage *self, BoxProject *project, GError **error);
 BOX_PLUGIN_API
 gboolean       box_storage_project_update    (BoxStorage *self, BoxProject *project, GError **error);
+/**
+ * box_storage_project_get:
+ * @self: the store
+ * @name: the name
+ * @error: %BOX_ERROR_NOT_FOUND when absent
+ *
+ * Returns: (transfer full) (nullable): the record
+ */
 BOX_PLUGIN_API
 BoxProject    *box_storage_project_get       (BoxStorage *self, const char *name, GError **error);
+/**
+ * box_storage_project_list:
+ * @self: the store
+ * @error: why it failed
+ *
+ * Returns: (transfer container) (element-type BoxProject) (nullable): every project, which
+ *   the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray     *box_storage_project_list      (BoxStorage *self, GError **error);
 BOX_PLUGIN_API
@@ -48,9 +64,25 @@ gboolean       box_storage_project_delete    (BoxStorage *self, const char *name
 
 BOX_PLUGIN_API
 gboolean       box_storage_key_insert        (BoxStorage *self, BoxKey *key, GError **error);
+/**
+ * box_storage_key_get_by_hash:
+ * @self: the store
+ * @hash: the hash
+ * @error: %BOX_ERROR_NOT_FOUND when absent
+ *
+ * Returns: (transfer full) (nullable): the record
+ */
 BOX_PLUGIN_API
 BoxKey        *box_storage_key_get_by_hash   (BoxStorage *self, const char *hash, GError **error);
-/* @project NULL: every project's keys */
+/**
+ * box_storage_key_list:
+ * @self: the store
+ * @project: (nullable): the project
+ * @error: why it failed
+ *
+ * Returns: (transfer container) (element-type BoxKey) (nullable): the keys of @project (%NULL: of every project), which
+ *   the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray     *box_storage_key_list          (BoxStorage *self, const char *project, GError **error);
 BOX_PLUGIN_API
@@ -63,9 +95,27 @@ BOX_PLUGIN_API
 gboolean       box_storage_sandbox_insert    (BoxStorage *self, BoxSandbox *sandbox, GError **error);
 BOX_PLUGIN_API
 gboolean       box_storage_sandbox_update    (BoxStorage *self, BoxSandbox *sandbox, GError **error);
+/**
+ * box_storage_sandbox_get:
+ * @self: the store
+ * @project: (nullable): the project; %NULL for any
+ * @id_or_name: the id or name
+ * @error: %BOX_ERROR_NOT_FOUND when absent
+ *
+ * Returns: (transfer full) (nullable): the record
+ */
 BOX_PLUGIN_API
 BoxSandbox    *box_storage_sandbox_get       (BoxStorage *self, const char *project,
                                               const char *id_or_name, GError **error);
+/**
+ * box_storage_sandbox_list:
+ * @self: the store
+ * @project: (nullable): the project; %NULL: every project
+ * @error: why it failed
+ *
+ * Returns: (transfer container) (element-type BoxSandbox) (nullable): the project's sandboxes, which
+ *   the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray     *box_storage_sandbox_list      (BoxStorage *self, const char *project, GError **error);
 BOX_PLUGIN_API
@@ -77,9 +127,27 @@ gboolean       box_storage_sandbox_delete    (BoxStorage *self, const char *proj
 BOX_PLUGIN_API
 gboolean       box_storage_checkpoint_insert (BoxStorage *self, BoxCheckpoint *checkpoint,
                                               GError **error);
+/**
+ * box_storage_checkpoint_get:
+ * @self: the store
+ * @sandbox_id: the sandbox id
+ * @id: the id
+ * @error: %BOX_ERROR_NOT_FOUND when absent
+ *
+ * Returns: (transfer full) (nullable): the record
+ */
 BOX_PLUGIN_API
 BoxCheckpoint *box_storage_checkpoint_get    (BoxStorage *self, const char *sandbox_id,
                                               const char *id, GError **error);
+/**
+ * box_storage_checkpoint_list:
+ * @self: the store
+ * @sandbox_id: the sandbox
+ * @error: why it failed
+ *
+ * Returns: (transfer container) (element-type BoxCheckpoint) (nullable): the sandbox's checkpoints, which
+ *   the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray     *box_storage_checkpoint_list   (BoxStorage *self, const char *sandbox_id,
                                               GError **error);
@@ -90,9 +158,27 @@ gboolean       box_storage_checkpoint_delete (BoxStorage *self, const char *sand
 /* put inserts or replaces, keeping the stored created_at */
 BOX_PLUGIN_API
 gboolean       box_storage_secret_put        (BoxStorage *self, BoxSecret *secret, GError **error);
+/**
+ * box_storage_secret_get:
+ * @self: the store
+ * @project: the project
+ * @name: the name
+ * @error: %BOX_ERROR_NOT_FOUND when absent
+ *
+ * Returns: (transfer full) (nullable): the record
+ */
 BOX_PLUGIN_API
 BoxSecret     *box_storage_secret_get        (BoxStorage *self, const char *project,
                                               const char *name, GError **error);
+/**
+ * box_storage_secret_list:
+ * @self: the store
+ * @project: the project
+ * @error: why it failed
+ *
+ * Returns: (transfer container) (element-type BoxSecret) (nullable): the project's secrets, which
+ *   the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray     *box_storage_secret_list       (BoxStorage *self, const char *project, GError **error);
 BOX_PLUGIN_API

@@ -5,6 +5,15 @@
 
 G_DEFINE_INTERFACE (BoxStorage, box_storage, G_TYPE_OBJECT)
 
+/* An op borrows its record: the boxed copy is shallow. */
+static BoxStorageOp *
+box_storage_op_copy (const BoxStorageOp *op)
+{
+  return g_memdup2 (op, sizeof *op);
+}
+
+G_DEFINE_BOXED_TYPE (BoxStorageOp, box_storage_op, box_storage_op_copy, g_free)
+
 /* ---- default async variants: the sync call, in-line ------------------- */
 
 typedef struct {
@@ -170,6 +179,9 @@ box_storage_record_free (BoxStorageRecord *record)
   g_free (record->body);
   g_free (record);
 }
+
+G_DEFINE_BOXED_TYPE (BoxStorageRecord, box_storage_record, box_storage_record_copy,
+                     box_storage_record_free)
 
 /* ---- dispatch ---------------------------------------------------------- */
 

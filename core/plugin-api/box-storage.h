@@ -51,6 +51,20 @@
 
 G_BEGIN_DECLS
 
+/**
+ * BoxStorageRecord:
+ * @kind: the collection ("sandbox", "project", "key", ...)
+ * @scope: what it belongs to (a project name, a sandbox ID); "" for none
+ * @id: unique among the records of its kind
+ * @name: (nullable): unique among the records of one kind and scope
+ * @lookup: (nullable): unique among the records of its kind (a key's hash)
+ * @body: the JSON text, which the store does not read
+ * @created_at: set by the writer; orders lists
+ * @revision: set by the store; 0 in an UPDATE means any
+ * @create_revision: set by the store: the revision of the insert
+ *
+ * One stored record.  Owns its strings; a boxed type.
+ */
 typedef struct {
   char    *kind;
   char    *scope;            /* "" for none */
@@ -63,6 +77,17 @@ typedef struct {
   guint64  create_revision;  /* set by the store */
 } BoxStorageRecord;
 
+/**
+ * BoxStorageOpType:
+ * @BOX_STORAGE_OP_INSERT: a new record
+ * @BOX_STORAGE_OP_UPDATE: by kind and id; scope, name, lookup, body replaced
+ * @BOX_STORAGE_OP_DELETE: by kind and id (and scope when not %NULL)
+ * @BOX_STORAGE_OP_DELETE_SCOPE: by scope (and kind when not %NULL); none is
+ *   fine
+ * @BOX_STORAGE_OP_CHECK: the record exists (at that revision when not 0)
+ *
+ * What one op of a box_storage_write() batch does.
+ */
 typedef enum {
   BOX_STORAGE_OP_INSERT,
   BOX_STORAGE_OP_UPDATE,       /* by kind and id; scope, name, lookup, body replaced */
@@ -71,11 +96,28 @@ typedef enum {
   BOX_STORAGE_OP_CHECK,        /* the record exists (at that revision when not 0) */
 } BoxStorageOpType;
 
+/**
+ * BoxStorageOp:
+ * @type: what it does
+ * @record: the record it works on; not owned
+ *
+ * One op of a write batch.  A boxed type whose copy is shallow (@record is
+ * borrowed).
+ */
 typedef struct {
   BoxStorageOpType  type;
   BoxStorageRecord *record;    /* not owned */
 } BoxStorageOp;
 
+/**
+ * BoxStorageIndex:
+ * @BOX_STORAGE_BY_ID: by id
+ * @BOX_STORAGE_BY_NAME: by name (within a scope)
+ * @BOX_STORAGE_BY_LOOKUP: by lookup key
+ * @BOX_STORAGE_BY_SCOPE: list only: no key, every record of the scope
+ *
+ * Which key a get or a list uses.
+ */
 typedef enum {
   BOX_STORAGE_BY_ID,
   BOX_STORAGE_BY_NAME,
@@ -83,11 +125,58 @@ typedef enum {
   BOX_STORAGE_BY_SCOPE,        /* list only: no key, every record of the scope */
 } BoxStorageIndex;
 
+/**
+ * BoxStorageOrder:
+ * @BOX_STORAGE_ORDER_CREATED: created_at, then id
+ * @BOX_STORAGE_ORDER_INSERTED: created_at, then create_revision
+ *
+ * The order of a list.
+ */
 typedef enum {
   BOX_STORAGE_ORDER_CREATED,   /* created_at, then id */
   BOX_STORAGE_ORDER_INSERTED,  /* created_at, then create_revision */
 } BoxStorageOrder;
 
+#define BOX_TYPE_STORAGE_RECORD (box_storage_record_get_type ())
+#define BOX_TYPE_STORAGE_OP     (box_storage_op_get_type ())
+
+BOX_PLUGIN_API
+GType box_storage_record_get_type (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+GType box_storage_op_get_type     (void) G_GNUC_CONST;
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxStorageOp, g_free)
+
+/**
+ * BoxStorageInterface:
+ * @g_iface: the parent interface
+ * @write: applies a batch of ops in one transaction, all or nothing
+ * @get: one record by id, name or lookup, or %NULL with %BOX_ERROR_NOT_FOUND
+ * @list: the records of a scope, optionally by name or lookup, in order
+ * @write_async: @write for a network store; the default runs @write in-line
+ *   and reports from an idle callback
+ * @write_finish: completes @write_async
+ * @get_async: @get for a network store; default as for @write_async
+ * @get_finish: completes @get_async
+ * @list_async: @list for a network store; default as for @write_async
+ * @list_finish: completes @list_async
+ *
+ * The virtual methods of a store: generic record collections with
+ * revisions and compare-and-swap updates (see #BoxStorage).
+ */
+
+/**
+ * BoxStorage:
+ *
+ * Where records live, as collections of #BoxStorageRecord: a JSON body the
+ * store does not read, filed under a kind, a scope, an id, and optionally
+ * a name and a lookup key.  Every write gives its records a new revision
+ * from one counter of the whole store; an UPDATE, DELETE or CHECK whose
+ * record names a revision other than the stored one fails with
+ * %BOX_ERROR_CONFLICT (compare-and-swap).  A write that returned %TRUE
+ * survives a kill -9 of boxd.  The sync calls are made on the main thread
+ * by the engine and from any thread by a plugin; the async calls report in
+ * the caller's thread-default main context.
+ */
 #define BOX_TYPE_STORAGE (box_storage_get_type ())
 BOX_PLUGIN_API
 G_DECLARE_INTERFACE (BoxStorage, box_storage, BOX, STORAGE, GObject)
@@ -118,29 +207,93 @@ struct _BoxStorageInterface {
                                      GAsyncReadyCallback callback, gpointer user_data);
   GPtrArray        *(*list_finish)  (BoxStorage *self, GAsyncResult *result, GError **error);
 
+  /*< private >*/
   gpointer padding[16];
 };
 
+/**
+ * box_storage_record_new:
+ * @kind: the collection
+ * @scope: (nullable): what it belongs to; %NULL for "" (none)
+ * @id: its id
+ * @body: the JSON text
+ *
+ * Returns: (transfer full): a record created now, not stored yet
+ */
 BOX_PLUGIN_API
 BoxStorageRecord *box_storage_record_new   (const char *kind, const char *scope, const char *id,
                                             const char *body);
+/**
+ * box_storage_record_copy:
+ * @record: a record
+ *
+ * Returns: (transfer full): a deep copy
+ */
 BOX_PLUGIN_API
 BoxStorageRecord *box_storage_record_copy  (const BoxStorageRecord *record);
 BOX_PLUGIN_API
 void              box_storage_record_free  (BoxStorageRecord *record);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxStorageRecord, box_storage_record_free)
 
+/**
+ * box_storage_write:
+ * @self: the store
+ * @ops: (array length=n_ops): the batch
+ * @n_ops: the number of @ops
+ * @error: why nothing was written
+ *
+ * Applies @ops in one transaction, all or nothing; sets the revisions of
+ * the INSERT and UPDATE records on success.
+ *
+ * Returns: %TRUE when every op applied
+ */
 BOX_PLUGIN_API
 gboolean          box_storage_write        (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
                                             GError **error);
+/**
+ * box_storage_get:
+ * @self: the store
+ * @kind: the collection
+ * @scope: (nullable): the scope; %NULL for any
+ * @index: which key @key is
+ * @key: the id, name or lookup
+ * @error: %BOX_ERROR_NOT_FOUND when absent
+ *
+ * Returns: (transfer full) (nullable): the record
+ */
 BOX_PLUGIN_API
 BoxStorageRecord *box_storage_get          (BoxStorage *self, const char *kind, const char *scope,
                                             BoxStorageIndex index, const char *key,
                                             GError **error);
+/**
+ * box_storage_list:
+ * @self: the store
+ * @kind: the collection
+ * @scope: (nullable): the scope; %NULL for every scope
+ * @index: %BOX_STORAGE_BY_SCOPE, or the key @key is
+ * @key: (nullable): the name or lookup; %NULL with %BOX_STORAGE_BY_SCOPE
+ * @order: the order
+ * @error: why it failed
+ *
+ * Returns: (transfer container) (element-type BoxStorageRecord) (nullable):
+ *   the records, which the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray        *box_storage_list         (BoxStorage *self, const char *kind, const char *scope,
                                             BoxStorageIndex index, const char *key,
                                             BoxStorageOrder order, GError **error);
+/**
+ * box_storage_write_async:
+ * @self: the store
+ * @ops: (array length=n_ops): the batch; alive and untouched until the
+ *   callback has run
+ * @n_ops: the number of @ops
+ * @cancellable: (nullable): a cancellable
+ * @callback: (scope async): called in the caller's thread-default context
+ * @user_data: (closure): data for @callback
+ *
+ * box_storage_write() for a network store.
+ */
 BOX_PLUGIN_API
 void              box_storage_write_async  (BoxStorage *self, BoxStorageOp *ops, guint n_ops,
                                             GCancellable *cancellable,
@@ -148,19 +301,63 @@ void              box_storage_write_async  (BoxStorage *self, BoxStorageOp *ops,
 BOX_PLUGIN_API
 gboolean          box_storage_write_finish (BoxStorage *self, GAsyncResult *result,
                                             GError **error);
+/**
+ * box_storage_get_async:
+ * @self: the store
+ * @kind: the collection
+ * @scope: (nullable): the scope; %NULL for any
+ * @index: which key @key is
+ * @key: the id, name or lookup
+ * @cancellable: (nullable): a cancellable
+ * @callback: (scope async): called in the caller's thread-default context
+ * @user_data: (closure): data for @callback
+ *
+ * box_storage_get() for a network store.
+ */
 BOX_PLUGIN_API
 void              box_storage_get_async    (BoxStorage *self, const char *kind, const char *scope,
                                             BoxStorageIndex index, const char *key,
                                             GCancellable *cancellable,
                                             GAsyncReadyCallback callback, gpointer user_data);
+/**
+ * box_storage_get_finish:
+ * @self: the store
+ * @result: the result
+ * @error: %BOX_ERROR_NOT_FOUND when absent
+ *
+ * Returns: (transfer full) (nullable): the record
+ */
 BOX_PLUGIN_API
 BoxStorageRecord *box_storage_get_finish   (BoxStorage *self, GAsyncResult *result,
                                             GError **error);
+/**
+ * box_storage_list_async:
+ * @self: the store
+ * @kind: the collection
+ * @scope: (nullable): the scope; %NULL for every scope
+ * @index: %BOX_STORAGE_BY_SCOPE, or the key @key is
+ * @key: (nullable): the name or lookup
+ * @order: the order
+ * @cancellable: (nullable): a cancellable
+ * @callback: (scope async): called in the caller's thread-default context
+ * @user_data: (closure): data for @callback
+ *
+ * box_storage_list() for a network store.
+ */
 BOX_PLUGIN_API
 void              box_storage_list_async   (BoxStorage *self, const char *kind, const char *scope,
                                             BoxStorageIndex index, const char *key,
                                             BoxStorageOrder order, GCancellable *cancellable,
                                             GAsyncReadyCallback callback, gpointer user_data);
+/**
+ * box_storage_list_finish:
+ * @self: the store
+ * @result: the result
+ * @error: why it failed
+ *
+ * Returns: (transfer container) (element-type BoxStorageRecord) (nullable):
+ *   the records, which the array owns
+ */
 BOX_PLUGIN_API
 GPtrArray        *box_storage_list_finish  (BoxStorage *self, GAsyncResult *result,
                                             GError **error);

@@ -9,7 +9,10 @@
    exports (nothing of boxd's own: the engine, its configuration, the agent
    client).
 
-usage: check-exports.py LIBRARY HEADERS_DIR ABI_VERSION PLUGIN.so...
+usage: check-exports.py LIBRARY HEADERS_DIRS ABI_VERSION PLUGIN.so...
+
+HEADERS_DIRS: the installed headers' folders, separated by ':' (the
+sources, and the build folder for the generated box-enum-types.h).
 """
 import re
 import subprocess
@@ -48,11 +51,14 @@ def dynsyms(path, defined):
     return syms
 
 
-def declared(headers_dir):
+def declared(headers_dirs):
     import glob
     import os
     names = set()
-    for h in sorted(glob.glob(os.path.join(headers_dir, '*.h'))):
+    headers = []
+    for d in headers_dirs.split(os.pathsep):
+        headers += glob.glob(os.path.join(d, '*.h'))
+    for h in sorted(headers):
         if h.endswith('-private.h'):
             continue
         text = open(h).read()
