@@ -44,7 +44,7 @@ NS_META = 'boxe2e-meta-%d' % os.getpid()
 VETH_META = 'e2em%d' % (os.getpid() % 100000)
 META, META_NODE = '169.254.169.254', '169.254.169.253'
 DNS_ANSWER = '198.51.100.7'
-DNS_UP_PORT = vmtest.free_udp_port()
+DNS_UP_PORT = vmtest.free_privileged_port()
 NODE_PORT = vmtest.boxtest.free_port()
 WORK = vmtest.tempfile.mkdtemp(prefix='box-e2e-iso-')
 PROCS = []
