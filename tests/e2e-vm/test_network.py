@@ -21,7 +21,7 @@ import subprocess
 import time
 
 import vmtest
-from vmtest import VmBoxd, Tap, run, sh
+from vmtest import VmBoxd, Tap, run, sh, sh_host, wait_file, host_connect
 
 NS_INET = 'boxe2e-inet-%d' % os.getpid()
 NS_LAN = 'boxe2e-lan-%d' % os.getpid()
@@ -44,13 +44,6 @@ clock = vmtest.Clock(t)
 vmtest.prepare(t)
 
 
-def sh_host(cmd, check=True):
-    r = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    if check and r.returncode != 0:
-        raise RuntimeError('%s: %s' % (cmd, r.stdout.decode('utf-8', 'replace')))
-    return r.stdout.decode('utf-8', 'replace')
-
-
 def teardown_world():
     for p in PROCS:
         if p.poll() is None:
@@ -68,15 +61,6 @@ def serve(ns, bind, port, log):
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     PROCS.append(p)
     return p
-
-
-def wait_file(path, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        if os.path.exists(path):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def sweep_dead_worlds():
@@ -117,14 +101,6 @@ def make_world():
     for f in ('inet.log.ready', 'dns.ready', 'lan.log.ready', 'node.log.ready'):
         if not wait_file(os.path.join(WORK, f)):
             raise RuntimeError('a test server did not start: %s' % f)
-
-
-def host_connect(targets, ns=None):
-    """{(host, port): exit code} of the helper's connect, run in parallel."""
-    pre = ['ip', 'netns', 'exec', ns] if ns else []
-    procs = {tg: subprocess.Popen(pre + ['python3', HELPER, 'connect', tg[0], str(tg[1]), '2'],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for tg in targets}
-    return {tg: p.wait() for tg, p in procs.items()}
 
 
 def guest_connect(sandbox, targets):

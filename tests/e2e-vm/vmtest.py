@@ -469,6 +469,34 @@ def b64(data):
     return base64.b64encode(data).decode('ascii')
 
 
+# ---- the host side of the network tests (test_network.py, test_isolation.py)
+
+def sh_host(cmd, check=True):
+    """A shell command on the host; its output (raises when it fails and @check)."""
+    r = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if check and r.returncode != 0:
+        raise RuntimeError('%s: %s' % (cmd, r.stdout.decode('utf-8', 'replace')))
+    return r.stdout.decode('utf-8', 'replace')
+
+
+def wait_file(path, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        if os.path.exists(path):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def host_connect(targets, ns=None):
+    """{(host, port): exit code} of the probe helper's connect from the host
+    (or namespace @ns), in parallel: 0 reached, 2 dropped, 3 refused."""
+    pre = ['ip', 'netns', 'exec', ns] if ns else []
+    procs = {tg: subprocess.Popen(pre + ['python3', NET_HELPER, 'connect', tg[0], str(tg[1]), '2'],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for tg in targets}
+    return {tg: p.wait() for tg, p in procs.items()}
+
+
 class Run:
     """The answer of one exec/run."""
 
