@@ -12,7 +12,9 @@
  * answer completes) when the sandbox is interrupted (pause, stop, delete,
  * memory checkpoint, restore, lost) or a poll fails; a client that wants
  * to go on watches again, which wakes the sandbox.  A ": keep-alive"
- * comment every 15 s notices a client that went away.
+ * comment every 15 s notices a client that went away; a client that reads
+ * so slowly that the writer's cap is reached gets a last `dropped` event
+ * (box-http-sse.h).
  *
  * The settings are records only: PUT and GET never wake the sandbox, and
  * a port need not be listening.
@@ -21,13 +23,13 @@
 
 #include <string.h>
 
+#include "box-http-sse.h"
 #include "box-http-util.h"
 #include "box-http-ws.h"
 #include "box-json-private.h"
 #include "box-requests.h"
 
 #define POLL_INTERVAL_MS    500
-#define KEEPALIVE_INTERVAL_S 15
 
 static gboolean
 port_param (BoxHttpRequest *req, guint index, guint *port, GError **error)
@@ -121,57 +123,44 @@ box_http_port_list (BoxHttpRequest *req)
 /* ---- GET .../ports/watch ----------------------------------------------- */
 
 typedef struct {
-  BoxHttpRequest *req;
+  BoxEngine      *engine;
+  BoxHttpSse     *sse;
   char           *sandbox_id;
   GHashTable     *known;          /* "port address" -> BoxPortListener* */
   GCancellable   *cancellable;    /* the poll in flight */
   guint           poll_id;
-  guint           keepalive_id;
   gulong          interrupt_id;
-  gulong          finished_id;
-  gulong          disconnected_id;
-  gboolean        ended;
 } PortWatch;
 
+/* Stops polling and watching the engine. */
 static void
-watch_free (PortWatch *watch)
+watch_stop (PortWatch *watch)
 {
-  box_http_server_remove_stream (watch->req->server, watch);
   g_cancellable_cancel (watch->cancellable);
   g_clear_object (&watch->cancellable);
   g_clear_handle_id (&watch->poll_id, g_source_remove);
-  g_clear_handle_id (&watch->keepalive_id, g_source_remove);
-  g_clear_signal_handler (&watch->interrupt_id, watch->req->engine);
-  g_clear_signal_handler (&watch->finished_id, watch->req->msg);
-  g_clear_signal_handler (&watch->disconnected_id, watch->req->msg);
+  g_clear_signal_handler (&watch->interrupt_id, watch->engine);
+}
+
+/* The answer is over (BoxHttpSseOverFunc): the sse is gone already. */
+static void
+watch_over (gpointer user_data)
+{
+  PortWatch *watch = user_data;
+
+  watch_stop (watch);
   g_hash_table_unref (watch->known);
   g_free (watch->sandbox_id);
-  box_http_request_unref (watch->req);
+  g_object_unref (watch->engine);
   g_free (watch);
 }
 
-static void
-watch_write (PortWatch *watch, const char *text)
-{
-  soup_message_body_append (soup_server_message_get_response_body (watch->req->msg),
-                            SOUP_MEMORY_COPY, text, strlen (text));
-  /* the message pauses itself whenever it has written all it has */
-  soup_server_message_unpause (watch->req->msg);
-}
-
-/* Completes the answer; the message's "finished" frees the watch. */
+/* Completes the answer; watch_over() follows once it was written. */
 static void
 watch_end (PortWatch *watch)
 {
-  if (watch->ended)
-    return;
-  watch->ended = TRUE;
-  g_cancellable_cancel (watch->cancellable);
-  g_clear_handle_id (&watch->poll_id, g_source_remove);
-  g_clear_handle_id (&watch->keepalive_id, g_source_remove);
-  g_clear_signal_handler (&watch->interrupt_id, watch->req->engine);
-  soup_message_body_complete (soup_server_message_get_response_body (watch->req->msg));
-  soup_server_message_unpause (watch->req->msg);
+  watch_stop (watch);
+  box_http_sse_end (watch->sse);
 }
 
 static void
@@ -179,9 +168,8 @@ watch_event (PortWatch *watch, const char *type, const BoxPortListener *listener
 {
   g_autoptr(JsonNode) node = listener_to_json (listener);
   g_autofree char *data = json_to_string (node, FALSE);
-  g_autofree char *text = g_strdup_printf ("event: %s\ndata: %s\n\n", type, data);
 
-  watch_write (watch, text);
+  box_http_sse_send (watch->sse, type, data);
 }
 
 static char *
@@ -231,6 +219,11 @@ watch_polled (GObject *source, GAsyncResult *result, gpointer user_data)
   }
   g_hash_table_unref (watch->known);
   watch->known = g_steal_pointer (&now);
+  if (box_http_sse_is_dropped (watch->sse)) {
+    /* the reader is too far behind: no more polls */
+    watch_stop (watch);
+    return;
+  }
   watch->poll_id = g_timeout_add (POLL_INTERVAL_MS, watch_poll, watch);
 }
 
@@ -241,16 +234,9 @@ watch_poll (gpointer user_data)
 
   watch->poll_id = 0;
   watch->cancellable = g_cancellable_new ();
-  box_engine_poll_ports_async (watch->req->engine, watch->sandbox_id, watch->cancellable,
+  box_engine_poll_ports_async (watch->engine, watch->sandbox_id, watch->cancellable,
                                watch_polled, watch);
   return G_SOURCE_REMOVE;
-}
-
-static gboolean
-watch_keepalive (gpointer user_data)
-{
-  watch_write (user_data, ": keep-alive\n\n");
-  return G_SOURCE_CONTINUE;
 }
 
 static void
@@ -263,28 +249,11 @@ watch_interrupted (BoxEngine *engine, const char *sandbox_id, const char *why, g
 }
 
 static void
-watch_finished (SoupServerMessage *msg, gpointer user_data)
-{
-  watch_free (user_data);
-}
-
-static void
-watch_shutdown (gpointer stream)
-{
-  PortWatch *watch = stream;
-
-  watch_end (watch);
-  watch_free (watch);
-}
-
-static void
 watch_held (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(BoxHttpRequest) req = user_data;
   g_autoptr(GError) error = NULL;
   g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
-  SoupMessageHeaders *headers = soup_server_message_get_response_headers (req->msg);
-  SoupMessageBody *body = soup_server_message_get_response_body (req->msg);
   PortWatch *watch;
 
   if (sandbox == NULL) {
@@ -298,28 +267,20 @@ watch_held (GObject *source, GAsyncResult *result, gpointer user_data)
     box_http_request_resume (req);
     return;
   }
-  soup_server_message_set_status (req->msg, SOUP_STATUS_OK, NULL);
-  soup_message_headers_replace (headers, "Content-Type", "text/event-stream");
-  soup_message_headers_replace (headers, "Cache-Control", "no-cache");
-  soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
-  soup_message_body_set_accumulate (body, FALSE);
-  if (g_strcmp0 (soup_server_message_get_method (req->msg), "HEAD") == 0) {
+  watch = g_new0 (PortWatch, 1);
+  watch->sse = box_http_sse_start (req, watch_over, watch);
+  if (watch->sse == NULL) {
+    /* a HEAD: the headers only */
+    g_free (watch);
     box_http_request_resume (req);
     return;
   }
-  soup_message_body_append (body, SOUP_MEMORY_STATIC, ": connected\n\n", strlen (": connected\n\n"));
-
-  watch = g_new0 (PortWatch, 1);
-  watch->req = box_http_request_ref (req);
+  watch->engine = g_object_ref (req->engine);
   watch->sandbox_id = g_strdup (sandbox->id);
   watch->known = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) box_port_listener_free);
   watch->interrupt_id = g_signal_connect (req->engine, "sandbox-interrupted",
                                           G_CALLBACK (watch_interrupted), watch);
-  watch->finished_id = g_signal_connect (req->msg, "finished", G_CALLBACK (watch_finished), watch);
-  watch->disconnected_id = g_signal_connect (req->msg, "disconnected", G_CALLBACK (watch_finished), watch);
-  watch->keepalive_id = g_timeout_add_seconds (KEEPALIVE_INTERVAL_S, watch_keepalive, watch);
-  box_http_server_add_stream (req->server, watch, watch_shutdown);
-  /* from here on the watch unpauses the message whenever it writes */
+  /* from here on the writer unpauses the message whenever it writes */
   box_http_request_resume (req);
   watch_poll (watch);
 }
