@@ -154,6 +154,12 @@ def rss_kib(d):
     return 0
 
 
+def boxd_sanitized(d):
+    """True when boxd runs with AddressSanitizer (as in e2e-vm's streamtest)."""
+    with open('/proc/%d/maps' % d.proc.pid) as f:
+        return 'libasan' in f.read()
+
+
 class StalledReader:
     """GET /v1/events on a socket with a small receive buffer that stops
     reading once the headers are in."""
@@ -269,10 +275,15 @@ def test_slow_reader(t):
             th.join(30)
         flips = sum(counts)
         grown = rss_kib(d) - rss_before
-        t.ok(grown < 32 * 1024, 'boxd RSS grew by less than 32 MiB over %d events (%d KiB)'
-             % (flips, grown))
+        if boxd_sanitized(d):
+            t.skip('boxd RSS grew by less than 32 MiB over %d events' % flips,
+                   'RSS means nothing under AddressSanitizer (quarantine, shadow memory); '
+                   'checked in the plain build')
+        else:
+            t.ok(grown < 32 * 1024, 'boxd RSS grew by less than 32 MiB over %d events (%d KiB)'
+                 % (flips, grown))
 
-        raw = slow.read_rest(20)
+        raw = slow.read_rest(60)
         body, complete = dechunk(raw)
         blocks = [b for b in body.decode('utf-8', 'replace').split('\n\n') if b.startswith('event:')]
         t.ok(complete, 'the stalled stream\'s answer completes (last chunk)', raw[-80:])
