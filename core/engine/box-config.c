@@ -17,6 +17,9 @@
 #define DEFAULT_SANDBOX_DOMAIN "sandbox.localhost"
 #define DEFAULT_HTTP_IDLE_TIMEOUT_S 60
 #define DEFAULT_HTTP_MAX_IDLE 256
+/* what an event stream keeps queued for one reader (box-http-sse.h) */
+#define DEFAULT_HTTP_STREAM_UNWRITTEN_MAX (1024 * 1024)
+#define MIN_HTTP_STREAM_UNWRITTEN_MAX     4096
 
 /* boxd run from its build tree loads the plugins built next to it. */
 static gboolean
@@ -47,6 +50,7 @@ box_config_new (void)
   config->secret_key = TRUE;
   config->http_idle_timeout_s = DEFAULT_HTTP_IDLE_TIMEOUT_S;
   config->http_max_idle = DEFAULT_HTTP_MAX_IDLE;
+  config->http_stream_unwritten_max = DEFAULT_HTTP_STREAM_UNWRITTEN_MAX;
   config->dbus = BOX_DBUS_SYSTEM;
   config->keyfile = g_key_file_new ();
   return config;
@@ -162,8 +166,15 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
     }
   }
   if (!take_uint (config->keyfile, file, "http_idle_timeout_s", &config->http_idle_timeout_s, error) ||
-      !take_uint (config->keyfile, file, "http_max_idle", &config->http_max_idle, error))
+      !take_uint (config->keyfile, file, "http_max_idle", &config->http_max_idle, error) ||
+      !take_uint (config->keyfile, file, "http_stream_unwritten_max",
+                  &config->http_stream_unwritten_max, error))
     return FALSE;
+  if (config->http_stream_unwritten_max < MIN_HTTP_STREAM_UNWRITTEN_MAX) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: http_stream_unwritten_max: want at least %d",
+                 file, MIN_HTTP_STREAM_UNWRITTEN_MAX);
+    return FALSE;
+  }
   dbus = g_key_file_get_string (config->keyfile, "boxd", "dbus", NULL);
   if (dbus != NULL) {
     if (!parse_dbus_mode (g_strstrip (dbus), &config->dbus, error))

@@ -59,6 +59,7 @@ typedef struct {
   char        *admin_token_file;  /* set when the token was read from or generated into a file */
   guint        http_idle_timeout_s;
   guint        http_max_idle;
+  guint        http_stream_unwritten_max;  /* bytes an event stream keeps for one reader */
   BoxDBusMode  dbus;
   gboolean     dbus_required;     /* chosen explicitly: fail when the bus is missing */
   GKeyFile    *keyfile;           /* never NULL; plugin groups */

@@ -30,9 +30,6 @@ struct _BoxEngine {
   BoxClock         *clock;            /* every time read and timer; real by default */
   GThread          *owner;            /* the thread that created it: the only one it runs on */
   int               lock_fd;          /* holds <data_dir>/boxd.lock, or -1 */
-  /* name -> BoxProject*: projects read, kept until the engine writes or
-   * deletes them (it holds the data directory's lock: the only writer) */
-  GHashTable       *projects;
 
   /* sandbox ID -> BoxSandboxRuntime*: what is known only while boxd runs */
   GHashTable       *runtime;

@@ -12,7 +12,9 @@
  * answer completes) when the sandbox is interrupted (pause, stop, delete,
  * memory checkpoint, restore, lost) or a poll fails; a client that wants
  * to go on watches again, which wakes the sandbox.  A ": keep-alive"
- * comment every 15 s notices a client that went away.
+ * comment every 15 s notices a client that went away; a client that reads
+ * so slowly that the writer's cap is reached gets a last `dropped` event
+ * (box-http-sse.h).
  *
  * The settings are records only: PUT and GET never wake the sandbox, and
  * a port need not be listening.
@@ -21,13 +23,13 @@
 
 #include <string.h>
 
+#include "box-http-sse.h"
 #include "box-http-util.h"
-#include "box-http-ws.h"
+#include "box-http-ws-bridge.h"
 #include "box-json-private.h"
 #include "box-requests.h"
 
 #define POLL_INTERVAL_MS    500
-#define KEEPALIVE_INTERVAL_S 15
 
 static gboolean
 port_param (BoxHttpRequest *req, guint index, guint *port, GError **error)
@@ -121,57 +123,44 @@ box_http_port_list (BoxHttpRequest *req)
 /* ---- GET .../ports/watch ----------------------------------------------- */
 
 typedef struct {
-  BoxHttpRequest *req;
+  BoxEngine      *engine;
+  BoxHttpSse     *sse;
   char           *sandbox_id;
   GHashTable     *known;          /* "port address" -> BoxPortListener* */
   GCancellable   *cancellable;    /* the poll in flight */
   guint           poll_id;
-  guint           keepalive_id;
   gulong          interrupt_id;
-  gulong          finished_id;
-  gulong          disconnected_id;
-  gboolean        ended;
 } PortWatch;
 
+/* Stops polling and watching the engine. */
 static void
-watch_free (PortWatch *watch)
+watch_stop (PortWatch *watch)
 {
-  box_http_server_remove_stream (watch->req->server, watch);
   g_cancellable_cancel (watch->cancellable);
   g_clear_object (&watch->cancellable);
   g_clear_handle_id (&watch->poll_id, g_source_remove);
-  g_clear_handle_id (&watch->keepalive_id, g_source_remove);
-  g_clear_signal_handler (&watch->interrupt_id, watch->req->engine);
-  g_clear_signal_handler (&watch->finished_id, watch->req->msg);
-  g_clear_signal_handler (&watch->disconnected_id, watch->req->msg);
+  g_clear_signal_handler (&watch->interrupt_id, watch->engine);
+}
+
+/* The answer is over (BoxHttpSseOverFunc): the sse is gone already. */
+static void
+watch_over (gpointer user_data)
+{
+  PortWatch *watch = user_data;
+
+  watch_stop (watch);
   g_hash_table_unref (watch->known);
   g_free (watch->sandbox_id);
-  box_http_request_unref (watch->req);
+  g_object_unref (watch->engine);
   g_free (watch);
 }
 
-static void
-watch_write (PortWatch *watch, const char *text)
-{
-  soup_message_body_append (soup_server_message_get_response_body (watch->req->msg),
-                            SOUP_MEMORY_COPY, text, strlen (text));
-  /* the message pauses itself whenever it has written all it has */
-  soup_server_message_unpause (watch->req->msg);
-}
-
-/* Completes the answer; the message's "finished" frees the watch. */
+/* Completes the answer; watch_over() follows once it was written. */
 static void
 watch_end (PortWatch *watch)
 {
-  if (watch->ended)
-    return;
-  watch->ended = TRUE;
-  g_cancellable_cancel (watch->cancellable);
-  g_clear_handle_id (&watch->poll_id, g_source_remove);
-  g_clear_handle_id (&watch->keepalive_id, g_source_remove);
-  g_clear_signal_handler (&watch->interrupt_id, watch->req->engine);
-  soup_message_body_complete (soup_server_message_get_response_body (watch->req->msg));
-  soup_server_message_unpause (watch->req->msg);
+  watch_stop (watch);
+  box_http_sse_end (watch->sse);
 }
 
 static void
@@ -179,9 +168,8 @@ watch_event (PortWatch *watch, const char *type, const BoxPortListener *listener
 {
   g_autoptr(JsonNode) node = listener_to_json (listener);
   g_autofree char *data = json_to_string (node, FALSE);
-  g_autofree char *text = g_strdup_printf ("event: %s\ndata: %s\n\n", type, data);
 
-  watch_write (watch, text);
+  box_http_sse_send (watch->sse, type, data);
 }
 
 static char *
@@ -231,6 +219,11 @@ watch_polled (GObject *source, GAsyncResult *result, gpointer user_data)
   }
   g_hash_table_unref (watch->known);
   watch->known = g_steal_pointer (&now);
+  if (box_http_sse_is_dropped (watch->sse)) {
+    /* the reader is too far behind: no more polls */
+    watch_stop (watch);
+    return;
+  }
   watch->poll_id = g_timeout_add (POLL_INTERVAL_MS, watch_poll, watch);
 }
 
@@ -241,16 +234,9 @@ watch_poll (gpointer user_data)
 
   watch->poll_id = 0;
   watch->cancellable = g_cancellable_new ();
-  box_engine_poll_ports_async (watch->req->engine, watch->sandbox_id, watch->cancellable,
+  box_engine_poll_ports_async (watch->engine, watch->sandbox_id, watch->cancellable,
                                watch_polled, watch);
   return G_SOURCE_REMOVE;
-}
-
-static gboolean
-watch_keepalive (gpointer user_data)
-{
-  watch_write (user_data, ": keep-alive\n\n");
-  return G_SOURCE_CONTINUE;
 }
 
 static void
@@ -263,28 +249,11 @@ watch_interrupted (BoxEngine *engine, const char *sandbox_id, const char *why, g
 }
 
 static void
-watch_finished (SoupServerMessage *msg, gpointer user_data)
-{
-  watch_free (user_data);
-}
-
-static void
-watch_shutdown (gpointer stream)
-{
-  PortWatch *watch = stream;
-
-  watch_end (watch);
-  watch_free (watch);
-}
-
-static void
 watch_held (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(BoxHttpRequest) req = user_data;
   g_autoptr(GError) error = NULL;
   g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
-  SoupMessageHeaders *headers = soup_server_message_get_response_headers (req->msg);
-  SoupMessageBody *body = soup_server_message_get_response_body (req->msg);
   PortWatch *watch;
 
   if (sandbox == NULL) {
@@ -298,28 +267,20 @@ watch_held (GObject *source, GAsyncResult *result, gpointer user_data)
     box_http_request_resume (req);
     return;
   }
-  soup_server_message_set_status (req->msg, SOUP_STATUS_OK, NULL);
-  soup_message_headers_replace (headers, "Content-Type", "text/event-stream");
-  soup_message_headers_replace (headers, "Cache-Control", "no-cache");
-  soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
-  soup_message_body_set_accumulate (body, FALSE);
-  if (g_strcmp0 (soup_server_message_get_method (req->msg), "HEAD") == 0) {
+  watch = g_new0 (PortWatch, 1);
+  watch->sse = box_http_sse_start (req, watch_over, watch);
+  if (watch->sse == NULL) {
+    /* a HEAD: the headers only */
+    g_free (watch);
     box_http_request_resume (req);
     return;
   }
-  soup_message_body_append (body, SOUP_MEMORY_STATIC, ": connected\n\n", strlen (": connected\n\n"));
-
-  watch = g_new0 (PortWatch, 1);
-  watch->req = box_http_request_ref (req);
+  watch->engine = g_object_ref (req->engine);
   watch->sandbox_id = g_strdup (sandbox->id);
   watch->known = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) box_port_listener_free);
   watch->interrupt_id = g_signal_connect (req->engine, "sandbox-interrupted",
                                           G_CALLBACK (watch_interrupted), watch);
-  watch->finished_id = g_signal_connect (req->msg, "finished", G_CALLBACK (watch_finished), watch);
-  watch->disconnected_id = g_signal_connect (req->msg, "disconnected", G_CALLBACK (watch_finished), watch);
-  watch->keepalive_id = g_timeout_add_seconds (KEEPALIVE_INTERVAL_S, watch_keepalive, watch);
-  box_http_server_add_stream (req->server, watch, watch_shutdown);
-  /* from here on the watch unpauses the message whenever it writes */
+  /* from here on the writer unpauses the message whenever it writes */
   box_http_request_resume (req);
   watch_poll (watch);
 }
@@ -337,55 +298,48 @@ box_http_port_watch (BoxHttpRequest *req)
  * sandbox: read while less than CONNECT_WINDOW bytes wait to be written to
  * the client (the stream credits the agent as it is read, so a slow client
  * slows the peer in the sandbox); to it: binary frames are written as the
- * stream takes them, the socket not read while more than STDIN_HIGH wait.
+ * stream takes them, the socket not read while more than
+ * BOX_HTTP_WS_BRIDGE_INPUT_HIGH wait (box-http-ws-bridge.h).
  * A text frame {"type": "eof"} half-closes (the stream's output is closed
  * after what came before); the peer's end of file closes the socket with
  * 1000, after what came before. */
 
 #define CONNECT_WINDOW (1024 * 1024)
 #define CONNECT_READ   (64 * 1024)
-#define STDIN_HIGH     (256 * 1024)
 
 typedef struct {
-  BoxHttpWs      *ws;
-  BoxAgentStream *stream;
-  GCancellable   *cancellable;    /* the read in flight */
-  gboolean        reading;
-  gboolean        input_done;     /* the stream's input ended */
-  gsize           unwritten;      /* sent to the socket, not yet written */
-  GQueue          pending;        /* GBytes for the stream */
-  gsize           pending_off;    /* of the head, written already */
-  gsize           pending_bytes;
-  GSource        *out_source;     /* waiting for the stream to take more */
-  gboolean        eof_requested;  /* the client's half-close */
-  gboolean        input_paused;
-  gboolean        ws_closed;
-  gboolean        let_go;         /* the stream was closed or abandoned */
-  gboolean        closing;        /* in our own box_http_ws_close() */
+  BoxHttpWsBridge *bridge;
+  BoxAgentStream  *stream;
+  GCancellable    *cancellable;    /* the read in flight */
+  gboolean         reading;
+  gboolean         input_done;     /* the stream's input ended */
+  gsize            unwritten;      /* sent to the socket, not yet written */
+  GQueue           pending;        /* GBytes for the stream (the bridge counts them) */
+  gsize            pending_off;    /* of the head, written already */
+  GSource         *out_source;     /* waiting for the stream to take more */
+  gboolean         eof_requested;  /* the client's half-close */
 } Connect;
 
 static void connect_read (Connect *c);
 static void connect_pump (Connect *c);
 
-static void
-connect_maybe_free (Connect *c)
+static gboolean
+connect_busy (gpointer peer)
 {
-  if (!c->ws_closed || !c->let_go || c->reading || c->out_source != NULL || c->closing)
-    return;
-  g_signal_handlers_disconnect_by_data (c->ws, c);
-  g_clear_object (&c->ws);
+  Connect *c = peer;
+
+  return c->reading || c->out_source != NULL;
+}
+
+static void
+connect_free (gpointer peer)
+{
+  Connect *c = peer;
+
   g_clear_object (&c->stream);
   g_clear_object (&c->cancellable);
   g_queue_clear_full (&c->pending, (GDestroyNotify) g_bytes_unref);
   g_free (c);
-}
-
-static void
-connect_close_ws (Connect *c)
-{
-  c->closing = TRUE;
-  box_http_ws_close (c->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
-  c->closing = FALSE;
 }
 
 /* The client left and what it sent went to the stream: let the stream go
@@ -393,9 +347,9 @@ connect_close_ws (Connect *c)
 static void
 connect_let_go (Connect *c)
 {
-  if (c->let_go || c->pending_bytes > 0)
+  if (box_http_ws_bridge_is_peer_done (c->bridge) || box_http_ws_bridge_get_input (c->bridge) > 0)
     return;
-  c->let_go = TRUE;
+  box_http_ws_bridge_peer_done (c->bridge);
   box_agent_stream_close_after_writes (c->stream);
 }
 
@@ -409,8 +363,8 @@ connect_read_done (GObject *source, GAsyncResult *result, gpointer user_data)
   const guint8 *data;
 
   c->reading = FALSE;
-  if (c->ws_closed) {
-    connect_maybe_free (c);
+  if (box_http_ws_bridge_is_ws_closed (c->bridge)) {
+    box_http_ws_bridge_maybe_free (c->bridge);
     return;
   }
   if (bytes == NULL || g_bytes_get_size (bytes) == 0) {
@@ -420,20 +374,21 @@ connect_read_done (GObject *source, GAsyncResult *result, gpointer user_data)
     if (bytes == NULL)
       g_debug ("port connect: %s", error->message);
     c->input_done = TRUE;
-    connect_close_ws (c);
-    connect_maybe_free (c);
+    box_http_ws_bridge_close (c->bridge, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+    box_http_ws_bridge_maybe_free (c->bridge);
     return;
   }
   data = g_bytes_get_data (bytes, &len);
   c->unwritten += len;
-  box_http_ws_send_binary (c->ws, -1, data, len, len);
+  box_http_ws_send_binary (box_http_ws_bridge_get_ws (c->bridge), -1, data, len, len);
   connect_read (c);
 }
 
 static void
 connect_read (Connect *c)
 {
-  if (c->reading || c->input_done || c->ws_closed || c->unwritten >= CONNECT_WINDOW)
+  if (c->reading || c->input_done || box_http_ws_bridge_is_ws_closed (c->bridge) ||
+      c->unwritten >= CONNECT_WINDOW)
     return;
   c->reading = TRUE;
   g_input_stream_read_bytes_async (g_io_stream_get_input_stream (G_IO_STREAM (c->stream)),
@@ -442,9 +397,9 @@ connect_read (Connect *c)
 }
 
 static void
-on_connect_written (BoxHttpWs *ws, guint64 credit, gpointer user_data)
+on_connect_written (BoxHttpWsBridge *bridge, gpointer peer, guint64 credit)
 {
-  Connect *c = user_data;
+  Connect *c = peer;
 
   c->unwritten -= MIN (c->unwritten, (gsize) credit);
   connect_read (c);
@@ -457,19 +412,8 @@ connect_writable (GObject *stream, gpointer user_data)
 
   g_clear_pointer (&c->out_source, g_source_unref);
   connect_pump (c);
-  connect_maybe_free (c);
+  box_http_ws_bridge_maybe_free (c->bridge);
   return G_SOURCE_REMOVE;
-}
-
-static void
-update_connect_input (Connect *c)
-{
-  gboolean pause = c->pending_bytes >= STDIN_HIGH;
-
-  if (pause != c->input_paused && !c->ws_closed) {
-    c->input_paused = pause;
-    box_http_ws_set_input_paused (c->ws, pause);
-  }
 }
 
 /* What the client sent, to the stream as it takes it. */
@@ -497,28 +441,28 @@ connect_pump (Connect *c)
       g_debug ("port connect: %s", error->message);
       g_queue_clear_full (&c->pending, (GDestroyNotify) g_bytes_unref);
       c->pending_off = 0;
-      c->pending_bytes = 0;
+      box_http_ws_bridge_input_taken (c->bridge, box_http_ws_bridge_get_input (c->bridge));
       break;
     }
     c->pending_off += (gsize) n;
-    c->pending_bytes -= (gsize) n;
+    box_http_ws_bridge_input_taken (c->bridge, (gsize) n);
     if (c->pending_off == len) {
       g_bytes_unref (g_queue_pop_head (&c->pending));
       c->pending_off = 0;
     }
   }
-  update_connect_input (c);
-  if (c->pending_bytes == 0 && c->eof_requested && !c->let_go)
+  if (box_http_ws_bridge_get_input (c->bridge) == 0 && c->eof_requested &&
+      !box_http_ws_bridge_is_peer_done (c->bridge))
     /* the client's half-close, after what it sent before */
     g_output_stream_close (G_OUTPUT_STREAM (out), NULL, NULL);
-  if (c->ws_closed)
+  if (box_http_ws_bridge_is_ws_closed (c->bridge))
     connect_let_go (c);
 }
 
 static void
-on_connect_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
+on_connect_message (BoxHttpWsBridge *bridge, gpointer peer, guint type, GBytes *message)
 {
-  Connect *c = user_data;
+  Connect *c = peer;
 
   if (type == SOUP_WEBSOCKET_DATA_TEXT) {
     g_autoptr(JsonNode) node = NULL;
@@ -534,40 +478,43 @@ on_connect_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_da
       c->eof_requested = TRUE;
   } else if (g_bytes_get_size (message) > 0 && !c->eof_requested) {
     g_queue_push_tail (&c->pending, g_bytes_ref (message));
-    c->pending_bytes += g_bytes_get_size (message);
+    box_http_ws_bridge_input_add (bridge, g_bytes_get_size (message));
   }
   connect_pump (c);
 }
 
 static void
-on_connect_closed (BoxHttpWs *ws, gpointer user_data)
+on_connect_closed (BoxHttpWsBridge *bridge, gpointer peer)
 {
-  Connect *c = user_data;
+  Connect *c = peer;
 
-  c->ws_closed = TRUE;
   g_cancellable_cancel (c->cancellable);
   /* what the client sent last goes first, then EOF, then close */
   connect_let_go (c);
-  connect_maybe_free (c);
 }
+
+static const BoxHttpWsBridgeFuncs connect_bridge = {
+  .message = on_connect_message,
+  .written = on_connect_written,
+  .ws_closed = on_connect_closed,
+  .busy = connect_busy,
+  .free = connect_free,
+};
 
 static void
 bridge_connect (BoxHttpWs *ws, BoxAgentStream *stream, BoxEngine *engine, const char *sandbox_id)
 {
   Connect *c = g_new0 (Connect, 1);
 
-  c->ws = g_object_ref (ws);
   c->stream = g_object_ref (stream);
   c->cancellable = g_cancellable_new ();
   g_queue_init (&c->pending);
-  g_signal_connect (ws, "message", G_CALLBACK (on_connect_message), c);
-  g_signal_connect (ws, "written", G_CALLBACK (on_connect_written), c);
-  g_signal_connect (ws, "closed", G_CALLBACK (on_connect_closed), c);
-  box_http_ws_end_on_interrupt (ws, engine, sandbox_id);
-  if (!box_http_ws_is_open (ws))
-    on_connect_closed (ws, c);
-  else
+  c->bridge = box_http_ws_bridge_new (ws, engine, sandbox_id, &connect_bridge, c);
+  if (box_http_ws_is_open (ws))
     connect_read (c);
+  else
+    /* may free c */
+    box_http_ws_bridge_start (c->bridge);
 }
 
 typedef struct {
@@ -593,13 +540,10 @@ connect_opened (GObject *source, GAsyncResult *result, gpointer user_data)
 
   /* the hold is the stream's now (released already on an error) */
   stream = box_engine_port_connect_finish (req->engine, result, &error);
-  if (stream == NULL) {
-    /* 502 port_closed when nothing listens: before the upgrade */
-    box_http_reply_error (req->msg, error);
-    box_http_request_resume (req);
+  /* 502 port_closed when nothing listens: before the upgrade */
+  ws = box_http_ws_accept (req, stream != NULL, error);
+  if (ws == NULL)
     return;
-  }
-  ws = box_http_ws_new (req);
   bridge_connect (ws, stream, req->engine, connect->sandbox_id);
 }
 

@@ -19,19 +19,18 @@
  * only once the socket took the bytes (::written), so boxd holds at most
  * one channel window (1 MiB) per stream however slow the client; stdin is
  * written to the session, and the socket stops being read while more than
- * STDIN_HIGH bytes wait to be taken.
+ * BOX_HTTP_WS_BRIDGE_INPUT_HIGH bytes wait to be taken (the bridge and the
+ * hold before it are box-http-ws-bridge.c, shared with ports/connect).
  */
 #include "config.h"
 
 #include <string.h>
 
 #include "box-http-util.h"
-#include "box-http-ws.h"
+#include "box-http-ws-bridge.h"
 #include "box-json-private.h"
 #include "box-requests.h"
 #include "box-validate.h"
-
-#define STDIN_HIGH (256 * 1024)
 
 enum {
   TAG_STDIN = 0,
@@ -43,34 +42,20 @@ enum {
 /* ---- the bridge: a WebSocket over a session ---------------------------- */
 
 typedef struct {
-  BoxHttpWs       *ws;
+  BoxHttpWsBridge *bridge;
   BoxExecSession  *session;
-  gboolean         ws_closed;
   gboolean         session_closed;
-  guint            closing;        /* depth of our own closes of the socket or the session */
   gboolean         exited;         /* the exit frame went out */
-  gsize            stdin_pending;  /* written to the session, not yet taken */
-  gboolean         input_paused;
 } Bridge;
 
 static void
-bridge_maybe_free (Bridge *b)
+bridge_free (gpointer peer)
 {
-  if (!b->ws_closed || !b->session_closed || b->stdin_pending > 0 || b->closing > 0)
-    return;
-  g_signal_handlers_disconnect_by_data (b->ws, b);
+  Bridge *b = peer;
+
   g_signal_handlers_disconnect_by_data (b->session, b);
-  g_clear_object (&b->ws);
   g_clear_object (&b->session);
   g_free (b);
-}
-
-static void
-bridge_close_ws (Bridge *b, gushort code, const char *reason)
-{
-  b->closing++;
-  box_http_ws_close (b->ws, code, reason);
-  b->closing--;
 }
 
 /* ---- sandbox to client ---- */
@@ -79,16 +64,17 @@ static void
 on_output (BoxExecSession *session, guint stream, GBytes *bytes, gpointer user_data)
 {
   Bridge *b = user_data;
+  BoxHttpWs *ws = box_http_ws_bridge_get_ws (b->bridge);
   gsize len = 0;
   const guint8 *data = g_bytes_get_data (bytes, &len);
 
-  if (b->ws_closed || !box_http_ws_is_open (b->ws)) {
+  if (box_http_ws_bridge_is_ws_closed (b->bridge) || !box_http_ws_is_open (ws)) {
     /* nobody to give it to: let the producer go on */
     box_exec_session_output_done (session, len);
     return;
   }
   /* acknowledged once the socket took the bytes (::written) */
-  box_http_ws_send_binary (b->ws, stream == 2 ? TAG_STDERR : TAG_STDOUT, data, len, len);
+  box_http_ws_send_binary (ws, stream == 2 ? TAG_STDERR : TAG_STDOUT, data, len, len);
 }
 
 static void
@@ -107,8 +93,8 @@ on_exited (BoxExecSession *session, int code, int sig, gboolean timed_out, gpoin
   json_builder_add_int_value (builder, code);
   json_builder_end_object (builder);
   node = json_builder_get_root (builder);
-  box_http_ws_send_json (b->ws, node);
-  bridge_close_ws (b, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+  box_http_ws_send_json (box_http_ws_bridge_get_ws (b->bridge), node);
+  box_http_ws_bridge_close (b->bridge, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
 }
 
 static void
@@ -117,36 +103,27 @@ on_session_closed (BoxExecSession *session, gpointer user_data)
   Bridge *b = user_data;
 
   b->session_closed = TRUE;
-  if (!b->ws_closed) {
+  box_http_ws_bridge_peer_done (b->bridge);
+  if (!box_http_ws_bridge_is_ws_closed (b->bridge)) {
     if (!b->exited)
       /* no exit: the sandbox or its agent went away under the session */
-      bridge_close_ws (b, SOUP_WEBSOCKET_CLOSE_SERVER_ERROR, "the session's stream ended");
+      box_http_ws_bridge_close (b->bridge, SOUP_WEBSOCKET_CLOSE_SERVER_ERROR,
+                                "the session's stream ended");
     else
-      bridge_close_ws (b, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
+      box_http_ws_bridge_close (b->bridge, SOUP_WEBSOCKET_CLOSE_NORMAL, NULL);
   }
-  bridge_maybe_free (b);
+  box_http_ws_bridge_maybe_free (b->bridge);
 }
 
 static void
-on_ws_written (BoxHttpWs *ws, guint64 credit, gpointer user_data)
+on_ws_written (BoxHttpWsBridge *bridge, gpointer peer, guint64 credit)
 {
-  Bridge *b = user_data;
+  Bridge *b = peer;
 
   box_exec_session_output_done (b->session, (gsize) credit);
 }
 
 /* ---- client to sandbox ---- */
-
-static void
-update_input (Bridge *b)
-{
-  gboolean pause = b->stdin_pending >= STDIN_HIGH;
-
-  if (pause != b->input_paused && !b->ws_closed) {
-    b->input_paused = pause;
-    box_http_ws_set_input_paused (b->ws, pause);
-  }
-}
 
 typedef struct {
   Bridge *bridge;
@@ -162,10 +139,9 @@ stdin_written (GObject *source, GAsyncResult *result, gpointer user_data)
 
   if (!box_exec_session_write_stdin_finish (BOX_EXEC_SESSION (source), result, &error))
     g_debug ("session %s: stdin: %s", box_exec_session_get_id (b->session), error->message);
-  b->stdin_pending -= MIN (b->stdin_pending, w->len);
+  box_http_ws_bridge_input_taken (b->bridge, w->len);
   g_free (w);
-  update_input (b);
-  bridge_maybe_free (b);
+  box_http_ws_bridge_maybe_free (b->bridge);
 }
 
 static void
@@ -180,9 +156,8 @@ write_stdin (Bridge *b, const guint8 *data, gsize len)
   w = g_new0 (StdinWrite, 1);
   w->bridge = b;
   w->len = len;
-  b->stdin_pending += len;
+  box_http_ws_bridge_input_add (b->bridge, len);
   box_exec_session_write_stdin_async (b->session, bytes, NULL, stdin_written, w);
-  update_input (b);
 }
 
 /* A string member of a control frame, or NULL. */
@@ -237,9 +212,9 @@ handle_control (Bridge *b, GBytes *message)
 }
 
 static void
-on_ws_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
+on_ws_message (BoxHttpWsBridge *bridge, gpointer peer, guint type, GBytes *message)
 {
-  Bridge *b = user_data;
+  Bridge *b = peer;
   gsize len = 0;
   const guint8 *data = g_bytes_get_data (message, &len);
 
@@ -254,23 +229,27 @@ on_ws_message (BoxHttpWs *ws, guint type, GBytes *message, gpointer user_data)
 }
 
 static void
-on_ws_closed (BoxHttpWs *ws, gpointer user_data)
+on_ws_closed (BoxHttpWsBridge *bridge, gpointer peer)
 {
-  Bridge *b = user_data;
+  Bridge *b = peer;
 
-  b->ws_closed = TRUE;
   if (!b->session_closed) {
     /* exec: SIGHUP unless detachable; attach: detach.  The hold ends.
      * Closing fails the stdin writes still pending, and GTask may run
-     * their callbacks (stdin_written) right here: the bridge must outlive
-     * them, so it is freed below, once. */
+     * their callbacks (stdin_written) right here: the bridge outlives
+     * them (we are within its depth) and goes after we return. */
     b->session_closed = TRUE;
-    b->closing++;
+    box_http_ws_bridge_peer_done (bridge);
     box_exec_session_close (b->session);
-    b->closing--;
   }
-  bridge_maybe_free (b);
 }
+
+static const BoxHttpWsBridgeFuncs session_bridge = {
+  .message = on_ws_message,
+  .written = on_ws_written,
+  .ws_closed = on_ws_closed,
+  .free = bridge_free,
+};
 
 /* A WebSocket over @session until both are over (the exec frames: output
  * tagged 1/2, stdin 0, EOF 4, resize and signal, exit then 1000, 1011 when
@@ -280,19 +259,15 @@ bridge_session (BoxHttpWs *ws, BoxExecSession *session, BoxEngine *engine, const
 {
   Bridge *b = g_new0 (Bridge, 1);
 
-  b->ws = g_object_ref (ws);
   b->session = g_object_ref (session);
+  b->bridge = box_http_ws_bridge_new (ws, engine, sandbox_id, &session_bridge, b);
   g_signal_connect (session, "output", G_CALLBACK (on_output), b);
   g_signal_connect (session, "exited", G_CALLBACK (on_exited), b);
   g_signal_connect (session, "closed", G_CALLBACK (on_session_closed), b);
-  g_signal_connect (ws, "message", G_CALLBACK (on_ws_message), b);
-  g_signal_connect (ws, "written", G_CALLBACK (on_ws_written), b);
-  g_signal_connect (ws, "closed", G_CALLBACK (on_ws_closed), b);
-  box_http_ws_end_on_interrupt (ws, engine, sandbox_id);
   if (box_exec_session_is_closed (session))
     on_session_closed (session, b);
-  else if (!box_http_ws_is_open (ws))
-    on_ws_closed (ws, b);
+  else
+    box_http_ws_bridge_start (b->bridge);
 }
 
 /* ---- the query --------------------------------------------------------- */
@@ -384,41 +359,6 @@ exec_request_from_query (BoxHttpRequest *req, GError **error)
 }
 
 /* ---- GET .../exec ------------------------------------------------------ */
-
-typedef struct {
-  BoxHttpRequest  *req;
-  BoxHttpHeldFunc  open;
-} Hold;
-
-static void
-hold_done (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Hold *hold = user_data;
-  BoxHttpRequest *req = hold->req;
-  BoxHttpHeldFunc open = hold->open;
-  g_autoptr(GError) error = NULL;
-  g_autoptr(BoxSandbox) sandbox = box_engine_hold_finish (req->engine, result, &error);
-
-  g_free (hold);
-  if (sandbox == NULL) {
-    box_http_reply_error (req->msg, error);
-    box_http_request_resume (req);
-    box_http_request_unref (req);
-    return;
-  }
-  open (req, sandbox->id);
-}
-
-void
-box_http_ws_hold (BoxHttpRequest *req, BoxHttpHeldFunc open)
-{
-  Hold *hold = g_new (Hold, 1);
-
-  hold->req = box_http_request_pause (req);
-  hold->open = open;
-  box_engine_hold_async (req->engine, box_http_request_project (req), box_http_request_param (req, 0),
-                         NULL, hold_done, hold);
-}
 
 /* The first frame of an exec or attach socket: {type, session, <key>}. */
 static void
@@ -514,12 +454,9 @@ attach_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(BoxHttpWs) ws = NULL;
 
   session = box_engine_attach_session_finish (req->engine, result, &error);
-  if (session == NULL) {
-    box_http_reply_error (req->msg, error);
-    box_http_request_resume (req);
+  ws = box_http_ws_accept (req, session != NULL, error);
+  if (ws == NULL)
     return;
-  }
-  ws = box_http_ws_new (req);
   send_first (ws, "attached", box_http_request_param (req, 1), "offset",
               box_exec_session_get_offset (session));
   bridge_session (ws, session, req->engine, stream->sandbox_id);

@@ -194,12 +194,6 @@ void box_http_session_list    (BoxHttpRequest *req);
 void box_http_session_attach  (BoxHttpRequest *req);
 void box_http_session_signal  (BoxHttpRequest *req);
 typedef struct _BoxHttpWs BoxHttpWs;
-/* The first step of a WebSocket route over a sandbox stream, after its
- * checks: pauses @req and holds the sandbox of its path (a refusal, 404
- * or 503 ..., is the plain HTTP answer), then calls @open with the
- * sandbox's id; @open takes over the paused request's reference. */
-typedef void (*BoxHttpHeldFunc) (BoxHttpRequest *req, const char *sandbox_id);
-void box_http_ws_hold         (BoxHttpRequest *req, BoxHttpHeldFunc open);
 /* box-http-ports.c */
 void box_http_port_list       (BoxHttpRequest *req);
 void box_http_port_watch      (BoxHttpRequest *req);

@@ -4,8 +4,9 @@
  * The engine's BoxFileWatch (inotify in the guest) tells each change;
  * each becomes a text frame {type, path}, type create, write, remove,
  * rename or chmod.  When the kernel's queue overflowed, or the
- * client reads so slowly that more than WATCH_UNWRITTEN_MAX bytes of
- * frames wait for it, events are lost: the client then gets one frame
+ * client reads so slowly that more than the writers' cap (see
+ * box-http-sse.h: box_http_stream_unwritten_max()) of frames wait for it,
+ * events are lost: the client then gets one frame
  * {type: "overflow", path: <the watched path>} (once the backlog is
  * written) and should read the tree again.
  *
@@ -17,9 +18,8 @@
 #include "config.h"
 
 #include "box-http-files.h"
+#include "box-http-sse.h"
 #include "box-http-ws.h"
-
-#define WATCH_UNWRITTEN_MAX (1024 * 1024)
 
 typedef struct {
   gint             ref_count;
@@ -32,6 +32,7 @@ typedef struct {
   gboolean         lost_events;  /* an overflow frame is owed */
   gboolean         path_gone;    /* the watched path was removed or moved */
   gboolean         over;
+  gsize            unwritten_max;
 } Watch;
 
 static Watch *
@@ -117,7 +118,7 @@ on_changed (BoxFileWatch *watch, gint change, const char *path, gpointer user_da
   if (g_str_equal (path, w->request->path) &&
       (change == BOX_FILE_CHANGE_REMOVE || change == BOX_FILE_CHANGE_RENAME))
     w->path_gone = TRUE;
-  if (box_http_ws_get_unwritten (w->ws) > WATCH_UNWRITTEN_MAX) {
+  if (box_http_ws_get_unwritten (w->ws) > w->unwritten_max) {
     /* the client does not keep up: drop, and say so later */
     w->lost_events = TRUE;
     return;
@@ -238,6 +239,7 @@ box_http_fs_watch (BoxHttpRequest *req)
   w->request = box_http_files_request_new (req, BOX_FILE_OP_WATCH, path);
   w->request->recursive = recursive;
   w->req = box_http_request_pause (req);
+  w->unwritten_max = box_http_stream_unwritten_max (req);
   box_engine_hold_async (req->engine, box_http_request_project (req),
                          box_http_request_param (req, 0), NULL, watch_held, watch_ref (w));
 }

@@ -113,79 +113,106 @@ record_ref (const char *kind, const char *scope, const char *id)
   return record;
 }
 
-/* ---- parsed sandboxes ---------------------------------------------------- */
+/* ---- parsed records ------------------------------------------------------ */
 
-/* Reading a sandbox is mostly parsing its stored JSON, and the API reads
- * the same sandboxes again and again.  Each store keeps the sandboxes it
- * parsed, by ID, with the revision they were parsed at: a record read at
- * that revision has that body (revisions come from one counter of the
- * store that only grows), so a copy of the parsed one is the same record.
- * Bounded; emptied when full.  Any thread may read (a plugin's store
- * calls), hence the lock. */
-#define SANDBOX_CACHE_MAX 4096
+/* Reading a sandbox or a project is mostly parsing its stored JSON, and
+ * the API reads the same ones again and again.  Each store keeps the
+ * records of those kinds it parsed, by kind and ID, with the revision they
+ * were parsed at: a record read at that revision has that body (revisions
+ * come from one counter of the store that only grows), so a copy of the
+ * parsed one is the same record.  A write by anyone (this process through
+ * any path, another writer of the same store) gives a new revision, so the
+ * next read parses again.  Bounded per kind; emptied when full.  Any thread
+ * may read (a plugin's store calls), hence the lock. */
+#define PARSED_CACHE_MAX 4096
+
+typedef struct {
+  const char     *quark_name;
+  FromBody        from_body;
+  gsize           rev_offset;
+  GBoxedCopyFunc  copy;
+  GDestroyNotify  free;
+} ParsedKind;
+
+static const ParsedKind parsed_sandboxes = {
+  "box-storage-sandbox-cache", (FromBody) box_sandbox_from_storage_json,
+  G_STRUCT_OFFSET (BoxSandbox, revision),
+  (GBoxedCopyFunc) box_sandbox_copy, (GDestroyNotify) box_sandbox_free,
+};
+
+static const ParsedKind parsed_projects = {
+  "box-storage-project-cache", (FromBody) box_project_from_storage_json,
+  G_STRUCT_OFFSET (BoxProject, revision),
+  (GBoxedCopyFunc) box_project_copy, (GDestroyNotify) box_project_free,
+};
 
 typedef struct {
   GMutex      lock;
-  GHashTable *by_id;   /* char* -> BoxSandbox* (its own revision) */
-} SandboxCache;
+  GHashTable *by_id;   /* char* -> the typed record (its own revision) */
+} ParsedCache;
 
 static void
-sandbox_cache_free (SandboxCache *cache)
+parsed_cache_free (ParsedCache *cache)
 {
   g_hash_table_unref (cache->by_id);
   g_mutex_clear (&cache->lock);
   g_free (cache);
 }
 
-static SandboxCache *
-sandbox_cache (BoxStorage *self)
+static ParsedCache *
+parsed_cache (BoxStorage *self, const ParsedKind *kind)
 {
-  static GQuark quark;
   static GMutex create_lock;
-  SandboxCache *cache;
+  GQuark quark = g_quark_from_static_string (kind->quark_name);
+  ParsedCache *cache;
 
-  if (G_UNLIKELY (quark == 0))
-    quark = g_quark_from_static_string ("box-storage-sandbox-cache");
   g_mutex_lock (&create_lock);
   cache = g_object_get_qdata (G_OBJECT (self), quark);
   if (cache == NULL) {
-    cache = g_new0 (SandboxCache, 1);
+    cache = g_new0 (ParsedCache, 1);
     g_mutex_init (&cache->lock);
-    cache->by_id = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-                                          (GDestroyNotify) box_sandbox_free);
-    g_object_set_qdata_full (G_OBJECT (self), quark, cache, (GDestroyNotify) sandbox_cache_free);
+    cache->by_id = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, kind->free);
+    g_object_set_qdata_full (G_OBJECT (self), quark, cache, (GDestroyNotify) parsed_cache_free);
   }
   g_mutex_unlock (&create_lock);
   return cache;
 }
 
-static BoxSandbox *
-sandbox_decode (BoxStorage *self, const BoxStorageRecord *record, GError **error)
+/* @record as a typed record of @kind: a copy of the one parsed before when
+ * its revision is unchanged, else parsed (and kept). */
+static gpointer
+parsed_decode (BoxStorage *self, const ParsedKind *kind, const BoxStorageRecord *record,
+               GError **error)
 {
-  SandboxCache *cache = sandbox_cache (self);
-  BoxSandbox *parsed;
-  BoxSandbox *hit;
+  ParsedCache *cache = parsed_cache (self, kind);
+  gpointer parsed;
+  gpointer hit;
 
   g_mutex_lock (&cache->lock);
   hit = g_hash_table_lookup (cache->by_id, record->id);
-  if (hit != NULL && hit->revision == record->revision) {
-    BoxSandbox *copy = box_sandbox_copy (hit);
+  if (hit != NULL && G_STRUCT_MEMBER (guint64, hit, kind->rev_offset) == record->revision) {
+    gpointer copy = kind->copy (hit);
 
     g_mutex_unlock (&cache->lock);
     return copy;
   }
   g_mutex_unlock (&cache->lock);
 
-  parsed = decode (record, (FromBody) box_sandbox_from_storage_json,
-                   G_STRUCT_OFFSET (BoxSandbox, revision), error);
+  parsed = decode (record, kind->from_body, kind->rev_offset, error);
   if (parsed == NULL)
     return NULL;
   g_mutex_lock (&cache->lock);
-  if (g_hash_table_size (cache->by_id) >= SANDBOX_CACHE_MAX)
+  if (g_hash_table_size (cache->by_id) >= PARSED_CACHE_MAX)
     g_hash_table_remove_all (cache->by_id);
-  g_hash_table_replace (cache->by_id, g_strdup (record->id), box_sandbox_copy (parsed));
+  g_hash_table_replace (cache->by_id, g_strdup (record->id), kind->copy (parsed));
   g_mutex_unlock (&cache->lock);
   return parsed;
+}
+
+static BoxSandbox *
+sandbox_decode (BoxStorage *self, const BoxStorageRecord *record, GError **error)
+{
+  return parsed_decode (self, &parsed_sandboxes, record, error);
 }
 
 /* ---- projects ---------------------------------------------------------- */
@@ -230,10 +257,12 @@ box_storage_project_update (BoxStorage *self, BoxProject *project, GError **erro
 BoxProject *
 box_storage_project_get (BoxStorage *self, const char *name, GError **error)
 {
-  return decode_one (box_storage_get (self, BOX_STORAGE_KIND_PROJECT, "", BOX_STORAGE_BY_ID,
-                                      name, error),
-                     (FromBody) box_project_from_storage_json,
-                     G_STRUCT_OFFSET (BoxProject, revision), error);
+  g_autoptr(BoxStorageRecord) record = box_storage_get (self, BOX_STORAGE_KIND_PROJECT, "",
+                                                        BOX_STORAGE_BY_ID, name, error);
+
+  if (record == NULL)
+    return NULL;
+  return parsed_decode (self, &parsed_projects, record, error);
 }
 
 GPtrArray *

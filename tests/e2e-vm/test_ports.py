@@ -8,6 +8,7 @@
 # not wake a paused sandbox).
 
 import os
+import socket
 import threading
 import time
 
@@ -34,11 +35,30 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 '''
 LISTENER_FIELDS = {'port', 'address', 'pid', 'session'}
+# [boxd] http_stream_unwritten_max: small (but above one poll's burst of
+# events, ~36 KiB), so a stalled watch is dropped soon
+SLOW_CAP = 65536
+# 400 listeners opened and closed every 0.6 s, 25 times: ~400 events a poll
+TOGGLER = r'''
+import socket, time
+for _ in range(25):
+    socks = []
+    for port in range(20000, 20400):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen(1)
+        socks.append(s)
+    time.sleep(0.6)
+    for s in socks:
+        s.close()
+    time.sleep(0.6)
+'''
 
 t = Tap()
 clock = vmtest.Clock(t)
 vmtest.prepare(t)
-d = VmBoxd(t)
+d = VmBoxd(t, config={'boxd': {'http_stream_unwritten_max': str(SLOW_CAP)}})
 with clock('boxd start'):
     vmtest.setup_or_bail(d, d.start)
 KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('alpha'))
@@ -195,6 +215,58 @@ def test_connect(t):
             'connect without a key')
 
 
+def test_watch_slow_reader(t):
+    """A watch whose reader stopped reading is dropped at the cap: a last
+    `dropped` event, the answer completes; a reading watch goes on."""
+    fast = Sse(d, KEY, '/v1/sandboxes/ports-box/ports/watch')
+    slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    slow.connect(('127.0.0.1', d.port))
+    slow.sendall(('GET /v1/sandboxes/ports-box/ports/watch HTTP/1.1\r\nHost: x\r\n'
+                  'Authorization: Bearer %s\r\n\r\n' % KEY).encode())
+    got = b''
+    slow.settimeout(30)
+    while b'\r\n\r\n' not in got:
+        b = slow.recv(1)
+        if not b:
+            break
+        got += b
+    t.ok(got.startswith(b'HTTP/1.1 200'), 'a watch that will stop reading: 200', got[:80])
+    session, _pid = start_detached('ports-box', ['python3', '-c', TOGGLER])
+    dropped = 'is more than %d bytes behind' % SLOW_CAP
+    end = time.time() + 60
+    while dropped not in d.log_text() and time.time() < end:
+        time.sleep(0.5)
+    t.ok(dropped in d.log_text(), 'boxd dropped the stalled watch')
+    slow.settimeout(1)
+    end = time.time() + 30
+    while time.time() < end and not got.endswith(b'\r\n0\r\n\r\n'):
+        try:
+            b = slow.recv(65536)
+        except socket.timeout:
+            continue
+        if not b:
+            break
+        got += b
+    slow.close()
+    t.ok(got.endswith(b'\r\n0\r\n\r\n'), 'its answer completes (last chunk)', got[-60:])
+    tail = got.decode('utf-8', 'replace').replace('\r\n', '\n')
+    t.ok('event: dropped' in tail and '"reason":"slow_reader"' in tail,
+         'its last event is dropped {reason: slow_reader}', tail[-200:])
+    e = None
+    end = time.time() + 30
+    while time.time() < end and e is None:
+        try:
+            x = fast.q.get(timeout=1)
+        except Exception:
+            continue
+        if x.get('event') == 'opened' and ((x.get('data') or {}).get('port') or 0) >= 20000:
+            e = x
+    t.ok(e is not None and not fast.ended.is_set(), 'the reading watch goes on and sees the listeners')
+    fast.close()
+    t.eq(wait_port(20000, present=False, timeout=60), None, 'the toggling listeners are gone')
+
+
 def test_pause_and_settings(t):
     w = ws(d, KEY, '/v1/sandboxes/ports-box/ports/9000/connect')
     w.send_binary(b'x')
@@ -259,5 +331,6 @@ def test_watch_is_not_activity(t):
          'its watch ended when it paused (after %.0f s)' % waited, repr((e, seen)))
 
 
-vmtest.main(t, clock, test_list, test_watch, test_connect, test_pause_and_settings,
+vmtest.main(t, clock, test_list, test_watch, test_connect, test_watch_slow_reader,
+            test_pause_and_settings,
             test_watch_is_not_activity)

@@ -325,6 +325,41 @@ test_storage_conflict (Ef *ef, gconstpointer user_data)
   g_assert_nonnull (strstr (interrupted, sb->id));
 }
 
+/* A project written behind the engine's back, through the storage
+ * interface (as another writer of the store would): the engine's next read
+ * sees it, while reads of an unchanged project keep their revision. */
+static void
+test_project_changed_behind (Ef *ef, gconstpointer user_data)
+{
+  BoxStorage *storage = box_engine_get_storage (ef->engine);
+  const char *const domains[] = { "other.example.com", NULL };
+  g_autoptr(BoxProject) first = NULL;
+  g_autoptr(BoxProject) again = NULL;
+  g_autoptr(BoxProject) other = NULL;
+  g_autoptr(BoxProject) seen = NULL;
+  g_autoptr(GError) error = NULL;
+
+  first = box_engine_get_project (ef->engine, "p", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_strv_length (first->domains), ==, 0);
+  again = box_engine_get_project (ef->engine, "p", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (again->revision, ==, first->revision);
+
+  other = box_storage_project_get (storage, "p", &error);
+  g_assert_no_error (error);
+  g_strfreev (other->domains);
+  other->domains = g_strdupv ((char **) domains);
+  g_assert_true (box_storage_project_update (storage, other, &error));
+  g_assert_no_error (error);
+
+  seen = box_engine_get_project (ef->engine, "p", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (seen->revision, ==, other->revision);
+  g_assert_cmpuint (seen->revision, >, first->revision);
+  g_assert_cmpstrv (seen->domains, domains);
+}
+
 /* The VM dies in the middle of an operation: the operation fails, then
  * the engine records what the hypervisor has left. */
 static void
@@ -516,6 +551,7 @@ main (int argc, char **argv)
   ADD ("/engine/states/lost-on-its-own", test_lost_on_its_own);
   ADD ("/engine/states/update", test_update);
   ADD ("/engine/states/storage-conflict", test_storage_conflict);
+  ADD ("/engine/states/project-changed-behind", test_project_changed_behind);
   ADD ("/engine/states/capabilities", test_capabilities);
   ADD ("/engine/states/fork-capability", test_fork_capability);
   return g_test_run ();

@@ -1,0 +1,383 @@
+/* box-engine-projects.c: projects, their keys and secrets, and the
+ * catalogue (templates and defaults).
+ *
+ * The object itself is box-engine.c; the sandboxes are
+ * box-engine-sandboxes.c.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "box-engine-private.h"
+#include "box-storage-records.h"
+#include "box-requests.h"
+#include "box-validate.h"
+
+/* ---- projects and keys ------------------------------------------------- */
+
+static gboolean
+check_domains (BoxEngine *self, const char *project, const char *const *domains, GError **error)
+{
+  g_autoptr(GPtrArray) projects = NULL;
+  guint i, j;
+
+  for (i = 0; domains != NULL && domains[i] != NULL; i++) {
+    if (!box_validate_project_domain (domains[i], error))
+      return FALSE;
+    for (j = 0; j < i; j++) {
+      if (g_str_equal (domains[i], domains[j])) {
+        g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "domain %s is listed twice", domains[i]);
+        return FALSE;
+      }
+    }
+  }
+  projects = box_storage_project_list (self->storage, error);
+  if (projects == NULL)
+    return FALSE;
+  for (i = 0; i < projects->len; i++) {
+    BoxProject *other = g_ptr_array_index (projects, i);
+    if (g_strcmp0 (other->name, project) == 0)
+      continue;
+    for (j = 0; domains != NULL && domains[j] != NULL; j++) {
+      if (g_strv_contains ((const char *const *) other->domains, domains[j])) {
+        g_set_error (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS,
+                     "domain %s already belongs to another project", domains[j]);
+        return FALSE;
+      }
+    }
+  }
+  return TRUE;
+}
+
+BoxProject *
+box_engine_create_project (BoxEngine *self, const char *name, const char *const *domains,
+                           GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_autoptr(BoxProject) project = NULL;
+  const char *none[] = { NULL };
+
+  if (!box_validate_project_name (name, error))
+    return NULL;
+  if (!check_domains (self, name, domains, error))
+    return NULL;
+  project = g_new0 (BoxProject, 1);
+  project->name = g_strdup (name);
+  project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
+  project->created_at = box_engine_now (self);
+  if (!box_storage_project_insert (self->storage, project, error))
+    return NULL;
+  g_message ("project %s created", name);
+  return g_steal_pointer (&project);
+}
+
+GPtrArray *
+box_engine_list_projects (BoxEngine *self, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  return box_storage_project_list (self->storage, error);
+}
+
+/* The storage read of a project whose revision did not change reuses the
+ * project parsed before (box-storage-records.c), so a change by any writer
+ * of the store is seen at once. */
+BoxProject *
+box_engine_get_project (BoxEngine *self, const char *name, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+
+  if (name == NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no project");
+    return NULL;
+  }
+  return box_storage_project_get (self->storage, name, error);
+}
+
+BoxProject *
+box_engine_set_project_domains (BoxEngine *self, const char *name, const char *const *domains,
+                                GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  const char *none[] = { NULL };
+
+  /* read, change, write at the revision read; a lost race starts again */
+  for (guint attempt = 1;; attempt++) {
+    g_autoptr(BoxProject) project = box_storage_project_get (self->storage, name, error);
+    g_autoptr(GError) local = NULL;
+
+    if (project == NULL)
+      return NULL;
+    if (!check_domains (self, name, domains, error))
+      return NULL;
+    g_strfreev (project->domains);
+    project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
+    if (box_storage_project_update (self->storage, project, &local))
+      return g_steal_pointer (&project);
+    if (attempt == BOX_ENGINE_STORAGE_TRIES ||
+        !g_error_matches (local, BOX_ERROR, BOX_ERROR_CONFLICT)) {
+      g_propagate_error (error, g_steal_pointer (&local));
+      return NULL;
+    }
+  }
+}
+
+/* Deletes @project's keys through the auth plugin, so that one which
+ * remembers the keys it accepted forgets them before they are gone (storage
+ * would delete them with the project behind its back). */
+static gboolean
+revoke_project_keys (BoxEngine *self, const char *project, GError **error)
+{
+  g_autoptr(GPtrArray) keys = NULL;
+  g_autoptr(GError) local_error = NULL;
+
+  keys = box_auth_list_keys (self->auth, project, &local_error);
+  if (keys == NULL) {
+    /* an auth plugin without keys has none to revoke */
+    if (g_error_matches (local_error, BOX_ERROR, BOX_ERROR_UNSUPPORTED))
+      return TRUE;
+    g_propagate_error (error, g_steal_pointer (&local_error));
+    return FALSE;
+  }
+  for (guint i = 0; i < keys->len; i++) {
+    const BoxKey *key = g_ptr_array_index (keys, i);
+    if (!box_auth_delete_key (self->auth, project, key->id, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static void
+delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  BoxEngine *self = BOX_ENGINE (source);
+  g_autoptr(GTask) task = user_data;
+  const char *name = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  if (!box_engine_destroy_project_sandboxes_finish (self, result, &error) ||
+      !revoke_project_keys (self, name, &error) ||
+      !box_storage_project_delete (self->storage, name, &error)) {
+    g_task_return_error (task, g_steal_pointer (&error));
+    return;
+  }
+  g_message ("project %s deleted", name);
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+box_engine_delete_project_async (BoxEngine *self, const char *name, GCancellable *cancellable,
+                                 GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (name != NULL);
+  g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
+  g_autoptr(BoxProject) project = NULL;
+  GError *error = NULL;
+
+  g_task_set_source_tag (task, box_engine_delete_project_async);
+  g_task_set_task_data (task, g_strdup (name), g_free);
+  project = box_storage_project_get (self->storage, name, &error);
+  if (project == NULL) {
+    g_task_return_error (task, error);
+    return;
+  }
+  box_engine_destroy_project_sandboxes_async (self, name, cancellable,
+                                              delete_project_sandboxes_cb,
+                                              g_steal_pointer (&task));
+}
+
+gboolean
+box_engine_delete_project_finish (BoxEngine *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+BoxKey *
+box_engine_create_key (BoxEngine *self, const char *project, const char *name, char **secret_out,
+                       GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL, NULL);
+  g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
+
+  if (owner == NULL)
+    return NULL;
+  if (!box_validate_key_name (name, error))
+    return NULL;
+  return box_auth_create_key (self->auth, project, name, secret_out, error);
+}
+
+GPtrArray *
+box_engine_list_keys (BoxEngine *self, const char *project, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL, NULL);
+  g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
+
+  if (owner == NULL)
+    return NULL;
+  return box_auth_list_keys (self->auth, project, error);
+}
+
+gboolean
+box_engine_delete_key (BoxEngine *self, const char *project, const char *key_id, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  g_return_val_if_fail (project != NULL && key_id != NULL, FALSE);
+  g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
+
+  if (owner == NULL)
+    return FALSE;
+  return box_auth_delete_key (self->auth, project, key_id, error);
+}
+
+/* ---- secrets ----------------------------------------------------------- */
+
+static gboolean
+require_secret_key (BoxEngine *self, GError **error)
+{
+  if (self->secret_key != NULL)
+    return TRUE;
+  g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                       "this deployment has no secret key, so it cannot keep secrets");
+  return FALSE;
+}
+
+gboolean
+box_engine_check_secrets (BoxEngine *self, const char *project, const char *const *secrets,
+                          GError **error)
+{
+  guint i;
+
+  if (secrets == NULL || secrets[0] == NULL)
+    return TRUE;
+  if (!require_secret_key (self, error))
+    return FALSE;
+  for (i = 0; secrets[i] != NULL; i++) {
+    g_autoptr(BoxSecret) secret = NULL;
+    g_autoptr(GError) local_error = NULL;
+
+    if (!box_validate_secret_name (secrets[i], error))
+      return FALSE;
+    secret = box_storage_secret_get (self->storage, project, secrets[i], &local_error);
+    if (secret == NULL) {
+      if (g_error_matches (local_error, BOX_ERROR, BOX_ERROR_NOT_FOUND))
+        g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "invalid secrets: no secret named %s",
+                     secrets[i]);
+      else
+        g_propagate_error (error, g_steal_pointer (&local_error));
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+BoxSecret *
+box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
+                       BoxSecretPut *request, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL && name != NULL, NULL);
+  g_return_val_if_fail (request != NULL && request->value != NULL, NULL);
+  g_autoptr(BoxSecret) secret = NULL;
+  g_autoptr(BoxSecret) existing = NULL;
+  g_autofree char *associated = NULL;
+  gint64 now = box_engine_now (self);
+
+  if (!require_secret_key (self, error))
+    return NULL;
+  if (!box_validate_secret_name (name, error))
+    return NULL;
+
+  secret = g_new0 (BoxSecret, 1);
+  secret->name = g_strdup (name);
+  secret->project = g_strdup (project);
+  secret->hosts = g_strdupv (request->hosts);
+  secret->placeholder = box_secret_placeholder (name, request->placeholder_prefix);
+  secret->inject_header = g_strdup (request->inject_header);
+  secret->inject_format = g_strdup (request->inject_format);
+  associated = g_strdup_printf ("%s/%s", project, name);
+  secret->sealed_value = box_secret_key_seal (self->secret_key, associated, request->value,
+                                              strlen (request->value), error);
+  if (secret->sealed_value == NULL)
+    return NULL;
+  existing = box_storage_secret_get (self->storage, project, name, NULL);
+  secret->created_at = existing != NULL ? existing->created_at : now;
+  secret->updated_at = now;
+  if (!box_storage_secret_put (self->storage, secret, error))
+    return NULL;
+  /* The broker (when there is one) picks the new value up at once; see
+   * box_engine_sandboxes for where sandboxes are handed their secrets. */
+  return g_steal_pointer (&secret);
+}
+
+BoxSecret *
+box_engine_get_secret (BoxEngine *self, const char *project, const char *name, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL, NULL);
+  if (!require_secret_key (self, error))
+    return NULL;
+  return box_storage_secret_get (self->storage, project, name, error);
+}
+
+GPtrArray *
+box_engine_list_secrets (BoxEngine *self, const char *project, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  g_return_val_if_fail (project != NULL, NULL);
+  if (!require_secret_key (self, error))
+    return NULL;
+  return box_storage_secret_list (self->storage, project, error);
+}
+
+gboolean
+box_engine_delete_secret (BoxEngine *self, const char *project, const char *name, GError **error)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  g_return_val_if_fail (project != NULL, FALSE);
+  g_autoptr(BoxSecret) secret = NULL;
+  g_autoptr(GPtrArray) sandboxes = NULL;
+  guint i;
+
+  if (!require_secret_key (self, error))
+    return FALSE;
+  secret = box_storage_secret_get (self->storage, project, name, error);
+  if (secret == NULL)
+    return FALSE;
+  sandboxes = box_storage_sandbox_list (self->storage, project, error);
+  if (sandboxes == NULL)
+    return FALSE;
+  for (i = 0; i < sandboxes->len; i++) {
+    BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
+    if (g_strv_contains ((const char *const *) sandbox->secrets, name)) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT, "secret %s is used by sandbox %s",
+                   name, sandbox->name);
+      return FALSE;
+    }
+  }
+  return box_storage_secret_delete (self->storage, project, name, error);
+}
+
+/* ---- catalogue --------------------------------------------------------- */
+
+GPtrArray *
+box_engine_list_templates (BoxEngine *self)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  return box_hypervisor_list_templates (self->hypervisor);
+}
+
+GPtrArray *
+box_engine_get_network_defaults (BoxEngine *self)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  return self->network_defaults;
+}
+
+guint
+box_engine_count_defaults (BoxEngine *self)
+{
+  return self->network_defaults != NULL ? self->network_defaults->len : 0;
+}
