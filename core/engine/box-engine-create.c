@@ -2,7 +2,7 @@
  * checkpoint: the checks, the record, the first boot.
  *
  * Everything is checked before the record is written (name, deadline,
- * rules, secrets); a refusal
+ * rules, secrets, the project's quota: box-engine-quota.c); a refusal
  * the hypervisor finds later (capacity ...) removes the record again and
  * is reported as deleted, any other failed first boot leaves the sandbox
  * in state error.
@@ -227,6 +227,8 @@ prepare_create (BoxEngine *self, BoxEngineOp *op, const BoxSandboxCreate *reques
 
   op->sandbox = sandbox_from_request (self, op->project, &effective, error);
   if (op->sandbox == NULL)
+    return FALSE;
+  if (!box_engine_check_quota (self, op->project, &op->sandbox->resources, error))
     return FALSE;
   op->sandbox->name = choose_name (self, op->project, request->name, error);
   if (op->sandbox->name == NULL || !box_engine_check_deadline (self, op->sandbox, error) ||

@@ -6,7 +6,8 @@
  * box_engine_op_finish_error().  The files that share this header:
  * box-engine-sandboxes.c (runtime, locks, the common flow, pause/stop/wake,
  * delete), box-engine-create.c, box-engine-update.c, box-engine-ticks.c
- * (deadlines, idle, lost VMs, reconciliation, project deletion).
+ * (deadlines, idle, lost VMs, reconciliation, project deletion) and
+ * box-engine-quota.c.
  */
 #pragma once
 
@@ -82,5 +83,10 @@ void              box_engine_op_finish_error    (BoxEngine *self, GTask *task, G
 
 /* box-engine-update.c: the update op, under the lock */
 void              box_engine_run_update         (BoxEngine *self, GTask *task);
+
+/* box-engine-quota.c: refuses (409 conflict, quota exceeded) a new sandbox
+ * of @wanted resources that would take @project past its quota. */
+gboolean          box_engine_check_quota        (BoxEngine *self, const char *project,
+                                                 const BoxResources *wanted, GError **error);
 
 G_END_DECLS
