@@ -42,6 +42,7 @@ typedef struct {
   GSource           *timeout;
   gulong             headers_id;
   gulong             finished_id;
+  gulong             disconnected_id;
 } HeadWait;
 
 struct _BoxHttpKeepalive {
@@ -172,6 +173,7 @@ head_wait_free (gpointer data)
   g_source_unref (wait->timeout);
   g_signal_handler_disconnect (wait->msg, wait->headers_id);
   g_signal_handler_disconnect (wait->msg, wait->finished_id);
+  g_signal_handler_disconnect (wait->msg, wait->disconnected_id);
   g_object_unref (wait->msg);
   g_free (wait);
 }
@@ -227,6 +229,8 @@ watch_head (BoxHttpKeepalive *self, SoupServerMessage *msg)
   g_source_attach (wait->timeout, g_main_context_get_thread_default ());
   wait->headers_id = g_signal_connect (msg, "got-headers", G_CALLBACK (on_head_done), wait);
   wait->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (on_head_done), wait);
+  /* the client went away first: nothing to wait for */
+  wait->disconnected_id = g_signal_connect (msg, "disconnected", G_CALLBACK (on_head_done), wait);
   g_hash_table_insert (self->heads, msg, wait);
 }
 

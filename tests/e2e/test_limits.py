@@ -220,6 +220,15 @@ def test_slow_clients(t):
              head[:60])
         s.close()
 
+        # clients that leave in the middle of a head, before the timeout
+        for _ in range(5):
+            s = socket.create_connection(('127.0.0.1', d.port))
+            s.sendall(b'GET /v1/whoami HTTP/1.1\r\nHo')
+            s.close()
+        time.sleep(3)
+        t.eq(d.request('GET', '/v1/whoami', token=key)[0], 200,
+             'clients gone mid-head before the timeout: boxd serves on')
+
         # many slow clients leave no descriptors behind
         time.sleep(0.5)
         base = len(os.listdir('/proc/%d/fd' % d.proc.pid))
