@@ -20,6 +20,16 @@
 /* what an event stream keeps queued for one reader (box-http-sse.h) */
 #define DEFAULT_HTTP_STREAM_UNWRITTEN_MAX (1024 * 1024)
 #define MIN_HTTP_STREAM_UNWRITTEN_MAX     4096
+#define DEFAULT_HTTP_HEADER_TIMEOUT_S 15
+#define DEFAULT_RATE_PER_S 100
+#define DEFAULT_RATE_BURST 1000
+#define DEFAULT_KEY_MAX_WEBSOCKETS 128
+#define DEFAULT_KEY_MAX_SSE 32
+#define DEFAULT_KEY_MAX_SESSIONS 64
+#define DEFAULT_QUOTA_SANDBOXES 50
+#define DEFAULT_QUOTA_CPUS 128
+#define DEFAULT_QUOTA_MEMORY_MIB 262144
+#define DEFAULT_QUOTA_DISK_GIB 4096
 
 /* boxd run from its build tree loads the plugins built next to it. */
 static gboolean
@@ -51,6 +61,16 @@ box_config_new (void)
   config->http_idle_timeout_s = DEFAULT_HTTP_IDLE_TIMEOUT_S;
   config->http_max_idle = DEFAULT_HTTP_MAX_IDLE;
   config->http_stream_unwritten_max = DEFAULT_HTTP_STREAM_UNWRITTEN_MAX;
+  config->http_header_timeout_s = DEFAULT_HTTP_HEADER_TIMEOUT_S;
+  config->rate_per_s = DEFAULT_RATE_PER_S;
+  config->rate_burst = DEFAULT_RATE_BURST;
+  config->key_max_websockets = DEFAULT_KEY_MAX_WEBSOCKETS;
+  config->key_max_sse = DEFAULT_KEY_MAX_SSE;
+  config->key_max_sessions = DEFAULT_KEY_MAX_SESSIONS;
+  config->quota.sandboxes = DEFAULT_QUOTA_SANDBOXES;
+  config->quota.cpus = DEFAULT_QUOTA_CPUS;
+  config->quota.memory_mib = DEFAULT_QUOTA_MEMORY_MIB;
+  config->quota.disk_gib = DEFAULT_QUOTA_DISK_GIB;
   config->dbus = BOX_DBUS_SYSTEM;
   config->keyfile = g_key_file_new ();
   return config;
@@ -93,22 +113,80 @@ take_string (GKeyFile *keyfile, const char *key, char **field)
   }
 }
 
-/* [boxd] @key as a number in 0..G_MAXUINT32, when present. */
+/* [@group] @key as a number in 0..G_MAXUINT32, when present. */
 static gboolean
-take_uint (GKeyFile *keyfile, const char *file, const char *key, guint *field, GError **error)
+take_group_uint64 (GKeyFile *keyfile, const char *file, const char *group, const char *key,
+                   guint64 *field, GError **error)
 {
-  g_autofree char *value = g_key_file_get_string (keyfile, "boxd", key, NULL);
+  g_autofree char *value = g_key_file_get_string (keyfile, group, key, NULL);
   guint64 number;
 
   if (value == NULL)
     return TRUE;
   if (!g_ascii_string_to_unsigned (g_strstrip (value), 10, 0, G_MAXUINT32, &number, NULL)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: %s: want a whole number, not \"%s\"",
-                 file, key, value);
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: [%s] %s: want a whole number, not \"%s\"",
+                 file, group, key, value);
     return FALSE;
   }
+  *field = number;
+  return TRUE;
+}
+
+static gboolean
+take_group_uint (GKeyFile *keyfile, const char *file, const char *group, const char *key,
+                 guint *field, GError **error)
+{
+  guint64 number = *field;
+
+  if (!take_group_uint64 (keyfile, file, group, key, &number, error))
+    return FALSE;
   *field = (guint) number;
   return TRUE;
+}
+
+/* [boxd] @key as a number in 0..G_MAXUINT32, when present. */
+static gboolean
+take_uint (GKeyFile *keyfile, const char *file, const char *key, guint *field, GError **error)
+{
+  return take_group_uint (keyfile, file, "boxd", key, field, error);
+}
+
+/* The keys of a [quota] or [quota.<project>] group into @quota. */
+static gboolean
+take_quota (GKeyFile *keyfile, const char *file, const char *group, BoxQuota *quota,
+            GError **error)
+{
+  return take_group_uint (keyfile, file, group, "sandboxes", &quota->sandboxes, error) &&
+         take_group_uint (keyfile, file, group, "cpus", &quota->cpus, error) &&
+         take_group_uint64 (keyfile, file, group, "memory_mib", &quota->memory_mib, error) &&
+         take_group_uint64 (keyfile, file, group, "disk_gib", &quota->disk_gib, error);
+}
+
+/* Every [quota.<project>] group, checked now so that a typo fails at start. */
+static gboolean
+check_project_quotas (GKeyFile *keyfile, const char *file, const BoxQuota *base, GError **error)
+{
+  g_auto(GStrv) groups = g_key_file_get_groups (keyfile, NULL);
+
+  for (guint i = 0; groups[i] != NULL; i++) {
+    BoxQuota quota = *base;
+
+    if (!g_str_has_prefix (groups[i], "quota."))
+      continue;
+    if (!take_quota (keyfile, file, groups[i], &quota, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+void
+box_config_get_quota (BoxConfig *config, const char *project, BoxQuota *quota)
+{
+  g_autofree char *group = g_strdup_printf ("quota.%s", project);
+
+  *quota = config->quota;
+  if (project != NULL && g_key_file_has_group (config->keyfile, group))
+    take_quota (config->keyfile, config->config_file, group, quota, NULL);
 }
 
 static gboolean
@@ -168,7 +246,16 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
   if (!take_uint (config->keyfile, file, "http_idle_timeout_s", &config->http_idle_timeout_s, error) ||
       !take_uint (config->keyfile, file, "http_max_idle", &config->http_max_idle, error) ||
       !take_uint (config->keyfile, file, "http_stream_unwritten_max",
-                  &config->http_stream_unwritten_max, error))
+                  &config->http_stream_unwritten_max, error) ||
+      !take_uint (config->keyfile, file, "http_header_timeout_s", &config->http_header_timeout_s,
+                  error) ||
+      !take_uint (config->keyfile, file, "rate_per_s", &config->rate_per_s, error) ||
+      !take_uint (config->keyfile, file, "rate_burst", &config->rate_burst, error) ||
+      !take_uint (config->keyfile, file, "key_max_websockets", &config->key_max_websockets, error) ||
+      !take_uint (config->keyfile, file, "key_max_sse", &config->key_max_sse, error) ||
+      !take_uint (config->keyfile, file, "key_max_sessions", &config->key_max_sessions, error) ||
+      !take_quota (config->keyfile, file, "quota", &config->quota, error) ||
+      !check_project_quotas (config->keyfile, file, &config->quota, error))
     return FALSE;
   if (config->http_stream_unwritten_max < MIN_HTTP_STREAM_UNWRITTEN_MAX) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: http_stream_unwritten_max: want at least %d",

@@ -23,6 +23,21 @@
  *   dbus=system|session|none
  *   http_idle_timeout_s=60      (0: no bound; an idle keep-alive connection is closed after it)
  *   http_max_idle=256           (0: no bound; past it the oldest idle connection is closed)
+ *   http_header_timeout_s=15    (0: no bound; a connection whose request head is not complete
+ *                                this long after it opened or after the first byte is closed)
+ *   rate_per_s=100              (0: no limit; requests per second per key, refilled ...
+ *   rate_burst=1000              ... into a bucket of this many; past it 429 rate_limited)
+ *   key_max_websockets=128      (0: no bound; open WebSockets per key)
+ *   key_max_sse=32              (0: no bound; open event streams per key)
+ *   key_max_sessions=64         (0: no bound; exec WebSockets (exec and attach) per key)
+ *
+ *   [quota]                     (per project; 0: no bound; doc/API.md "Quotas")
+ *   sandboxes=50
+ *   cpus=128
+ *   memory_mib=262144
+ *   disk_gib=4096
+ *
+ *   [quota.<project>]           (the same keys for one project, over [quota])
  *
  *   [plugin.<name>]
  *   ... read by the plugin through its BoxPluginContext
@@ -40,6 +55,16 @@ typedef enum {
   BOX_DBUS_SESSION,
   BOX_DBUS_NONE,
 } BoxDBusMode;
+
+/* A project's bounds (0: none).  Disk counts each sandbox at its full
+ * size plus its memory (a paused sandbox's snapshot), and each checkpoint
+ * at its sandbox's disk plus its memory when it has one. */
+typedef struct {
+  guint   sandboxes;
+  guint   cpus;
+  guint64 memory_mib;
+  guint64 disk_gib;
+} BoxQuota;
 
 typedef struct {
   char        *config_file;       /* the key file read, or NULL */
@@ -60,6 +85,13 @@ typedef struct {
   guint        http_idle_timeout_s;
   guint        http_max_idle;
   guint        http_stream_unwritten_max;  /* bytes an event stream keeps for one reader */
+  guint        http_header_timeout_s;
+  guint        rate_per_s;
+  guint        rate_burst;
+  guint        key_max_websockets;
+  guint        key_max_sse;
+  guint        key_max_sessions;
+  BoxQuota     quota;             /* [quota]; see box_config_get_quota() for a project's */
   BoxDBusMode  dbus;
   gboolean     dbus_required;     /* chosen explicitly: fail when the bus is missing */
   GKeyFile    *keyfile;           /* never NULL; plugin groups */
@@ -77,6 +109,10 @@ gboolean   box_config_resolve    (BoxConfig *config, GError **error);
 /* The [plugin.<name>] value, or @fallback */
 char      *box_config_get_plugin_value (BoxConfig *config, const char *plugin, const char *key,
                                         const char *fallback);
+
+/* @project's quota: [quota.<project>] over [quota] (already checked by
+ * box_config_load_file()). */
+void       box_config_get_quota  (BoxConfig *config, const char *project, BoxQuota *quota);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxConfig, box_config_free)
 

@@ -1,6 +1,6 @@
 /* box-engine-private.h: shared between box-engine.c (plugins, callers,
- * projects, keys, secrets, catalogue) and box-engine-sandboxes.c (the
- * sandbox state machine). */
+ * projects, keys, secrets, catalogue) and the sandbox state machine
+ * (box-engine-sandboxes.c and the files of box-engine-ops-private.h). */
 #pragma once
 
 #include "box-clock.h"
@@ -63,6 +63,7 @@ void     box_engine_lock_sandbox_async  (BoxEngine *self, const char *id,
 void     box_engine_unlock_sandbox      (BoxEngine *self, const char *id);
 void     box_engine_sandboxes_init      (BoxEngine *self);
 void     box_engine_sandboxes_finalize  (BoxEngine *self);
+/* box-engine-ticks.c */
 gboolean box_engine_reconcile           (BoxEngine *self, GError **error);
 void     box_engine_start_ticks         (BoxEngine *self);
 /* Destroys every sandbox of @project (protected or not); for project deletion. */

@@ -35,9 +35,21 @@ typedef struct {
   gulong             disconnected_id;
 } IdleConn;
 
+/* A message whose request head is still coming. */
+typedef struct {
+  BoxHttpKeepalive  *owner;
+  SoupServerMessage *msg;
+  GSource           *timeout;
+  gulong             headers_id;
+  gulong             finished_id;
+  gulong             disconnected_id;
+} HeadWait;
+
 struct _BoxHttpKeepalive {
   SoupServer *soup;
   guint       idle_timeout_s;
+  guint       header_timeout_s;
+  GHashTable *heads;            /* SoupServerMessage* -> HeadWait* */
   guint       max_idle;
   GQueue      idle;             /* IdleConn*, oldest first */
   GHashTable *by_socket;        /* GSocket* -> IdleConn* */
@@ -150,6 +162,78 @@ on_request_finished (SoupServer *soup, SoupServerMessage *msg, gpointer user_dat
     idle_conn_close (g_queue_peek_head (&self->idle));
 }
 
+/* ---- request heads --------------------------------------------------- */
+
+static void
+head_wait_free (gpointer data)
+{
+  HeadWait *wait = data;
+
+  g_source_destroy (wait->timeout);
+  g_source_unref (wait->timeout);
+  g_signal_handler_disconnect (wait->msg, wait->headers_id);
+  g_signal_handler_disconnect (wait->msg, wait->finished_id);
+  g_signal_handler_disconnect (wait->msg, wait->disconnected_id);
+  g_object_unref (wait->msg);
+  g_free (wait);
+}
+
+static void
+on_head_done (SoupServerMessage *msg, gpointer user_data)
+{
+  HeadWait *wait = user_data;
+
+  g_hash_table_remove (wait->owner->heads, msg);
+}
+
+static gboolean
+on_head_timeout (gpointer user_data)
+{
+  HeadWait *wait = user_data;
+  BoxHttpKeepalive *self = wait->owner;
+  g_autoptr(SoupServerMessage) msg = g_object_ref (wait->msg);
+  GSocket *socket = soup_server_message_get_socket (msg);
+  IdleConn *conn;
+
+  g_debug ("http: a request head took more than %u s; closing its connection",
+           self->header_timeout_s);
+  g_hash_table_remove (self->heads, msg);
+  if (socket == NULL)
+    return G_SOURCE_REMOVE;
+  conn = g_hash_table_lookup (self->by_socket, socket);
+  if (conn != NULL)
+    idle_conn_free (conn);
+  /* Not soup_server_message_steal_connection(): libsoup 3.2 cannot steal
+   * a connection while it reads a request head (it asserts on the
+   * connection's socket).  Closing the socket under it ends the read with
+   * an error, after which libsoup drops the connection itself; the peer
+   * sees the end of the stream at once and the descriptor is freed now. */
+  g_socket_shutdown (socket, TRUE, TRUE, NULL);
+  g_socket_close (socket, NULL);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+watch_head (BoxHttpKeepalive *self, SoupServerMessage *msg)
+{
+  HeadWait *wait;
+
+  if (self->header_timeout_s == 0 || g_hash_table_contains (self->heads, msg))
+    return;
+  wait = g_new0 (HeadWait, 1);
+  wait->owner = self;
+  wait->msg = g_object_ref (msg);
+  wait->timeout = g_timeout_source_new_seconds (self->header_timeout_s);
+  g_source_set_priority (wait->timeout, G_PRIORITY_HIGH);
+  g_source_set_callback (wait->timeout, on_head_timeout, wait, NULL);
+  g_source_attach (wait->timeout, g_main_context_get_thread_default ());
+  wait->headers_id = g_signal_connect (msg, "got-headers", G_CALLBACK (on_head_done), wait);
+  wait->finished_id = g_signal_connect (msg, "finished", G_CALLBACK (on_head_done), wait);
+  /* the client went away first: nothing to wait for */
+  wait->disconnected_id = g_signal_connect (msg, "disconnected", G_CALLBACK (on_head_done), wait);
+  g_hash_table_insert (self->heads, msg, wait);
+}
+
 static void
 on_request_started (SoupServer *soup, SoupServerMessage *msg, gpointer user_data)
 {
@@ -159,6 +243,14 @@ on_request_started (SoupServer *soup, SoupServerMessage *msg, gpointer user_data
 
   if (conn != NULL)
     idle_conn_free (conn);
+  watch_head (self, msg);
+}
+
+void
+box_http_keepalive_set_header_timeout (BoxHttpKeepalive *self, guint timeout_s)
+{
+  g_return_if_fail (self != NULL);
+  self->header_timeout_s = timeout_s;
 }
 
 BoxHttpKeepalive *
@@ -174,6 +266,7 @@ box_http_keepalive_new (SoupServer *soup, guint idle_timeout_s, guint max_idle)
   self->max_idle = max_idle;
   g_queue_init (&self->idle);
   self->by_socket = g_hash_table_new (NULL, NULL);
+  self->heads = g_hash_table_new_full (NULL, NULL, NULL, head_wait_free);
   self->finished_id = g_signal_connect (soup, "request-finished",
                                         G_CALLBACK (on_request_finished), self);
   self->started_id = g_signal_connect (soup, "request-started",
@@ -191,6 +284,7 @@ box_http_keepalive_free (BoxHttpKeepalive *self)
   while (self->idle.head != NULL)
     idle_conn_free (self->idle.head->data);
   g_hash_table_unref (self->by_socket);
+  g_hash_table_unref (self->heads);
   g_object_unref (self->soup);
   g_free (self);
 }

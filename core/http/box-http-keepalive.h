@@ -9,6 +9,13 @@
  * it when the client hangs up, when it stayed idle for @idle_timeout_s, or,
  * oldest first, when more than @max_idle connections are idle.
  *
+ * It also bounds a slow client's request head (box_http_keepalive_set_
+ * header_timeout()): from the moment libsoup starts a message (when the
+ * connection is accepted, or at the first byte of a later request) to
+ * its "got-headers", before any authentication.  A client that sends
+ * half a request line and waits, or connects and sends nothing, is
+ * disconnected when that time is up.
+ *
  * Main thread only, like the SoupServer it watches.
  */
 #pragma once
@@ -21,6 +28,10 @@ typedef struct _BoxHttpKeepalive BoxHttpKeepalive;
 
 BoxHttpKeepalive *box_http_keepalive_new        (SoupServer *soup, guint idle_timeout_s,
                                                  guint max_idle);
+/* Closes a connection whose request head is not complete @timeout_s
+ * after its message started (0: never; the default). */
+void              box_http_keepalive_set_header_timeout (BoxHttpKeepalive *self,
+                                                         guint timeout_s);
 /* Stops watching; closes nothing (the server's own shutdown does). */
 void              box_http_keepalive_free       (BoxHttpKeepalive *self);
 /* Connections idle between two requests right now. */

@@ -11,6 +11,7 @@
 
 #include "box-error.h"
 #include "box-http-keepalive.h"
+#include "box-http-limits.h"
 #include "box-http-server.h"
 #include "box-http-util.h"
 
@@ -22,6 +23,7 @@ struct _BoxHttpServer {
   SoupServer *soup;
   GHashTable *streams;      /* stream -> BoxHttpStreamClose */
   BoxHttpKeepalive *keepalive;
+  BoxHttpLimits *limits;
   gboolean    shut_down;
 };
 
@@ -31,6 +33,9 @@ G_DEFINE_FINAL_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
 #define K BOX_HTTP_AUTH_KEY
 #define N BOX_HTTP_AUTH_NONE
 #define S BOX_HTTP_ROUTE_IN_SANDBOX
+#define WS BOX_HTTP_ROUTE_WEBSOCKET
+#define SSE BOX_HTTP_ROUTE_SSE
+#define SESSION BOX_HTTP_ROUTE_SESSION
 
 static const BoxHttpRoute routes[] = {
   /* identity and operator */
@@ -54,14 +59,16 @@ static const BoxHttpRoute routes[] = {
   { "POST",   "/v1/sandboxes/{sandbox}/wake",        K, TRUE,  box_http_sandbox_wake },
   { "POST",   "/v1/sandboxes/{sandbox}/exec/run",    K, TRUE,  box_http_exec_run, S },
   /* streaming exec, sessions and ports (box-http-stream-exec.c, box-http-ports.c) */
-  { "GET",    "/v1/sandboxes/{sandbox}/exec",        K, FALSE, box_http_exec_stream, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/exec",        K, FALSE, box_http_exec_stream, S | WS | SESSION },
   { "GET",    "/v1/sandboxes/{sandbox}/exec/sessions", K, FALSE, box_http_session_list, S },
-  { "GET",    "/v1/sandboxes/{sandbox}/exec/sessions/{session}", K, FALSE, box_http_session_attach, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/exec/sessions/{session}", K, FALSE, box_http_session_attach,
+    S | WS | SESSION },
   { "POST",   "/v1/sandboxes/{sandbox}/exec/sessions/{session}/signal", K, TRUE, box_http_session_signal, S },
   { "GET",    "/v1/sandboxes/{sandbox}/ports",       K, FALSE, box_http_port_list, S },
-  { "GET",    "/v1/sandboxes/{sandbox}/ports/watch", K, FALSE, box_http_port_watch, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/ports/watch", K, FALSE, box_http_port_watch, S | SSE },
   { "GET",    "/v1/sandboxes/{sandbox}/ports/settings", K, FALSE, box_http_port_settings, S },
-  { "GET",    "/v1/sandboxes/{sandbox}/ports/{port}/connect", K, FALSE, box_http_port_connect, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/ports/{port}/connect", K, FALSE, box_http_port_connect,
+    S | WS },
   { "PUT",    "/v1/sandboxes/{sandbox}/ports/{port}", K, TRUE, box_http_port_set, S },
   /* files (box-http-files.c, box-http-watch.c) */
   { "GET",    "/v1/sandboxes/{sandbox}/fs/file",     K, FALSE, box_http_fs_file_get, S },
@@ -75,7 +82,7 @@ static const BoxHttpRoute routes[] = {
   { "GET",    "/v1/sandboxes/{sandbox}/fs/tar",      K, FALSE, box_http_fs_tar_get, S },
   { "PUT",    "/v1/sandboxes/{sandbox}/fs/tar",      K, FALSE, box_http_fs_tar_put, S,
     box_http_fs_tar_put_start },
-  { "GET",    "/v1/sandboxes/{sandbox}/fs/watch",    K, FALSE, box_http_fs_watch, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/fs/watch",    K, FALSE, box_http_fs_watch, S | WS },
   /* secrets */
   { "GET",    "/v1/secrets",                         K, FALSE, box_http_secret_list },
   { "PUT",    "/v1/secrets/{name}",                  K, TRUE,  box_http_secret_put },
@@ -84,7 +91,7 @@ static const BoxHttpRoute routes[] = {
   /* catalogue and events */
   { "GET",    "/v1/templates",                       K, FALSE, box_http_template_list },
   { "GET",    "/v1/network/defaults",                K, FALSE, box_http_network_defaults },
-  { "GET",    "/v1/events",                          K, FALSE, box_http_events },
+  { "GET",    "/v1/events",                          K, FALSE, box_http_events, SSE },
   /* identity discovery: no key */
   { "GET",    "/.well-known/openid-configuration",   N, FALSE, box_http_oidc_discovery },
   { "GET",    "/.well-known/jwks.json",              N, FALSE, box_http_oidc_jwks },
@@ -94,6 +101,9 @@ static const BoxHttpRoute routes[] = {
 #undef K
 #undef N
 #undef S
+#undef WS
+#undef SSE
+#undef SESSION
 
 const BoxHttpRoute *
 box_http_server_get_routes (guint *n_routes)
@@ -295,6 +305,13 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
   g_ptr_array_unref (req->query);
   req->query = query_params;
 
+  /* the key's request rate and open streams (box-http-limits.h) */
+  if (!box_http_limits_admit (self->limits, req, &error)) {
+    soup_message_body_set_accumulate (body, FALSE);
+    box_http_reply_error (msg, error);
+    return;
+  }
+
   /* Bodies: at most BOX_HTTP_BODY_MAX, and none kept for routes without one. */
   if (!req->route->json_body) {
     soup_message_body_set_accumulate (body, FALSE);
@@ -353,11 +370,14 @@ box_http_server_new (BoxEngine *engine)
 
   self = g_object_new (BOX_TYPE_HTTP_SERVER, NULL);
   self->engine = g_object_ref (engine);
+  self->limits = box_http_limits_new (engine);
   self->soup = soup_server_new ("server-header", "boxd/" PACKAGE_VERSION " ", NULL);
   /* connections stay open between requests; idle ones are closed there */
   self->keepalive = box_http_keepalive_new (self->soup,
                                             box_engine_get_config (engine)->http_idle_timeout_s,
                                             box_engine_get_config (engine)->http_max_idle);
+  box_http_keepalive_set_header_timeout (self->keepalive,
+                                         box_engine_get_config (engine)->http_header_timeout_s);
   soup_server_add_early_handler (self->soup, NULL, early_handler, self, NULL);
   soup_server_add_handler (self->soup, NULL, handler, self, NULL);
   return self;
@@ -428,6 +448,13 @@ box_http_server_get_port (BoxHttpServer *self)
   return 0;
 }
 
+BoxHttpLimits *
+box_http_server_get_limits (BoxHttpServer *self)
+{
+  g_return_val_if_fail (BOX_IS_HTTP_SERVER (self), NULL);
+  return self->limits;
+}
+
 SoupServer *
 box_http_server_get_soup (BoxHttpServer *self)
 {
@@ -476,6 +503,7 @@ box_http_server_finalize (GObject *object)
   BoxHttpServer *self = BOX_HTTP_SERVER (object);
 
   g_hash_table_unref (self->streams);
+  box_http_limits_free (self->limits);
   G_OBJECT_CLASS (box_http_server_parent_class)->finalize (object);
 }
 

@@ -22,6 +22,8 @@ BoxHttpServer *box_http_server_new      (BoxEngine *engine);
 gboolean       box_http_server_listen   (BoxHttpServer *self, const char *listen, GError **error);
 guint          box_http_server_get_port (BoxHttpServer *self);
 SoupServer    *box_http_server_get_soup (BoxHttpServer *self);
+/* The rate and stream limits every request passes (box-http-limits.h). */
+struct _BoxHttpLimits *box_http_server_get_limits (BoxHttpServer *self);
 /* Closes listeners and every open stream. */
 void           box_http_server_shutdown (BoxHttpServer *self);
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "box-error.h"
+#include "box-http-limits.h"
 #include "box-http-util.h"
 #include "box-requests.h"
 
@@ -45,6 +46,7 @@ box_http_request_unref (BoxHttpRequest *req)
   }
   if (req->kept_free != NULL)
     req->kept_free (req->kept);
+  g_clear_pointer (&req->slot, box_http_slot_release);
   g_clear_pointer (&req->principal, box_principal_free);
   g_ptr_array_unref (req->path_params);
   g_ptr_array_unref (req->query);

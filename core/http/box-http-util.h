@@ -29,6 +29,7 @@ typedef enum {
 } BoxHttpAuth;
 
 typedef struct _BoxHttpRequest BoxHttpRequest;
+typedef struct _BoxHttpSlot BoxHttpSlot;    /* box-http-limits.h */
 typedef void (*BoxHttpHandler) (BoxHttpRequest *req);
 
 /* BoxHttpRoute.flags */
@@ -36,6 +37,10 @@ typedef enum {
   /* also served on the in-sandbox socket (box-insandbox.c), at the path
    * without its "/v1/sandboxes/{sandbox}" prefix */
   BOX_HTTP_ROUTE_IN_SANDBOX = 1 << 0,
+  /* a stream, counted against the caller's limits (box-http-limits.h) */
+  BOX_HTTP_ROUTE_WEBSOCKET  = 1 << 1,
+  BOX_HTTP_ROUTE_SSE        = 1 << 2,
+  BOX_HTTP_ROUTE_SESSION    = 1 << 3,  /* an exec WebSocket (new or attached) */
 } BoxHttpRouteFlags;
 
 typedef struct {
@@ -73,6 +78,7 @@ struct _BoxHttpRequest {
   gboolean            finished;     /* the message is done (answered or the client left) */
   gulong              finished_id;
   gulong              disconnected_id;
+  BoxHttpSlot        *slot;         /* a stream route's slot, until a stream takes it */
   gpointer            kept;         /* see box_http_request_keep() */
   GDestroyNotify      kept_free;
 };

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "box-error.h"
+#include "box-http-limits.h"
 #include "box-http-util.h"
 #include "box-http-ws.h"
 
@@ -36,6 +37,7 @@ struct _BoxHttpWs {
   guint                    frames_written; /* data frames written, not yet reported */
   guint                    written_idle;
   BoxHttpServer           *server;       /* registered for shutdown */
+  BoxHttpSlot             *slot;         /* the caller's stream slot (box-http-limits.h) */
   BoxEngine               *engine;       /* ::sandbox-interrupted */
   char                    *sandbox_id;
   gulong                   interrupt_id;
@@ -84,6 +86,7 @@ emit_closed (BoxHttpWs *self)
   if (self->closed)
     return;
   self->closed = TRUE;
+  g_clear_pointer (&self->slot, box_http_slot_release);
   if (self->server != NULL) {
     box_http_server_remove_stream (self->server, self);
     self->server = NULL;
@@ -410,6 +413,7 @@ box_http_ws_new (BoxHttpRequest *req)
 
   self = g_object_new (BOX_TYPE_HTTP_WS, NULL);
   self->req = box_http_request_ref (req);
+  self->slot = g_steal_pointer (&req->slot);
   self->server = req->server;
   box_http_server_add_stream (self->server, self, shutdown_close);
   if (req->finished) {
@@ -476,6 +480,7 @@ box_http_ws_dispose (GObject *object)
 
   disconnect_request (self);
   g_clear_pointer (&self->req, box_http_request_unref);
+  g_clear_pointer (&self->slot, box_http_slot_release);
   g_clear_handle_id (&self->written_idle, g_source_remove);
   watch_hup (self, FALSE);
   g_clear_object (&self->socket);

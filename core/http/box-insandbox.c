@@ -15,6 +15,8 @@
 
 #include <string.h>
 
+#include "box-http-limits.h"
+#include "box-http-server.h"
 #include "box-http-util.h"
 #include "box-insandbox.h"
 #include "box-sandbox-connections.h"
@@ -171,6 +173,13 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHa
   }
   g_ptr_array_unref (req->query);
   req->query = query_params;
+
+  /* the sandbox's request rate and open streams, as a key's */
+  if (!box_http_limits_admit (box_http_server_get_limits (self->http), req, &error)) {
+    soup_message_body_set_accumulate (body, FALSE);
+    box_http_reply_error (msg, error);
+    return;
+  }
 
   if (!route->json_body) {
     soup_message_body_set_accumulate (body, FALSE);

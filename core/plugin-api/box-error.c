@@ -22,6 +22,7 @@ static const struct {
   [BOX_ERROR_CAPACITY] = { "capacity", 503, "org.box.Error.Capacity" },
   [BOX_ERROR_SANDBOX_UNAVAILABLE] = { "sandbox_unavailable", 503, "org.box.Error.SandboxUnavailable" },
   [BOX_ERROR_INTERNAL] = { "internal", 500, "org.box.Error.Internal" },
+  [BOX_ERROR_RATE_LIMITED] = { "rate_limited", 429, "org.box.Error.RateLimited" },
 };
 
 /* Named box_error_get_type (not _code_) so that introspection pairs the

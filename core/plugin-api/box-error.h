@@ -50,6 +50,7 @@ typedef enum {
   BOX_ERROR_CAPACITY,            /* 503 capacity (Retry-After) */
   BOX_ERROR_SANDBOX_UNAVAILABLE, /* 503 sandbox_unavailable */
   BOX_ERROR_INTERNAL,            /* 500 internal: a bug or a broken host */
+  BOX_ERROR_RATE_LIMITED,        /* 429 rate_limited (Retry-After); box's own, see doc/API.md */
   BOX_ERROR_LAST
 } BoxErrorCode;
 

@@ -1,0 +1,92 @@
+/* box-engine-ops-private.h: the sandbox operations' shared parts.
+ *
+ * An operation (create, pause/stop/wake, update, delete) is a GTask whose
+ * task data is a BoxEngineOp; it runs under the sandbox's lock
+ * (box-engine-sandboxes.c) and ends with box_engine_op_finish_ok() or
+ * box_engine_op_finish_error().  The files that share this header:
+ * box-engine-sandboxes.c (runtime, locks, the common flow, pause/stop/wake,
+ * delete), box-engine-create.c, box-engine-update.c, box-engine-ticks.c
+ * (deadlines, idle, lost VMs, reconciliation, project deletion) and
+ * box-engine-quota.c.
+ */
+#pragma once
+
+#include "box-engine-private.h"
+
+G_BEGIN_DECLS
+
+typedef struct {
+  BoxSandboxRuntime base;
+  char             *project;
+  BoxSandboxState   state;
+  gboolean          has_deadline;
+  gint64            deadline_at;
+  BoxDeadlineAction deadline_action;
+  guint             idle_timeout_s;
+  BoxIdleAction     idle_action;
+} BoxEngineRuntime;
+
+typedef enum {
+  BOX_ENGINE_OP_CREATE,
+  BOX_ENGINE_OP_STATE,
+  BOX_ENGINE_OP_UPDATE,
+  BOX_ENGINE_OP_DELETE,
+} BoxEngineOpKind;
+
+typedef struct {
+  BoxEngineOpKind   kind;
+  char             *project;     /* NULL: any (internal operations) */
+  char             *id;          /* the sandbox ID once known */
+  BoxSandbox       *sandbox;     /* the record, fresh under the lock */
+  BoxStateRequest   request;
+  const char       *reason;      /* event reason: "request", "idle", "deadline" */
+  gboolean          force;       /* delete even when protected */
+  BoxSandboxUpdate *update;
+  BoxSandboxState   from;        /* the state before a transition */
+  GPtrArray        *egress;     /* expanded rules for the VM request */
+} BoxEngineOp;
+
+void              box_engine_op_free            (BoxEngineOp *op);
+/* The runtime of sandbox @id, made when missing. */
+BoxEngineRuntime *box_engine_runtime_get        (BoxEngine *self, const char *id);
+/* Keeps the tick's view in step with the record just written. */
+void              box_engine_runtime_sync       (BoxEngine *self, const BoxSandbox *sandbox);
+/* An event with one string detail @key = @value (none when @key is NULL). */
+void              box_engine_emit_detail        (BoxEngine *self, const char *type,
+                                                 const BoxSandbox *sandbox, const char *key,
+                                                 const char *value);
+/* @op keeps the expanded rules alive while @request is in use. */
+void              box_engine_fill_vm_request    (BoxEngine *self, BoxVmRequest *request,
+                                                 BoxEngineOp *op);
+gboolean          box_engine_save_sandbox       (BoxEngine *self, BoxSandbox *sandbox,
+                                                 GError **error);
+gboolean          box_engine_check_deadline     (BoxEngine *self, const BoxSandbox *sandbox,
+                                                 GError **error);
+gboolean          box_engine_check_secrets_env  (const BoxSandbox *sandbox, GError **error);
+gboolean          box_engine_check_rules        (BoxEngine *self, GPtrArray *egress,
+                                                 GError **error);
+/* The rules a network plugin enforces: includes expanded. */
+GPtrArray        *box_engine_expand_rules       (BoxEngine *self, GPtrArray *egress);
+/* Replaces @into's entries by copies of @from's (none when NULL). */
+void              box_engine_copy_map           (GHashTable *into, GHashTable *from);
+
+GTask            *box_engine_op_task_new        (BoxEngine *self, BoxEngineOpKind kind,
+                                                 const char *project, gpointer source_tag,
+                                                 GCancellable *cancellable,
+                                                 GAsyncReadyCallback callback,
+                                                 gpointer user_data);
+/* Resolves @id_or_name in the op's project, then runs @task's op under the lock. */
+void              box_engine_op_start           (BoxEngine *self, GTask *task,
+                                                 const char *id_or_name);
+void              box_engine_op_finish_ok       (BoxEngine *self, GTask *task);
+void              box_engine_op_finish_error    (BoxEngine *self, GTask *task, GError *error);
+
+/* box-engine-update.c: the update op, under the lock */
+void              box_engine_run_update         (BoxEngine *self, GTask *task);
+
+/* box-engine-quota.c: refuses (409 conflict, quota exceeded) a new sandbox
+ * of @wanted resources that would take @project past its quota. */
+gboolean          box_engine_check_quota        (BoxEngine *self, const char *project,
+                                                 const BoxResources *wanted, GError **error);
+
+G_END_DECLS

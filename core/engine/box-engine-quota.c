@@ -1,0 +1,100 @@
+/* box-engine-quota.c: a project's quota, checked when a sandbox is created.
+ *
+ * A quota bounds what a project's sandboxes hold, whatever their state
+ * (a stopped sandbox can be woken at any time, so what it would take
+ * counts while it exists): their number, their CPUs and memory, and the
+ * disk the host keeps for them.  Disk counts a sandbox's disk at its full
+ * size (a thin overlay can grow to it), plus its memory (the snapshot a
+ * pause or an idle rule writes), plus each checkpoint: the sandbox's disk
+ * again, and its memory when the checkpoint has one.
+ *
+ * Resources do not change after create, so create (and fork) is the one
+ * place to check; the check and the insert run in one main-loop turn, so
+ * two creates cannot both take the last room.  Refusals are 409 conflict
+ * (the project's state forbids the call, as a 65th live task does) with a
+ * message naming the quota; nothing is written.
+ */
+#include "config.h"
+
+#include "box-engine-ops-private.h"
+#include "box-storage-records.h"
+
+typedef struct {
+  guint   sandboxes;
+  guint64 cpus;
+  guint64 memory_mib;
+  guint64 disk_mib;
+} Usage;
+
+static void
+add_sandbox (Usage *usage, const BoxResources *resources)
+{
+  usage->sandboxes++;
+  usage->cpus += resources->cpus;
+  usage->memory_mib += resources->memory_mib;
+  usage->disk_mib += (guint64) resources->disk_gib * 1024 + resources->memory_mib;
+}
+
+static gboolean
+project_usage (BoxEngine *self, const char *project, Usage *usage, GError **error)
+{
+  g_autoptr(GPtrArray) sandboxes = box_storage_sandbox_list (self->storage, project, error);
+
+  if (sandboxes == NULL)
+    return FALSE;
+  for (guint i = 0; i < sandboxes->len; i++) {
+    const BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
+    g_autoptr(GPtrArray) checkpoints = NULL;
+
+    add_sandbox (usage, &sandbox->resources);
+    checkpoints = box_storage_checkpoint_list (self->storage, sandbox->id, error);
+    if (checkpoints == NULL)
+      return FALSE;
+    for (guint j = 0; j < checkpoints->len; j++) {
+      const BoxCheckpoint *checkpoint = g_ptr_array_index (checkpoints, j);
+
+      usage->disk_mib += (guint64) sandbox->resources.disk_gib * 1024;
+      if (checkpoint->memory)
+        usage->disk_mib += sandbox->resources.memory_mib;
+    }
+  }
+  return TRUE;
+}
+
+static gboolean
+refuse (const char *project, const char *what, guint64 limit, const char *unit, guint64 used,
+        guint64 wanted, GError **error)
+{
+  g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT,
+               "quota exceeded: project %s may hold at most %" G_GUINT64_FORMAT "%s %s; it holds %"
+               G_GUINT64_FORMAT "%s and this sandbox needs %" G_GUINT64_FORMAT "%s",
+               project, limit, unit, what, used, unit, wanted, unit);
+  return FALSE;
+}
+
+gboolean
+box_engine_check_quota (BoxEngine *self, const char *project, const BoxResources *wanted,
+                        GError **error)
+{
+  BoxQuota quota;
+  Usage usage = { 0 };
+  Usage want = { 0 };
+
+  box_config_get_quota (self->config, project, &quota);
+  if (quota.sandboxes == 0 && quota.cpus == 0 && quota.memory_mib == 0 && quota.disk_gib == 0)
+    return TRUE;
+  if (!project_usage (self, project, &usage, error))
+    return FALSE;
+  add_sandbox (&want, wanted);
+  if (quota.sandboxes > 0 && usage.sandboxes + 1 > quota.sandboxes)
+    return refuse (project, "sandboxes", quota.sandboxes, "", usage.sandboxes, 1, error);
+  if (quota.cpus > 0 && usage.cpus + want.cpus > quota.cpus)
+    return refuse (project, "CPUs", quota.cpus, "", usage.cpus, want.cpus, error);
+  if (quota.memory_mib > 0 && usage.memory_mib + want.memory_mib > quota.memory_mib)
+    return refuse (project, "of memory", quota.memory_mib, " MiB", usage.memory_mib,
+                   want.memory_mib, error);
+  if (quota.disk_gib > 0 && usage.disk_mib + want.disk_mib > quota.disk_gib * 1024)
+    return refuse (project, "of disk (disks at full size, memory snapshots and checkpoints)",
+                   quota.disk_gib * 1024, " MiB", usage.disk_mib, want.disk_mib, error);
+  return TRUE;
+}
