@@ -417,8 +417,18 @@ box_libvirt_remove_tree (const char *path, GError **error)
       return FALSE;
     }
     while ((entry = g_dir_read_name (dir)) != NULL) {
-      g_autofree char *child = g_build_filename (path, entry, NULL);
+      g_autofree char *child = NULL;
+
+      if (g_str_equal (entry, BOX_LIBVIRT_UID_FILE))
+        continue;
+      child = g_build_filename (path, entry, NULL);
       if (!box_libvirt_remove_tree (child, error))
+        return FALSE;
+    }
+    /* a VM's uid is free again once its other files are gone (box-libvirt-uids.c) */
+    {
+      g_autofree char *marker = g_build_filename (path, BOX_LIBVIRT_UID_FILE, NULL);
+      if (!box_libvirt_remove_tree (marker, error))
         return FALSE;
     }
     if (g_rmdir (path) != 0 && errno != ENOENT) {
