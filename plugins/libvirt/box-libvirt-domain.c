@@ -409,6 +409,7 @@ box_libvirt_remove_tree (const char *path, GError **error)
     return TRUE;
   if (S_ISDIR (st.st_mode)) {
     g_autoptr(GError) local_error = NULL;
+    g_autofree char *marker = NULL;
 
     dir = g_dir_open (path, 0, &local_error);
     if (dir == NULL) {
@@ -426,11 +427,9 @@ box_libvirt_remove_tree (const char *path, GError **error)
         return FALSE;
     }
     /* a VM's uid is free again once its other files are gone (box-libvirt-uids.c) */
-    {
-      g_autofree char *marker = g_build_filename (path, BOX_LIBVIRT_UID_FILE, NULL);
-      if (!box_libvirt_remove_tree (marker, error))
-        return FALSE;
-    }
+    marker = g_build_filename (path, BOX_LIBVIRT_UID_FILE, NULL);
+    if (!box_libvirt_remove_tree (marker, error))
+      return FALSE;
     if (g_rmdir (path) != 0 && errno != ENOENT) {
       int saved_errno = errno;
       g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot remove %s: %s", path,
