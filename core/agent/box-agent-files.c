@@ -7,7 +7,8 @@
 
 #include "box-agent-private.h"
 #include "box-error.h"
-#include "box-file-transfer.h"
+#include "box-file-download.h"
+#include "box-file-upload.h"
 #include "box-file-watch.h"
 
 #define LIST_LINE_MAX (1024 * 1024)
@@ -281,8 +282,10 @@ fs_open_done (GObject *source, GAsyncResult *result, gpointer user_data)
     g_task_return_error (task, error);
   else if (request->op == BOX_FILE_OP_WATCH)
     g_task_return_pointer (task, box_file_watch_new (channel, request->path), g_object_unref);
+  else if (request->op == BOX_FILE_OP_WRITE || request->op == BOX_FILE_OP_TAR_PUT)
+    g_task_return_pointer (task, box_file_upload_new (channel, request->op), g_object_unref);
   else
-    g_task_return_pointer (task, box_file_transfer_new (channel, request->op), g_object_unref);
+    g_task_return_pointer (task, box_file_download_new (channel, request->op), g_object_unref);
 }
 
 static void
@@ -309,11 +312,32 @@ box_agent_client_fs_open_async (BoxAgentClient *self, const BoxFileRequest *requ
   fs_open (self, request, box_agent_client_fs_open_async, cancellable, callback, user_data);
 }
 
-BoxFileTransfer *
-box_agent_client_fs_open_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+static gpointer
+fs_open_finish (BoxAgentClient *self, GAsyncResult *result, GType type, GError **error)
 {
+  g_autoptr(GObject) object = NULL;
+
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
-  return g_task_propagate_pointer (G_TASK (result), error);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == box_agent_client_fs_open_async,
+                        NULL);
+  object = g_task_propagate_pointer (G_TASK (result), error);
+  if (object != NULL && !g_type_is_a (G_OBJECT_TYPE (object), type)) {
+    g_critical ("%s: the request was not for a %s", G_STRFUNC, g_type_name (type));
+    return NULL;
+  }
+  return g_steal_pointer (&object);
+}
+
+BoxFileDownload *
+box_agent_client_fs_download_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  return fs_open_finish (self, result, BOX_TYPE_FILE_DOWNLOAD, error);
+}
+
+BoxFileUpload *
+box_agent_client_fs_upload_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  return fs_open_finish (self, result, BOX_TYPE_FILE_UPLOAD, error);
 }
 
 void

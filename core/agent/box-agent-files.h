@@ -3,9 +3,11 @@
  *
  * The operation names, their JSON arguments, the Stat object, fs-list's
  * lines and the channel events (done, error, fs, overflow) are known here
- * and in box-file-transfer.c / box-file-watch.c only; callers (the engine,
- * and through it every transport) see a BoxFileRequest, BoxFileInfo
- * records, a BoxFileTransfer and a BoxFileWatch. */
+ * and in box-file-download.c / box-file-upload.c / box-file-watch.c only;
+ * callers (the engine, and through it every transport) see a
+ * BoxFileRequest, BoxFileInfo records, downloads as a GInputStream
+ * (BoxFileDownload), uploads as a GOutputStream (BoxFileUpload) and a
+ * BoxFileWatch. */
 #pragma once
 
 #include <gio/gio.h>
@@ -14,7 +16,8 @@
 
 G_BEGIN_DECLS
 
-typedef struct _BoxFileTransfer BoxFileTransfer;
+typedef struct _BoxFileDownload BoxFileDownload;
+typedef struct _BoxFileUpload BoxFileUpload;
 typedef struct _BoxFileWatch BoxFileWatch;
 
 /* A file's Stat (lstat: symlinks are not followed). */
@@ -42,7 +45,7 @@ typedef enum {
   BOX_FILE_OP_DELETE,
   /* transfers: box_agent_client_fs_open_async() */
   BOX_FILE_OP_READ,        /* download: the file's bytes */
-  BOX_FILE_OP_LIST,        /* download: the directory's entries (::entries) */
+  BOX_FILE_OP_LIST,        /* download: the directory's entries (next_entries) */
   BOX_FILE_OP_TAR_GET,     /* download: a tar of the directory */
   BOX_FILE_OP_WRITE,       /* upload: the file's new bytes; done with its Stat */
   BOX_FILE_OP_TAR_PUT,     /* upload: a tar extracted at path */
@@ -81,16 +84,20 @@ gboolean         box_agent_client_fs_call_finish  (BoxAgentClient  *self,
                                                    BoxFileInfo    **info,
                                                    GError         **error);
 
-/* READ, LIST, TAR_GET, WRITE, TAR_PUT: a transfer, once the agent set the
- * work up (a missing file, a refused permission fail here). */
+/* READ, LIST, TAR_GET (a download: _fs_download_finish()) and WRITE,
+ * TAR_PUT (an upload: _fs_upload_finish()), once the agent set the work up
+ * (a missing file, a refused permission fail here). */
 void             box_agent_client_fs_open_async   (BoxAgentClient        *self,
                                                    const BoxFileRequest  *request,
                                                    GCancellable          *cancellable,
                                                    GAsyncReadyCallback    callback,
                                                    gpointer               user_data);
-BoxFileTransfer *box_agent_client_fs_open_finish  (BoxAgentClient  *self,
-                                                   GAsyncResult    *result,
-                                                   GError         **error);
+BoxFileDownload *box_agent_client_fs_download_finish (BoxAgentClient  *self,
+                                                      GAsyncResult    *result,
+                                                      GError         **error);
+BoxFileUpload   *box_agent_client_fs_upload_finish   (BoxAgentClient  *self,
+                                                      GAsyncResult    *result,
+                                                      GError         **error);
 
 /* WATCH: a watch, once the agent's watches are in place. */
 void             box_agent_client_fs_watch_async  (BoxAgentClient        *self,

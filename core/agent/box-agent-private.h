@@ -145,9 +145,11 @@ BoxFileInfo     *box_file_info_new_from_member    (JsonObject *object, const cha
 gboolean         box_file_list_take_lines         (GString *buffer, GPtrArray *infos,
                                                    GError **error);
 JsonObject      *box_file_request_to_args         (const BoxFileRequest *request);
-/* box-file-transfer.c, box-file-watch.c: take a reference on @channel and
- * connect to it (before its first frames are released) */
-BoxFileTransfer *box_file_transfer_new            (BoxAgentChannel *channel, BoxFileOp op);
+/* box-file-download.c, box-file-upload.c, box-file-watch.c: take a
+ * reference on @channel and connect to it (before its first frames are
+ * released) */
+BoxFileDownload *box_file_download_new            (BoxAgentChannel *channel, BoxFileOp op);
+BoxFileUpload   *box_file_upload_new              (BoxAgentChannel *channel, BoxFileOp op);
 BoxFileWatch    *box_file_watch_new               (BoxAgentChannel *channel, const char *path);
 
 G_END_DECLS

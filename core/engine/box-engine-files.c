@@ -66,13 +66,16 @@ static void
 fs_open_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_autoptr(GTask) task = user_data;
+  const BoxFileRequest *request = g_task_get_task_data (task);
   GError *error = NULL;
   gpointer object;
 
-  if (g_task_get_source_tag (task) == box_engine_fs_watch_async)
+  if (request->op == BOX_FILE_OP_WATCH)
     object = box_agent_client_fs_watch_finish (BOX_AGENT_CLIENT (source), result, &error);
+  else if (request->op == BOX_FILE_OP_WRITE || request->op == BOX_FILE_OP_TAR_PUT)
+    object = box_agent_client_fs_upload_finish (BOX_AGENT_CLIENT (source), result, &error);
   else
-    object = box_agent_client_fs_open_finish (BOX_AGENT_CLIENT (source), result, &error);
+    object = box_agent_client_fs_download_finish (BOX_AGENT_CLIENT (source), result, &error);
   if (object == NULL)
     g_task_return_error (task, error);
   else
@@ -117,11 +120,31 @@ box_engine_fs_open_async (BoxEngine *self, const char *sandbox_id, const BoxFile
   fs_open (self, sandbox_id, request, box_engine_fs_open_async, cancellable, callback, user_data);
 }
 
-BoxFileTransfer *
-box_engine_fs_open_finish (BoxEngine *self, GAsyncResult *result, GError **error)
+static gpointer
+fs_open_finish (BoxEngine *self, GAsyncResult *result, GType type, GError **error)
 {
+  g_autoptr(GObject) object = NULL;
+
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
-  return g_task_propagate_pointer (G_TASK (result), error);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == box_engine_fs_open_async, NULL);
+  object = g_task_propagate_pointer (G_TASK (result), error);
+  if (object != NULL && !g_type_is_a (G_OBJECT_TYPE (object), type)) {
+    g_critical ("%s: the request was not for a %s", G_STRFUNC, g_type_name (type));
+    return NULL;
+  }
+  return g_steal_pointer (&object);
+}
+
+BoxFileDownload *
+box_engine_fs_download_finish (BoxEngine *self, GAsyncResult *result, GError **error)
+{
+  return fs_open_finish (self, result, BOX_TYPE_FILE_DOWNLOAD, error);
+}
+
+BoxFileUpload *
+box_engine_fs_upload_finish (BoxEngine *self, GAsyncResult *result, GError **error)
+{
+  return fs_open_finish (self, result, BOX_TYPE_FILE_UPLOAD, error);
 }
 
 void

@@ -23,7 +23,8 @@
 #pragma once
 
 #include "box-agent-client.h"
-#include "box-file-transfer.h"
+#include "box-file-download.h"
+#include "box-file-upload.h"
 #include "box-file-watch.h"
 #include "box-agent-stream.h"
 #include "box-auth.h"
@@ -269,13 +270,17 @@ void              box_engine_fs_call_async        (BoxEngine *self, const char *
 gboolean          box_engine_fs_call_finish       (BoxEngine *self, GAsyncResult *result,
                                                    BoxFileInfo **info, GError **error);
 /* (held: the caller holds @sandbox_id with box_engine_hold_async() and
- * releases it once the transfer is over) a download or upload (READ,
- * LIST, TAR_GET, WRITE, TAR_PUT), see box-file-transfer.h. */
+ * releases it once the transfer is over) a download (READ, LIST, TAR_GET:
+ * box_engine_fs_download_finish(), a GInputStream, see
+ * box-file-download.h) or an upload (WRITE, TAR_PUT:
+ * box_engine_fs_upload_finish(), a GOutputStream, see box-file-upload.h). */
 void              box_engine_fs_open_async        (BoxEngine *self, const char *sandbox_id,
                                                    const BoxFileRequest *request,
                                                    GCancellable *cancellable,
                                                    GAsyncReadyCallback callback, gpointer user_data);
-BoxFileTransfer  *box_engine_fs_open_finish       (BoxEngine *self, GAsyncResult *result,
+BoxFileDownload  *box_engine_fs_download_finish   (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+BoxFileUpload    *box_engine_fs_upload_finish     (BoxEngine *self, GAsyncResult *result,
                                                    GError **error);
 /* (held, likewise) a watch (WATCH), see box-file-watch.h. */
 void              box_engine_fs_watch_async       (BoxEngine *self, const char *sandbox_id,

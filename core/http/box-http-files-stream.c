@@ -1,28 +1,30 @@
 /* box-http-files-stream.c: the file routes that stream (see
- * box-http-files.h), on the engine's BoxFileTransfer.
+ * box-http-files.h), on the engine's downloads (a GInputStream) and
+ * uploads (a GOutputStream).
  *
- * Downloads (GET fs/file, fs/tar, fs/list).  The transfer's output is
- * appended to a chunked answer as it arrives (the body keeps nothing once
- * written: accumulate off), and it is reported consumed to the transfer
- * (which credits the agent) only when libsoup wrote the chunk
- * ("wrote-chunk"): a client that reads slowly pauses the reader in the
- * sandbox, and boxd holds at most one channel window (1 MiB) per download.
- * The output is complete only with the transfer's ::eof; a transfer that
- * closes without it (a read error midway, the sandbox going away) aborts
- * the connection, so the client sees a truncated body, never a short file
- * taken for complete.
+ * Downloads (GET fs/file, fs/tar, fs/list).  The download is read as the
+ * answer is written: what a read gives (everything the agent sent by then,
+ * up to BATCH_MAX) becomes a chunk of the answer (the body keeps nothing
+ * once written: accumulate off), and the next read waits while more than
+ * BATCH_MAX bytes are appended but not yet written ("wrote-chunk").  The
+ * download credits the agent only for what was read, so a client that
+ * reads slowly pauses the reader in the sandbox, and boxd holds at most one
+ * channel window plus BATCH_MAX per download.  A read that fails (the
+ * output will not complete: an error midway, the sandbox going away, a
+ * length that does not add up) aborts the connection, so the client sees a
+ * truncated body, never a short file taken for complete.
  *
  * Uploads (PUT fs/file, fs/tar).  The route's early stage (headers read)
- * pauses the message, holds the sandbox and opens the transfer, so a
- * refusal (no such sandbox, a missing parent, permission) answers before
- * any of the body is read (and with "Expect: 100-continue", before the
- * client sends it).  Then the body goes to the transfer as it arrives
- * ("got-chunk", nothing accumulated), in writes of up to 32 KiB; while
- * more than UPLOAD_HIGH bytes are on their way to the agent (waiting for
- * its credit), the message is paused, which stops libsoup reading the
- * socket, and it resumes below UPLOAD_LOW.  So an upload costs boxd about
- * UPLOAD_HIGH + 40 KiB whatever its size.  At the end of the body the
- * input ends, and the answer follows the transfer's ::done (or ::failed).
+ * pauses the message, holds the sandbox and opens the upload, so a refusal
+ * (no such sandbox, a missing parent, permission) answers before any of the
+ * body is read (and with "Expect: 100-continue", before the client sends
+ * it).  Then the body goes to the upload as it arrives ("got-chunk",
+ * nothing accumulated), in writes of at least UPLOAD_PIECE bytes, one at a
+ * time; while more than UPLOAD_HIGH bytes wait for the write before them,
+ * the message is paused, which stops libsoup reading the socket, and it
+ * resumes below UPLOAD_LOW.  So an upload costs boxd about 2 x UPLOAD_HIGH
+ * plus the agent stream's write limit whatever its size.  At the end of the
+ * body the upload is closed, and the answer is the close's outcome.
  */
 #include "config.h"
 
@@ -32,11 +34,10 @@
 #include "box-insandbox.h"
 
 #define UPLOAD_PIECE   (32 * 1024)
-#define UPLOAD_HIGH    (512 * 1024)
-#define UPLOAD_LOW     (128 * 1024)
-/* downloads: the transfer's output (small pieces for a tar of small files)
- * is gathered into chunks of up to this much, flushed when the reader has
- * taken what was there */
+#define UPLOAD_HIGH    (256 * 1024)
+#define UPLOAD_LOW     (64 * 1024)
+/* downloads: a read takes up to this much; no read while this much is
+ * appended to the answer and not yet written */
 #define BATCH_MAX      (128 * 1024)
 
 /* ---- downloads ---------------------------------------------------------- */
@@ -48,11 +49,11 @@ typedef struct {
   char             *content_type;
   gboolean          list;
   char             *sandbox_id;    /* held while set */
-  BoxFileTransfer  *transfer;
-  GQueue            credits;       /* per chunk appended: bytes to credit once written */
-  GByteArray       *batch;         /* output not yet appended to the answer */
-  gsize             batch_credit;  /* what the batch credits once written */
-  GSource          *flush_source;
+  BoxFileDownload  *download;
+  GCancellable     *cancellable;   /* the read in progress */
+  GQueue            chunks;        /* per chunk appended: its length */
+  gsize             unwritten;     /* appended, not yet written */
+  gboolean          reading;
   gboolean          eof;
   gboolean          over;
   gulong            msg_ids[3];
@@ -73,12 +74,12 @@ download_unref (Download *d)
   if (--d->ref_count > 0)
     return;
   g_assert (d->sandbox_id == NULL);
-  g_clear_object (&d->transfer);
+  g_clear_object (&d->download);
+  g_clear_object (&d->cancellable);
   g_clear_pointer (&d->req, box_http_request_unref);
   g_clear_pointer (&d->request, box_file_request_free);
   g_free (d->content_type);
-  g_queue_clear (&d->credits);
-  g_byte_array_unref (d->batch);
+  g_queue_clear (&d->chunks);
   g_free (d);
 }
 
@@ -95,14 +96,9 @@ download_over (Download *d)
   d->over = TRUE;
   for (guint i = 0; i < G_N_ELEMENTS (d->msg_ids); i++)
     g_clear_signal_handler (&d->msg_ids[i], d->req->msg);
-  if (d->flush_source != NULL) {
-    g_source_destroy (d->flush_source);
-    g_clear_pointer (&d->flush_source, g_source_unref);
-  }
-  if (d->transfer != NULL) {
-    g_signal_handlers_disconnect_by_data (d->transfer, d);
-    box_file_transfer_close (d->transfer);
-  }
+  g_cancellable_cancel (d->cancellable);
+  if (d->download != NULL)
+    box_file_download_abort (d->download);
   g_clear_signal_handler (&d->interrupt_id, d->req->engine);
   if (d->sandbox_id != NULL) {
     box_engine_release (d->req->engine, d->sandbox_id);
@@ -145,90 +141,40 @@ download_kick (Download *d)
     soup_server_message_unpause (d->req->msg);
 }
 
-/* The batch becomes a chunk of the answer. */
+/* @bytes become a chunk of the answer. */
 static void
-download_flush (Download *d)
+download_append (Download *d, GBytes *bytes)
 {
-  g_autoptr(GBytes) bytes = NULL;
+  gsize len = g_bytes_get_size (bytes);
 
-  if (d->flush_source != NULL) {
-    g_source_destroy (d->flush_source);
-    g_clear_pointer (&d->flush_source, g_source_unref);
-  }
-  if (d->batch->len == 0 || d->over)
+  if (len == 0)
     return;
-  bytes = g_byte_array_free_to_bytes (g_steal_pointer (&d->batch));
-  d->batch = g_byte_array_sized_new (BATCH_MAX);
   soup_message_body_append_bytes (soup_server_message_get_response_body (d->req->msg), bytes);
-  g_queue_push_tail (&d->credits, GSIZE_TO_POINTER (d->batch_credit));
-  d->batch_credit = 0;
+  g_queue_push_tail (&d->chunks, GSIZE_TO_POINTER (len));
+  d->unwritten += len;
   download_kick (d);
 }
 
-static gboolean
-flush_cb (gpointer user_data)
-{
-  Download *d = user_data;
-
-  g_clear_pointer (&d->flush_source, g_source_unref);
-  download_flush (d);
-  return G_SOURCE_REMOVE;
-}
-
-/* @bytes (crediting @credit once written) go out with the next chunk: at
- * once when the batch is full, else once the frames at hand are taken. */
 static void
-download_append (Download *d, GBytes *bytes, gsize credit)
+download_complete (Download *d)
 {
-  gsize len = 0;
-  const guint8 *p = g_bytes_get_data (bytes, &len);
+  if (d->list) {
+    g_autoptr(GBytes) tail = g_bytes_new_static ("]}", 2);
 
-  if (len == 0) {
-    if (credit > 0)
-      box_file_transfer_consumed (d->transfer, credit);
-    return;
+    download_append (d, tail);
   }
-  g_byte_array_append (d->batch, p, (guint) len);
-  d->batch_credit += credit;
-  if (d->batch->len >= BATCH_MAX) {
-    download_flush (d);
-  } else if (d->flush_source == NULL) {
-    d->flush_source = g_idle_source_new ();
-    g_source_set_priority (d->flush_source, G_PRIORITY_DEFAULT_IDLE);
-    g_source_set_callback (d->flush_source, flush_cb, d, NULL);
-    g_source_attach (d->flush_source, g_main_context_get_thread_default ());
-  }
+  d->eof = TRUE;
+  soup_message_body_complete (soup_server_message_get_response_body (d->req->msg));
+  download_kick (d);
 }
 
-static void
-on_wrote_chunk (SoupServerMessage *msg, gpointer user_data)
-{
-  Download *d = user_data;
-  gsize credit = GPOINTER_TO_SIZE (g_queue_pop_head (&d->credits));
-
-  if (credit > 0 && d->transfer != NULL)
-    box_file_transfer_consumed (d->transfer, credit);
-}
-
-static void
-on_msg_over (SoupServerMessage *msg, gpointer user_data)
-{
-  download_over (user_data);
-}
-
-static void
-on_data (BoxFileTransfer *transfer, GBytes *bytes, gpointer user_data)
-{
-  download_append (user_data, bytes, g_bytes_get_size (bytes));
-}
+static void download_pump (Download *d);
 
 /* list: entries -> ",{Stat}" ... */
-static void
-on_entries (BoxFileTransfer *transfer, GPtrArray *infos, guint64 size, gpointer user_data)
+static GBytes *
+entries_chunk (Download *d, GPtrArray *infos)
 {
-  Download *d = user_data;
   GString *out = g_string_new (NULL);
-  g_autoptr(GBytes) chunk = NULL;
 
   for (guint i = 0; i < infos->len; i++) {
     g_autoptr(JsonNode) node = box_http_files_info_node (g_ptr_array_index (infos, i));
@@ -238,44 +184,67 @@ on_entries (BoxFileTransfer *transfer, GPtrArray *infos, guint64 size, gpointer 
       g_string_append_c (out, ',');
     g_string_append (out, text);
   }
-  chunk = g_string_free_to_bytes (out);
-  download_append (d, chunk, (gsize) size);
+  return g_string_free_to_bytes (out);
 }
 
 static void
-on_eof (BoxFileTransfer *transfer, gpointer user_data)
+download_got (GObject *source, GAsyncResult *result, gpointer user_data)
 {
-  Download *d = user_data;
+  g_autoptr(Download) d = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) infos = NULL;
+  g_autoptr(GBytes) bytes = NULL;
 
+  d->reading = FALSE;
   if (d->list) {
-    g_autoptr(GBytes) tail = g_bytes_new_static ("]}", 2);
-
-    download_append (d, tail, 0);
+    infos = box_file_download_next_entries_finish (BOX_FILE_DOWNLOAD (source), result, &error);
+    if (infos != NULL && infos->len > 0)
+      bytes = entries_chunk (d, infos);
+  } else {
+    bytes = g_input_stream_read_bytes_finish (G_INPUT_STREAM (source), result, &error);
   }
-  d->eof = TRUE;
-  download_flush (d);
-  soup_message_body_complete (soup_server_message_get_response_body (d->req->msg));
-  download_kick (d);
-}
-
-static void
-on_failed (BoxFileTransfer *transfer, GError *error, gpointer user_data)
-{
-  Download *d = user_data;
-
-  g_debug ("%s of %s in sandbox %s: %s", g_uri_get_path (soup_server_message_get_uri (d->req->msg)),
-           d->request->path, d->sandbox_id, error->message);
-  if (!d->eof)
+  if (d->over)
+    return;
+  if (error != NULL) {
+    g_debug ("%s of %s in sandbox %s: %s", g_uri_get_path (soup_server_message_get_uri (d->req->msg)),
+             d->request->path, d->sandbox_id, error->message);
     download_abort (d, error->message);
+  } else if (bytes == NULL || g_bytes_get_size (bytes) == 0) {
+    download_complete (d);
+  } else {
+    download_append (d, bytes);
+    download_pump (d);
+  }
+}
+
+/* The next read, unless one is on its way or the answer has enough. */
+static void
+download_pump (Download *d)
+{
+  if (d->over || d->eof || d->reading || d->unwritten >= BATCH_MAX)
+    return;
+  d->reading = TRUE;
+  if (d->list)
+    box_file_download_next_entries_async (d->download, d->cancellable, download_got,
+                                          download_ref (d));
+  else
+    g_input_stream_read_bytes_async (G_INPUT_STREAM (d->download), BATCH_MAX, G_PRIORITY_DEFAULT,
+                                     d->cancellable, download_got, download_ref (d));
 }
 
 static void
-on_closed (BoxFileTransfer *transfer, gpointer user_data)
+on_wrote_chunk (SoupServerMessage *msg, gpointer user_data)
 {
   Download *d = user_data;
 
-  if (!d->eof)
-    download_abort (d, "the agent's output ended without EOF");
+  d->unwritten -= GPOINTER_TO_SIZE (g_queue_pop_head (&d->chunks));
+  download_pump (d);
+}
+
+static void
+on_msg_over (SoupServerMessage *msg, gpointer user_data)
+{
+  download_over (user_data);
 }
 
 /* The sandbox pauses, stops, goes ...: the output will not complete (a
@@ -290,7 +259,7 @@ on_download_interrupted (BoxEngine *engine, const char *sandbox_id, const char *
   if (g_strcmp0 (sandbox_id, d->sandbox_id) != 0)
     return;
   message = g_strdup_printf ("the sandbox went away (%s)", why);
-  if (d->transfer == NULL) {
+  if (d->download == NULL) {
     /* still opening: a plain error answer */
     box_http_reply_error_literal (d->req->msg, BOX_ERROR_SANDBOX_UNAVAILABLE, message);
     box_http_request_resume (d->req);
@@ -309,15 +278,15 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
   gint64 length;
 
-  d->transfer = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
+  d->download = box_engine_fs_download_finish (BOX_ENGINE (source), result, &error);
   if (d->over) {
     /* answered meanwhile (the sandbox went away) */
-    if (d->transfer != NULL)
-      box_file_transfer_close (d->transfer);
+    if (d->download != NULL)
+      box_file_download_abort (d->download);
     return;
   }
-  if (d->transfer == NULL || d->req->finished) {
-    if (d->transfer == NULL)
+  if (d->download == NULL || d->req->finished) {
+    if (d->download == NULL)
       box_http_reply_error (msg, error);
     box_http_request_resume (d->req);
     download_over (d);
@@ -330,7 +299,7 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   soup_message_headers_set_content_type (headers, d->content_type, NULL);
   if (soup_server_message_get_method (msg) == SOUP_METHOD_HEAD) {
     /* the answer has no body: nothing to read */
-    box_file_transfer_close (d->transfer);
+    box_file_download_abort (d->download);
     box_http_request_resume (d->req);
     return;
   }
@@ -338,22 +307,18 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
    * every client tells a cut transfer from a whole one (a connection
    * closed between two chunks reads as the end to some, libsoup's among
    * them); else chunked */
-  length = box_file_transfer_get_length (d->transfer);
+  length = box_file_download_get_length (d->download);
   if (length >= 0)
     soup_message_headers_set_content_length (headers, length);
   else
     soup_message_headers_set_encoding (headers, SOUP_ENCODING_CHUNKED);
   soup_message_body_set_accumulate (soup_server_message_get_response_body (msg), FALSE);
-  g_signal_connect (d->transfer, "data", G_CALLBACK (on_data), d);
-  g_signal_connect (d->transfer, "entries", G_CALLBACK (on_entries), d);
-  g_signal_connect (d->transfer, "eof", G_CALLBACK (on_eof), d);
-  g_signal_connect (d->transfer, "failed", G_CALLBACK (on_failed), d);
-  g_signal_connect (d->transfer, "closed", G_CALLBACK (on_closed), d);
   if (d->list) {
     g_autoptr(GBytes) head = g_bytes_new_static ("{\"entries\":[", 12);
 
-    download_append (d, head, 0);
+    download_append (d, head);
   }
+  download_pump (d);
   box_http_request_resume (d->req);
 }
 
@@ -388,8 +353,8 @@ box_http_files_download (BoxHttpRequest *req, const BoxFileRequest *request,
   d->request = box_file_request_copy (request);
   d->content_type = g_strdup (content_type);
   d->list = request->op == BOX_FILE_OP_LIST;
-  g_queue_init (&d->credits);
-  d->batch = g_byte_array_sized_new (BATCH_MAX);
+  g_queue_init (&d->chunks);
+  d->cancellable = g_cancellable_new ();
   box_engine_hold_async (req->engine, box_http_request_project (req),
                          box_http_request_param (req, 0), NULL, download_held, download_ref (d));
 }
@@ -404,9 +369,10 @@ typedef struct {
   BoxFileRequest   *request;
   gboolean          stat_reply;
   char             *sandbox_id;     /* held while set */
-  BoxFileTransfer  *transfer;
-  GByteArray       *piece;          /* body bytes not yet handed to the channel */
-  gsize             in_flight;      /* handed to the channel, not yet within credit */
+  BoxFileUpload    *upload;
+  GByteArray       *piece;          /* body bytes not yet handed to the upload */
+  GBytes           *writing;        /* the write on its way */
+  gboolean          closing;        /* the upload is being closed */
   gboolean          paused;         /* we paused the message */
   gboolean          got_body;
   gboolean          answered;       /* an answer is set (early error or the outcome) */
@@ -432,7 +398,8 @@ upload_unref (Upload *u)
   if (--u->ref_count > 0)
     return;
   g_assert (u->sandbox_id == NULL);
-  g_clear_object (&u->transfer);
+  g_clear_object (&u->upload);
+  g_clear_pointer (&u->writing, g_bytes_unref);
   g_clear_pointer (&u->req, box_http_request_unref);
   g_clear_object (&u->msg);
   g_clear_pointer (&u->request, box_file_request_free);
@@ -463,11 +430,9 @@ upload_over (Upload *u)
   u->over = TRUE;
   for (guint i = 0; i < G_N_ELEMENTS (u->msg_ids); i++)
     g_clear_signal_handler (&u->msg_ids[i], u->msg);
-  if (u->transfer != NULL) {
-    g_signal_handlers_disconnect_by_data (u->transfer, u);
-    /* before done this abandons the write: nothing changes */
-    box_file_transfer_close (u->transfer);
-  }
+  /* before the outcome this abandons the write: nothing changes */
+  if (u->upload != NULL)
+    box_file_upload_abort (u->upload);
   g_clear_signal_handler (&u->interrupt_id, u->engine);
   if (u->sandbox_id != NULL) {
     box_engine_release (u->engine, u->sandbox_id);
@@ -515,41 +480,68 @@ upload_fail (Upload *u, GError *error)
   upload_answer (u);
 }
 
-typedef struct {
-  Upload *u;
-  gsize   len;
-} UploadWrite;
+static void
+upload_closed (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(Upload) u = user_data;
+  GError *error = NULL;
+
+  if (!g_output_stream_close_finish (G_OUTPUT_STREAM (source), result, &error)) {
+    upload_fail (u, error);
+    return;
+  }
+  if (u->error == NULL && !u->done) {
+    const BoxFileInfo *info = box_file_upload_get_info (u->upload);
+
+    u->done = TRUE;
+    u->info = info != NULL ? box_file_info_copy (info) : NULL;
+  }
+  upload_answer (u);
+}
+
+static void upload_written (GObject *source, GAsyncResult *result, gpointer user_data);
+
+/* The next write (one at a time), or the close once the body is all in. */
+static void
+upload_next (Upload *u)
+{
+  gsize len;
+
+  if (u->writing != NULL || u->closing || u->upload == NULL || u->error != NULL || u->over)
+    return;
+  if (u->piece->len == 0 || (u->piece->len < UPLOAD_PIECE && !u->got_body)) {
+    if (u->got_body && u->piece->len == 0) {
+      u->closing = TRUE;
+      g_output_stream_close_async (G_OUTPUT_STREAM (u->upload), G_PRIORITY_DEFAULT, NULL,
+                                   upload_closed, upload_ref (u));
+    }
+    return;
+  }
+  len = u->piece->len;
+  u->writing = g_byte_array_free_to_bytes (g_steal_pointer (&u->piece));
+  u->piece = g_byte_array_sized_new (UPLOAD_PIECE);
+  g_output_stream_write_all_async (G_OUTPUT_STREAM (u->upload), g_bytes_get_data (u->writing, NULL),
+                                   len, G_PRIORITY_DEFAULT, NULL, upload_written, upload_ref (u));
+  upload_unpause (u);
+}
 
 static void
 upload_written (GObject *source, GAsyncResult *result, gpointer user_data)
 {
-  UploadWrite *w = user_data;
-  g_autoptr(Upload) u = w->u;
-  g_autoptr(GError) error = NULL;
+  g_autoptr(Upload) u = user_data;
+  GError *error = NULL;
 
-  /* a failed write is explained by the transfer's ::failed */
-  box_file_transfer_write_finish (BOX_FILE_TRANSFER (source), result, &error);
-  u->in_flight -= w->len;
-  g_free (w);
-  if (u->in_flight <= UPLOAD_LOW)
+  g_clear_pointer (&u->writing, g_bytes_unref);
+  if (!g_output_stream_write_all_finish (G_OUTPUT_STREAM (source), result, NULL, &error)) {
+    /* the agent's error, or the sandbox gone: the answer; the rest of
+     * the body is read and dropped */
+    upload_fail (u, error);
     upload_unpause (u);
-}
-
-static void
-upload_flush (Upload *u)
-{
-  g_autoptr(GBytes) bytes = NULL;
-  UploadWrite *w;
-
-  if (u->piece->len == 0 || u->transfer == NULL || box_file_transfer_is_closed (u->transfer))
     return;
-  w = g_new0 (UploadWrite, 1);
-  w->u = upload_ref (u);
-  w->len = u->piece->len;
-  bytes = g_byte_array_free_to_bytes (g_steal_pointer (&u->piece));
-  u->piece = g_byte_array_sized_new (UPLOAD_PIECE);
-  u->in_flight += w->len;
-  box_file_transfer_write_async (u->transfer, bytes, NULL, upload_written, w);
+  }
+  upload_next (u);
+  if (u->piece->len <= UPLOAD_LOW)
+    upload_unpause (u);
 }
 
 static void
@@ -559,13 +551,12 @@ on_got_chunk (SoupServerMessage *msg, GBytes *chunk, gpointer user_data)
   gsize len = 0;
   const guint8 *p = g_bytes_get_data (chunk, &len);
 
-  if (u->error != NULL || u->transfer == NULL)
+  if (u->error != NULL || u->upload == NULL)
     return;   /* dropped: the answer is an error */
   g_byte_array_append (u->piece, p, (guint) len);
-  if (u->piece->len >= UPLOAD_PIECE)
-    upload_flush (u);
-  if (u->in_flight >= UPLOAD_HIGH && !u->paused) {
-    /* libsoup stops reading the socket until the agent took some */
+  upload_next (u);
+  if (u->piece->len >= UPLOAD_HIGH && !u->paused) {
+    /* libsoup stops reading the socket until the write before is out */
     u->paused = TRUE;
     soup_server_message_pause (msg);
   }
@@ -577,35 +568,7 @@ on_got_body (SoupServerMessage *msg, gpointer user_data)
   Upload *u = user_data;
 
   u->got_body = TRUE;
-  if (u->error != NULL || u->transfer == NULL)
-    return;
-  upload_flush (u);
-  box_file_transfer_end_input (u->transfer);
-}
-
-static void
-on_upload_done (BoxFileTransfer *transfer, BoxFileInfo *info, gpointer user_data)
-{
-  Upload *u = user_data;
-
-  if (u->error == NULL && !u->done) {
-    u->done = TRUE;
-    u->info = info != NULL ? box_file_info_copy (info) : NULL;
-  }
-  upload_answer (u);
-}
-
-static void
-on_upload_failed (BoxFileTransfer *transfer, GError *error, gpointer user_data)
-{
-  upload_fail (user_data, g_error_copy (error));
-}
-
-static void
-on_upload_closed (BoxFileTransfer *transfer, gpointer user_data)
-{
-  /* nothing more goes to the agent; the body is read and dropped */
-  upload_unpause (user_data);
+  upload_next (u);
 }
 
 static void
@@ -620,20 +583,17 @@ upload_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(Upload) u = user_data;
   GError *error = NULL;
 
-  u->transfer = box_engine_fs_open_finish (BOX_ENGINE (source), result, &error);
+  u->upload = box_engine_fs_upload_finish (BOX_ENGINE (source), result, &error);
   if (u->over || u->error != NULL) {
     g_clear_error (&error);
-    if (u->transfer != NULL)
-      box_file_transfer_close (u->transfer);
+    if (u->upload != NULL)
+      box_file_upload_abort (u->upload);
     return;
   }
-  if (u->transfer == NULL) {
+  if (u->upload == NULL) {
     upload_fail (u, error);
     return;
   }
-  g_signal_connect (u->transfer, "done", G_CALLBACK (on_upload_done), u);
-  g_signal_connect (u->transfer, "failed", G_CALLBACK (on_upload_failed), u);
-  g_signal_connect (u->transfer, "closed", G_CALLBACK (on_upload_closed), u);
   /* now the body may come */
   upload_unpause (u);
 }
@@ -648,10 +608,8 @@ on_upload_interrupted (BoxEngine *engine, const char *sandbox_id, const char *wh
     return;
   upload_fail (u, g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
                                "the sandbox went away (%s) during the transfer", why));
-  if (u->transfer != NULL) {
-    g_signal_handlers_disconnect_by_data (u->transfer, u);
-    box_file_transfer_close (u->transfer);
-  }
+  if (u->upload != NULL)
+    box_file_upload_abort (u->upload);
   /* the rest of the body is read and dropped */
   upload_unpause (u);
 }

@@ -22,12 +22,12 @@ JsonNode   *box_http_files_info_node   (const BoxFileInfo *info);
 
 /* Streams (box-http-files-stream.c). */
 /* GET: the output of @request (READ, TAR_GET, LIST) becomes the answer
- * (200, @content_type, chunked or with the file's length), credit returned
- * as libsoup writes it; LIST is answered as {entries: [Stat]}. */
+ * (200, @content_type, chunked or with the file's length), read as libsoup
+ * writes the answer; LIST is answered as {entries: [Stat]}. */
 void        box_http_files_download    (BoxHttpRequest *req, const BoxFileRequest *request,
                                         const char *content_type);
-/* The early stage of an upload (WRITE, TAR_PUT): opens the transfer and
- * feeds it the body as it arrives; the answer is the written file's Stat
+/* The early stage of an upload (WRITE, TAR_PUT): opens the upload and
+ * writes it the body as it arrives; the answer is the written file's Stat
  * (WRITE: 200), else 204. */
 void        box_http_files_upload_start (BoxHttpRequest *req, const BoxFileRequest *request);
 /* The handler stage of an upload (the body was read): answer now or when

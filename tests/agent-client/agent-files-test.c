@@ -1,5 +1,5 @@
 /* agent-files-test.c: the typed file operations (box-agent-files.h,
- * BoxFileTransfer, BoxFileWatch) against a scripted fake agent: the
+ * BoxFileDownload, BoxFileUpload, BoxFileWatch) against a scripted fake agent: the
  * requests they send, and what they make of the agent's replies, lines and
  * events. */
 #include "config.h"
@@ -10,7 +10,8 @@
 #include "box-agent-files.h"
 #include "box-agent-private.h"
 #include "box-error.h"
-#include "box-file-transfer.h"
+#include "box-file-download.h"
+#include "box-file-upload.h"
 #include "box-file-watch.h"
 
 #define STAT_JSON(path, name) \
@@ -197,184 +198,276 @@ test_list_lines (void)
   g_assert_nonnull (error);
 }
 
-typedef struct {
-  GByteArray *data;
-  GPtrArray *entries;
-  guint64 credit;
-  gboolean eof;
-  gboolean closed;
-  BoxFileInfo *done;
-  gboolean got_done;
-  GError *failed;
-  guint n_failed;
-} Seen;
-
-static void
-seen_clear (Seen *s)
-{
-  g_clear_pointer (&s->data, g_byte_array_unref);
-  g_clear_pointer (&s->entries, g_ptr_array_unref);
-  g_clear_pointer (&s->done, box_file_info_free);
-  g_clear_error (&s->failed);
-}
-
-static void
-on_data (BoxFileTransfer *t, GBytes *bytes, Seen *s)
-{
-  g_byte_array_append (s->data, g_bytes_get_data (bytes, NULL), (guint) g_bytes_get_size (bytes));
-  box_file_transfer_consumed (t, g_bytes_get_size (bytes));
-}
-
-static void
-on_entries (BoxFileTransfer *t, GPtrArray *infos, guint64 size, Seen *s)
-{
-  for (guint i = 0; i < infos->len; i++)
-    g_ptr_array_add (s->entries, box_file_info_copy (infos->pdata[i]));
-  s->credit += size;
-  box_file_transfer_consumed (t, size);
-}
-
-static void
-on_eof (BoxFileTransfer *t, Seen *s)
-{
-  s->eof = TRUE;
-}
-
-static void
-on_done (BoxFileTransfer *t, BoxFileInfo *info, Seen *s)
-{
-  s->got_done = TRUE;
-  s->done = info != NULL ? box_file_info_copy (info) : NULL;
-}
-
-static void
-on_failed (BoxFileTransfer *t, GError *error, Seen *s)
-{
-  s->n_failed++;
-  g_clear_error (&s->failed);
-  s->failed = g_error_copy (error);
-}
-
-static void
-on_closed (GObject *t, Seen *s)
-{
-  s->closed = TRUE;
-}
-
-static BoxFileTransfer *
-open_transfer (Fake *f, const BoxFileRequest *request, const char *op, const char *reply,
-               Seen *s, gint64 *chan)
+static BoxFileDownload *
+open_download (Fake *f, const BoxFileRequest *request, const char *op, const char *reply,
+               gint64 *chan)
 {
   g_autoptr(GAsyncResult) res = NULL;
   g_autoptr(JsonObject) req = NULL;
   g_autoptr(GError) error = NULL;
-  BoxFileTransfer *t;
+  BoxFileDownload *d;
 
   box_agent_client_fs_open_async (f->client, request, NULL, agent_test_store_result, &res);
   req = answer (f, op, TRUE, reply, chan);
   agent_test_wait_result (&res);
-  t = box_agent_client_fs_open_finish (f->client, res, &error);
+  d = box_agent_client_fs_download_finish (f->client, res, &error);
   g_assert_no_error (error);
-  g_assert_cmpint (box_file_transfer_get_op (t), ==, request->op);
-  s->data = g_byte_array_new ();
-  s->entries = g_ptr_array_new_with_free_func ((GDestroyNotify) box_file_info_free);
-  g_signal_connect (t, "data", G_CALLBACK (on_data), s);
-  g_signal_connect (t, "entries", G_CALLBACK (on_entries), s);
-  g_signal_connect (t, "eof", G_CALLBACK (on_eof), s);
-  g_signal_connect (t, "done", G_CALLBACK (on_done), s);
-  g_signal_connect (t, "failed", G_CALLBACK (on_failed), s);
-  g_signal_connect (t, "closed", G_CALLBACK (on_closed), s);
-  return t;
+  g_assert_true (G_IS_POLLABLE_INPUT_STREAM (d));
+  g_assert_cmpint (box_file_download_get_op (d), ==, request->op);
+  return d;
+}
+
+/* Reads @d to its end (TRUE, the bytes in @out) or to an error. */
+static gboolean
+read_all (BoxFileDownload *d, GByteArray *out, GError **error)
+{
+  for (;;) {
+    g_autoptr(GAsyncResult) res = NULL;
+    g_autoptr(GBytes) bytes = NULL;
+
+    g_input_stream_read_bytes_async (G_INPUT_STREAM (d), 3, G_PRIORITY_DEFAULT, NULL,
+                                     agent_test_store_result, &res);
+    agent_test_wait_result (&res);
+    bytes = g_input_stream_read_bytes_finish (G_INPUT_STREAM (d), res, error);
+    if (bytes == NULL)
+      return FALSE;
+    if (g_bytes_get_size (bytes) == 0)
+      return TRUE;
+    g_byte_array_append (out, g_bytes_get_data (bytes, NULL), (guint) g_bytes_get_size (bytes));
+  }
 }
 
 static void
 test_read (Fake *f, gconstpointer data)
 {
   BoxFileRequest request = { .op = BOX_FILE_OP_READ, .path = "/f", .mode = -1 };
-  Seen s = { 0 };
   gint64 chan = 0;
-  g_autoptr(BoxFileTransfer) t =
-    open_transfer (f, &request, "fs-read", "\"stat\":" STAT_JSON ("/f", "f") ",\"length\":5", &s, &chan);
+  g_autoptr(BoxFileDownload) d =
+    open_download (f, &request, "fs-read", "\"stat\":" STAT_JSON ("/f", "f") ",\"length\":5", &chan);
+  g_autoptr(GByteArray) out = g_byte_array_new ();
+  g_autoptr(GError) error = NULL;
 
-  g_assert_cmpint (box_file_transfer_get_length (t), ==, 5);
-  g_assert_cmpstr (box_file_transfer_get_info (t)->name, ==, "f");
+  g_assert_cmpint (box_file_download_get_length (d), ==, 5);
+  g_assert_cmpstr (box_file_download_get_info (d)->name, ==, "f");
   fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 2, (guint32) chan, "noise", 5);
   fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, "hel", 3);
   fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, "lo", 2);
   fake_agent_send (f->fake, BOX_AGENT_FRAME_EOF, 1, (guint32) chan, NULL, 0);
-  fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
-  AGENT_TEST_WAIT_FOR (s.closed);
+  g_assert_true (read_all (d, out, &error));
+  g_assert_no_error (error);
   /* stream 2 is not output */
-  g_assert_cmpmem (s.data->data, s.data->len, "hello", 5);
-  g_assert_true (s.eof);
-  g_assert_cmpuint (s.n_failed, ==, 0);
-  seen_clear (&s);
+  g_assert_cmpmem (out->data, out->len, "hello", 5);
+  /* closing it ends the agent's work */
+  g_assert_true (g_input_stream_close (G_INPUT_STREAM (d), NULL, &error));
+  fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
+}
+
+/* A download whose output ends wrong: every read after fails with @code. */
+static void
+check_download_fails (Fake *f, BoxFileOp op, const char *agent_op, const char *reply,
+                      const char *const *frames, GQuark domain, gint code, const char *message)
+{
+  BoxFileRequest request = { .op = op, .path = "/d", .mode = -1 };
+  gint64 chan = 0;
+  g_autoptr(BoxFileDownload) d = open_download (f, &request, agent_op, reply, &chan);
+  g_autoptr(GByteArray) out = g_byte_array_new ();
+  g_autoptr(GError) error = NULL;
+
+  for (guint i = 0; frames[i] != NULL; i++) {
+    if (g_str_equal (frames[i], "EOF"))
+      fake_agent_send (f->fake, BOX_AGENT_FRAME_EOF, 1, (guint32) chan, NULL, 0);
+    else if (g_str_equal (frames[i], "CLOSE"))
+      fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
+    else if (frames[i][0] == '{')
+      fake_agent_send_json (f->fake, (guint32) chan, frames[i]);
+    else
+      fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, frames[i], strlen (frames[i]));
+  }
+  g_assert_false (read_all (d, out, &error));
+  g_assert_error (error, domain, code);
+  if (message != NULL)
+    g_assert_cmpstr (error->message, ==, message);
+  /* and it stays failed: never an end that looks complete */
+  g_clear_error (&error);
+  g_assert_false (read_all (d, out, &error));
+  g_assert_error (error, domain, code);
 }
 
 static void
 test_read_error (Fake *f, gconstpointer data)
 {
-  BoxFileRequest request = { .op = BOX_FILE_OP_TAR_GET, .path = "/d", .mode = -1 };
-  Seen s = { 0 };
-  gint64 chan = 0;
-  g_autoptr(BoxFileTransfer) t = open_transfer (f, &request, "fs-tar-get", "", &s, &chan);
+  const char *const error_event[] = {
+    "part", "{\"event\":\"error\",\"error\":{\"code\":\"conflict\",\"message\":\"the file shrank\"}}",
+    "CLOSE", NULL
+  };
+  const char *const no_eof[] = { "part", "CLOSE", NULL };
+  const char *const short_read[] = { "hel", "EOF", "CLOSE", NULL };
+  const char *const long_read[] = { "hello", "!", "EOF", NULL };
+  const char *length5 = "\"stat\":" STAT_JSON ("/d", "d") ",\"length\":5";
 
-  g_assert_cmpint (box_file_transfer_get_length (t), ==, -1);
-  g_assert_null (box_file_transfer_get_info (t));
-  fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, "part", 4);
-  fake_agent_send_json (f->fake, (guint32) chan,
-                        "{\"event\":\"error\",\"error\":{\"code\":\"conflict\",\"message\":\"the file shrank\"}}");
-  fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
-  AGENT_TEST_WAIT_FOR (s.closed);
-  g_assert_false (s.eof);
-  g_assert_cmpuint (s.n_failed, ==, 1);
-  g_assert_error (s.failed, BOX_ERROR, BOX_ERROR_CONFLICT);
-  g_assert_cmpstr (s.failed->message, ==, "the file shrank");
-  seen_clear (&s);
+  check_download_fails (f, BOX_FILE_OP_TAR_GET, "fs-tar-get", "", error_event, BOX_ERROR,
+                        BOX_ERROR_CONFLICT, "the file shrank");
+  check_download_fails (f, BOX_FILE_OP_TAR_GET, "fs-tar-get", "", no_eof, BOX_ERROR,
+                        BOX_ERROR_SANDBOX_UNAVAILABLE, NULL);
+  check_download_fails (f, BOX_FILE_OP_READ, "fs-read", length5, short_read, BOX_ERROR,
+                        BOX_ERROR_INTERNAL, "the agent sent 3 of the 5 bytes it announced");
+  check_download_fails (f, BOX_FILE_OP_READ, "fs-read", length5, long_read, BOX_ERROR,
+                        BOX_ERROR_INTERNAL, "the agent sent more than the 5 bytes it announced");
+}
+
+static void
+test_read_abort (Fake *f, gconstpointer data)
+{
+  BoxFileRequest request = { .op = BOX_FILE_OP_TAR_GET, .path = "/d", .mode = -1 };
+  gint64 chan = 0;
+  g_autoptr(BoxFileDownload) d = open_download (f, &request, "fs-tar-get", "", &chan);
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(GBytes) bytes = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean got_close = FALSE;
+
+  /* a read waiting for output fails once the download is stopped, and the
+   * agent is told to stop */
+  g_input_stream_read_bytes_async (G_INPUT_STREAM (d), 10, G_PRIORITY_DEFAULT, NULL,
+                                   agent_test_store_result, &res);
+  agent_test_spin (20);
+  g_assert_null (res);
+  box_file_download_abort (d);
+  agent_test_wait_result (&res);
+  bytes = g_input_stream_read_bytes_finish (G_INPUT_STREAM (d), res, &error);
+  g_assert_null (bytes);
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  while (!got_close) {
+    BoxAgentFrameHeader h;
+    g_autoptr(GBytes) p = NULL;
+
+    fake_agent_read (f->fake, &h, &p);
+    got_close = h.type == BOX_AGENT_FRAME_CLOSE && h.channel == (guint32) chan;
+  }
+}
+
+static GPtrArray *
+list_all (BoxFileDownload *d, GError **error)
+{
+  g_autoptr(GPtrArray) all = g_ptr_array_new_with_free_func ((GDestroyNotify) box_file_info_free);
+
+  for (;;) {
+    g_autoptr(GAsyncResult) res = NULL;
+    g_autoptr(GPtrArray) infos = NULL;
+
+    box_file_download_next_entries_async (d, NULL, agent_test_store_result, &res);
+    agent_test_wait_result (&res);
+    infos = box_file_download_next_entries_finish (d, res, error);
+    if (infos == NULL)
+      return NULL;
+    if (infos->len == 0)
+      return g_steal_pointer (&all);
+    for (guint i = 0; i < infos->len; i++)
+      g_ptr_array_add (all, box_file_info_copy (infos->pdata[i]));
+  }
 }
 
 static void
 test_list (Fake *f, gconstpointer data)
 {
   BoxFileRequest request = { .op = BOX_FILE_OP_LIST, .path = "/d", .mode = -1 };
-  Seen s = { 0 };
   gint64 chan = 0;
-  g_autoptr(BoxFileTransfer) t = open_transfer (f, &request, "fs-list", "", &s, &chan);
+  g_autoptr(BoxFileDownload) d = open_download (f, &request, "fs-list", "", &chan);
   const char *part1 = STAT_JSON ("/d/a", "a") "\n{\"path\":\"/d/b\",";
   const char *part2 = "\"name\":\"b\",\"type\":\"dir\",\"size\":0,\"mode\":\"0755\",\"mtime\":\"m\"}\n";
+  g_autoptr(GPtrArray) entries = NULL;
+  g_autoptr(GError) error = NULL;
 
   fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, part1, strlen (part1));
   fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, part2, strlen (part2));
   fake_agent_send (f->fake, BOX_AGENT_FRAME_EOF, 1, (guint32) chan, NULL, 0);
   fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
-  AGENT_TEST_WAIT_FOR (s.closed);
-  g_assert_true (s.eof);
-  g_assert_cmpuint (s.entries->len, ==, 2);
-  g_assert_cmpstr (((BoxFileInfo *) s.entries->pdata[0])->name, ==, "a");
-  g_assert_cmpstr (((BoxFileInfo *) s.entries->pdata[1])->type, ==, "dir");
-  /* every byte is accounted for: the consumer credits all it got */
-  g_assert_cmpuint (s.credit, ==, strlen (part1) + strlen (part2));
-  g_assert_cmpuint (s.data->len, ==, 0);
-  seen_clear (&s);
+  entries = list_all (d, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (entries->len, ==, 2);
+  g_assert_cmpstr (((BoxFileInfo *) entries->pdata[0])->name, ==, "a");
+  g_assert_cmpstr (((BoxFileInfo *) entries->pdata[1])->type, ==, "dir");
 }
 
 static void
 test_list_unfinished (Fake *f, gconstpointer data)
 {
   BoxFileRequest request = { .op = BOX_FILE_OP_LIST, .path = "/d", .mode = -1 };
-  Seen s = { 0 };
   gint64 chan = 0;
-  g_autoptr(BoxFileTransfer) t = open_transfer (f, &request, "fs-list", "", &s, &chan);
+  g_autoptr(BoxFileDownload) d = open_download (f, &request, "fs-list", "", &chan);
+  g_autoptr(GPtrArray) entries = NULL;
+  g_autoptr(GError) error = NULL;
 
   fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, "{\"path\"", 7);
   fake_agent_send (f->fake, BOX_AGENT_FRAME_EOF, 1, (guint32) chan, NULL, 0);
   fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
-  AGENT_TEST_WAIT_FOR (s.closed);
   /* an output that ends mid-line is not complete */
-  g_assert_false (s.eof);
-  g_assert_error (s.failed, BOX_ERROR, BOX_ERROR_INTERNAL);
-  g_assert_cmpstr (s.failed->message, ==, "the last fs-list line has no end");
-  seen_clear (&s);
+  entries = list_all (d, &error);
+  g_assert_null (entries);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_assert_cmpstr (error->message, ==, "the last fs-list line has no end");
+}
+
+static BoxFileUpload *
+open_upload (Fake *f, const BoxFileRequest *request, const char *op, gint64 *chan,
+             JsonObject **req_out)
+{
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(GError) error = NULL;
+  JsonObject *req;
+  BoxFileUpload *u;
+
+  box_agent_client_fs_open_async (f->client, request, NULL, agent_test_store_result, &res);
+  req = answer (f, op, TRUE, "", chan);
+  if (req_out != NULL)
+    *req_out = req;
+  else
+    json_object_unref (req);
+  agent_test_wait_result (&res);
+  u = box_agent_client_fs_upload_finish (f->client, res, &error);
+  g_assert_no_error (error);
+  g_assert_true (G_IS_POLLABLE_OUTPUT_STREAM (u));
+  g_assert_cmpint (box_file_upload_get_op (u), ==, request->op);
+  return u;
+}
+
+static gboolean
+write_all (BoxFileUpload *u, const char *text, GError **error)
+{
+  g_autoptr(GAsyncResult) res = NULL;
+
+  g_output_stream_write_all_async (G_OUTPUT_STREAM (u), text, strlen (text), G_PRIORITY_DEFAULT,
+                                   NULL, agent_test_store_result, &res);
+  agent_test_wait_result (&res);
+  return g_output_stream_write_all_finish (G_OUTPUT_STREAM (u), res, NULL, error);
+}
+
+/* What the agent gets on @chan up to its CLOSE or EOF on stream 0:
+ * the data, "+EOF" for an EOF. */
+static char *
+agent_receives (Fake *f, gint64 chan)
+{
+  GString *got = g_string_new (NULL);
+
+  for (;;) {
+    BoxAgentFrameHeader h;
+    g_autoptr(GBytes) p = NULL;
+
+    fake_agent_read (f->fake, &h, &p);
+    if (h.channel != (guint32) chan)
+      continue;
+    if (h.type == BOX_AGENT_FRAME_DATA) {
+      g_assert_cmpuint (h.stream, ==, 0);
+      g_string_append_len (got, g_bytes_get_data (p, NULL), h.length);
+    } else if (h.type == BOX_AGENT_FRAME_EOF) {
+      g_assert_cmpuint (h.stream, ==, 0);
+      g_string_append (got, "+EOF");
+      break;
+    } else if (h.type == BOX_AGENT_FRAME_CLOSE) {
+      break;
+    }
+  }
+  return g_string_free (got, FALSE);
 }
 
 static void
@@ -382,72 +475,94 @@ test_write (Fake *f, gconstpointer data)
 {
   BoxFileRequest request = { .op = BOX_FILE_OP_WRITE, .path = "/f", .user = "box", .mkdir = TRUE,
                              .mode = 0600 };
-  Seen s = { 0 };
   gint64 chan = 0;
   g_autoptr(GAsyncResult) res = NULL;
   g_autoptr(JsonObject) req = NULL;
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxFileTransfer) t = NULL;
-  g_autoptr(GBytes) bytes = g_bytes_new_static ("data", 4);
-  gboolean got_data = FALSE, got_eof = FALSE;
+  g_autoptr(BoxFileUpload) u = open_upload (f, &request, "fs-write", &chan, &req);
+  g_autofree char *got = NULL;
 
-  box_agent_client_fs_open_async (f->client, &request, NULL, agent_test_store_result, &res);
-  req = answer (f, "fs-write", TRUE, "", &chan);
   g_assert_cmpstr (box_agent_json_get_string (req, "mode"), ==, "0600");
   g_assert_true (json_object_get_boolean_member (req, "mkdir"));
-  agent_test_wait_result (&res);
-  t = box_agent_client_fs_open_finish (f->client, res, &error);
-  g_assert_no_error (error);
-  g_signal_connect (t, "done", G_CALLBACK (on_done), &s);
-  g_signal_connect (t, "failed", G_CALLBACK (on_failed), &s);
-  g_signal_connect (t, "closed", G_CALLBACK (on_closed), &s);
-  g_clear_object (&res);
-  box_file_transfer_write_async (t, bytes, NULL, agent_test_store_result, &res);
-  box_file_transfer_end_input (t);
+  g_assert_true (write_all (u, "da", &error));
+  g_assert_true (write_all (u, "ta", &error));
+  g_output_stream_close_async (G_OUTPUT_STREAM (u), G_PRIORITY_DEFAULT, NULL,
+                               agent_test_store_result, &res);
   /* the agent sees the data on stream 0, then EOF */
-  while (!got_eof) {
-    BoxAgentFrameHeader h;
-    g_autoptr(GBytes) p = NULL;
-
-    fake_agent_read (f->fake, &h, &p);
-    if (h.type == BOX_AGENT_FRAME_DATA) {
-      g_assert_cmpuint (h.stream, ==, 0);
-      g_assert_cmpmem (g_bytes_get_data (p, NULL), h.length, "data", 4);
-      got_data = TRUE;
-    } else if (h.type == BOX_AGENT_FRAME_EOF) {
-      g_assert_cmpuint (h.stream, ==, 0);
-      got_eof = TRUE;
-    }
-  }
-  g_assert_true (got_data);
-  agent_test_wait_result (&res);
-  g_assert_true (box_file_transfer_write_finish (t, res, &error));
+  got = agent_receives (f, chan);
+  g_assert_cmpstr (got, ==, "data+EOF");
+  /* the close waits for the agent's result */
+  agent_test_spin (20);
+  g_assert_null (res);
+  g_assert_null (box_file_upload_get_info (u));
   fake_agent_send_json (f->fake, (guint32) chan, "{\"event\":\"done\",\"stat\":" STAT_JSON ("/f", "f") "}");
   fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
-  AGENT_TEST_WAIT_FOR (s.closed);
-  g_assert_true (s.got_done);
-  g_assert_cmpstr (s.done->path, ==, "/f");
-  g_assert_cmpuint (s.n_failed, ==, 0);
-  seen_clear (&s);
+  agent_test_wait_result (&res);
+  g_assert_true (g_output_stream_close_finish (G_OUTPUT_STREAM (u), res, &error));
+  g_assert_no_error (error);
+  g_assert_cmpstr (box_file_upload_get_info (u)->path, ==, "/f");
+}
+
+static void
+test_upload_error (Fake *f, gconstpointer data)
+{
+  BoxFileRequest request = { .op = BOX_FILE_OP_TAR_PUT, .path = "/d", .mode = -1 };
+  gint64 chan = 0;
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxFileUpload) u = open_upload (f, &request, "fs-tar-put", &chan, NULL);
+
+  /* the agent refuses the archive midway: writes fail with its error, and
+   * so does the close */
+  g_assert_true (write_all (u, "tar", &error));
+  fake_agent_send_json (f->fake, (guint32) chan,
+                        "{\"event\":\"error\",\"error\":{\"code\":\"invalid\",\"message\":\"bad member\"}}");
+  agent_test_spin (20);
+  g_assert_false (write_all (u, "more", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+  g_output_stream_close_async (G_OUTPUT_STREAM (u), G_PRIORITY_DEFAULT, NULL,
+                               agent_test_store_result, &res);
+  agent_test_wait_result (&res);
+  g_assert_false (g_output_stream_close_finish (G_OUTPUT_STREAM (u), res, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_assert_cmpstr (error->message, ==, "bad member");
 }
 
 static void
 test_upload_no_result (Fake *f, gconstpointer data)
 {
   BoxFileRequest request = { .op = BOX_FILE_OP_TAR_PUT, .path = "/d", .mode = -1 };
-  Seen s = { 0 };
   gint64 chan = 0;
-  g_autoptr(BoxFileTransfer) t = open_transfer (f, &request, "fs-tar-put", "", &s, &chan);
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxFileUpload) u = open_upload (f, &request, "fs-tar-put", &chan, NULL);
 
-  /* output on an upload is not passed on */
+  g_output_stream_close_async (G_OUTPUT_STREAM (u), G_PRIORITY_DEFAULT, NULL,
+                               agent_test_store_result, &res);
+  /* output on an upload is not a result; a close without one fails */
   fake_agent_send (f->fake, BOX_AGENT_FRAME_DATA, 1, (guint32) chan, "x", 1);
   fake_agent_send (f->fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
-  AGENT_TEST_WAIT_FOR (s.closed);
-  g_assert_cmpuint (s.data->len, ==, 0);
-  g_assert_false (s.got_done);
-  g_assert_cmpuint (s.n_failed, ==, 1);
-  g_assert_error (s.failed, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE);
-  seen_clear (&s);
+  agent_test_wait_result (&res);
+  g_assert_false (g_output_stream_close_finish (G_OUTPUT_STREAM (u), res, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE);
+}
+
+static void
+test_upload_abandoned (Fake *f, gconstpointer data)
+{
+  BoxFileRequest request = { .op = BOX_FILE_OP_WRITE, .path = "/f", .mode = -1 };
+  gint64 chan = 0;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *got = NULL;
+  BoxFileUpload *u = open_upload (f, &request, "fs-write", &chan, NULL);
+
+  /* an upload dropped without its close is abandoned: the agent gets the
+   * bytes and then CLOSE, never EOF (which would commit the file) */
+  g_assert_true (write_all (u, "half", &error));
+  g_object_unref (u);
+  got = agent_receives (f, chan);
+  g_assert_cmpstr (got, ==, "half");
 }
 
 typedef struct {
@@ -534,10 +649,13 @@ main (int argc, char **argv)
   g_test_add ("/agent-files/calls", Fake, NULL, fake_setup, test_calls, fake_teardown);
   g_test_add ("/agent-files/read", Fake, NULL, fake_setup, test_read, fake_teardown);
   g_test_add ("/agent-files/read-error", Fake, NULL, fake_setup, test_read_error, fake_teardown);
+  g_test_add ("/agent-files/read-abort", Fake, NULL, fake_setup, test_read_abort, fake_teardown);
   g_test_add ("/agent-files/list", Fake, NULL, fake_setup, test_list, fake_teardown);
   g_test_add ("/agent-files/list-unfinished", Fake, NULL, fake_setup, test_list_unfinished, fake_teardown);
   g_test_add ("/agent-files/write", Fake, NULL, fake_setup, test_write, fake_teardown);
+  g_test_add ("/agent-files/upload-error", Fake, NULL, fake_setup, test_upload_error, fake_teardown);
   g_test_add ("/agent-files/upload-no-result", Fake, NULL, fake_setup, test_upload_no_result, fake_teardown);
+  g_test_add ("/agent-files/upload-abandoned", Fake, NULL, fake_setup, test_upload_abandoned, fake_teardown);
   g_test_add ("/agent-files/watch", Fake, NULL, fake_setup, test_watch, fake_teardown);
   return g_test_run ();
 }
