@@ -39,6 +39,12 @@ else
     org.freedesktop.DBus.ReloadConfig >/dev/null 2>&1 || true
 fi
 
+# The sandboxes' NAT needs IPv4 forwarding.  boxd.service keeps /proc/sys
+# read-only for boxd (ProtectKernelTunables), so it is turned on here, now
+# and at every boot, rather than by boxd.
+echo 'net.ipv4.ip_forward = 1' | $sudo tee /etc/sysctl.d/60-box.conf >/dev/null
+$sudo sysctl -q -w net.ipv4.ip_forward=1
+
 # Real sandboxes run under libvirt; start its daemons when nobody has.
 $sudo "$here/dev/libvirtd-up.sh"
 
@@ -64,19 +70,14 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 
+# A project and a key to start with.  The admin token goes through a pipe,
+# never on a command line (setup-first-key.sh).
 token_file="$data_dir/admin-token"
 if [ -n "${BOX_ADMIN_TOKEN:-}" ]; then
-  token="$BOX_ADMIN_TOKEN"
+  key="$(printf '%s\n' "$BOX_ADMIN_TOKEN" | "$here/tools/setup-first-key.sh" "$url")"
 else
-  token="$($sudo cat "$token_file")"
+  key="$($sudo cat "$token_file" | "$here/tools/setup-first-key.sh" "$url")"
 fi
-
-# A project and a key to start with.
-curl -fsS -o /dev/null -X POST "$url/v1/projects" -H "Authorization: Bearer $token" \
-  -H 'Content-Type: application/json' -d '{"name": "default"}' 2>/dev/null || true
-key_json="$(curl -fsS -X POST "$url/v1/projects/default/keys" -H "Authorization: Bearer $token" \
-  -H 'Content-Type: application/json' -d "{\"name\": \"setup-$(date +%s)\"}")"
-key="$(printf '%s' "$key_json" | jq -r .secret)"
 
 cat <<TXT
 boxd is running (log: $log).

@@ -7,9 +7,14 @@
 #include "box-agent-private.h"
 #include "box-error.h"
 
-/* frames kept for a channel nobody took yet (DATA within one window, the
- * rest control frames) */
-#define MAX_HELD_FRAMES 4096
+/* bytes kept for a channel nobody took yet beyond its window of DATA
+ * (control, EOF and CREDIT frames, and what each frame costs to keep) */
+#define HELD_EXTRA_MAX (256u << 10)
+/* after our CLOSE, the agent's answer is awaited this long; then the
+ * channel is over anyway (its id forgotten) */
+#define CLOSE_TIMEOUT_MS (30 * 1000)
+/* what keeping a frame costs besides its payload */
+#define HELD_FRAME_COST (BOX_AGENT_HEADER_SIZE + sizeof (HeldFrame) + 32)
 
 typedef struct {
   BoxAgentChannel *self;
@@ -17,6 +22,8 @@ typedef struct {
   GBytes *data;
   gsize off;
   guint8 stream;
+  gboolean queued;              /* every byte is in the connection's queue ... */
+  guint64 mark;                 /* ... and on the stream once normal_written reaches this */
   GSource *cancel_source;
 } PendingWrite;
 
@@ -41,7 +48,11 @@ struct _BoxAgentChannel {
 
   gboolean held;                /* frames wait in held_frames until released */
   GQueue held_frames;
+  gsize held_bytes;             /* what held_frames cost */
+  gsize charged;                /* held_bytes + buffered, charged to the client */
+  gboolean uncharged;           /* the client forgot the channel: no more charges */
   GSource *release_source;
+  GSource *close_timer;         /* the host's limit on the wait for the agent's CLOSE */
   gboolean lost;                /* the connection went away */
   gboolean close_sent;
   gboolean closed;              /* ::closed emitted */
@@ -83,6 +94,45 @@ send_frame_take (BoxAgentChannel *self, GBytes *frame, gboolean urgent)
   g_bytes_unref (frame);
 }
 
+static void
+charge (BoxAgentChannel *self, gsize n)
+{
+  if (self->client == NULL || self->uncharged)
+    return;
+  self->charged += n;
+  box_agent_client_charge (self->client, (gssize) n);
+}
+
+static void
+refund (BoxAgentChannel *self, gsize n)
+{
+  n = MIN (n, self->charged);
+  self->charged -= n;
+  if (self->client != NULL && n > 0)
+    box_agent_client_charge (self->client, -(gssize) n);
+}
+
+void
+box_agent_channel_drop_charges (BoxAgentChannel *self)
+{
+  refund (self, self->charged);
+  self->uncharged = TRUE;
+}
+
+static gsize
+held_cost (HeldFrame *held)
+{
+  return g_bytes_get_size (held->payload) + HELD_FRAME_COST;
+}
+
+static void
+clear_held (BoxAgentChannel *self)
+{
+  refund (self, self->held_bytes);
+  self->held_bytes = 0;
+  g_queue_clear_full (&self->held_frames, (GDestroyNotify) held_frame_free);
+}
+
 /* Fail every pending write with @error (taken). */
 static void
 fail_writes (BoxAgentChannel *self, GError *error)
@@ -97,41 +147,77 @@ fail_writes (BoxAgentChannel *self, GError *error)
   g_error_free (error);
 }
 
+/* Complete the writes at the head whose bytes are on the stream. */
 static void
-pump_writes (BoxAgentChannel *self)
+complete_flushed (BoxAgentChannel *self)
 {
-  g_autoptr(BoxAgentChannel) keep G_GNUC_UNUSED = g_object_ref (self);
   PendingWrite *pw;
 
-  /* completing a write may queue another one: no recursion */
-  if (self->pumping)
-    return;
-  self->pumping = TRUE;
-  while (self->client != NULL && (pw = g_queue_peek_head (&self->writes)) != NULL) {
-    gsize len = 0;
-    const guint8 *p = g_bytes_get_data (pw->data, &len);
-
-    while (pw->off < len && self->send_credit > 0 && self->client != NULL) {
-      gsize n = MIN (MIN (len - pw->off, self->send_credit), BOX_AGENT_DATA_CHUNK);
-
-      send_frame_take (self, box_agent_frame_build (BOX_AGENT_FRAME_DATA, pw->stream, self->id,
-                                                    p + pw->off, n), FALSE);
-      pw->off += n;
-      self->send_credit -= n;
-    }
-    if (pw->off < len)
-      break; /* wait for CREDIT */
+  while (self->client != NULL && (pw = g_queue_peek_head (&self->writes)) != NULL &&
+         pw->queued && pw->mark <= self->client->normal_written) {
     g_queue_pop_head (&self->writes);
     g_task_return_boolean (pw->task, TRUE);
     pending_write_free (pw);
   }
-  if (self->client != NULL && g_queue_is_empty (&self->writes) && self->eof_pending != 0) {
+}
+
+void
+box_agent_channel_flushed (BoxAgentChannel *self)
+{
+  g_autoptr(BoxAgentChannel) keep G_GNUC_UNUSED = g_object_ref (self);
+
+  complete_flushed (self);
+}
+
+/* Queue what credit allows of the writes, in order.  A write completes
+ * once its last byte was written to the stream (complete_flushed()), not
+ * when it is queued: a guest that grants credit and does not read leaves
+ * the writer waiting, not the host's queue growing. */
+static void
+pump_writes (BoxAgentChannel *self)
+{
+  g_autoptr(BoxAgentChannel) keep G_GNUC_UNUSED = g_object_ref (self);
+  gboolean all_queued = TRUE;
+
+  if (self->pumping)
+    return;
+  self->pumping = TRUE;
+  for (GList *l = self->writes.head; l != NULL && self->client != NULL; l = l->next) {
+    PendingWrite *pw = l->data;
+    gsize len = 0;
+    const guint8 *p = g_bytes_get_data (pw->data, &len);
+
+    if (pw->queued)
+      continue;
+    pw->mark = self->client->normal_queued;
+    while (pw->off < len && self->send_credit > 0 && self->client != NULL) {
+      gsize n = MIN (MIN (len - pw->off, self->send_credit), BOX_AGENT_DATA_CHUNK);
+      GBytes *frame = box_agent_frame_build (BOX_AGENT_FRAME_DATA, pw->stream, self->id,
+                                             p + pw->off, n);
+
+      pw->mark = box_agent_client_send_frame (self->client, frame, FALSE);
+      g_bytes_unref (frame);
+      pw->off += n;
+      self->send_credit -= n;
+    }
+    if (pw->off < len) {
+      all_queued = FALSE;
+      break; /* wait for CREDIT */
+    }
+    pw->queued = TRUE;
+    if (self->client != NULL && pw->mark > self->client->normal_written)
+      box_agent_client_wait_flushed (self->client, self, pw->mark);
+  }
+  if (self->client != NULL && all_queued && self->eof_pending != 0) {
     for (guint s = 0; s < 8; s++)
       if (self->eof_pending & (1u << s))
         send_frame_take (self, box_agent_frame_build (BOX_AGENT_FRAME_EOF, (guint8) s, self->id, NULL, 0), FALSE);
     self->eof_pending = 0;
   }
   self->pumping = FALSE;
+  /* (a write with nothing left to write completes at once; its callback
+   * may write again) */
+  complete_flushed (self);
 }
 
 /* The channel is over: nothing more goes either way. */
@@ -139,8 +225,11 @@ static void
 finish (BoxAgentChannel *self, GError *write_error)
 {
   g_autoptr(BoxAgentChannel) keep G_GNUC_UNUSED = g_object_ref (self);
-  BoxAgentClient *client = g_steal_pointer (&self->client);
+  BoxAgentClient *client;
 
+  box_agent_channel_drop_charges (self);
+  box_agent_destroy_source (&self->close_timer);
+  client = g_steal_pointer (&self->client);
   fail_writes (self, write_error);
   if (client != NULL)
     box_agent_client_forget_channel (client, self);
@@ -161,6 +250,7 @@ process_frame (BoxAgentChannel *self, const BoxAgentFrameHeader *header, GBytes 
     if (self->close_sent || len == 0)
       break;
     self->buffered += len;
+    charge (self, len);
     g_signal_emit (self, signals[SIGNAL_DATA], 0, (guint) header->stream, payload);
     break;
   case BOX_AGENT_FRAME_EOF:
@@ -179,8 +269,8 @@ process_frame (BoxAgentChannel *self, const BoxAgentFrameHeader *header, GBytes 
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonObject) msg = box_agent_parse_ctrl (p, len, &error);
 
-    if (msg == NULL)
-      g_debug ("agent channel %u: %s", self->id, error->message);
+    if (msg == NULL && self->client != NULL)
+      box_agent_client_note (self->client, "channel %u: %s", self->id, error->message);
     else if (!self->close_sent)
       g_signal_emit (self, signals[SIGNAL_CTRL], 0, msg);
     break;
@@ -205,14 +295,19 @@ box_agent_channel_handle_frame (BoxAgentChannel *self, const BoxAgentFrameHeader
     /* a guest is not trusted to keep to its credit: what it sends beyond
      * is never buffered, and the channel ends */
     if (header->length > self->recv_credit) {
-      g_debug ("agent channel %u: DATA beyond the credit; closing it", self->id);
+      if (self->client != NULL)
+        box_agent_client_note (self->client, "channel %u: DATA beyond the credit; closing it", self->id);
       box_agent_channel_close (self);
       return;
     }
     self->recv_credit -= header->length;
   }
-  if (self->held && g_queue_get_length (&self->held_frames) >= MAX_HELD_FRAMES) {
-    g_debug ("agent channel %u: too many frames before it was taken; closing it", self->id);
+  /* held data counts in bytes: DATA within the window, the rest within
+   * HELD_EXTRA_MAX */
+  if (self->held && self->held_bytes + g_bytes_get_size (payload) + HELD_FRAME_COST >
+                    (gsize) self->window + HELD_EXTRA_MAX) {
+    if (self->client != NULL)
+      box_agent_client_note (self->client, "channel %u: too much before it was taken; closing it", self->id);
     box_agent_channel_close (self);
     return;
   }
@@ -222,9 +317,13 @@ box_agent_channel_handle_frame (BoxAgentChannel *self, const BoxAgentFrameHeader
     held->header = *header;
     held->payload = g_bytes_ref (payload);
     g_queue_push_tail (&self->held_frames, held);
+    self->held_bytes += held_cost (held);
+    charge (self, held_cost (held));
     /* the id is free for reuse only once the agent's CLOSE is seen */
-    if (header->type == BOX_AGENT_FRAME_CLOSE && self->client != NULL)
+    if (header->type == BOX_AGENT_FRAME_CLOSE && self->client != NULL) {
+      box_agent_channel_drop_charges (self);
       box_agent_client_forget_channel (g_steal_pointer (&self->client), self);
+    }
     return;
   }
   process_frame (self, header, payload);
@@ -240,6 +339,8 @@ release_cb (gpointer data)
   g_clear_pointer (&self->release_source, g_source_unref);
   self->held = FALSE;
   while (!self->closed && (held = g_queue_pop_head (&self->held_frames)) != NULL) {
+    self->held_bytes -= MIN (self->held_bytes, held_cost (held));
+    refund (self, held_cost (held));
     process_frame (self, &held->header, held->payload);
     held_frame_free (held);
   }
@@ -402,6 +503,17 @@ box_agent_channel_send_ctrl (BoxAgentChannel *self, JsonObject *message)
   send_frame_take (self, box_agent_frame_build_ctrl (self->id, message), FALSE);
 }
 
+static gboolean
+close_timed_out (gpointer data)
+{
+  BoxAgentChannel *self = data;
+
+  if (self->client != NULL)
+    box_agent_client_note (self->client, "channel %u: no CLOSE from the agent; forgotten", self->id);
+  finish (self, g_error_new_literal (G_IO_ERROR, G_IO_ERROR_CLOSED, "the channel is closed"));
+  return G_SOURCE_REMOVE;
+}
+
 void
 box_agent_channel_close (BoxAgentChannel *self)
 {
@@ -410,12 +522,16 @@ box_agent_channel_close (BoxAgentChannel *self)
     return;
   self->close_sent = TRUE;
   /* what arrived but was not delivered yet is of no use any more */
-  g_queue_clear_full (&self->held_frames, (GDestroyNotify) held_frame_free);
+  clear_held (self);
   fail_writes (self, g_error_new_literal (G_IO_ERROR, G_IO_ERROR_CLOSED, "the channel was closed"));
   if (self->client != NULL) {
-    /* nothing is delivered any more; ::closed follows the agent's CLOSE */
+    /* nothing is delivered any more; ::closed follows the agent's CLOSE,
+     * or the host's timeout */
     self->held = FALSE;
     send_frame_take (self, box_agent_frame_build (BOX_AGENT_FRAME_CLOSE, 0, self->id, NULL, 0), FALSE);
+    self->close_timer = g_timeout_source_new (CLOSE_TIMEOUT_MS);
+    g_source_set_callback (self->close_timer, close_timed_out, self, NULL);
+    g_source_attach (self->close_timer, self->context);
   } else {
     /* over already but still held: ::closed comes from the idle */
     box_agent_channel_release (self);
@@ -428,6 +544,7 @@ box_agent_channel_consumed (BoxAgentChannel *self, gsize n)
   g_return_if_fail (BOX_IS_AGENT_CHANNEL (self));
   g_return_if_fail (n <= self->buffered);
   self->buffered -= n;
+  refund (self, n);
   if (self->client == NULL || self->close_sent)
     return;
   self->uncredited += n;
@@ -449,7 +566,8 @@ box_agent_channel_dispose (GObject *object)
     g_source_destroy (self->release_source);
     g_clear_pointer (&self->release_source, g_source_unref);
   }
-  g_queue_clear_full (&self->held_frames, (GDestroyNotify) held_frame_free);
+  box_agent_destroy_source (&self->close_timer);
+  clear_held (self);
   G_OBJECT_CLASS (box_agent_channel_parent_class)->dispose (object);
 }
 

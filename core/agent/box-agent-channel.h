@@ -9,10 +9,12 @@
  *
  * Flow control, both ways, per channel:
  *
- * - Towards the agent, box_agent_channel_write_async() completes once all
- *   its bytes are queued within the credit the agent gave; when the window
- *   is used up it waits for CREDIT.  So the host never holds more than one
- *   window of a channel's input beyond what the caller itself keeps.
+ * - Towards the agent, box_agent_channel_write_async() sends within the
+ *   credit the agent gave (when the window is used up it waits for CREDIT)
+ *   and completes once all its bytes were written to the connection's
+ *   stream, not when they were queued: an agent that grants credit and does
+ *   not read leaves the writer waiting, and the host holds no more than
+ *   what the caller itself keeps.
  * - From the agent, ::data hands bytes over; the consumer calls
  *   box_agent_channel_consumed() once it delivered them onward, and only
  *   then does the agent get CREDIT back.  A consumer that does not drain
@@ -22,7 +24,9 @@
  * start after box_agent_client_open_channel_finish() returned it (or after
  * ::channel-opened), from an idle: connect handlers before returning to the
  * main loop.  Frames that arrive earlier are held until then (at most one
- * window of data).
+ * window of data and 256 KiB of the rest, counted in bytes; beyond, the
+ * channel is closed).  The window is the host's (BOX_AGENT_DEFAULT_WINDOW),
+ * whatever the agent's hello reply says.
  *
  * When the connection to the agent is lost, pending writes fail with
  * BOX_ERROR_SANDBOX_UNAVAILABLE and ::closed is emitted.
@@ -58,7 +62,7 @@ gboolean     box_agent_channel_is_closed     (BoxAgentChannel *self);
 
 /* Send @data (any size; split into DATA frames of at most 32 KiB) on
  * @stream.  Writes are queued in call order.  Completes once every byte
- * went to the connection's output queue within credit.  Fails with
+ * was sent within credit and written to the connection's stream.  Fails with
  * G_IO_ERROR_CANCELLED, G_IO_ERROR_CLOSED (the channel was closed: its
  * process exited, or box_agent_channel_close()) or
  * BOX_ERROR_SANDBOX_UNAVAILABLE (the connection went away). */

@@ -34,7 +34,20 @@ typedef struct {
 typedef struct {
   GWeakRef client;
   GBytes *bytes;
+  gsize normal_bytes;           /* of them, from the normal queue */
 } WriteOp;
+
+typedef struct {
+  guint64 mark;
+  BoxAgentChannel *channel;     /* a reference */
+} FlushWaiter;
+
+static void
+flush_waiter_free (FlushWaiter *waiter)
+{
+  g_object_unref (waiter->channel);
+  g_free (waiter);
+}
 
 static void flush_output (BoxAgentClient *self);
 
@@ -69,6 +82,43 @@ box_agent_destroy_source (GSource **source)
   g_clear_pointer (source, g_source_unref);
 }
 
+#define NOTE_WINDOW_US (10 * G_USEC_PER_SEC)
+#define NOTE_MAX 20
+
+void
+box_agent_client_note (BoxAgentClient *self, const char *format, ...)
+{
+  gint64 now = g_get_monotonic_time ();
+  g_autofree char *text = NULL;
+  va_list args;
+
+  if (now - self->note_window >= NOTE_WINDOW_US) {
+    if (self->note_suppressed > 0)
+      g_debug ("agent: %u more lines about this agent were left out", self->note_suppressed);
+    self->note_window = now;
+    self->note_count = 0;
+    self->note_suppressed = 0;
+  }
+  if (self->note_count >= NOTE_MAX) {
+    self->note_suppressed++;
+    return;
+  }
+  self->note_count++;
+  va_start (args, format);
+  text = g_strdup_vprintf (format, args);
+  va_end (args);
+  g_debug ("agent: %s", text);
+}
+
+void
+box_agent_client_charge (BoxAgentClient *self, gssize delta)
+{
+  if (delta < 0)
+    self->charged -= MIN (self->charged, (gsize) -delta);
+  else
+    self->charged += (gsize) delta;
+}
+
 GError *
 box_agent_gone_error (void)
 {
@@ -78,6 +128,9 @@ box_agent_gone_error (void)
 void
 box_agent_call_free (Call *call)
 {
+  if (call->large && call->self->n_large_calls > 0)
+    call->self->n_large_calls--;
+  box_agent_destroy_source (&call->timeout_source);
   box_agent_destroy_source (&call->cancel_source);
   g_clear_object (&call->task);
   g_clear_object (&call->channel);
@@ -86,14 +139,20 @@ box_agent_call_free (Call *call)
 
 /* ---- output -------------------------------------------------------------- */
 
-void
+guint64
 box_agent_client_send_frame (BoxAgentClient *client, GBytes *frame, gboolean urgent)
 {
+  guint64 mark;
+
   if (client->closed)
-    return;
+    return client->normal_queued;
   client->queued_bytes += g_bytes_get_size (frame);
+  if (!urgent)
+    client->normal_queued += g_bytes_get_size (frame);
+  mark = client->normal_queued;
   g_queue_push_tail (urgent ? &client->urgent : &client->normal, g_bytes_ref (frame));
   flush_output (client);
+  return mark;
 }
 
 void
@@ -103,12 +162,45 @@ box_agent_client_send_frame_take (BoxAgentClient *self, GBytes *frame, gboolean 
   g_bytes_unref (frame);
 }
 
+void
+box_agent_client_wait_flushed (BoxAgentClient *client, BoxAgentChannel *channel, guint64 mark)
+{
+  FlushWaiter *waiter;
+
+  if (client->closed || client->normal_written >= mark)
+    return;
+  waiter = g_new0 (FlushWaiter, 1);
+  waiter->mark = mark;
+  waiter->channel = g_object_ref (channel);
+  g_queue_push_tail (&client->flush_waiters, waiter);
+}
+
+/* Tell the channels whose writes reached the stream (marks only grow, so
+ * the queue is in order). */
+static void
+notify_flushed (BoxAgentClient *self)
+{
+  FlushWaiter *waiter;
+
+  while (!self->closed && (waiter = g_queue_peek_head (&self->flush_waiters)) != NULL &&
+         waiter->mark <= self->normal_written) {
+    g_queue_pop_head (&self->flush_waiters);
+    box_agent_channel_flushed (waiter->channel);
+    flush_waiter_free (waiter);
+  }
+}
+
 static GBytes *
-pop_frame (BoxAgentClient *self)
+pop_frame (BoxAgentClient *self, gsize *normal_bytes)
 {
   GBytes *frame = g_queue_pop_head (&self->urgent);
 
-  return frame != NULL ? frame : g_queue_pop_head (&self->normal);
+  if (frame != NULL)
+    return frame;
+  frame = g_queue_pop_head (&self->normal);
+  if (frame != NULL)
+    *normal_bytes += g_bytes_get_size (frame);
+  return frame;
 }
 
 static void
@@ -128,6 +220,10 @@ write_done (GObject *source, GAsyncResult *result, gpointer data)
   if (self != NULL) {
     self->writing = FALSE;
     self->queued_bytes -= MIN (self->queued_bytes, size);
+    if (!self->closed) {
+      self->normal_written += op->normal_bytes;
+      notify_flushed (self);
+    }
     if (self->closed && !self->reading && !self->stream_closed) {
       self->stream_closed = TRUE;
       g_io_stream_close_async (self->stream, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
@@ -147,10 +243,10 @@ flush_output (BoxAgentClient *self)
 
   if (self->writing || self->closed)
     return;
-  first = pop_frame (self);
-  if (first == NULL)
+  if (g_queue_is_empty (&self->urgent) && g_queue_is_empty (&self->normal))
     return;
   op = g_new0 (WriteOp, 1);
+  first = pop_frame (self, &op->normal_bytes);
   g_weak_ref_init (&op->client, self);
   if (g_bytes_get_size (first) >= WRITE_COALESCE ||
       (g_queue_is_empty (&self->urgent) && g_queue_is_empty (&self->normal))) {
@@ -166,7 +262,7 @@ flush_output (BoxAgentClient *self)
 
       g_byte_array_append (buf, p, (guint) len);
       g_bytes_unref (frame);
-      frame = buf->len < WRITE_COALESCE ? pop_frame (self) : NULL;
+      frame = buf->len < WRITE_COALESCE ? pop_frame (self, &op->normal_bytes) : NULL;
     }
     op->bytes = g_byte_array_free_to_bytes (buf);
   }
@@ -197,6 +293,7 @@ box_agent_client_lost (BoxAgentClient *self, const char *why)
   g_queue_clear_full (&self->urgent, (GDestroyNotify) g_bytes_unref);
   g_queue_clear_full (&self->normal, (GDestroyNotify) g_bytes_unref);
   g_queue_clear_full (&self->held_requests, (GDestroyNotify) g_bytes_unref);
+  g_queue_clear_full (&self->flush_waiters, (GDestroyNotify) flush_waiter_free);
   self->queued_bytes = 0;
   box_agent_client_stop_hello (self);
   if (!self->reading && !self->writing && !self->stream_closed) {
@@ -211,6 +308,7 @@ box_agent_client_lost (BoxAgentClient *self, const char *why)
     g_task_return_error (task, box_agent_gone_error ());
     g_object_unref (task);
   }
+  self->charged = 0;
   /* steal both tables first: completions may call back into the client */
   calls = g_hash_table_get_values (self->calls);
   g_hash_table_steal_all (self->calls);
@@ -254,7 +352,7 @@ agent_channel_opened (BoxAgentClient *self, guint32 id, JsonObject *event)
   if (id < BOX_AGENT_FIRST_AGENT_CHANNEL || g_hash_table_contains (self->channels, GUINT_TO_POINTER (id)))
     return;
   if (self->n_agent_channels >= MAX_AGENT_CHANNELS) {
-    g_debug ("agent opened too many channels; refusing %u", id);
+    box_agent_client_note (self, "the agent opened too many channels; refusing %u", id);
     box_agent_client_send_frame_take (self, box_agent_frame_build (BOX_AGENT_FRAME_CLOSE, 0, id, NULL, 0), FALSE);
     return;
   }
@@ -271,7 +369,7 @@ agent_channel_opened (BoxAgentClient *self, guint32 id, JsonObject *event)
 }
 
 static void
-handle_ctrl0 (BoxAgentClient *self, JsonObject *msg)
+handle_ctrl0 (BoxAgentClient *self, JsonObject *msg, gsize len)
 {
   const char *event = box_agent_json_get_string (msg, "event");
   gint64 id = 0, chan = 0;
@@ -291,15 +389,28 @@ handle_ctrl0 (BoxAgentClient *self, JsonObject *msg)
       if (!box_agent_json_get_bool (msg, "ok", TRUE)) {
         g_autoptr(GError) error = box_agent_error_from_reply (msg);
 
-        g_debug ("the agent refused request %" G_GINT64_FORMAT ": %s", id, error->message);
+        box_agent_client_note (self, "the agent refused request %" G_GINT64_FORMAT ": %s",
+                               id, error->message);
       }
       return;
     }
     g_hash_table_steal (self->calls, &id);
+    if (len > BOX_AGENT_CTRL_MAX && !call->large) {
+      g_autoptr(JsonObject) refusal = json_object_new ();
+      g_autoptr(JsonObject) err = json_object_new ();
+
+      /* as if the agent had said so: the call fails, the text is ours */
+      json_object_set_string_member (err, "code", "too_large");
+      json_object_set_string_member (err, "message", "the agent's reply is too long");
+      json_object_set_boolean_member (refusal, "ok", FALSE);
+      json_object_set_object_member (refusal, "error", g_steal_pointer (&err));
+      box_agent_client_complete_call (self, call, refusal);
+      return;
+    }
     box_agent_client_complete_call (self, call, msg);
     return;
   }
-  g_debug ("agent control message with neither id nor event ignored");
+  box_agent_client_note (self, "a control message with neither id nor event ignored");
 }
 
 static JsonObject *
@@ -311,7 +422,7 @@ parse_ctrl (BoxAgentClient *self, GBytes *payload)
   JsonObject *msg = box_agent_parse_ctrl (p, len, &error);
 
   if (msg == NULL && self->synced)
-    g_debug ("%s", error->message);
+    box_agent_client_note (self, "%s", error->message);
   return msg;
 }
 
@@ -321,6 +432,14 @@ handle_frame (BoxAgentClient *self, const BoxAgentFrameHeader *header, GBytes *p
   g_autoptr(JsonObject) msg = NULL;
   BoxAgentChannel *channel;
 
+  /* control messages are small; only the replies to listings (sessions,
+   * ports) may fill a frame, and only while one is awaited */
+  if (header->type == BOX_AGENT_FRAME_CTRL && header->length > BOX_AGENT_CTRL_MAX &&
+      (header->channel != 0 || self->n_large_calls == 0 || !self->synced)) {
+    box_agent_client_note (self, "a control message of %u bytes on channel %u dropped",
+                           header->length, header->channel);
+    return;
+  }
   if (!self->synced) {
     /* discard everything until the reply to our hello */
     if (header->channel != 0 || header->type != BOX_AGENT_FRAME_CTRL ||
@@ -336,7 +455,7 @@ handle_frame (BoxAgentClient *self, const BoxAgentFrameHeader *header, GBytes *p
   }
   if (header->channel == 0) {
     if (header->type == BOX_AGENT_FRAME_CTRL && (msg = parse_ctrl (self, payload)) != NULL)
-      handle_ctrl0 (self, msg);
+      handle_ctrl0 (self, msg, header->length);
     return;
   }
   channel = g_hash_table_lookup (self->channels, GUINT_TO_POINTER (header->channel));
@@ -350,7 +469,8 @@ handle_frame (BoxAgentClient *self, const BoxAgentFrameHeader *header, GBytes *p
     agent_channel_opened (self, header->channel, msg);
     return;
   }
-  g_debug ("agent frame of type %u for unknown channel %u ignored", header->type, header->channel);
+  box_agent_client_note (self, "a frame of type %u for unknown channel %u ignored",
+                         header->type, header->channel);
 }
 
 static void
@@ -363,10 +483,16 @@ process_input (BoxAgentClient *self)
   while (!self->closed && box_agent_decoder_next (self->decoder, &header, &payload)) {
     handle_frame (self, &header, payload);
     g_clear_pointer (&payload, g_bytes_unref);
+    if (!self->closed && self->charged > self->budget) {
+      g_autofree char *why = g_strdup_printf ("the agent is over its budget of %" G_GSIZE_FORMAT
+                                              " bytes held by the host", self->budget);
+
+      box_agent_client_lost (self, why);
+    }
   }
   skipped = box_agent_decoder_get_skipped (self->decoder) - skipped;
   if (skipped > 0 && self->synced)
-    g_debug ("agent stream out of sync: skipped %" G_GUINT64_FORMAT " bytes", skipped);
+    box_agent_client_note (self, "stream out of sync: skipped %" G_GUINT64_FORMAT " bytes", skipped);
   else if (skipped > 0)
     g_debug ("agent stream: skipped %" G_GUINT64_FORMAT " bytes before the hello reply", skipped);
 }
@@ -436,6 +562,7 @@ box_agent_client_forget_channel (BoxAgentClient *client, BoxAgentChannel *channe
 {
   gpointer key = GUINT_TO_POINTER (box_agent_channel_get_id (channel));
 
+  box_agent_channel_drop_charges (channel);
   if (g_hash_table_lookup (client->channels, key) != channel)
     return;
   g_hash_table_remove (client->channels, key);
@@ -506,6 +633,7 @@ box_agent_client_finalize (GObject *object)
   g_queue_clear_full (&self->urgent, (GDestroyNotify) g_bytes_unref);
   g_queue_clear_full (&self->normal, (GDestroyNotify) g_bytes_unref);
   g_queue_clear_full (&self->held_requests, (GDestroyNotify) g_bytes_unref);
+  g_queue_clear_full (&self->flush_waiters, (GDestroyNotify) flush_waiter_free);
   g_hash_table_unref (self->calls);
   g_hash_table_unref (self->channels);
   g_clear_pointer (&self->info, json_object_unref);
@@ -609,6 +737,8 @@ box_agent_client_init (BoxAgentClient *self)
   self->io_cancellable = g_cancellable_new ();
   self->decoder = box_agent_decoder_new ();
   self->window = BOX_AGENT_DEFAULT_WINDOW;
+  self->budget = BOX_AGENT_CONNECTION_BUDGET;
+  self->call_timeout_ms = BOX_AGENT_CALL_TIMEOUT_MS;
   self->next_id = 1;
   self->next_chan = 1;
   self->calls = g_hash_table_new_full (g_int64_hash, g_int64_equal, NULL, (GDestroyNotify) box_agent_call_free);

@@ -74,7 +74,15 @@ gsize           box_agent_client_get_queued_bytes (BoxAgentClient *self);
  * BOX_ERROR_INTERNAL "agent: <code>: <message>".  Cancelling completes with
  * G_IO_ERROR_CANCELLED; the late reply is then ignored.  Calls may be made
  * once connect_async() was called (before, BOX_ERROR_INTERNAL); until the
- * hello reply they wait, then go in order. */
+ * hello reply they wait, then go in order.  The agent is not trusted to
+ * answer: after 120 s without a reply the call fails with
+ * BOX_ERROR_SANDBOX_UNAVAILABLE (an open's channel is closed).  A reply
+ * over 64 KiB is refused (BOX_ERROR_INTERNAL, too_large) except for the
+ * listings `sessions` and `ports`; other control messages over 64 KiB
+ * are dropped.  Everything the host holds for one connection (frames held
+ * for channels not yet taken, data handed over and not consumed) stays
+ * under 64 MiB: beyond, the connection is closed (::closed; the agent may
+ * connect again). */
 void            box_agent_client_call_async     (BoxAgentClient      *self,
                                                  const char          *op,
                                                  JsonObject          *args,

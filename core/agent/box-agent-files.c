@@ -131,18 +131,17 @@ box_file_list_take_lines (GString *buffer, GPtrArray *infos, GError **error)
 
   while ((nl = memchr (buffer->str, '\n', buffer->len)) != NULL) {
     gsize len = (gsize) (nl - buffer->str);
-    g_autoptr(JsonParser) parser = json_parser_new ();
     /* the agent (as of this writing) puts the array's separating comma
      * before each line but the first of a batch: tolerated */
     gsize skip = len > 0 && buffer->str[0] == ',' ? 1 : 0;
-    JsonNode *root;
+    g_autoptr(JsonObject) stat = NULL;
     BoxFileInfo *info;
 
-    if (!json_parser_load_from_data (parser, buffer->str + skip, (gssize) (len - skip), error))
+    /* guest JSON: size, UTF-8 and depth checked before json-glib */
+    stat = box_agent_json_parse_object (buffer->str + skip, len - skip, LIST_LINE_MAX, error);
+    if (stat == NULL)
       return FALSE;
-    root = json_parser_get_root (parser);
-    info = box_file_info_new_from_json (root != NULL && JSON_NODE_HOLDS_OBJECT (root) ?
-                                        json_node_get_object (root) : NULL, error);
+    info = box_file_info_new_from_json (stat, error);
     if (info == NULL)
       return FALSE;
     g_ptr_array_add (infos, info);

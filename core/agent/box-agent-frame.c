@@ -227,34 +227,92 @@ depth_ok (const guint8 *p, gsize len)
   return TRUE;
 }
 
-JsonObject *
-box_agent_parse_ctrl (const guint8 *payload, gsize len, GError **error)
+JsonNode *
+box_agent_json_parse (const char *data, gsize len, gsize max_len, GError **error)
 {
   g_autoptr(JsonParser) parser = NULL;
   g_autoptr(GError) local_error = NULL;
   JsonNode *root;
 
-  if (len == 0 || !g_utf8_validate_len ((const char *) payload, len, NULL) ||
-      memchr (payload, 0, len) != NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent control message is not valid UTF-8 text");
+  if (len > max_len) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                 "agent JSON is too long (%" G_GSIZE_FORMAT " bytes, at most %" G_GSIZE_FORMAT ")",
+                 len, max_len);
     return NULL;
   }
-  if (!depth_ok (payload, len)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent control message is nested too deeply");
+  if (len == 0 || !g_utf8_validate_len (data, len, NULL) || memchr (data, 0, len) != NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent JSON is not valid UTF-8 text");
+    return NULL;
+  }
+  if (!depth_ok ((const guint8 *) data, len)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent JSON is nested too deeply");
     return NULL;
   }
   parser = json_parser_new ();
-  if (!json_parser_load_from_data (parser, (const char *) payload, (gssize) len, &local_error)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent control message is not JSON: %s",
-                 local_error->message);
+  if (!json_parser_load_from_data (parser, data, (gssize) len, &local_error)) {
+    g_autofree char *why = box_agent_text_for_log (local_error->message, 200);
+
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent JSON does not parse: %s", why);
     return NULL;
   }
-  root = json_parser_get_root (parser);
-  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent control message is not a JSON object");
+  root = json_parser_steal_root (parser);
+  if (root == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent JSON is empty");
     return NULL;
   }
-  return json_object_ref (json_node_get_object (root));
+  return root;
+}
+
+JsonObject *
+box_agent_json_parse_object (const char *data, gsize len, gsize max_len, GError **error)
+{
+  g_autoptr(JsonNode) root = box_agent_json_parse (data, len, max_len, error);
+
+  if (root == NULL)
+    return NULL;
+  if (!JSON_NODE_HOLDS_OBJECT (root)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "agent JSON is not an object");
+    return NULL;
+  }
+  return json_node_dup_object (root);
+}
+
+JsonObject *
+box_agent_parse_ctrl (const guint8 *payload, gsize len, GError **error)
+{
+  return box_agent_json_parse_object ((const char *) payload, len, BOX_AGENT_MAX_PAYLOAD, error);
+}
+
+char *
+box_agent_text_for_log (const char *text, gsize max)
+{
+  GString *out = g_string_new (NULL);
+  const char *p = text != NULL ? text : "";
+  const char *end = p + strlen (p);
+
+  while (p < end) {
+    gunichar c = g_utf8_get_char_validated (p, end - p);
+    gsize n;
+
+    if (out->len >= max) {
+      g_string_append (out, "...");
+      break;
+    }
+    if (c == (gunichar) -1 || c == (gunichar) -2) {
+      g_string_append_printf (out, "\\x%02x", (guint8) *p);
+      p++;
+      continue;
+    }
+    n = (gsize) (g_utf8_next_char (p) - p);
+    if (c == '\\' || c == '"')
+      g_string_append_printf (out, "\\%c", (char) c);
+    else if (c < 0x20 || c == 0x7f || (c >= 0x80 && c < 0xa0) || c == 0x2028 || c == 0x2029)
+      g_string_append_printf (out, "\\u%04x", c);
+    else
+      g_string_append_len (out, p, (gssize) n);
+    p += n;
+  }
+  return g_string_free (out, FALSE);
 }
 
 static JsonNode *

@@ -24,6 +24,9 @@ G_BEGIN_DECLS
 #define BOX_AGENT_DATA_CHUNK       (32u << 10)  /* largest DATA payload we send */
 #define BOX_AGENT_DEFAULT_WINDOW   (1u << 20)   /* initial credit per channel and direction */
 #define BOX_AGENT_JSON_MAX_DEPTH   32
+/* A control message from the agent: at most this long, except replies to
+ * the requests that list (sessions, ports), which may fill a frame. */
+#define BOX_AGENT_CTRL_MAX         (64u << 10)  /* 64 KiB */
 /* Channel ids from here on are opened by the agent. */
 #define BOX_AGENT_FIRST_AGENT_CHANNEL 0x80000000u
 
@@ -89,12 +92,31 @@ gsize            box_agent_decoder_get_buffered (BoxAgentDecoder *self);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxAgentDecoder, box_agent_decoder_free)
 
-/* The JSON object of a CTRL payload: valid UTF-8, at most
- * BOX_AGENT_JSON_MAX_DEPTH deep, exactly one object.  NULL with
- * BOX_ERROR_INTERNAL otherwise. */
+/* Every JSON value that comes from the agent goes through here (control
+ * messages, fs-list lines, anything a stream carries): at most @max_len
+ * bytes, valid UTF-8 without NUL, at most BOX_AGENT_JSON_MAX_DEPTH deep,
+ * all checked before json-glib sees it (its parser recurses without
+ * limit).  The root (a new reference), or NULL with BOX_ERROR_INTERNAL. */
+JsonNode        *box_agent_json_parse      (const char   *data,
+                                            gsize         len,
+                                            gsize         max_len,
+                                            GError      **error);
+/* The same, for a value that must be an object. */
+JsonObject      *box_agent_json_parse_object (const char *data,
+                                              gsize       len,
+                                              gsize       max_len,
+                                              GError    **error);
+/* The JSON object of a CTRL payload (box_agent_json_parse_object() with
+ * the frame's cap, BOX_AGENT_MAX_PAYLOAD; the client applies the smaller
+ * BOX_AGENT_CTRL_MAX before). */
 JsonObject      *box_agent_parse_ctrl      (const guint8 *payload,
                                             gsize         len,
                                             GError      **error);
+/* Guest text for a log line: at most @max bytes of it, control
+ * characters, quotes, backslashes and invalid UTF-8 escaped, "..." when
+ * cut.  Never NULL. */
+char            *box_agent_text_for_log    (const char *text,
+                                            gsize       max);
 
 /* Typed member getters that never complain: FALSE/NULL when @name is
  * absent or of another type. */

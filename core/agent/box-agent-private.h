@@ -19,7 +19,19 @@ typedef struct {
   GTask *task;                  /* NULL once completed early (cancelled) */
   GSource *cancel_source;
   BoxAgentChannel *channel;     /* an open: the channel it opens (a reference) */
+  GSource *timeout_source;      /* the host's limit on the wait for the reply */
+  gboolean large;               /* its reply may be up to a frame (a listing) */
 } Call;
+
+/* Everything the host holds on behalf of one agent connection (frames held
+ * for channels not yet taken, data handed to consumers and not consumed)
+ * stays under this; over it the connection is closed (the agent may
+ * connect again). */
+#define BOX_AGENT_CONNECTION_BUDGET (64u << 20)
+/* A request the agent has not answered after this long fails with
+ * BOX_ERROR_SANDBOX_UNAVAILABLE (the longest legitimate wait is presuspend's
+ * 60 s). */
+#define BOX_AGENT_CALL_TIMEOUT_MS (120 * 1000)
 
 struct _BoxAgentClient {
   GObject parent_instance;
@@ -47,6 +59,9 @@ struct _BoxAgentClient {
   GQueue urgent;                /* GBytes frames: credits and requests */
   GQueue normal;                /* GBytes frames: everything else, in order */
   gsize queued_bytes;
+  guint64 normal_queued;        /* bytes of normal frames queued, ever */
+  guint64 normal_written;       /* of those, written to the stream */
+  GQueue flush_waiters;         /* FlushWaiter, by mark: channels waiting for normal_written */
   gboolean writing;
 
   gint64 next_id;
@@ -54,10 +69,29 @@ struct _BoxAgentClient {
   GHashTable *calls;            /* &Call.id -> Call */
   GHashTable *channels;         /* GUINT_TO_POINTER (id) -> BoxAgentChannel */
   guint n_agent_channels;       /* of those, opened by the agent */
+  guint n_large_calls;          /* calls pending whose reply may exceed BOX_AGENT_CTRL_MAX */
+
+  gsize charged;                /* held on the agent's behalf, against budget */
+  gsize budget;                 /* BOX_AGENT_CONNECTION_BUDGET (tests lower it) */
+  guint call_timeout_ms;        /* BOX_AGENT_CALL_TIMEOUT_MS (tests lower it) */
+
+  gint64 note_window;           /* log lines caused by the guest: rate limit */
+  guint note_count;
+  guint note_suppressed;
 };
 
 
 /* box-agent-client.c */
+/* A log line caused by what the agent sent (at debug level), at most 20
+ * per 10 s per connection; guest text in it must have gone through
+ * box_agent_text_for_log(). */
+void             box_agent_client_note            (BoxAgentClient *self,
+                                                   const char     *format,
+                                                   ...) G_GNUC_PRINTF (2, 3);
+/* The host holds @delta more (or fewer) bytes for the agent; the budget is
+ * checked by the reader after each frame. */
+void             box_agent_client_charge          (BoxAgentClient *self,
+                                                   gssize          delta);
 /* Start the reader (once). */
 void             box_agent_client_start_read      (BoxAgentClient *self);
 void             box_agent_client_send_frame_take (BoxAgentClient *self,
@@ -98,12 +132,24 @@ void             box_agent_channel_release        (BoxAgentChannel *self);
  * emit ::closed (once released). */
 void             box_agent_channel_lost           (BoxAgentChannel *self);
 
+/* The bytes of a channel's writes up to @mark were written to the stream. */
+void             box_agent_channel_flushed        (BoxAgentChannel *self);
+/* The client forgets the channel: what it held for it is no longer charged. */
+void             box_agent_channel_drop_charges   (BoxAgentChannel *self);
+
 /* channel -> client */
 /* Queue a frame; @urgent frames (CREDIT, channel-0 requests) go before
- * queued data.  Nothing happens once the client is closed. */
-void             box_agent_client_send_frame      (BoxAgentClient *client,
+ * queued data.  Nothing happens once the client is closed.  For a normal
+ * frame, the mark its last byte has in normal_queued: the frame is on the
+ * stream once normal_written reaches it. */
+guint64          box_agent_client_send_frame      (BoxAgentClient *client,
                                                    GBytes         *frame,
                                                    gboolean        urgent);
+/* box_agent_channel_flushed (@channel) once normal_written >= @mark (never
+ * from within this call: nothing when it is already). */
+void             box_agent_client_wait_flushed    (BoxAgentClient  *client,
+                                                   BoxAgentChannel *channel,
+                                                   guint64          mark);
 /* The channel is over (CLOSE from the agent): forget its id. */
 void             box_agent_client_forget_channel  (BoxAgentClient  *client,
                                                    BoxAgentChannel *channel);
@@ -131,6 +177,12 @@ JsonObject      *box_agent_exec_args_new          (char       **argv,
 
 /* agent error {code, message} -> BOX_ERROR */
 GError          *box_agent_error_from_reply       (JsonObject *reply);
+
+/* box-agent-sessions.c: the replies to `sessions` and `ports` as
+ * BoxSessionInfo* / BoxPortListener* (what a guest sends that is not one
+ * is left out); BOX_ERROR_INTERNAL without the array */
+GPtrArray       *box_agent_sessions_from_reply    (JsonObject *reply, GError **error);
+GPtrArray       *box_agent_ports_from_reply       (JsonObject *reply, GError **error);
 
 /* box-agent-files.c */
 /* The agent's Stat object as a record; BOX_ERROR_INTERNAL when a member is

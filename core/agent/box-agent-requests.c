@@ -2,6 +2,8 @@
  * the requests that open channels). */
 #include "config.h"
 
+#include <string.h>
+
 #include "box-agent-private.h"
 #include "box-error.h"
 
@@ -10,18 +12,30 @@
 #define HELLO_RETRY_MS 1000
 #define HELLO_RETRY_MAX_MS 8000
 
+/* an agent's message passed on to the API's caller: at most this many
+ * bytes of it (cut at a character) */
+#define ERROR_MESSAGE_MAX 1024
+
 GError *
 box_agent_error_from_reply (JsonObject *reply)
 {
   JsonNode *node = json_object_get_member (reply, "error");
   JsonObject *err = node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
   const char *code = box_agent_json_get_string (err, "code");
-  const char *message = box_agent_json_get_string (err, "message");
+  const char *text = box_agent_json_get_string (err, "message");
+  g_autofree char *message = NULL;
+  g_autofree char *logged_code = NULL;
+  g_autofree char *logged_message = NULL;
 
   if (code == NULL)
     code = "unknown";
-  if (message == NULL || *message == '\0')
-    message = code;
+  if (text == NULL || *text == '\0')
+    text = code;
+  /* the text comes from the guest: bounded (it reached us as valid UTF-8) */
+  if (strlen (text) > ERROR_MESSAGE_MAX)
+    message = g_utf8_make_valid (text, ERROR_MESSAGE_MAX);
+  else
+    message = g_strdup (text);
   if (g_str_equal (code, "invalid") || g_str_equal (code, "executable_not_found") ||
       g_str_equal (code, "unknown_user") || g_str_equal (code, "bad_cwd"))
     return g_error_new_literal (BOX_ERROR, BOX_ERROR_INVALID, message);
@@ -36,7 +50,10 @@ box_agent_error_from_reply (JsonObject *reply)
     return g_error_new_literal (BOX_ERROR, BOX_ERROR_CONFLICT, message);
   if (g_str_equal (code, "port_closed"))
     return g_error_new_literal (BOX_ERROR, BOX_ERROR_PORT_CLOSED, message);
-  return g_error_new (BOX_ERROR, BOX_ERROR_INTERNAL, "agent: %s: %s", code, message);
+  /* an internal error is logged: escaped and short */
+  logged_code = box_agent_text_for_log (code, 64);
+  logged_message = box_agent_text_for_log (message, 256);
+  return g_error_new (BOX_ERROR, BOX_ERROR_INTERNAL, "agent: %s: %s", logged_code, logged_message);
 }
 
 static JsonObject *
@@ -94,8 +111,12 @@ box_agent_client_hello_reply (BoxAgentClient *self, JsonObject *msg)
   json_object_remove_member (self->info, "id");
   json_object_remove_member (self->info, "ok");
   json_object_remove_member (self->info, "nonce");
-  if (box_agent_json_get_int (msg, "window", &window) && window >= 4096 && window <= (64 << 20))
-    self->window = (guint32) window;
+  /* the window is the host's (sent in our hello), whatever the reply says:
+   * an agent that sends beyond it has its channel closed */
+  if (box_agent_json_get_int (msg, "window", &window) && window != (gint64) self->window)
+    box_agent_client_note (self, "the agent asked for a window of %" G_GINT64_FORMAT
+                           " bytes; it gets %u", window, self->window);
+  json_object_set_int_member (self->info, "window", self->window);
   /* requests made while connecting go now, so that no later hello could
    * have closed what they open */
   while (!g_queue_is_empty (&self->held_requests))
@@ -149,7 +170,7 @@ box_agent_client_send_hello (BoxAgentClient *self, gboolean flush)
   self->hello_id = self->next_id++;
   hello = request_new (NULL, self->hello_id, "hello");
   json_object_set_int_member (hello, "version", BOX_AGENT_PROTOCOL_VERSION);
-  json_object_set_int_member (hello, "window", BOX_AGENT_DEFAULT_WINDOW);
+  json_object_set_int_member (hello, "window", self->window);
   json_object_set_string_member (hello, "nonce", self->nonce);
   box_agent_client_send_frame_take (self, box_agent_frame_build_ctrl (0, hello), TRUE);
 }
@@ -254,6 +275,35 @@ call_cancelled (GCancellable *cancellable, gpointer data)
   return G_SOURCE_REMOVE;
 }
 
+/* The agent never answered: the call fails (an open's channel is closed;
+ * a late reply is ignored). */
+static gboolean
+call_timed_out (gpointer data)
+{
+  Call *call = data;
+  BoxAgentClient *self = call->self;
+  g_autoptr(BoxAgentClient) keep G_GNUC_UNUSED = g_object_ref (self);
+  GTask *task;
+
+  box_agent_destroy_source (&call->timeout_source);
+  box_agent_client_note (self, "no reply to request %" G_GINT64_FORMAT " within %u ms",
+                         call->id, self->call_timeout_ms);
+  g_hash_table_steal (self->calls, &call->id);
+  task = g_steal_pointer (&call->task);
+  if (call->channel != NULL) {
+    box_agent_channel_close (call->channel);
+    box_agent_client_forget_channel (self, call->channel);
+  }
+  if (task != NULL) {
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                             "the sandbox's agent did not answer within %u s",
+                             self->call_timeout_ms / 1000);
+    g_object_unref (task);
+  }
+  box_agent_call_free (call);
+  return G_SOURCE_REMOVE;
+}
+
 static guint32
 allocate_channel_id (BoxAgentClient *self)
 {
@@ -296,6 +346,13 @@ start_call (BoxAgentClient *self, GTask *task, const char *op, JsonObject *args,
     json_object_set_int_member (req, "chan", id);
   }
   g_hash_table_insert (self->calls, &call->id, call);
+  /* listings may answer with a whole frame; everything else is small */
+  call->large = g_str_equal (op, "sessions") || g_str_equal (op, "ports");
+  if (call->large)
+    self->n_large_calls++;
+  call->timeout_source = g_timeout_source_new (self->call_timeout_ms);
+  g_source_set_callback (call->timeout_source, call_timed_out, call, NULL);
+  g_source_attach (call->timeout_source, self->context);
   call->cancel_source = box_agent_watch_cancellable (self->context, g_task_get_cancellable (task),
                                                      call_cancelled, call);
   if (self->synced)

@@ -274,9 +274,20 @@ strv_member (JsonObject *obj, const char *member)
   return g_strv_builder_end (builder);
 }
 
-/* {id, cmd, tty, pid, started_at (ms), detachable, exited, exit_code?, attached} */
-static GPtrArray *
-convert_sessions (JsonObject *reply, GError **error)
+/* The object at @i of @array, NULL when it is something else (a guest's
+ * array may hold anything). */
+static JsonObject *
+object_element (JsonArray *array, guint i)
+{
+  JsonNode *node = json_array_get_element (array, i);
+
+  return node != NULL && JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+}
+
+/* {id, cmd, tty, pid, started_at (ms), detachable, exited, exit_code?, attached};
+ * entries that are not objects or carry no valid id are left out */
+GPtrArray *
+box_agent_sessions_from_reply (JsonObject *reply, GError **error)
 {
   JsonArray *array = array_member (reply, "sessions", error);
   g_autoptr(GPtrArray) out = NULL;
@@ -285,11 +296,11 @@ convert_sessions (JsonObject *reply, GError **error)
     return NULL;
   out = g_ptr_array_new_with_free_func ((GDestroyNotify) box_session_info_free);
   for (guint i = 0; i < json_array_get_length (array); i++) {
-    JsonObject *s = json_array_get_object_element (array, i);
+    JsonObject *s = object_element (array, i);
     BoxSessionInfo *info;
     gint64 ms = 0, code = 0;
 
-    if (s == NULL)
+    if (s == NULL || !session_id_valid (box_agent_json_get_string (s, "id")))
       continue;
     info = g_new0 (BoxSessionInfo, 1);
     info->id = g_strdup (box_agent_json_get_string (s, "id"));
@@ -297,7 +308,7 @@ convert_sessions (JsonObject *reply, GError **error)
     info->tty = box_agent_json_get_bool (s, "tty", FALSE);
     box_agent_json_get_int (s, "pid", &info->pid);
     box_agent_json_get_int (s, "started_at", &ms);
-    info->started_at = ms * 1000;
+    info->started_at = CLAMP (ms, 0, G_MAXINT64 / 1000) * 1000;
     info->exited = box_agent_json_get_bool (s, "exited", FALSE);
     info->has_exit_code = box_agent_json_get_int (s, "exit_code", &code);
     info->exit_code = (int) CLAMP (code, G_MININT, G_MAXINT);
@@ -307,9 +318,10 @@ convert_sessions (JsonObject *reply, GError **error)
   return g_steal_pointer (&out);
 }
 
-/* {port, address, pid, session?} */
-static GPtrArray *
-convert_ports (JsonObject *reply, GError **error)
+/* {port, address, pid, session?}; entries that are not objects or have no
+ * port in 1..65535 or no address are left out */
+GPtrArray *
+box_agent_ports_from_reply (JsonObject *reply, GError **error)
 {
   JsonArray *array = array_member (reply, "ports", error);
   g_autoptr(GPtrArray) out = NULL;
@@ -318,15 +330,15 @@ convert_ports (JsonObject *reply, GError **error)
     return NULL;
   out = g_ptr_array_new_with_free_func ((GDestroyNotify) box_port_listener_free);
   for (guint i = 0; i < json_array_get_length (array); i++) {
-    JsonObject *p = json_array_get_object_element (array, i);
+    JsonObject *p = object_element (array, i);
     BoxPortListener *listener;
     gint64 port = 0;
 
-    if (p == NULL)
+    if (p == NULL || !box_agent_json_get_int (p, "port", &port) || port < 1 || port > 65535 ||
+        box_agent_json_get_string (p, "address") == NULL)
       continue;
     listener = g_new0 (BoxPortListener, 1);
-    box_agent_json_get_int (p, "port", &port);
-    listener->port = (guint) CLAMP (port, 0, 65535);
+    listener->port = (guint) port;
     listener->address = g_strdup (box_agent_json_get_string (p, "address"));
     box_agent_json_get_int (p, "pid", &listener->pid);
     listener->session = g_strdup (box_agent_json_get_string (p, "session"));
@@ -344,7 +356,7 @@ box_agent_client_list_sessions_async (BoxAgentClient *self, GCancellable *cancel
   g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
   task = g_task_new (self, cancellable, callback, user_data);
   g_task_set_source_tag (task, box_agent_client_list_sessions_async);
-  typed_call (self, task, "sessions", NULL, NULL, convert_sessions);
+  typed_call (self, task, "sessions", NULL, NULL, box_agent_sessions_from_reply);
 }
 
 GPtrArray *
@@ -396,7 +408,7 @@ box_agent_client_list_ports_async (BoxAgentClient *self, GCancellable *cancellab
   g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
   task = g_task_new (self, cancellable, callback, user_data);
   g_task_set_source_tag (task, box_agent_client_list_ports_async);
-  typed_call (self, task, "ports", NULL, NULL, convert_ports);
+  typed_call (self, task, "ports", NULL, NULL, box_agent_ports_from_reply);
 }
 
 GPtrArray *

@@ -401,8 +401,15 @@ box_config_resolve (BoxConfig *config, GError **error)
     g_free (config->admin_token_file);
     config->admin_token_file = g_steal_pointer (&path);
   }
-  if (strlen (config->admin_token) < 16)
-    g_warning ("the admin token is shorter than 16 characters; use a long random token");
+  /* A short token is guessable: refuse to start rather than warn. */
+  if (strlen (config->admin_token) < BOX_CONFIG_ADMIN_TOKEN_MIN) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "the admin token (%s) is shorter than %d characters; use a long random token",
+                 env_token != NULL && env_token[0] != '\0' ? "BOX_ADMIN_TOKEN"
+                 : config->admin_token_file != NULL ? config->admin_token_file : "admin_token",
+                 BOX_CONFIG_ADMIN_TOKEN_MIN);
+    return FALSE;
+  }
   return TRUE;
 }
 

@@ -3,7 +3,8 @@
  * Built from, in increasing precedence: the compiled-in defaults, the key
  * file (/etc/box/boxd.conf or --config), and command-line flags.  The
  * admin token comes from BOX_ADMIN_TOKEN, else [boxd] admin_token, else a
- * token generated once into <data-dir>/admin-token (0600).
+ * token generated once into <data-dir>/admin-token (0600).  A token shorter
+ * than BOX_CONFIG_ADMIN_TOKEN_MIN characters is refused at start.
  *
  *   [boxd]
  *   data_dir=/var/lib/box
@@ -31,6 +32,8 @@
 #include <glib.h>
 
 G_BEGIN_DECLS
+
+#define BOX_CONFIG_ADMIN_TOKEN_MIN 16
 
 typedef enum {
   BOX_DBUS_SYSTEM,

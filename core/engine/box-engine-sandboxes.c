@@ -254,12 +254,25 @@ check_secrets_env (const BoxSandbox *sandbox, GError **error)
   return TRUE;
 }
 
+/* Valid rules (400 otherwise), and none at all: until the egress engine
+ * lands (issue 16) nothing enforces them, and rules that are stored and
+ * returned but not enforced would let a caller believe a sandbox is
+ * confined when it is not.  An empty list (the whole internet) is what
+ * every sandbox gets. */
 static gboolean
 check_rules (BoxEngine *self, GPtrArray *egress, GError **error)
 {
   if (egress == NULL)
     return TRUE;
-  return box_validate_rules (egress, box_engine_count_defaults (self), error);
+  if (!box_validate_rules (egress, box_engine_count_defaults (self), error))
+    return FALSE;
+  if (egress->len > 0) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                         "egress rules are not enforced by this deployment yet: "
+                         "network.egress must be empty");
+    return FALSE;
+  }
+  return TRUE;
 }
 
 /* The rules a network plugin enforces: includes expanded. */

@@ -12,6 +12,7 @@
 #include <gio/gio.h>
 #include <glib/gstdio.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/crypto.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -590,16 +591,23 @@ BoxPrincipal *
 box_engine_authenticate (BoxEngine *self, const char *credential, GError **error)
 {
   g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
-  gsize len;
-  gsize admin_len;
+  guint8 given[32], admin[32];
+  gboolean is_admin;
 
   if (credential == NULL || credential[0] == '\0') {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNAUTHORIZED, "a valid API key is required");
     return NULL;
   }
-  len = strlen (credential);
-  admin_len = strlen (self->config->admin_token);
-  if (len == admin_len && gnutls_memcmp (credential, self->config->admin_token, len) == 0) {
+  /* Compared as SHA-256 digests, in constant time over their fixed size:
+   * neither the time taken nor an early length check tells a caller how
+   * long the admin token is or how much of it they guessed. */
+  is_admin = gnutls_hash_fast (GNUTLS_DIG_SHA256, credential, strlen (credential), given) == 0 &&
+             gnutls_hash_fast (GNUTLS_DIG_SHA256, self->config->admin_token,
+                               strlen (self->config->admin_token), admin) == 0 &&
+             gnutls_memcmp (given, admin, sizeof given) == 0;
+  explicit_bzero (given, sizeof given);
+  explicit_bzero (admin, sizeof admin);
+  if (is_admin) {
     BoxPrincipal *principal = g_new0 (BoxPrincipal, 1);
     principal->kind = BOX_PRINCIPAL_ADMIN;
     return principal;

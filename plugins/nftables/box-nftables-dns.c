@@ -3,11 +3,20 @@
  * UDP: each query gets its own upstream socket (a fresh source port, so a
  * forged answer must guess it), a 2 s timer per attempt, up to
  * MAX(2, n_upstreams) attempts over the upstreams in turn, then SERVFAIL.
- * At most BOX_DNS_MAX_PENDING queries are in flight; more are dropped (the
- * client retries).
+ * At most BOX_DNS_MAX_PENDING queries are in flight, and each sandbox at
+ * most its share of them (BOX_DNS_MAX_PENDING divided by the number of
+ * sandboxes, at least one); more are dropped (the client retries), so one
+ * sandbox flooding the resolver cannot crowd the others out.
  * TCP: each connection is served by a small thread pool with blocking
  * sockets (10 s timeouts), relaying length-prefixed messages over one
- * upstream TCP connection.
+ * upstream TCP connection; each sandbox holds at most its share of the
+ * pool's threads (BOX_DNS_TCP_THREADS divided by the number of sandboxes,
+ * at least one) and further connections of its own are closed.
+ * Answers (checked by box-nftables-dns-message.c): an answer that carries an internal address (an A or AAAA record
+ * in the built-in private, loopback, link-local, shared, multicast or
+ * reserved ranges, or in the configured blocked networks) is not forwarded:
+ * the sandbox gets REFUSED instead, so no name can point a sandbox at the
+ * node's internal network (DNS rebinding, split-horizon names).
  */
 #include "config.h"
 
@@ -26,8 +35,10 @@
 #define BOX_DNS_MAX_MESSAGE       65535
 
 struct _BoxNftablesDns {
-  GMutex         lock;            /* allowed, upstreams, resolv_* */
+  GMutex         lock;            /* allowed, upstreams, resolv_*, tcp_by_client, blocked */
   GHashTable    *allowed;         /* guint32 addresses (a set) */
+  GHashTable    *tcp_by_client;   /* guint32 address -> TCP connections queued or served */
+  GStrv          blocked;         /* extra CIDRs no answer may carry */
   GPtrArray     *upstreams;       /* GSocketAddress* */
   gboolean       from_resolv_conf;
   char          *resolv_conf;
@@ -42,10 +53,12 @@ struct _BoxNftablesDns {
   GThreadPool   *tcp_pool;
   GCancellable  *cancellable;
   GHashTable    *pending;         /* BoxDnsQuery* set; forwarder thread only */
+  GHashTable    *pending_by_client; /* guint32 address -> queries in flight; forwarder thread only */
 };
 
 typedef struct {
   BoxNftablesDns *dns;
+  guint32         client_addr;    /* host byte order */
   GSocket        *sock;
   GSocketAddress *client;
   GBytes         *query;
@@ -54,78 +67,6 @@ typedef struct {
   GSource        *read_source;
   GSource        *timer;
 } BoxDnsQuery;
-
-/* ---- pure helpers ---- */
-
-gssize
-box_nftables_dns_question_end (const guint8 *msg, gsize len)
-{
-  gsize off = 12, name_len = 0;
-
-  if (msg == NULL || len < 12 || msg[4] != 0 || msg[5] != 1)
-    return -1;
-  for (;;) {
-    guint8 label;
-
-    if (off >= len)
-      return -1;
-    label = msg[off];
-    if (label == 0) {
-      off++;
-      break;
-    }
-    if ((label & 0xc0) != 0)
-      return -1;   /* no compression or extended labels in a query's question */
-    name_len += label + 1;
-    if (name_len > 255)
-      return -1;
-    off += 1 + label;
-  }
-  if (off + 4 > len)
-    return -1;
-  return (gssize) (off + 4);
-}
-
-GBytes *
-box_nftables_dns_servfail (const guint8 *query, gsize len)
-{
-  gssize end = box_nftables_dns_question_end (query, len);
-  guint8 *answer;
-
-  if (end < 0 || (query[2] & 0x80) != 0)
-    return NULL;
-  answer = g_memdup2 (query, (gsize) end);
-  answer[2] = 0x80 | (query[2] & 0x79);     /* QR, keep opcode and RD */
-  answer[3] = 0x80 | 2;                     /* RA, RCODE SERVFAIL */
-  memset (answer + 6, 0, 6);                /* no answers, authority, additional */
-  return g_bytes_new_take (answer, (gsize) end);
-}
-
-char **
-box_nftables_dns_parse_resolv_conf (const char *contents)
-{
-  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
-  g_auto(GStrv) lines = g_strsplit (contents != NULL ? contents : "", "\n", -1);
-
-  for (guint i = 0; lines[i] != NULL; i++) {
-    g_auto(GStrv) words = g_strsplit_set (g_strstrip (lines[i]), " \t", -1);
-    guint n = 0;
-    const char *first = NULL, *second = NULL;
-
-    for (guint j = 0; words[j] != NULL; j++) {
-      if (words[j][0] == '\0')
-        continue;
-      if (n == 0)
-        first = words[j];
-      else if (n == 1)
-        second = words[j];
-      n++;
-    }
-    if (first != NULL && second != NULL && g_str_equal (first, "nameserver"))
-      g_strv_builder_add (builder, second);
-  }
-  return g_strv_builder_end (builder);
-}
 
 /* ---- upstreams ---- */
 
@@ -238,8 +179,10 @@ box_nftables_dns_describe_upstreams (BoxNftablesDns *dns)
 
 /* ---- who may ask ---- */
 
+/* Whether @client is a sandbox we answer; *address is its address (host
+ * byte order) and *n_clients the number of sandboxes, for their shares. */
 static gboolean
-client_allowed (BoxNftablesDns *dns, GSocketAddress *client)
+client_allowed (BoxNftablesDns *dns, GSocketAddress *client, guint32 *address, guint *n_clients)
 {
   g_autoptr(GMutexLocker) locker = NULL;
   GInetAddress *inet;
@@ -251,8 +194,33 @@ client_allowed (BoxNftablesDns *dns, GSocketAddress *client)
   if (g_inet_address_get_family (inet) != G_SOCKET_FAMILY_IPV4)
     return FALSE;
   memcpy (&addr, g_inet_address_to_bytes (inet), 4);
+  *address = g_ntohl (addr);
   locker = g_mutex_locker_new (&dns->lock);
-  return g_hash_table_contains (dns->allowed, GUINT_TO_POINTER (g_ntohl (addr)));
+  *n_clients = MAX (1, g_hash_table_size (dns->allowed));
+  return g_hash_table_contains (dns->allowed, GUINT_TO_POINTER (*address));
+}
+
+/* An answer the sandbox may see: @answer itself, or REFUSED when it
+ * carries an internal address (or cannot be read).  NULL: send nothing. */
+static GBytes *
+filter_answer (BoxNftablesDns *dns, const guint8 *query, gsize query_len,
+               const guint8 *answer, gsize len)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+
+  if (box_nftables_dns_answer_is_public (answer, len, (const char *const *) dns->blocked))
+    return g_bytes_new (answer, len);
+  g_debug ("dns: an answer with an internal address (or unreadable) was refused");
+  return box_nftables_dns_refused (query, query_len);
+}
+
+void
+box_nftables_dns_set_blocked (BoxNftablesDns *dns, const char *const *cidrs)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+
+  g_strfreev (dns->blocked);
+  dns->blocked = g_strdupv ((char **) cidrs);
 }
 
 void
@@ -271,11 +239,30 @@ box_nftables_dns_forget (BoxNftablesDns *dns, guint32 address)
   g_hash_table_remove (dns->allowed, GUINT_TO_POINTER (address));
 }
 
+/* ---- per-sandbox counts (address -> count, absent = 0) ---- */
+
+static guint
+count_of (GHashTable *counts, guint32 address)
+{
+  return GPOINTER_TO_UINT (g_hash_table_lookup (counts, GUINT_TO_POINTER (address)));
+}
+
+static void
+count_set (GHashTable *counts, guint32 address, guint n)
+{
+  if (n > 0)
+    g_hash_table_insert (counts, GUINT_TO_POINTER (address), GUINT_TO_POINTER (n));
+  else
+    g_hash_table_remove (counts, GUINT_TO_POINTER (address));
+}
+
 /* ---- UDP ---- */
 
 static void
 query_free (BoxDnsQuery *q)
 {
+  count_set (q->dns->pending_by_client, q->client_addr,
+             count_of (q->dns->pending_by_client, q->client_addr) - 1);
   if (q->read_source != NULL) {
     g_source_destroy (q->read_source);
     g_source_unref (q->read_source);
@@ -319,7 +306,13 @@ query_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
   }
   if (n < 12 || buf[0] != query[0] || buf[1] != query[1] || (buf[2] & 0x80) == 0)
     return G_SOURCE_CONTINUE;   /* not the answer to this query */
-  query_finish (q, buf, (gsize) n);
+  {
+    g_autoptr(GBytes) answer = filter_answer (q->dns, query, g_bytes_get_size (q->query),
+                                              buf, (gsize) n);
+
+    query_finish (q, answer != NULL ? g_bytes_get_data (answer, NULL) : NULL,
+                  answer != NULL ? g_bytes_get_size (answer) : 0);
+  }
   return G_SOURCE_REMOVE;
 }
 
@@ -394,6 +387,8 @@ udp_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
     g_autoptr(GSocketAddress) client = NULL;
     g_autoptr(GError) error = NULL;
     BoxDnsQuery *q;
+    guint32 address = 0;
+    guint n_clients = 1, share, in_flight;
     gssize n;
 
     n = g_socket_receive_from (sock, &client, (char *) buf, BOX_DNS_MAX_MESSAGE, NULL, &error);
@@ -404,13 +399,18 @@ udp_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
       break;
     }
     /* a query (QR clear) from a sandbox we know, with a sane question */
-    if (client == NULL || !client_allowed (dns, client) ||
+    if (client == NULL || !client_allowed (dns, client, &address, &n_clients) ||
         box_nftables_dns_question_end (buf, (gsize) n) < 0 || (buf[2] & 0x80) != 0)
       continue;
-    if (g_hash_table_size (dns->pending) >= BOX_DNS_MAX_PENDING)
+    /* the whole bound, and this sandbox's share of it */
+    share = MAX (1, BOX_DNS_MAX_PENDING / n_clients);
+    in_flight = count_of (dns->pending_by_client, address);
+    if (g_hash_table_size (dns->pending) >= BOX_DNS_MAX_PENDING || in_flight >= share)
       continue;
+    count_set (dns->pending_by_client, address, in_flight + 1);
     q = g_new0 (BoxDnsQuery, 1);
     q->dns = dns;
+    q->client_addr = address;
     q->client = g_steal_pointer (&client);
     q->query = g_bytes_new (buf, (gsize) n);
     q->max_attempts = 2;
@@ -459,15 +459,48 @@ write_message (GOutputStream *out, const guint8 *buf, gsize len, GCancellable *c
          g_output_stream_write_all (out, buf, len, NULL, cancellable, error);
 }
 
+typedef struct {
+  BoxNftablesDns *dns;
+  GSocket        *sock;
+  guint32         address;   /* the sandbox's, host byte order */
+} BoxDnsTcpClient;
+
+/* Gives the sandbox's TCP slot back. */
+static void
+tcp_client_free (BoxDnsTcpClient *c)
+{
+  g_mutex_lock (&c->dns->lock);
+  count_set (c->dns->tcp_by_client, c->address, count_of (c->dns->tcp_by_client, c->address) - 1);
+  g_mutex_unlock (&c->dns->lock);
+  g_socket_close (c->sock, NULL);
+  g_object_unref (c->sock);
+  g_free (c);
+}
+
+/* Takes a TCP slot of the sandbox at @address when it has one left. */
+static gboolean
+tcp_take_slot (BoxNftablesDns *dns, guint32 address, guint n_clients)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+  guint n = count_of (dns->tcp_by_client, address);
+
+  if (n >= MAX (1, BOX_DNS_TCP_THREADS / n_clients))
+    return FALSE;
+  count_set (dns->tcp_by_client, address, n + 1);
+  return TRUE;
+}
+
 static void
 tcp_serve (gpointer data, gpointer user_data)
 {
-  g_autoptr(GSocket) sock = data;
+  BoxDnsTcpClient *client = data;
+  GSocket *sock = client->sock;
   BoxNftablesDns *dns = user_data;
   g_autoptr(GSocketConnection) conn = NULL;
   g_autoptr(GSocketConnection) upstream = NULL;
   g_autoptr(GSocketClient) connector = g_socket_client_new ();
   g_autofree guint8 *buf = g_malloc (BOX_DNS_MAX_MESSAGE);
+  g_autofree guint8 *query = g_malloc (BOX_DNS_MAX_MESSAGE);
   g_autoptr(GError) error = NULL;
 
   g_socket_set_blocking (sock, TRUE);
@@ -500,19 +533,31 @@ tcp_serve (gpointer data, gpointer user_data)
       }
       g_socket_set_timeout (g_socket_connection_get_socket (upstream), BOX_DNS_TCP_TIMEOUT_S);
     }
-    if (!write_message (g_io_stream_get_output_stream (G_IO_STREAM (upstream)), buf, len,
-                        dns->cancellable, &error) ||
-        !read_message (g_io_stream_get_input_stream (G_IO_STREAM (upstream)), buf, &len,
-                       dns->cancellable, &error) || len == 0 ||
-        !write_message (g_io_stream_get_output_stream (G_IO_STREAM (conn)), buf, len,
-                        dns->cancellable, &error))
-      break;
+    {
+      g_autoptr(GBytes) answer = NULL;
+      gsize query_len = len;
+
+      memcpy (query, buf, len);
+      if (!write_message (g_io_stream_get_output_stream (G_IO_STREAM (upstream)), buf, len,
+                          dns->cancellable, &error) ||
+          !read_message (g_io_stream_get_input_stream (G_IO_STREAM (upstream)), buf, &len,
+                         dns->cancellable, &error) || len == 0)
+        break;
+      answer = filter_answer (dns, query, query_len, buf, len);
+      if (answer == NULL ||
+          !write_message (g_io_stream_get_output_stream (G_IO_STREAM (conn)),
+                          g_bytes_get_data (answer, NULL), g_bytes_get_size (answer),
+                          dns->cancellable, &error))
+        break;
+    }
   }
   if (error != NULL)
     g_debug ("dns: tcp: %s", error->message);
   g_io_stream_close (G_IO_STREAM (conn), NULL, NULL);
   if (upstream != NULL)
     g_io_stream_close (G_IO_STREAM (upstream), NULL, NULL);
+  g_clear_object (&conn);
+  tcp_client_free (client);
 }
 
 static gboolean
@@ -523,16 +568,24 @@ tcp_acceptable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
   for (;;) {
     g_autoptr(GSocket) client = g_socket_accept (sock, NULL, NULL);
     g_autoptr(GSocketAddress) remote = NULL;
+    BoxDnsTcpClient *item;
+    guint32 address = 0;
+    guint n_clients = 1;
 
     if (client == NULL)
       break;
     remote = g_socket_get_remote_address (client, NULL);
-    if (remote == NULL || !client_allowed (dns, remote) ||
-        g_thread_pool_unprocessed (dns->tcp_pool) >= BOX_DNS_TCP_BACKLOG) {
+    if (remote == NULL || !client_allowed (dns, remote, &address, &n_clients) ||
+        g_thread_pool_unprocessed (dns->tcp_pool) >= BOX_DNS_TCP_BACKLOG ||
+        !tcp_take_slot (dns, address, n_clients)) {
       g_socket_close (client, NULL);
       continue;
     }
-    g_thread_pool_push (dns->tcp_pool, g_steal_pointer (&client), NULL);
+    item = g_new0 (BoxDnsTcpClient, 1);
+    item->dns = dns;
+    item->sock = g_steal_pointer (&client);
+    item->address = address;
+    g_thread_pool_push (dns->tcp_pool, item, NULL);
   }
   return G_SOURCE_CONTINUE;
 }
@@ -583,7 +636,9 @@ box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *re
 
   g_mutex_init (&dns->lock);
   dns->allowed = g_hash_table_new (NULL, NULL);
+  dns->tcp_by_client = g_hash_table_new (NULL, NULL);
   dns->pending = g_hash_table_new_full (NULL, NULL, (GDestroyNotify) query_free, NULL);
+  dns->pending_by_client = g_hash_table_new (NULL, NULL);
   dns->resolv_conf = g_strdup (resolv_conf != NULL ? resolv_conf : "/etc/resolv.conf");
   dns->cancellable = g_cancellable_new ();
   dns->context = g_main_context_new ();
@@ -604,7 +659,7 @@ box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *re
   dns->tcp = bind_socket (G_SOCKET_TYPE_STREAM, port, error);
   if (dns->tcp == NULL)
     return NULL;
-  dns->tcp_pool = g_thread_pool_new_full (tcp_serve, dns, g_object_unref,
+  dns->tcp_pool = g_thread_pool_new_full (tcp_serve, dns, (GDestroyNotify) tcp_client_free,
                                           BOX_DNS_TCP_THREADS, FALSE, error);
   if (dns->tcp_pool == NULL)
     return NULL;
@@ -636,7 +691,9 @@ box_nftables_dns_free (BoxNftablesDns *dns)
   /* TCP workers see the cancellation; queued connections are just closed */
   if (dns->tcp_pool != NULL)
     g_thread_pool_free (dns->tcp_pool, TRUE, TRUE);
-  g_hash_table_unref (dns->pending);   /* the loop is gone: safe to drop sources */
+  if (dns->pending != NULL)
+    g_hash_table_unref (dns->pending);   /* the loop is gone: safe to drop sources */
+  g_clear_pointer (&dns->pending_by_client, g_hash_table_unref);
   if (dns->udp != NULL)
     g_socket_close (dns->udp, NULL);
   if (dns->tcp != NULL)
@@ -648,6 +705,8 @@ box_nftables_dns_free (BoxNftablesDns *dns)
   g_clear_object (&dns->cancellable);
   g_clear_pointer (&dns->upstreams, g_ptr_array_unref);
   g_hash_table_unref (dns->allowed);
+  g_clear_pointer (&dns->tcp_by_client, g_hash_table_unref);
+  g_strfreev (dns->blocked);
   g_free (dns->resolv_conf);
   g_mutex_clear (&dns->lock);
   g_free (dns);

@@ -288,17 +288,34 @@ box_nftables_have_net_admin (void)
   return FALSE;
 }
 
+guint
+box_nftables_unprivileged_port_start (void)
+{
+  g_autofree char *value = NULL;
+  guint64 port;
+
+  if (!g_file_get_contents ("/proc/sys/net/ipv4/ip_unprivileged_port_start", &value, NULL, NULL) ||
+      !g_ascii_string_to_unsigned (g_strstrip (value), 10, 0, 65536, &port, NULL))
+    return 1024;
+  return (guint) port;
+}
+
 gboolean
 box_nftables_enable_forwarding (gboolean *changed, GError **error)
 {
   const char *path = "/proc/sys/net/ipv4/ip_forward";
   g_autofree char *value = NULL;
+  g_autoptr(GError) local_error = NULL;
 
   *changed = FALSE;
   if (g_file_get_contents (path, &value, NULL, NULL) && g_str_has_prefix (value, "1"))
     return TRUE;
-  if (!write_sysctl (path, "1\n", error))
+  if (!write_sysctl (path, "1\n", &local_error)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                 "net.ipv4.ip_forward is off and cannot be turned on here (%s); turn it on at "
+                 "set-up (tools/setup.sh writes /etc/sysctl.d/60-box.conf)", local_error->message);
     return FALSE;
+  }
   *changed = TRUE;
   return TRUE;
 }

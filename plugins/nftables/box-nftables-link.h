@@ -28,7 +28,11 @@ gboolean box_nftables_link_delete       (const char *ifname, GError **error);
 gboolean box_nftables_link_disable_ipv6 (const char *ifname, GError **error);
 /* TRUE when the caller may change the network (root or CAP_NET_ADMIN). */
 gboolean box_nftables_have_net_admin    (void);
-/* net.ipv4.ip_forward = 1; *changed says whether it was off. */
+/* net.ipv4.ip_unprivileged_port_start (1024 when it cannot be read). */
+guint    box_nftables_unprivileged_port_start (void);
+/* net.ipv4.ip_forward = 1; *changed says whether it was off.  boxd.service
+ * makes /proc/sys read-only (ProtectKernelTunables): there the set-up
+ * (tools/setup.sh) turns it on and this only checks. */
 gboolean box_nftables_enable_forwarding (gboolean *changed, GError **error);
 
 G_END_DECLS

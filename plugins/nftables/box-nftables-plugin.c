@@ -11,7 +11,8 @@
  *   subnet_prefix=30         30 (gateway .1, guest .2) or 31 (RFC 3021)
  *   table=box                table inet <table>
  *   ifname_prefix=bx         tap names: prefix + 12 chars
- *   dns_port=10053           the resolver's local port (DNS to the gateway is redirected there)
+ *   dns_port=535             the resolver's local port (DNS to the gateway is redirected there);
+ *                            a privileged port, so no local user can take it while boxd is down
  *   dns_upstream=            resolvers to forward to; default: /etc/resolv.conf
  *   blocked=                 more IPv4 networks sandboxes never reach (CIDRs)
  *   tap_user=                a user who may open the taps without CAP_NET_ADMIN
@@ -111,7 +112,7 @@ static gboolean
 load_config (BoxNftablesPlugin *self, GError **error)
 {
   g_autofree char *subnet_prefix = get_config (self, "subnet_prefix", "30");
-  g_autofree char *dns_port = get_config (self, "dns_port", "10053");
+  g_autofree char *dns_port = get_config (self, "dns_port", BOX_NFTABLES_DNS_PORT_DEFAULT);
   g_autofree char *tap_user = get_config (self, "tap_user", "");
   g_autoptr(GError) local_error = NULL;
   guint64 value;
@@ -133,6 +134,13 @@ load_config (BoxNftablesPlugin *self, GError **error)
     return config_error (self, error, "ifname_prefix", "want 1 to 3 lowercase letters");
   if (!g_ascii_string_to_unsigned (dns_port, 10, 1, 65535, &value, NULL))
     return config_error (self, error, "dns_port", "must be a port number");
+  /* The redirect outlives boxd (the table stays while it restarts): on an
+   * unprivileged port any local user could bind it meanwhile and answer
+   * or read every sandbox's DNS. */
+  if (value >= box_nftables_unprivileged_port_start ())
+    return config_error (self, error, "dns_port",
+                         "must be a privileged port (below net.ipv4.ip_unprivileged_port_start), "
+                         "so that no local user can take it while boxd is down");
   self->dns_port = (guint16) value;
 
   g_strfreev (self->dns_upstream);
@@ -519,6 +527,7 @@ box_nftables_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError 
                                     (const char *const *) self->dns_upstream, NULL, error);
   if (self->dns == NULL)
     return FALSE;
+  box_nftables_dns_set_blocked (self->dns, (const char *const *) self->blocked);
   self->started = TRUE;
 
   /* Restore every attachment: taps persist across a boxd restart, not

@@ -1,7 +1,8 @@
 /* nftables-netns-test.c: the nftables plugin with real kernel networking:
  * the masquerade, and a sandbox never reaching the node, the local
  * networks or another sandbox, nothing reaching into it, no spoofing, the
- * resolver, restart, rebind, detach and real taps.  The world (a private
+ * resolver (and, in nftables-netns-dns.c, its fairness, its answers and
+ * its port), restart, rebind, detach and real taps.  The world (a private
  * namespace as the node, namespaces as sandboxes, an "internet") is
  * described in nftables-netns-test.h.  Tests run in order and share it.
  */
@@ -189,10 +190,41 @@ test_resolver (void)
   g_assert_cmpstr (tcp, ==, "203.0.113.80");
 
   /* the forwarder's own port is not open to sandboxes or to the world */
-  direct = dns_query (world.a, world.att_a->gateway, "10053", "udp", &status);
+  direct = dns_query (world.a, world.att_a->gateway, BOX_NFTABLES_DNS_PORT_DEFAULT, "udp", &status);
   g_assert_cmpint (status, ==, DROPPED);
-  outside = dns_query (world.inet, "203.0.113.254", "10053", "udp", &status);
+  outside = dns_query (world.inet, "203.0.113.254", BOX_NFTABLES_DNS_PORT_DEFAULT, "udp", &status);
   g_assert_cmpint (status, ==, DROPPED);
+
+  /* an answer with an internal address (private, loopback, link-local,
+   * the configured blocked network, v4-mapped private) is refused, over
+   * UDP and TCP; the upstream did answer (with a public address first) */
+  for (guint i = 0; i < 5; i++) {
+    const char *names[] = { "internal.test", "loopback.test", "metadata.test", "blocked.test",
+                            "mapped.test" };
+    const char *proto = i % 2 == 0 ? "udp" : "tcp";
+    g_autofree char *direct_answer = dns_query_name (world.inet, "203.0.113.1", "53", names[i],
+                                                     proto, &status);
+    g_autofree char *refused = NULL;
+
+    g_assert_cmpstr (direct_answer, ==, "203.0.113.80");
+    refused = dns_query_name (world.a, world.att_a->gateway, "53", names[i], proto, &status);
+    g_assert_cmpint (status, ==, 1);
+    g_assert_cmpstr (refused, ==, "no answer (rcode 5)");
+  }
+}
+
+static void
+test_resolver_fair_udp (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_fair_udp ();
+}
+
+static void
+test_resolver_fair_tcp (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_fair_tcp ();
 }
 
 /* A link named like the plugin's but not in its sets (not attached yet,
@@ -346,6 +378,8 @@ test_restart (void)
   g_assert_true (in_set ("taps", "\"bxaaaaaaaaaaaa\""));
   assert_reaches (world.a, "203.0.113.1", "80");
   assert_dropped (world.a, world.att_b->address, "9000");
+  /* meanwhile nobody can take the resolver's port */
+  dns_port_privileged ();
 
   /* a new instance reinstalls the table with the recorded members */
   world.plugin = plugin_new_started ();
@@ -491,6 +525,8 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/no-spoofing", test_no_spoofing);
   g_test_add_func ("/nftables-netns/resolver", test_resolver);
   g_test_add_func ("/nftables-netns/resolver-failures", test_resolver_failures);
+  g_test_add_func ("/nftables-netns/resolver-fair-udp", test_resolver_fair_udp);
+  g_test_add_func ("/nftables-netns/resolver-fair-tcp", test_resolver_fair_tcp);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);

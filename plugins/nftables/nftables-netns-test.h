@@ -79,6 +79,8 @@ gboolean           log_has         (const char *name, const char *line);
 void               udp_send        (Ns *ns, const char *payload, const char *src);
 char              *dns_query       (Ns *ns, const char *server, const char *port,
                                     const char *proto, int *status);
+char              *dns_query_name  (Ns *ns, const char *server, const char *port,
+                                    const char *name, const char *proto, int *status);
 
 /* the plugin */
 gboolean           make_veth       (const char *ifname, const char *sandbox_id,
@@ -89,6 +91,11 @@ char              *nft_list        (const char *what);
 gboolean           in_set          (const char *set, const char *element);
 gboolean           link_exists     (const char *ifname);
 char              *record_path     (const char *id);
+
+/* the resolver under pressure (nftables-netns-dns.c) */
+void               dns_fair_udp    (void);
+void               dns_fair_tcp    (void);
+void               dns_port_privileged (void);   /* with the plugin stopped */
 
 void               world_set_up    (void);
 void               world_free      (void);

@@ -209,14 +209,20 @@ last_peer (const char *name)
 }
 
 char *
-dns_query (Ns *ns, const char *server, const char *port, const char *proto, int *status)
+dns_query_name (Ns *ns, const char *server, const char *port, const char *name,
+                const char *proto, int *status)
 {
-  const char *argv[] = { "python3", HELPER, "dns-query", server, port, "example.test", proto,
-                         "2", NULL };
+  const char *argv[] = { "python3", HELPER, "dns-query", server, port, name, proto, "2", NULL };
   char *out = NULL;
 
   *status = run_argv (ns, argv, &out);
   return g_strchomp (out);
+}
+
+char *
+dns_query (Ns *ns, const char *server, const char *port, const char *proto, int *status)
+{
+  return dns_query_name (ns, server, port, "example.test", proto, status);
 }
 
 /* ---- the plugin ---- */

@@ -16,7 +16,10 @@ guest (the real-VM isolation test): standard library only, Python 3.7+.
                                sends one datagram (from SRC if given)
   dns-serve BIND PORT ANSWER READY
                                UDP+TCP DNS server answering every A query
-                               with ANSWER; READY appears once it listens
+                               with ANSWER, except names whose first label
+                               is in INTERNAL (an internal address, which the
+                               resolver must not pass on); READY appears
+                               once it listens
   dns-query SERVER PORT NAME udp|tcp TIMEOUT
                                prints the first A answer; exit 0, 2 on
                                timeout, 1 otherwise
@@ -105,9 +108,31 @@ def question_end(msg):
     return off + 5
 
 
+# names that resolve to internal addresses: 10/8, loopback, link-local,
+# the world's configured "blocked" 198.51.100.0/24, a v4-mapped private
+INTERNAL = {
+    "internal": ("A", "10.9.8.7"),
+    "loopback": ("A", "127.0.0.1"),
+    "metadata": ("A", "169.254.169.254"),
+    "blocked": ("A", "198.51.100.7"),
+    "mapped": ("AAAA", "::ffff:192.168.1.1"),
+}
+
+
 def dns_answer(query, answer):
     qid, flags = struct.unpack("!HH", query[:4])
     end = question_end(query)
+    first = query[13:13 + query[12]].decode("ascii", "replace")
+    if first in INTERNAL:
+        kind, addr = INTERNAL[first]
+        header = struct.pack("!HHHHHH", qid, 0x8180 | (flags & 0x0100), 1, 2, 0, 0)
+        # a public address first: one internal address is enough to refuse
+        rr = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton(answer)
+        if kind == "A":
+            rr += b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton(addr)
+        else:
+            rr += b"\xc0\x0c" + struct.pack("!HHIH", 28, 1, 60, 16) + socket.inet_pton(socket.AF_INET6, addr)
+        return header + query[12:end] + rr
     header = struct.pack("!HHHHHH", qid, 0x8180 | (flags & 0x0100), 1, 1, 0, 0)
     rr = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + socket.inet_aton(answer)
     return header + query[12:end] + rr

@@ -400,6 +400,112 @@ test_dns_messages (void)
   g_assert_null (box_nftables_dns_servfail (copy, sizeof copy));
 }
 
+/* The answer to query_example with @n records of @type (1 A, 28 AAAA)
+ * whose data is @rdata (@rdlen bytes each), the name compressed. */
+static GByteArray *
+answer_with (guint type, const guint8 *rdata, guint rdlen, guint n)
+{
+  GByteArray *msg = g_byte_array_new ();
+
+  g_byte_array_append (msg, query_example, sizeof query_example);
+  msg->data[2] |= 0x80;
+  msg->data[7] = (guint8) n;
+  for (guint i = 0; i < n; i++) {
+    const guint8 rr[] = { 0xc0, 0x0c, 0, (guint8) type, 0, 1, 0, 0, 0x0e, 0x10, 0, (guint8) rdlen };
+    g_byte_array_append (msg, rr, sizeof rr);
+    g_byte_array_append (msg, rdata + i * rdlen, rdlen);
+  }
+  return msg;
+}
+
+static gboolean
+v4_public (guint8 a, guint8 b, guint8 c, guint8 d, const char *const *blocked)
+{
+  const guint8 rdata[] = { 93, 184, 216, 34, a, b, c, d };   /* a public one first */
+  g_autoptr(GByteArray) msg = answer_with (1, rdata, 4, 2);
+
+  return box_nftables_dns_answer_is_public (msg->data, msg->len, blocked);
+}
+
+static gboolean
+v6_public (const char *text)
+{
+  g_autoptr(GInetAddress) inet = g_inet_address_new_from_string (text);
+  g_autoptr(GByteArray) msg = NULL;
+
+  g_assert_nonnull (inet);
+  msg = answer_with (28, g_inet_address_to_bytes (inet), 16, 1);
+  return box_nftables_dns_answer_is_public (msg->data, msg->len, NULL);
+}
+
+static void
+test_dns_answers (void)
+{
+  const char *const extra[] = { "203.0.113.0/24", NULL };
+  const guint8 cname[] = { 3, 'w', 'w', 'w', 0xc0, 0x0c };
+  g_autoptr(GBytes) refused = NULL;
+  g_autoptr(GByteArray) msg = NULL;
+  const guint8 *answer;
+  gsize len;
+
+  /* public addresses pass, one private address among them does not */
+  g_assert_true (v4_public (8, 8, 8, 8, NULL));
+  g_assert_true (v4_public (203, 0, 113, 80, NULL));
+  g_assert_false (v4_public (10, 1, 2, 3, NULL));
+  g_assert_false (v4_public (192, 168, 1, 1, NULL));
+  g_assert_false (v4_public (172, 31, 255, 255, NULL));
+  g_assert_true (v4_public (172, 32, 0, 1, NULL));
+  g_assert_false (v4_public (127, 0, 0, 1, NULL));
+  g_assert_false (v4_public (169, 254, 169, 254, NULL));
+  g_assert_false (v4_public (100, 64, 0, 1, NULL));
+  g_assert_false (v4_public (0, 0, 0, 0, NULL));
+  g_assert_false (v4_public (224, 0, 0, 1, NULL));
+  g_assert_false (v4_public (255, 255, 255, 255, NULL));
+  /* the configured blocked networks count too */
+  g_assert_false (v4_public (203, 0, 113, 80, extra));
+  g_assert_true (v4_public (198, 51, 100, 1, extra));
+
+  g_assert_true (v6_public ("2606:2800:220:1::1"));
+  g_assert_false (v6_public ("::1"));
+  g_assert_false (v6_public ("::"));
+  g_assert_false (v6_public ("fd00::1"));
+  g_assert_false (v6_public ("fe80::1"));
+  g_assert_false (v6_public ("ff02::1"));
+  g_assert_false (v6_public ("::ffff:10.0.0.1"));
+  g_assert_false (v6_public ("64:ff9b::192.168.0.1"));
+  g_assert_true (v6_public ("::ffff:8.8.8.8"));
+
+  /* other record types are not addresses; a CNAME alone passes */
+  msg = answer_with (5, cname, sizeof cname, 1);
+  g_assert_true (box_nftables_dns_answer_is_public (msg->data, msg->len, NULL));
+  g_clear_pointer (&msg, g_byte_array_unref);
+  /* a private address in the additional section counts */
+  {
+    const guint8 rdata[] = { 10, 0, 0, 1 };
+    msg = answer_with (1, rdata, 4, 1);
+    msg->data[7] = 0;
+    msg->data[11] = 1;
+    g_assert_false (box_nftables_dns_answer_is_public (msg->data, msg->len, NULL));
+    /* an A record of the wrong size, a truncated record: not readable */
+    msg->data[11] = 0;
+    msg->data[7] = 1;
+    msg->data[msg->len - 5] = 3;
+    g_assert_false (box_nftables_dns_answer_is_public (msg->data, msg->len, NULL));
+    msg->data[msg->len - 5] = 4;
+    g_assert_true (box_nftables_dns_answer_is_public (msg->data, msg->len - 1, NULL) == FALSE);
+    g_clear_pointer (&msg, g_byte_array_unref);
+  }
+  g_assert_false (box_nftables_dns_answer_is_public (query_example, 11, NULL));
+
+  refused = box_nftables_dns_refused (query_example, sizeof query_example);
+  g_assert_nonnull (refused);
+  answer = g_bytes_get_data (refused, &len);
+  g_assert_cmpuint (len, ==, sizeof query_example);
+  g_assert_cmphex (answer[2], ==, 0x81);          /* QR, RD */
+  g_assert_cmphex (answer[3] & 0x0f, ==, 5);      /* REFUSED */
+  g_assert_cmpmem (answer + 12, len - 12, query_example + 12, len - 12);
+}
+
 static void
 test_resolv_conf (void)
 {
@@ -430,6 +536,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables/ruleset", test_ruleset);
   g_test_add_func ("/nftables/records", test_records);
   g_test_add_func ("/nftables/dns/messages", test_dns_messages);
+  g_test_add_func ("/nftables/dns/answers", test_dns_answers);
   g_test_add_func ("/nftables/dns/resolv-conf", test_resolv_conf);
   return g_test_run ();
 }

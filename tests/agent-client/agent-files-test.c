@@ -196,6 +196,16 @@ test_list_lines (void)
   g_string_append (buffer, "not json\n");
   g_assert_false (box_file_list_take_lines (buffer, infos, &error));
   g_assert_nonnull (error);
+  g_clear_error (&error);
+  /* a nesting bomb (json-glib 1.6 recurses without limit: ~500k '[' used
+   * to overflow boxd's stack) is refused before it is parsed */
+  g_string_truncate (buffer, 0);
+  for (guint i = 0; i < 600000; i++)
+    g_string_append_c (buffer, '[');
+  g_string_append_c (buffer, '\n');
+  g_assert_false (box_file_list_take_lines (buffer, infos, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_assert_cmpuint (infos->len, ==, 2);
 }
 
 static BoxFileDownload *

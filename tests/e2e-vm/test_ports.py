@@ -3,8 +3,7 @@
 # pid and session that started it), the watch (Server-Sent Events: opened
 # for what already listens, then opened/closed as listeners change; not
 # activity, and it ends when the sandbox pauses), the connect WebSocket (a
-# raw TCP stream to 127.0.0.1:{port} in the sandbox, under deny-all egress
-# rules; 502 port_closed before the upgrade), the end of port streams with
+# raw TCP stream to 127.0.0.1:{port} in the sandbox; 502 port_closed before the upgrade), the end of port streams with
 # 1011 on pause and stop, and the access settings (records only: they do
 # not wake a paused sandbox).
 
@@ -45,9 +44,9 @@ with clock('boxd start'):
 KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('alpha'))
 OTHER = vmtest.setup_or_bail(d, lambda: d.project_with_key('beta'))
 with clock('create two sandboxes'):
-    # egress: nothing at all may leave it; ports are reached all the same
-    SB = vmtest.setup_or_bail(d, lambda: d.create_sandbox(KEY, {
-        'name': 'ports-box', 'network': {'egress': [{'domain': '*', 'action': 'deny'}]}}))
+    # (egress rules are refused until issue 16 enforces them; then this
+    # sandbox gets deny-all egress again: ports are reached all the same)
+    SB = vmtest.setup_or_bail(d, lambda: d.create_sandbox(KEY, {'name': 'ports-box'}))
     IB = vmtest.setup_or_bail(d, lambda: d.create_sandbox(KEY, {
         'name': 'idle-box', 'idle': {'timeout_s': 30, 'action': 'pause'}}))
 # a watch on idle-box from the start: it must not keep the sandbox awake

@@ -28,6 +28,7 @@ import glob
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -171,12 +172,23 @@ def _exit_on_signal(signum, _frame):
     sys.exit(1)
 
 
-def free_udp_port():
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind(('0.0.0.0', 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+def free_privileged_port():
+    """A port below 1024 free for UDP and TCP: the nftables plugin's
+    resolver must listen where no unprivileged user can (tests run as root)."""
+    for port in random.sample(range(600, 1000), 400):
+        socks = []
+        try:
+            for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
+                s = socket.socket(socket.AF_INET, kind)
+                socks.append(s)
+                s.bind(('0.0.0.0', port))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError('no free privileged port for the resolver')
 
 
 def virsh(*args):
@@ -256,7 +268,7 @@ class VmBoxd(boxtest.Boxd):
             'plugin.libvirt': {'vm_dir': VM_DIR},
             'plugin.nftables': {'table': 'boxe2e%d' % os.getpid(), 'ifname_prefix': NET_PREFIX,
                                 'pool': '10.%d.0.0/16' % (224 + os.getpid() % 30),
-                                'dns_port': str(free_udp_port())},
+                                'dns_port': str(free_privileged_port())},
         }
         for section, values in (config or {}).items():
             self.config.setdefault(section, {}).update(values)

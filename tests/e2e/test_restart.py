@@ -26,7 +26,7 @@ def test_restart(t):
     s_run = d.create_sandbox(key, {'name': 'runner', 'labels': {'a': 'b'}, 'env': {'E': '1'},
                                    'idle': {'timeout_s': 900, 'action': 'stop'}, 'protected': True,
                                    'deadline': {'at': boxtest.future(86400), 'action': 'delete'},
-                                   'network': {'egress': [{'domain': 'example.com', 'action': 'allow'}]},
+                                   'network': {'egress': []},
                                    'http_port': 9000})
     s_paused = d.create_sandbox(key, {'name': 'sleeper'})
     s_stopped = d.create_sandbox(key, {'name': 'stopper', 'secrets': ['TOKEN']})

@@ -145,15 +145,25 @@ def test_create_validation(t):
 
         t.eq(d.sandbox_ids(key), before, 'no refused create left a sandbox behind')
 
-        # the boundaries are accepted
-        ok_cases = [
-            ({'idle': {'timeout_s': 30}}, 'idle.timeout_s 30'),
+        # valid rules are still refused: nothing enforces them yet (issue
+        # 16), and stored but unenforced rules would fail open
+        before = d.sandbox_ids(key)
+        for body, desc in [
             ({'network': {'egress': rules(1000)}}, '1000 rules'),
             ({'network': {'egress': [{'include': 'defaults'}] + rules(1000 - n_defaults)}},
              'defaults + rules = 1000'),
             ({'network': {'egress': [{'include': 'defaults'}]}}, 'include defaults'),
             ({'network': {'egress': [{'domain': '*', 'action': 'allow', 'ports': [22, 443]},
                                      {'domain': '*.example.com', 'action': 'deny'}]}}, 'rules * and *.suffix'),
+        ]:
+            t.error(d.request('POST', '/v1/sandboxes', body, token=key), 501, 'unsupported',
+                    'create: valid egress rules are unsupported: ' + desc)
+        t.eq(d.sandbox_ids(key), before, 'no create with egress rules left a sandbox behind')
+
+        # the boundaries are accepted
+        ok_cases = [
+            ({'idle': {'timeout_s': 30}}, 'idle.timeout_s 30'),
+            ({'network': {'egress': []}}, 'an empty egress list'),
             ({'resources': {'cpus': 0, 'memory_mib': 0, 'disk_gib': 0}}, 'resources all 0'),
             ({'labels': {'k' * 63: 'v' * 255}}, 'label key 63, value 255'),
             ({'env': {'_a1': 'x', 'Z': 'with = and spaces'}}, 'env names _a1 and Z'),
@@ -165,9 +175,8 @@ def test_create_validation(t):
                       token=key)
         t.eq((r[2] or {}).get('resources'), {'cpus': 2, 'memory_mib': 2048, 'disk_gib': 20},
              'resources 0 come from the template')
-        r = d.request('POST', '/v1/sandboxes', {'network': {'egress': [{'include': 'defaults'}]}}, token=key)
-        eg = ((r[2] or {}).get('network') or {}).get('egress')
-        t.ok(isinstance(eg, list) and len(eg) >= 1, 'include defaults kept in the record', eg)
+        r = d.request('POST', '/v1/sandboxes', {'network': {'egress': []}}, token=key)
+        t.eq((r[2] or {}).get('network'), {'egress': []}, 'an empty egress list kept as it is')
         t.eq(len(d.sandbox_ids(key)), len(before) + len(ok_cases) + 2, 'every accepted create listed')
         t.ok(taken is not None, 'fixture created')
     finally:

@@ -1,0 +1,212 @@
+/* box-nftables-dns-message.c: the DNS message helpers of the sandboxes'
+ * resolver (pure functions; see box-nftables-dns.h): the question of a
+ * query, error answers, whether an answer carries an internal address, and
+ * the nameservers of a resolv.conf.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include "box-nftables-dns.h"
+#include "box-nftables-pool.h"
+#include "box-nftables-ruleset.h"
+
+#define BOX_DNS_RCODE_SERVFAIL    2
+#define BOX_DNS_RCODE_REFUSED     5
+
+gssize
+box_nftables_dns_question_end (const guint8 *msg, gsize len)
+{
+  gsize off = 12, name_len = 0;
+
+  if (msg == NULL || len < 12 || msg[4] != 0 || msg[5] != 1)
+    return -1;
+  for (;;) {
+    guint8 label;
+
+    if (off >= len)
+      return -1;
+    label = msg[off];
+    if (label == 0) {
+      off++;
+      break;
+    }
+    if ((label & 0xc0) != 0)
+      return -1;   /* no compression or extended labels in a query's question */
+    name_len += label + 1;
+    if (name_len > 255)
+      return -1;
+    off += 1 + label;
+  }
+  if (off + 4 > len)
+    return -1;
+  return (gssize) (off + 4);
+}
+
+static GBytes *
+error_answer (const guint8 *query, gsize len, guint8 rcode)
+{
+  gssize end = box_nftables_dns_question_end (query, len);
+  guint8 *answer;
+
+  if (end < 0 || (query[2] & 0x80) != 0)
+    return NULL;
+  answer = g_memdup2 (query, (gsize) end);
+  answer[2] = 0x80 | (query[2] & 0x79);     /* QR, keep opcode and RD */
+  answer[3] = 0x80 | rcode;                 /* RA, the RCODE */
+  memset (answer + 6, 0, 6);                /* no answers, authority, additional */
+  return g_bytes_new_take (answer, (gsize) end);
+}
+
+GBytes *
+box_nftables_dns_servfail (const guint8 *query, gsize len)
+{
+  return error_answer (query, len, BOX_DNS_RCODE_SERVFAIL);
+}
+
+GBytes *
+box_nftables_dns_refused (const guint8 *query, gsize len)
+{
+  return error_answer (query, len, BOX_DNS_RCODE_REFUSED);
+}
+
+/* Past the (maybe compressed) name at *off. */
+static gboolean
+skip_name (const guint8 *msg, gsize len, gsize *off)
+{
+  for (guint labels = 0; labels < 128; labels++) {
+    guint8 label;
+
+    if (*off >= len)
+      return FALSE;
+    label = msg[*off];
+    if (label == 0) {
+      *off += 1;
+      return TRUE;
+    }
+    if ((label & 0xc0) == 0xc0) {
+      if (*off + 2 > len)
+        return FALSE;
+      *off += 2;   /* a pointer ends the name */
+      return TRUE;
+    }
+    if ((label & 0xc0) != 0)
+      return FALSE;
+    *off += 1 + label;
+  }
+  return FALSE;
+}
+
+static gboolean
+ipv4_blocked (guint32 address, const char *const *extra)
+{
+  const char *const *lists[] = { box_nftables_blocked_builtin (), extra };
+
+  for (guint l = 0; l < G_N_ELEMENTS (lists); l++) {
+    for (guint i = 0; lists[l] != NULL && lists[l][i] != NULL; i++) {
+      guint32 network, mask;
+      guint prefix;
+
+      if (!box_nftables_cidr_parse (lists[l][i], &network, &prefix, NULL))
+        continue;
+      mask = prefix == 0 ? 0 : G_MAXUINT32 << (32 - prefix);
+      if ((address & mask) == (network & mask))
+        return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+static gboolean
+ipv6_blocked (const guint8 *a, const char *const *extra)
+{
+  static const guint8 zero[16] = { 0 };
+  static const guint8 mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+  static const guint8 nat64[12] = { 0x00, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0 };
+
+  if (memcmp (a, zero, 15) == 0)                     /* :: and ::1 */
+    return TRUE;
+  if ((a[0] & 0xfe) == 0xfc)                         /* fc00::/7 unique local */
+    return TRUE;
+  if (a[0] == 0xfe && (a[1] & 0xc0) != 0)            /* fe80::/10, fec0::/10 */
+    return TRUE;
+  if (a[0] == 0xff)                                  /* multicast */
+    return TRUE;
+  if (memcmp (a, mapped, 12) == 0 || memcmp (a, nat64, 12) == 0 ||
+      memcmp (a, zero, 12) == 0) {                   /* an IPv4 address inside */
+    guint32 v4 = ((guint32) a[12] << 24) | ((guint32) a[13] << 16) | ((guint32) a[14] << 8) | a[15];
+    return ipv4_blocked (v4, extra);
+  }
+  return FALSE;
+}
+
+gboolean
+box_nftables_dns_answer_is_public (const guint8 *msg, gsize len, const char *const *blocked)
+{
+  gsize off = 12;
+  guint qdcount, rrcount;
+
+  if (msg == NULL || len < 12)
+    return FALSE;
+  qdcount = ((guint) msg[4] << 8) | msg[5];
+  rrcount = (((guint) msg[6] << 8) | msg[7]) + (((guint) msg[8] << 8) | msg[9]) +
+            (((guint) msg[10] << 8) | msg[11]);
+  for (guint i = 0; i < qdcount; i++) {
+    if (!skip_name (msg, len, &off) || off + 4 > len)
+      return FALSE;
+    off += 4;
+  }
+  /* every record of the answer, authority and additional sections */
+  for (guint i = 0; i < rrcount; i++) {
+    guint type, klass, rdlength;
+
+    if (!skip_name (msg, len, &off) || off + 10 > len)
+      return FALSE;
+    type = ((guint) msg[off] << 8) | msg[off + 1];
+    klass = ((guint) msg[off + 2] << 8) | msg[off + 3];
+    rdlength = ((guint) msg[off + 8] << 8) | msg[off + 9];
+    off += 10;
+    if (off + rdlength > len)
+      return FALSE;
+    if (klass == 1 && type == 1) {            /* A */
+      guint32 v4;
+      if (rdlength != 4)
+        return FALSE;
+      v4 = ((guint32) msg[off] << 24) | ((guint32) msg[off + 1] << 16) |
+           ((guint32) msg[off + 2] << 8) | msg[off + 3];
+      if (ipv4_blocked (v4, blocked))
+        return FALSE;
+    } else if (klass == 1 && type == 28) {    /* AAAA */
+      if (rdlength != 16 || ipv6_blocked (msg + off, blocked))
+        return FALSE;
+    }
+    off += rdlength;
+  }
+  return TRUE;
+}
+
+char **
+box_nftables_dns_parse_resolv_conf (const char *contents)
+{
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  g_auto(GStrv) lines = g_strsplit (contents != NULL ? contents : "", "\n", -1);
+
+  for (guint i = 0; lines[i] != NULL; i++) {
+    g_auto(GStrv) words = g_strsplit_set (g_strstrip (lines[i]), " \t", -1);
+    guint n = 0;
+    const char *first = NULL, *second = NULL;
+
+    for (guint j = 0; words[j] != NULL; j++) {
+      if (words[j][0] == '\0')
+        continue;
+      if (n == 0)
+        first = words[j];
+      else if (n == 1)
+        second = words[j];
+      n++;
+    }
+    if (first != NULL && second != NULL && g_str_equal (first, "nameserver"))
+      g_strv_builder_add (builder, second);
+  }
+  return g_strv_builder_end (builder);
+}
