@@ -43,6 +43,30 @@ if [ -c /dev/kvm ] && getent group kvm >/dev/null &&
     say "cannot give /dev/kvm to group kvm: libvirt will re-probe QEMU at every VM start"
 fi
 
+# QEMU's confinement (doc/ARCHITECTURE.md, "Security"): the libvirt plugin
+# runs each VM's QEMU under a uid of its own (uid_range) and QEMU's group,
+# and libvirt makes each domain's private directory (its master key) under
+# /var/lib/libvirt/qemu, which such a uid must reach: upstream libvirt
+# packages that directory 0751, Debian 0750.
+if [ -d /var/lib/libvirt/qemu ] && [ "$(stat -c %a /var/lib/libvirt/qemu)" = 750 ]; then
+  $sudo chmod 0751 /var/lib/libvirt/qemu
+fi
+# QEMU's seccomp sandbox (-sandbox on,obsolete=deny,elevateprivileges=deny,
+# spawn=deny,resourcecontrol=deny) and the console through virtlogd (its
+# max_size bounds a guest's console log) are libvirt's defaults; a
+# qemu.conf that turns either off is refused rather than run unconfined.
+qemu_conf=/etc/libvirt/qemu.conf
+if [ -r "$qemu_conf" ]; then
+  if grep -Eq '^[[:space:]]*seccomp_sandbox[[:space:]]*=[[:space:]]*(0|-1)' "$qemu_conf"; then
+    say "$qemu_conf turns QEMU's seccomp sandbox off (seccomp_sandbox): set it to 1"
+    exit 1
+  fi
+  if grep -Eq '^[[:space:]]*stdio_handler[[:space:]]*=[[:space:]]*"file"' "$qemu_conf"; then
+    say "$qemu_conf sends consoles to plain files (stdio_handler = \"file\"): use \"logd\""
+    exit 1
+  fi
+fi
+
 if answers; then
   exit 0
 fi

@@ -221,6 +221,9 @@ cmd_status (BoxCtl *ctl, char **args, GError **error)
 
     print_fields (labels, values, G_N_ELEMENTS (labels));
   }
+  if (dict_str (status, "accel-warning")[0] != '\0')
+    /* TRANSLATORS: the daemon's warning follows */
+    g_print ("\n%s %s\n", _("Warning:"), dict_str (status, "accel-warning"));
 
   plugins = g_variant_lookup_value (status, "plugins", G_VARIANT_TYPE ("a(sss)"));
   if (plugins != NULL && g_variant_n_children (plugins) > 0) {

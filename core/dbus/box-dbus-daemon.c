@@ -213,6 +213,11 @@ box_dbus_daemon_build_status (BoxDBusDaemon *self)
     accel = box_hypervisor_get_accel (hypervisor);
   g_variant_builder_add (&dict, "{sv}", "accel",
                          g_variant_new_string (accel != NULL ? accel : "none"));
+  /* issue 12: a production host must know its VMs are not isolated */
+  if (g_strcmp0 (accel, "tcg") == 0)
+    g_variant_builder_add (&dict, "{sv}", "accel-warning",
+                           g_variant_new_string ("TCG is not a security boundary: a guest "
+                                                 "that escapes QEMU runs code on the host"));
 
   if (loader != NULL) {
     GPtrArray *modules = box_plugin_loader_get_modules (loader);

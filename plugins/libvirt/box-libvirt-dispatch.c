@@ -186,6 +186,13 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
                          "the libvirt hypervisor is not running");
     return;
   }
+  if (box_libvirt_tcg_refused (self) &&
+      (vm_op == BOX_VM_OP_CREATE || vm_op == BOX_VM_OP_RESUME || vm_op == BOX_VM_OP_BOOT)) {
+    box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED,
+                         "this host has no KVM and [plugin.libvirt] allow_tcg is false: "
+                         "TCG is not a security boundary, so no sandbox runs here");
+    return;
+  }
   vm = box_libvirt_lookup_vm (self, op->id);
   switch (vm_op) {
   case BOX_VM_OP_CREATE:

@@ -409,6 +409,7 @@ box_libvirt_remove_tree (const char *path, GError **error)
     return TRUE;
   if (S_ISDIR (st.st_mode)) {
     g_autoptr(GError) local_error = NULL;
+    g_autofree char *marker = NULL;
 
     dir = g_dir_open (path, 0, &local_error);
     if (dir == NULL) {
@@ -417,10 +418,18 @@ box_libvirt_remove_tree (const char *path, GError **error)
       return FALSE;
     }
     while ((entry = g_dir_read_name (dir)) != NULL) {
-      g_autofree char *child = g_build_filename (path, entry, NULL);
+      g_autofree char *child = NULL;
+
+      if (g_str_equal (entry, BOX_LIBVIRT_UID_FILE))
+        continue;
+      child = g_build_filename (path, entry, NULL);
       if (!box_libvirt_remove_tree (child, error))
         return FALSE;
     }
+    /* a VM's uid is free again once its other files are gone (box-libvirt-uids.c) */
+    marker = g_build_filename (path, BOX_LIBVIRT_UID_FILE, NULL);
+    if (!box_libvirt_remove_tree (marker, error))
+      return FALSE;
     if (g_rmdir (path) != 0 && errno != ENOENT) {
       int saved_errno = errno;
       g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot remove %s: %s", path,

@@ -53,6 +53,8 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   struct passwd *pw;
   struct group *gr;
   guint64 value = 0;
+  g_autofree char *uid_range = NULL;
+  g_autoptr(GError) local_error = NULL;
 
   box_libvirt_config_clear (config);
   config->uri = box_plugin_get_config (plugin, "uri", "qemu:///system");
@@ -97,6 +99,16 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   }
   config->qemu_uid = pw->pw_uid;
   config->qemu_gid = gr->gr_gid;
+  uid_range = box_plugin_get_config (plugin, "uid_range", BOX_LIBVIRT_UID_RANGE);
+  if (!box_libvirt_uid_range_parse (uid_range, &config->uid_first, &config->uid_last,
+                                    &local_error)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "[plugin.%s] %s",
+                 box_plugin_get_name (plugin), local_error->message);
+    return FALSE;
+  }
+  if (!box_plugin_context_get_bool (box_plugin_get_context (plugin), "allow_tcg", TRUE,
+                                    &config->allow_tcg, error))
+    return FALSE;
 
   if (!config_uint (plugin, "pool_size", "2", 64, &value, error))
     return FALSE;

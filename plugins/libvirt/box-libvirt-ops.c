@@ -101,6 +101,7 @@ vm_xml (BoxLibvirtOp *op, gboolean boot)
   g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
   g_autofree char *socket = box_libvirt_op_file (op, "agent.sock");
   g_autofree char *console = box_libvirt_op_file (op, "console.log");
+  g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
   g_autofree char *cmdline = box_libvirt_kernel_cmdline (op->vm->hostname, op->net);
 
   spec.name = op->domain;
@@ -121,7 +122,7 @@ vm_xml (BoxLibvirtOp *op, gboolean boot)
     spec.tap = op->net->ifname;
     spec.mac = op->net->mac;
   }
-  spec.uid = self->config.qemu_uid;
+  spec.uid = box_libvirt_vm_uid (self, vm_dir);
   spec.gid = self->config.qemu_gid;
   spec.tb_cache_mib = self->config.tb_cache_mib;
   spec.disk_cache = self->config.disk_cache;

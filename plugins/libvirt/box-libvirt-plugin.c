@@ -10,7 +10,10 @@
  *   image_dir=             guest images (default $BOX_IMAGE_CACHE or /var/cache/box/images)
  *   vm_dir=/var/lib/libvirt/box   disks, RAM and snapshot files; QEMU's user must reach it
  *   accel=auto             auto (probe KVM), kvm or tcg
- *   qemu_user=libvirt-qemu / qemu_group=kvm    QEMU's user (qemu.conf)
+ *   qemu_user=libvirt-qemu / qemu_group=kvm    QEMU's group, and the user of VMs
+ *                          made before uid_range
+ *   uid_range=1879048192-1879113727   one uid per VM's QEMU (box-libvirt-uids.c)
+ *   allow_tcg=true         false: without KVM no sandbox starts (TCG is no boundary)
  *   pool_size=2            warm (restored, paused) domains per template snapshot
  *   hot_pause_s=60         a pause turns into a cold snapshot after this (0: at once)
  *   max_memory_mib=0       0: the host's memory minus a reserve
@@ -98,6 +101,12 @@ BoxNetwork *
 box_libvirt_get_network (BoxLibvirtPlugin *self)
 {
   return box_plugin_context_get_network (box_plugin_get_context (BOX_PLUGIN (self)));
+}
+
+gboolean
+box_libvirt_tcg_refused (BoxLibvirtPlugin *self)
+{
+  return !self->config.allow_tcg && g_strcmp0 (self->accel, "kvm") != 0;
 }
 
 BoxLibvirtVm *
@@ -480,6 +489,16 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   self->accel = box_libvirt_choose_accel (self->config.accel, self->image, state_dir,
                                           self->qemu_version, &how);
 
+  if (g_strcmp0 (self->accel, "kvm") != 0) {
+    if (self->config.allow_tcg)
+      g_warning ("libvirt: VMs run under TCG, without KVM (%s): TCG is not a security "
+                 "boundary; a guest that escapes QEMU's emulator runs code as its QEMU's uid "
+                 "on this host (set [plugin.libvirt] allow_tcg=false to refuse)", how);
+    else
+      g_warning ("libvirt: this host has no KVM (%s) and allow_tcg is false: no sandbox "
+                 "will start", how);
+  }
+
   host_memory = box_libvirt_host_memory_mib ();
   self->max_memory_mib = self->config.max_memory_mib;
   if (self->max_memory_mib == 0 && host_memory > BOX_LIBVIRT_MEMORY_RESERVE_MIB)
@@ -511,6 +530,8 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
              self->config.hot_pause_s, self->max_memory_mib, self->max_cpus,
              g_hash_table_size (self->vms));
   /* make the default template's snapshot and pool now, in the background */
+  if (box_libvirt_tcg_refused (self))
+    return TRUE;
   if (tmpl->ready)
     box_libvirt_template_refill (self, tmpl);
   else if (self->config.pool_size > 0)
@@ -558,6 +579,12 @@ box_libvirt_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
   }
   g_variant_builder_add (dict, "{sv}", "accel",
                          g_variant_new_string (self->accel != NULL ? self->accel : "tcg"));
+  g_variant_builder_add (dict, "{sv}", "allow-tcg", g_variant_new_boolean (self->config.allow_tcg));
+  g_variant_builder_add (dict, "{sv}", "uids-taken",
+                         g_variant_new_uint32 (self->config.vm_dir == NULL ? 0 :
+                                               box_libvirt_uids_taken (self->config.vm_dir,
+                                                                       self->config.uid_first,
+                                                                       self->config.uid_last)));
   g_variant_builder_add (dict, "{sv}", "qemu",
                          g_variant_new_string (self->qemu_version != NULL ?
                                                self->qemu_version : ""));

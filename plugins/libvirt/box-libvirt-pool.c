@@ -38,6 +38,7 @@ typedef struct {
   char               *xml;
   char               *domain;
   GTask              *waiter;     /* NULL: for the pool */
+  guint               uid;        /* its QEMU's */
   gint64              started;
   guint               pending;    /* resume and guest setup run together */
   GError             *error;
@@ -73,7 +74,7 @@ fill_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
 
   if (!box_libvirt_make_vm_dir (dir, error) ||
       !box_libvirt_create_overlay (disk, backing, "qcow2", self->image->rootfs_bytes, error) ||
-      !box_libvirt_give_to_qemu (self, disk, error))
+      !box_libvirt_give_to_qemu (self, disk, fill->uid, error))
     return FALSE;
   conn = box_libvirt_conn_get (self->conn, error);
   if (conn == NULL)
@@ -293,6 +294,7 @@ box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *
   BoxLibvirtOwner owner = { .role = "pool", .state_dir = self->state_dir,
                             .vm_dir = self->config.vm_dir };
   g_autoptr(GError) error = NULL;
+  g_autofree char *dir = NULL;
   g_autofree char *disk = NULL;
   g_autofree char *socket = NULL;
   g_autofree char *console = NULL;
@@ -325,11 +327,21 @@ box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *
       return;
     }
   }
+  if (waiter == NULL)
+    tmpl->filling++;
+  tmpl->in_flight = g_list_prepend (tmpl->in_flight, fill);
+  box_libvirt_pool_record_add (self, fill->slot->vm_id);
+  dir = box_libvirt_vm_path (self->config.vm_dir, fill->slot->vm_id, NULL);
+  if (!box_libvirt_claim_vm_dir (self, dir, &fill->uid, &fill->error)) {
+    fill_done (fill);
+    return;
+  }
   disk = box_libvirt_vm_path (self->config.vm_dir, fill->slot->vm_id, "disk.qcow2");
   socket = box_libvirt_vm_path (self->config.vm_dir, fill->slot->vm_id, "agent.sock");
   console = box_libvirt_vm_path (self->config.vm_dir, fill->slot->vm_id, "console.log");
   ram = g_build_filename (tmpl->dir, "ram", NULL);
   box_libvirt_template_spec (self, tmpl, &spec);
+  spec.uid = fill->uid;
   spec.owner = &owner;
   spec.name = fill->domain;
   spec.cmdline = cmdline;
@@ -345,10 +357,6 @@ box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *
     spec.mac = fill->slot->net->mac;
   }
   fill->xml = box_libvirt_domain_xml (&spec);
-  if (waiter == NULL)
-    tmpl->filling++;
-  tmpl->in_flight = g_list_prepend (tmpl->in_flight, fill);
-  box_libvirt_pool_record_add (self, fill->slot->vm_id);
   box_libvirt_run_in_thread (self, fill_work, fill, NULL, NULL, fill_restored, fill);
 }
 

@@ -28,7 +28,7 @@ G_BEGIN_DECLS
 /* Changes whenever the domain layout changes: template snapshots made by
  * another recipe cannot be restored into our domains, so it is part of
  * their key. */
-#define BOX_LIBVIRT_RECIPE      "box-libvirt-2"
+#define BOX_LIBVIRT_RECIPE      "box-libvirt-3"
 #define BOX_LIBVIRT_RAM_ID      "box-ram"
 #define BOX_LIBVIRT_AGENT_PORT  "org.box.agent.0"
 #define BOX_LIBVIRT_NAME_PREFIX "box-"
@@ -59,8 +59,11 @@ typedef struct {
   char    *accel;               /* auto, kvm or tcg */
   char    *qemu_user;           /* libvirt-qemu */
   char    *qemu_group;          /* kvm */
-  guint    qemu_uid;
-  guint    qemu_gid;
+  guint    qemu_uid;            /* VMs made before uid_range: their QEMU's uid */
+  guint    qemu_gid;            /* every QEMU's gid */
+  guint    uid_first;           /* uid_range: one uid per VM from here */
+  guint    uid_last;
+  gboolean allow_tcg;           /* TRUE: VMs may run without KVM */
   guint    pool_size;           /* 2 */
   guint    hot_pause_s;         /* 60 */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
@@ -73,6 +76,26 @@ typedef struct {
 
 void     box_libvirt_config_clear (BoxLibvirtConfig *config);
 gboolean box_libvirt_config_load  (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **error);
+
+/* ---- QEMU's uids (box-libvirt-uids.c) ---------------------------------- */
+
+/* In every VM directory while its VM's files exist: the uid its QEMU runs
+ * under (removed last by box_libvirt_remove_tree()). */
+#define BOX_LIBVIRT_UID_FILE "uid"
+/* The default uid_range: above the ranges systemd and useradd hand out. */
+#define BOX_LIBVIRT_UID_RANGE "1879048192-1879113727"
+
+gboolean box_libvirt_uid_range_parse (const char *text, guint *first, guint *last,
+                                      GError **error);
+/* Creates @dir (a VM directory under @vm_dir) and records in it the lowest
+ * uid of first..last that no VM directory under @vm_dir records; any thread.
+ * BOX_ERROR_CAPACITY when every uid is taken. */
+gboolean box_libvirt_vm_dir_claim    (const char *vm_dir, const char *dir, guint first,
+                                      guint last, guint *uid, GError **error);
+/* The uid @dir records, 0 when none. */
+guint    box_libvirt_vm_dir_uid      (const char *dir);
+/* How many uids of first..last VM directories under @vm_dir record. */
+guint    box_libvirt_uids_taken      (const char *vm_dir, guint first, guint last);
 
 /* ---- the host ------------------------------------------------------------ */
 
@@ -261,6 +284,9 @@ void      box_libvirt_run_in_thread (BoxLibvirtPlugin *self, BoxLibvirtWorkFunc 
 gboolean  box_libvirt_run_finish    (GAsyncResult *result, GError **error);
 
 BoxNetwork *box_libvirt_get_network (BoxLibvirtPlugin *self);
+/* TCG is not a security boundary: without KVM and with allow_tcg=false no
+ * QEMU starts. */
+gboolean  box_libvirt_tcg_refused   (BoxLibvirtPlugin *self);
 BoxLibvirtVm *box_libvirt_lookup_vm (BoxLibvirtPlugin *self, const char *id);
 BoxLibvirtVm *box_libvirt_find_vm_by_domain (BoxLibvirtPlugin *self, const char *domain_name);
 void      box_libvirt_save_vm       (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
@@ -381,7 +407,15 @@ void      box_libvirt_template_spec      (BoxLibvirtPlugin *self, BoxLibvirtTemp
                                           BoxLibvirtDomainSpec *spec);
 /* 0711: QEMU's user reaches the files, nobody lists them */
 gboolean  box_libvirt_make_vm_dir        (const char *path, GError **error);
-gboolean  box_libvirt_give_to_qemu       (BoxLibvirtPlugin *self, const char *path, GError **error);
+/* chown uid:qemu_gid, 0600 */
+gboolean  box_libvirt_give_to_qemu       (BoxLibvirtPlugin *self, const char *path, guint uid,
+                                          GError **error);
+/* Claims @dir for a new VM (box_libvirt_vm_dir_claim with the plugin's range). */
+gboolean  box_libvirt_claim_vm_dir       (BoxLibvirtPlugin *self, const char *dir, guint *uid,
+                                          GError **error);
+/* The uid of the VM in @dir: the one recorded, else qemu_user's (a VM made
+ * before uid_range existed). */
+guint     box_libvirt_vm_uid             (BoxLibvirtPlugin *self, const char *dir);
 void      box_libvirt_template_build     (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
 /* A fork of @tmpl for @waiter (a take_slot task, taken) or the pool; its
  * disk has @disk_bytes (0: the template's default size). */

@@ -175,7 +175,6 @@ box_libvirt_template_spec (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl,
   spec->memory_mib = tmpl->memory_mib;
   spec->kernel = self->image->kernel;
   spec->initrd = self->image->initrd;
-  spec->uid = self->config.qemu_uid;
   spec->gid = self->config.qemu_gid;
   spec->tb_cache_mib = self->config.tb_cache_mib;
   spec->disk_cache = self->config.disk_cache;
@@ -195,9 +194,24 @@ box_libvirt_make_vm_dir (const char *path, GError **error)
 }
 
 gboolean
-box_libvirt_give_to_qemu (BoxLibvirtPlugin *self, const char *path, GError **error)
+box_libvirt_claim_vm_dir (BoxLibvirtPlugin *self, const char *dir, guint *uid, GError **error)
 {
-  if (chown (path, self->config.qemu_uid, self->config.qemu_gid) != 0 ||
+  return box_libvirt_vm_dir_claim (self->config.vm_dir, dir, self->config.uid_first,
+                                   self->config.uid_last, uid, error);
+}
+
+guint
+box_libvirt_vm_uid (BoxLibvirtPlugin *self, const char *dir)
+{
+  guint uid = box_libvirt_vm_dir_uid (dir);
+
+  return uid != 0 ? uid : self->config.qemu_uid;
+}
+
+gboolean
+box_libvirt_give_to_qemu (BoxLibvirtPlugin *self, const char *path, guint uid, GError **error)
+{
+  if (chown (path, uid, self->config.qemu_gid) != 0 ||
       g_chmod (path, 0600) != 0) {
     int saved_errno = errno;
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot give %s to QEMU's user: %s",
@@ -219,6 +233,7 @@ typedef struct {
   BoxAgent     *agent;
   GError             *failure;
   gint64              started;
+  guint               uid;        /* the build VM's QEMU */
 } Build;
 
 static void
@@ -246,11 +261,10 @@ build_boot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   virDomainPtr dom;
   int fd;
 
-  if (!box_libvirt_remove_tree (build->tmp_dir, error) ||
-      !box_libvirt_make_vm_dir (build->tmp_dir, error) ||
-      !box_libvirt_create_overlay (disk, self->image->rootfs, "raw", self->image->rootfs_bytes,
+  /* tmp_dir is new: box_libvirt_template_build claimed it */
+  if (!box_libvirt_create_overlay (disk, self->image->rootfs, "raw", self->image->rootfs_bytes,
                                    error) ||
-      !box_libvirt_give_to_qemu (self, disk, error))
+      !box_libvirt_give_to_qemu (self, disk, build->uid, error))
     return FALSE;
   /* the RAM file: sparse, QEMU's, kept after the VM ends */
   fd = open (ram, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -263,7 +277,7 @@ build_boot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     return FALSE;
   }
   close (fd);
-  if (!box_libvirt_give_to_qemu (self, ram, error))
+  if (!box_libvirt_give_to_qemu (self, ram, build->uid, error))
     return FALSE;
   conn = box_libvirt_conn_get (self->conn, error);
   if (conn == NULL)
@@ -285,6 +299,8 @@ build_snapshot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   g_autofree char *disk = g_build_filename (build->tmp_dir, "disk.qcow2", NULL);
   g_autofree char *manifest = g_build_filename (build->tmp_dir, "manifest.json", NULL);
   g_autofree char *socket = g_build_filename (build->tmp_dir, "agent.sock", NULL);
+  g_autofree char *ram = g_build_filename (build->tmp_dir, "ram", NULL);
+  g_autofree char *marker = g_build_filename (build->tmp_dir, BOX_LIBVIRT_UID_FILE, NULL);
   g_autofree char *contents = NULL;
   virConnectPtr conn;
   virDomainPtr dom;
@@ -307,14 +323,20 @@ build_snapshot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   virConnectClose (conn);
   if (!ok)
     return FALSE;
-  /* the disk becomes a read-only backing file of every fork */
-  if (chown (disk, 0, 0) != 0 || g_chmod (disk, 0644) != 0) {
+  /* the disk becomes a read-only backing file of every fork.  Forks map
+   * the RAM file privately (copy on write), but QEMU 7.2 opens a
+   * memory-backend-file read-write unless its mapping is read-only too
+   * (`rom=off` came in 8.2): the file stays writable by QEMU's group. */
+  if (chown (disk, 0, 0) != 0 || g_chmod (disk, 0644) != 0 ||
+      chown (ram, 0, self->config.qemu_gid) != 0 || g_chmod (ram, 0660) != 0) {
     int saved_errno = errno;
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot seal %s: %s", disk,
                  g_strerror (saved_errno));
     return FALSE;
   }
   g_unlink (socket);
+  /* the build VM is gone: its uid is free (a template holds none) */
+  g_unlink (marker);
   contents = g_strdup_printf ("{\"key\": \"%s\", \"image\": \"%s\", \"accel\": \"%s\", "
                               "\"qemu\": \"%s\", \"cpus\": %u, \"memory_mib\": %u, "
                               "\"nic\": %s, \"recipe\": \"%s\"}\n",
@@ -470,6 +492,7 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
   g_autofree char *socket = NULL;
   g_autofree char *console = NULL;
   g_autofree char *cmdline = NULL;
+  GError *error = NULL;
 
   if (tmpl->building)
     return;
@@ -488,7 +511,13 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
   console = g_build_filename (build->tmp_dir, "console.log", NULL);
   cmdline = box_libvirt_kernel_cmdline ("box", NULL);
 
+  box_libvirt_pool_record_add (self, build->build_id);
+  if (!box_libvirt_claim_vm_dir (self, build->tmp_dir, &build->uid, &error)) {
+    build_fail (build, error);
+    return;
+  }
   box_libvirt_template_spec (self, tmpl, &spec);
+  spec.uid = build->uid;
   owner.state_dir = self->state_dir;
   owner.vm_dir = self->config.vm_dir;
   spec.owner = &owner;
@@ -504,7 +533,6 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
 
   g_message ("libvirt: making the template snapshot %s (%u CPUs, %u MiB, %s): one cold boot",
              tmpl->key, tmpl->cpus, tmpl->memory_mib, self->accel);
-  box_libvirt_pool_record_add (self, build->build_id);
   box_libvirt_run_in_thread (self, build_boot_work, build, NULL, NULL, build_booted, build);
 }
 

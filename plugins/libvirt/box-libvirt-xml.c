@@ -13,11 +13,14 @@
  * destroy), and forks map that file privately.  libvirt still creates its
  * own pc.ram object; it is never used, so it costs address space only.
  *
- * Confinement is libvirt's: QEMU runs as the QEMU user (a static DAC label,
- * relabel='no': we own our files and chown them ourselves, so libvirt does
- * not change the ownership of shared backing files and kernels at every
- * start and stop), with QEMU's seccomp sandbox (qemu.conf seccomp_sandbox,
- * on by default) and, where the host has them, libvirt's cgroups: the
+ * Confinement is libvirt's: each VM's QEMU runs as a uid of its own
+ * (box-libvirt-uids.c) and QEMU's group (a static DAC label, relabel='no':
+ * we own our files and chown them ourselves, so libvirt does not change
+ * the ownership of shared backing files and kernels at every start and
+ * stop), with QEMU's seccomp sandbox (qemu.conf seccomp_sandbox=1, libvirt's
+ * default: -sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,
+ * resourcecontrol=deny), a console bounded by virtlogd and, where the host
+ * has them, libvirt's cgroups: the
  * vCPU quota is set here, the memory hard limit once the domain runs
  * (box_libvirt_domain_limit_memory): with <memtune> in the XML libvirt also
  * raises QEMU's RLIMIT_MEMLOCK to the limit, which needs CAP_SYS_RESOURCE,
@@ -139,8 +142,12 @@ box_libvirt_domain_xml (const BoxLibvirtDomainSpec *spec)
   default:
     break;
   }
-  g_string_append (xml, "    <serial type='file'>\n");
-  append_escaped (xml, "      <source path='%s'/>\n", spec->console_log);
+  /* the console goes to virtlogd (qemu.conf stdio_handler=logd), which
+   * rolls the file over at its max_size (virtlogd.conf, 2 MiB) and keeps
+   * max_backups (3) old ones: a guest that floods its console fills no
+   * disk.  A type='file' chardev would let QEMU write without a bound. */
+  g_string_append (xml, "    <serial type='null'>\n");
+  append_escaped (xml, "      <log file='%s' append='off'/>\n", spec->console_log);
   g_string_append (xml, "    </serial>\n    <channel type='unix'>\n");
   append_escaped (xml, "      <source mode='bind' path='%s'/>\n", spec->agent_socket);
   g_string_append (xml,

@@ -3,7 +3,11 @@
  * the configuration and the image manifest. */
 #include "config.h"
 
+#include <fcntl.h>
 #include <glib/gstdio.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "box-libvirt-private.h"
 
@@ -68,8 +72,14 @@ test_xml_fork (void)
   /* escaped */
   assert_contains (xml, "box.hostname=a&amp;b");
   assert_contains (xml, "<tb-cache unit='MiB'>128</tb-cache>");
-  assert_contains (xml, "<label>+64055:+107</label>");
-  assert_contains (xml, "relabel='no'");
+  /* QEMU under the VM's own uid, QEMU's group */
+  assert_contains (xml, "<seclabel type='static' model='dac' relabel='no'>"
+                   "<label>+64055:+107</label></seclabel>");
+  /* the console through virtlogd (bounded), truncated at each start */
+  assert_contains (xml, "<serial type='null'>\n"
+                   "      <log file='/vms/abc/console.log' append='off'/>\n"
+                   "    </serial>");
+  assert_lacks (xml, "<serial type='file'>");
   assert_contains (xml, "<source file='/vms/abc/disk.qcow2'/>");
   assert_contains (xml, "cache='writeback'");
   assert_contains (xml, "<interface type='ethernet'>");
@@ -274,6 +284,204 @@ test_image (void)
   g_assert_false (g_file_test (dir, G_FILE_TEST_EXISTS));
 }
 
+/* ---- QEMU's uids ---- */
+
+static char *
+make_vm_dirs (void)
+{
+  g_autoptr(GError) error = NULL;
+  char *root = g_dir_make_tmp ("box-libvirt-uids-XXXXXX", &error);
+  g_autofree char *vms = g_build_filename (root, "vms", NULL);
+  g_autofree char *templates = g_build_filename (root, "templates", NULL);
+
+  g_assert_no_error (error);
+  g_assert_cmpint (g_mkdir (vms, 0711), ==, 0);
+  g_assert_cmpint (g_mkdir (templates, 0711), ==, 0);
+  return root;
+}
+
+static void
+test_uid_range (void)
+{
+  g_autoptr(GError) error = NULL;
+  guint first = 0, last = 0;
+  const char *bad[] = { "", "5", "10-5", "0-5", "a-b", "1-2-3", "5-2147483647", NULL };
+
+  g_assert_true (box_libvirt_uid_range_parse (BOX_LIBVIRT_UID_RANGE, &first, &last, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (first, ==, 1879048192);
+  g_assert_cmpuint (last, ==, 1879113727);
+  g_assert_true (box_libvirt_uid_range_parse ("7-7", &first, &last, &error));
+  g_assert_cmpuint (first, ==, 7);
+  g_assert_cmpuint (last, ==, 7);
+  for (guint i = 0; bad[i] != NULL; i++) {
+    g_assert_false (box_libvirt_uid_range_parse (bad[i], &first, &last, &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+    g_clear_error (&error);
+  }
+}
+
+static void
+test_uid_pool (void)
+{
+  g_autofree char *root = make_vm_dirs ();
+  g_autofree char *a = g_build_filename (root, "vms", "aaa", NULL);
+  g_autofree char *b = g_build_filename (root, "vms", "bbb", NULL);
+  g_autofree char *build = g_build_filename (root, "templates", "k.tmp-ccc", NULL);
+  g_autofree char *c = g_build_filename (root, "vms", "ccc", NULL);
+  g_autofree char *disk = g_build_filename (a, "disk.qcow2", NULL);
+  g_autofree char *marker = g_build_filename (a, BOX_LIBVIRT_UID_FILE, NULL);
+  g_autoptr(GError) error = NULL;
+  guint uid_a = 0, uid_b = 0, uid_build = 0, uid_c = 0;
+  GStatBuf st;
+
+  /* one uid per VM directory, the lowest free first */
+  g_assert_true (box_libvirt_vm_dir_claim (root, a, 500, 502, &uid_a, &error));
+  g_assert_no_error (error);
+  g_assert_true (box_libvirt_vm_dir_claim (root, b, 500, 502, &uid_b, &error));
+  g_assert_cmpuint (uid_a, ==, 500);
+  g_assert_cmpuint (uid_b, ==, 501);
+  g_assert_cmpuint (box_libvirt_vm_dir_uid (a), ==, 500);
+  /* the directory is root's, 0711; the record is root's too */
+  g_assert_cmpint (g_stat (a, &st), ==, 0);
+  g_assert_cmpuint (st.st_mode & 07777, ==, 0711);
+  g_assert_cmpint (g_stat (marker, &st), ==, 0);
+  g_assert_cmpuint (st.st_uid, ==, getuid ());
+  /* template builds take one too */
+  g_assert_true (box_libvirt_vm_dir_claim (root, build, 500, 502, &uid_build, &error));
+  g_assert_cmpuint (uid_build, ==, 502);
+
+  /* exhausted: a capacity error, and no directory made */
+  g_assert_false (box_libvirt_vm_dir_claim (root, c, 500, 502, &uid_c, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_CAPACITY);
+  g_clear_error (&error);
+  g_assert_false (g_file_test (c, G_FILE_TEST_EXISTS));
+
+  /* a restarted boxd (nothing in memory) finds the same uids taken */
+  g_assert_cmpuint (box_libvirt_uids_taken (root, 500, 502), ==, 3);
+  g_assert_cmpuint (box_libvirt_uids_taken (root, 501, 501), ==, 1);
+
+  /* a uid is free again once its VM's directory is gone */
+  g_assert_true (g_file_set_contents (disk, "x", -1, NULL));
+  g_assert_true (box_libvirt_remove_tree (a, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (box_libvirt_uids_taken (root, 500, 502), ==, 2);
+  g_assert_true (box_libvirt_vm_dir_claim (root, c, 500, 502, &uid_c, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (uid_c, ==, 500);
+
+  box_libvirt_remove_tree (root, &error);
+  g_assert_no_error (error);
+}
+
+/* Makes @dir's entries impossible to remove (and back): a read-only mode
+ * for a user, the immutable attribute for root.  FALSE when it cannot. */
+static gboolean
+set_stuck (const char *dir, gboolean stuck)
+{
+  int fd, flags = 0;
+  gboolean ok;
+
+  if (getuid () != 0)
+    return g_chmod (dir, stuck ? 0500 : 0755) == 0;
+  fd = open (dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return FALSE;
+  ok = ioctl (fd, FS_IOC_GETFLAGS, &flags) == 0;
+  flags = stuck ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+  ok = ok && ioctl (fd, FS_IOC_SETFLAGS, &flags) == 0;
+  close (fd);
+  return ok;
+}
+
+/* remove_tree removes the uid record after every other file: a removal
+ * that fails half-way leaves the uid taken */
+static void
+test_uid_record_last (void)
+{
+  g_autofree char *root = make_vm_dirs ();
+  g_autofree char *a = g_build_filename (root, "vms", "aaa", NULL);
+  g_autofree char *sub = g_build_filename (a, "zzz", NULL);
+  g_autofree char *stuck = g_build_filename (sub, "file", NULL);
+  g_autofree char *b = g_build_filename (root, "vms", "bbb", NULL);
+  g_autofree char *marker = g_build_filename (a, BOX_LIBVIRT_UID_FILE, NULL);
+  g_autoptr(GError) error = NULL;
+  guint uid = 0;
+
+  g_assert_true (box_libvirt_vm_dir_claim (root, a, 500, 500, &uid, &error));
+  g_assert_cmpint (g_mkdir (sub, 0755), ==, 0);
+  g_assert_true (g_file_set_contents (stuck, "x", -1, NULL));
+  if (!set_stuck (sub, TRUE)) {
+    g_test_skip ("cannot make a file that resists removal here");
+    box_libvirt_remove_tree (root, NULL);
+    return;
+  }
+  g_assert_false (box_libvirt_remove_tree (a, &error));
+  g_clear_error (&error);
+  g_assert_true (g_file_test (marker, G_FILE_TEST_EXISTS));
+  /* its only uid is still taken */
+  g_assert_false (box_libvirt_vm_dir_claim (root, b, 500, 500, &uid, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_CAPACITY);
+  g_clear_error (&error);
+  g_assert_true (set_stuck (sub, FALSE));
+  g_assert_true (box_libvirt_remove_tree (a, &error));
+  g_assert_no_error (error);
+  g_assert_true (box_libvirt_vm_dir_claim (root, b, 500, 500, &uid, &error));
+  g_assert_cmpuint (uid, ==, 500);
+  g_assert_true (box_libvirt_remove_tree (root, &error));
+}
+
+/* ---- allow_tcg ---- */
+
+static void
+op_done_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GError **error = user_data;
+
+  g_assert_false (box_libvirt_op_finish (BOX_LIBVIRT_PLUGIN (source), result, error));
+}
+
+static void
+test_tcg_refused (void)
+{
+  g_autoptr(BoxLibvirtPlugin) plugin = g_object_new (BOX_TYPE_LIBVIRT_PLUGIN, NULL);
+  BoxVmRequest request = { .sandbox_id = "sb-abc" };
+  const BoxVmOp starts[] = { BOX_VM_OP_CREATE, BOX_VM_OP_RESUME, BOX_VM_OP_BOOT };
+
+  plugin->image = g_new0 (BoxLibvirtImage, 1);
+  plugin->accel = g_strdup ("tcg");
+  plugin->started = TRUE;
+  plugin->config.allow_tcg = TRUE;
+  g_assert_false (box_libvirt_tcg_refused (plugin));
+  plugin->config.allow_tcg = FALSE;
+  g_assert_true (box_libvirt_tcg_refused (plugin));
+
+  for (guint i = 0; i < G_N_ELEMENTS (starts); i++) {
+    g_autoptr(GError) error = NULL;
+
+    box_libvirt_op_async (plugin, starts[i], &request, NULL, op_done_cb, &error);
+    while (error == NULL)
+      g_main_context_iteration (NULL, TRUE);
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED);
+    g_assert_nonnull (strstr (error->message, "allow_tcg"));
+    g_assert_nonnull (strstr (error->message, "not a security boundary"));
+  }
+  /* what starts no QEMU is not refused (no such VM here) */
+  {
+    g_autoptr(GError) error = NULL;
+    box_libvirt_op_async (plugin, BOX_VM_OP_SHUTDOWN, &request, NULL, op_done_cb, &error);
+    while (error == NULL)
+      g_main_context_iteration (NULL, TRUE);
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+  }
+
+  /* with KVM nothing is refused */
+  g_free (plugin->accel);
+  plugin->accel = g_strdup ("kvm");
+  g_assert_false (box_libvirt_tcg_refused (plugin));
+  plugin->started = FALSE;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -285,5 +493,9 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/ids", test_ids);
   g_test_add_func ("/libvirt/state-file", test_state_file);
   g_test_add_func ("/libvirt/image", test_image);
+  g_test_add_func ("/libvirt/uids/range", test_uid_range);
+  g_test_add_func ("/libvirt/uids/pool", test_uid_pool);
+  g_test_add_func ("/libvirt/uids/record-last", test_uid_record_last);
+  g_test_add_func ("/libvirt/tcg-refused", test_tcg_refused);
   return g_test_run ();
 }

@@ -234,6 +234,7 @@ start_boxd (void)
   g_autoptr(GError) error = NULL;
   gint64 deadline = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
   g_autofree char *listen = NULL;
+  g_autofree char *config = NULL;
 
   if (plugin_dir == NULL)
     plugin_dir = BOX_BUILD_PLUGINDIR;
@@ -243,7 +244,11 @@ start_boxd (void)
   g_subprocess_launcher_set_child_setup (launcher, die_with_parent, NULL, NULL);
   http_port = pick_free_port ();
   listen = g_strdup_printf ("127.0.0.1:%u", http_port);
+  /* the dummy hypervisor says it runs VMs under TCG: status warns */
+  config = g_build_filename (data_dir, "boxd.conf", NULL);
+  g_assert_true (g_file_set_contents (config, "[plugin.dummy]\naccel=tcg\n", -1, NULL));
   boxd = g_subprocess_launcher_spawn (launcher, &error, boxd_path,
+                                      "--config", config,
                                       "--data-dir", data_dir,
                                       "--listen", listen,
                                       "--session-bus",
@@ -297,6 +302,9 @@ test_status (void)
   g_assert_nonnull (strstr (run.out, "dummy"));
   g_assert_nonnull (strstr (run.out, "sqlite"));
   g_assert_nonnull (strstr (run.out, data_dir));
+  /* TCG is no security boundary: said where an operator looks */
+  g_assert_nonnull (strstr (run.out, "(acceleration: tcg)"));
+  g_assert_nonnull (strstr (run.out, "Warning: TCG is not a security boundary"));
 
   boxctl (&json, "--session", "--json", "status", NULL);
   g_assert_cmpint (json.status, ==, 0);
@@ -305,6 +313,8 @@ test_status (void)
   g_assert_cmpstr (json_object_get_string_member (status, "version"), ==, PACKAGE_VERSION);
   g_assert_cmpstr (json_object_get_string_member (status, "hypervisor"), ==, "dummy");
   g_assert_cmpstr (json_object_get_string_member (status, "storage"), ==, "sqlite");
+  g_assert_nonnull (strstr (json_object_get_string_member (status, "accel-warning"),
+                            "not a security boundary"));
   g_assert_cmpstr (json_object_get_string_member (status, "auth"), ==, "keys");
   g_assert_cmpstr (json_object_get_string_member (status, "data_dir"), ==, data_dir);
   plugins = json_object_get_array_member (status, "plugins");

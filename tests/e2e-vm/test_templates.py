@@ -36,7 +36,7 @@ def plant(image):
     os.makedirs(path)
     with open(os.path.join(path, 'manifest.json'), 'w') as f:
         json.dump({'key': key, 'image': image, 'accel': 'tcg', 'qemu': '0.0.0', 'cpus': 2,
-                   'memory_mib': 2048, 'nic': True, 'recipe': 'box-libvirt-2'}, f)
+                   'memory_mib': 2048, 'nic': True, 'recipe': 'box-libvirt-3'}, f)
     subprocess.run(['qemu-img', 'create', '-q', '-f', 'qcow2', os.path.join(path, 'disk.qcow2'), '64M'],
                    check=True)
     with open(os.path.join(path, 'ram'), 'wb') as f:
