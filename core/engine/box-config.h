@@ -27,9 +27,9 @@
  *                                this long after it opened or after the first byte is closed)
  *   rate_per_s=100              (0: no limit; requests per second per key, refilled ...
  *   rate_burst=1000              ... into a bucket of this many; past it 429 rate_limited)
- *   key_max_websockets=128      (0: no bound; open WebSockets per key)
- *   key_max_sse=32              (0: no bound; open event streams per key)
- *   key_max_sessions=64         (0: no bound; exec WebSockets (exec and attach) per key)
+ *   key_max_websockets=1024     (0: no bound; open WebSockets per key)
+ *   key_max_sse=64              (0: no bound; open event streams per key)
+ *   key_max_sessions=512        (0: no bound; exec WebSockets (exec and attach) per key)
  *
  *   [quota]                     (per project; 0: no bound; doc/API.md "Quotas")
  *   sandboxes=50

@@ -264,9 +264,12 @@ def b_state():
 def test_socket_sweep(t):
     routes = [(m, p) for m, p, _a in sweep.server_routes(SERVER_C)]
     text = open(SERVER_C, encoding='utf-8').read()
-    s_routes = [(m, p) for m, p in routes
-                if any(line.strip().startswith('{ "%s",' % m) and '"%s"' % p in line
-                       and re.search(r',\s*S\s*[,}]', line) for line in text.splitlines())]
+    # a route entry may span lines, and its flags combine (S | WS | SESSION)
+    in_sandbox = {(m, p) for m, p, rest in
+                  re.findall(r'\{\s*"([A-Z]+)",\s*"([^"]+)",([^{}]*)\}', text)
+                  if len(rest.split(',')) > 3 and
+                  re.search(r'(?<![A-Za-z_])S(?![A-Za-z_])', rest.split(',')[3])}
+    s_routes = [(m, p) for m, p in routes if (m, p) in in_sandbox]
     t.ok(len(s_routes) >= 20, 'the route table names the in-sandbox routes', s_routes)
     sid, bid = B_SESSION.get('id') or 's-none', SB['b']['id']
     absent_sid, absent_id = 's-zzzzzzzzzz', 'sb-' + '0' * 12
