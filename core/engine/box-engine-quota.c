@@ -8,6 +8,9 @@
  * pause or an idle rule writes), plus each checkpoint: the sandbox's disk
  * again, and its memory when the checkpoint has one.
  *
+ * box_engine_get_quota() shows a project's quota and usage (the D-Bus
+ * GetProjectQuota, boxctl quota).
+ *
  * Resources do not change after create, so create (and fork) is the one
  * place to check; the check and the insert run in one main-loop turn, so
  * two creates cannot both take the last room.  Refusals are 409 conflict
@@ -19,15 +22,8 @@
 #include "box-engine-ops-private.h"
 #include "box-storage-records.h"
 
-typedef struct {
-  guint   sandboxes;
-  guint64 cpus;
-  guint64 memory_mib;
-  guint64 disk_mib;
-} Usage;
-
 static void
-add_sandbox (Usage *usage, const BoxResources *resources)
+add_sandbox (BoxQuotaUsage *usage, const BoxResources *resources)
 {
   usage->sandboxes++;
   usage->cpus += resources->cpus;
@@ -36,7 +32,7 @@ add_sandbox (Usage *usage, const BoxResources *resources)
 }
 
 static gboolean
-project_usage (BoxEngine *self, const char *project, Usage *usage, GError **error)
+project_usage (BoxEngine *self, const char *project, BoxQuotaUsage *usage, GError **error)
 {
   g_autoptr(GPtrArray) sandboxes = box_storage_sandbox_list (self->storage, project, error);
 
@@ -77,8 +73,8 @@ box_engine_check_quota (BoxEngine *self, const char *project, const BoxResources
                         GError **error)
 {
   BoxQuota quota;
-  Usage usage = { 0 };
-  Usage want = { 0 };
+  BoxQuotaUsage usage = { 0 };
+  BoxQuotaUsage want = { 0 };
 
   box_config_get_quota (self->config, project, &quota);
   if (quota.sandboxes == 0 && quota.cpus == 0 && quota.memory_mib == 0 && quota.disk_gib == 0)
@@ -97,4 +93,19 @@ box_engine_check_quota (BoxEngine *self, const char *project, const BoxResources
     return refuse (project, "of disk (disks at full size, memory snapshots and checkpoints)",
                    quota.disk_gib * 1024, " MiB", usage.disk_mib, want.disk_mib, error);
   return TRUE;
+}
+
+gboolean
+box_engine_get_quota (BoxEngine *self, const char *project, BoxQuota *quota, BoxQuotaUsage *usage,
+                      GError **error)
+{
+  g_autoptr(BoxProject) found = NULL;
+
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  found = box_engine_get_project (self, project, error);
+  if (found == NULL)
+    return FALSE;
+  box_config_get_quota (self->config, found->name, quota);
+  *usage = (BoxQuotaUsage) { 0 };
+  return project_usage (self, found->name, usage, error);
 }

@@ -97,6 +97,18 @@ BoxKey        *box_engine_create_key         (BoxEngine *self, const char *proje
 GPtrArray     *box_engine_list_keys          (BoxEngine *self, const char *project, GError **error);
 gboolean       box_engine_delete_key         (BoxEngine *self, const char *project, const char *key_id,
                                               GError **error);
+/* What a project holds against its quota, counted as create checks it
+ * (box-engine-quota.c; doc/API.md "Quotas and limits"). */
+typedef struct {
+  guint   sandboxes;
+  guint64 cpus;
+  guint64 memory_mib;
+  guint64 disk_mib;             /* disks at full size, memory snapshots, checkpoints */
+} BoxQuotaUsage;
+/* @project's effective quota ([quota.<project>] over [quota]; 0: no bound)
+ * and what it holds now; BOX_ERROR_NOT_FOUND for no such project. */
+gboolean       box_engine_get_quota          (BoxEngine *self, const char *project, BoxQuota *quota,
+                                              BoxQuotaUsage *usage, GError **error);
 
 /* ---- sandboxes ---- */
 
