@@ -12,7 +12,8 @@
  * the middle of an operation, report any capability.  Through its config
  * section, or at run time through box_dummy_plugin_script() or, for code
  * that has only the instance (the plugin exports no symbol but its entry),
- * the action signals "script", "set-capabilities" and "lose-vm".
+ * the action signals "script", "set-capabilities", "lose-vm" and
+ * "lose-all".
  *
  *   [plugin.dummy]
  *   delay_ms=0            artificial latency of every operation
@@ -569,22 +570,44 @@ box_dummy_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id, gint6
   return vm != NULL ? vm->state : BOX_VM_STATE_ABSENT;
 }
 
-gboolean
-box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
+static gboolean
+lose (BoxDummyPlugin *self, const char *sandbox_id, gboolean keep_disk)
 {
   BoxDummyVm *vm;
   g_autoptr(GError) error = NULL;
 
-  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
-
   vm = box_dummy_id_is_valid (sandbox_id) ? box_dummy_plugin_lookup (self, sandbox_id) : NULL;
   if (vm == NULL)
     return FALSE;
-  vm->state = BOX_VM_STATE_LOST;
+  if (!keep_disk) {
+    vm->state = BOX_VM_STATE_LOST;
+    vm->snapshot_at = 0;
+  } else if (vm->state == BOX_VM_STATE_SUSPENDED || vm->state == BOX_VM_STATE_LOST) {
+    /* its memory snapshot is a file of its own: it stays */
+    vm->state = BOX_VM_STATE_LOST;
+  } else {
+    /* the disk it ran on is newer than any earlier snapshot */
+    vm->state = BOX_VM_STATE_SHUTOFF;
+    vm->snapshot_at = g_get_real_time ();
+  }
   if (!box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), &error))
     g_warning ("%s", error->message);
   box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (self), sandbox_id);
   return TRUE;
+}
+
+gboolean
+box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
+{
+  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
+  return lose (self, sandbox_id, TRUE);
+}
+
+gboolean
+box_dummy_plugin_lose_all (BoxDummyPlugin *self, const char *sandbox_id)
+{
+  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
+  return lose (self, sandbox_id, FALSE);
 }
 
 static void
@@ -737,6 +760,14 @@ box_dummy_plugin_class_init (BoxDummyPluginClass *klass)
   g_signal_new_class_handler ("lose-vm", G_TYPE_FROM_CLASS (klass),
                               G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
                               G_CALLBACK (box_dummy_plugin_lose_vm), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
+  /**
+   * BoxDummyPlugin::lose-all:
+   * @sandbox_id: as box_dummy_plugin_lose_all()
+   */
+  g_signal_new_class_handler ("lose-all", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_lose_all), NULL, NULL, NULL,
                               G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
 }
 
