@@ -12,8 +12,8 @@
  * the middle of an operation, report any capability.  Through its config
  * section, or at run time through box_dummy_plugin_script() or, for code
  * that has only the instance (the plugin exports no symbol but its entry),
- * the action signals "script", "set-capabilities", "lose-vm" and
- * "lose-all".
+ * the action signals "script", "set-capabilities", "lose-vm",
+ * "lose-all" and "set-agent" (a test's fake agent for get_agent()).
  *
  *   [plugin.dummy]
  *   delay_ms=0            artificial latency of every operation
@@ -49,6 +49,7 @@ struct _BoxDummyPlugin {
   gboolean    caps_set;        /* box_dummy_plugin_set_capabilities() overrides the config */
   BoxHypervisorCaps caps;
   char       *accel;
+  GHashTable *agents;          /* sandbox id -> GObject (a connected agent), set by tests */
 };
 
 static void box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface);
@@ -552,9 +553,25 @@ box_dummy_plugin_check_room (BoxHypervisor *hypervisor, const BoxResources *reso
 static BoxAgentClient *
 box_dummy_plugin_get_agent (BoxHypervisor *hypervisor, const char *sandbox_id, GError **error)
 {
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
+  GObject *agent = g_hash_table_lookup (self->agents, sandbox_id);
+
+  if (agent != NULL)
+    return (BoxAgentClient *) g_object_ref (agent);
   g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
                        "the dummy hypervisor runs no VM");
   return NULL;
+}
+
+/* "set-agent": what get_agent() hands out for @sandbox_id (NULL: none) */
+static gboolean
+box_dummy_plugin_set_agent_action (BoxDummyPlugin *self, const char *sandbox_id, GObject *agent)
+{
+  if (agent == NULL)
+    g_hash_table_remove (self->agents, sandbox_id);
+  else
+    g_hash_table_replace (self->agents, g_strdup (sandbox_id), g_object_ref (agent));
+  return TRUE;
 }
 
 static BoxVmState
@@ -719,6 +736,7 @@ box_dummy_plugin_finalize (GObject *object)
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (object);
 
   g_hash_table_unref (self->vms);
+  g_hash_table_unref (self->agents);
   box_dummy_script_free (self->script);
   g_free (self->accel);
   G_OBJECT_CLASS (box_dummy_plugin_parent_class)->finalize (object);
@@ -769,6 +787,18 @@ box_dummy_plugin_class_init (BoxDummyPluginClass *klass)
                               G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
                               G_CALLBACK (box_dummy_plugin_lose_all), NULL, NULL, NULL,
                               G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
+  /**
+   * BoxDummyPlugin::set-agent:
+   * @sandbox_id: the sandbox
+   * @agent: (nullable): a connected agent (boxd's BoxAgentClient) that
+   *   get_agent() hands out for it from now on; %NULL: none again
+   *
+   * For engine tests of what goes to the guest (a scripted fake agent).
+   */
+  g_signal_new_class_handler ("set-agent", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_set_agent_action), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 2, G_TYPE_STRING, G_TYPE_OBJECT);
 }
 
 static void
@@ -776,6 +806,7 @@ box_dummy_plugin_init (BoxDummyPlugin *self)
 {
   self->vms = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                      (GDestroyNotify) box_dummy_vm_free);
+  self->agents = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   self->script = box_dummy_script_new ();
   self->accel = g_strdup ("none");
 }
