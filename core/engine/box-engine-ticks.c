@@ -113,9 +113,9 @@ tick (gpointer user_data)
  * snapshot.  A memory snapshot (SUSPENDED, or LOST with snapshot_at) makes
  * it paused; a disk the hypervisor kept (SHUTOFF) makes it stopped, its
  * next wake a boot on that disk; both with reason @lost_reason and
- * detail.snapshot_at (for a disk: when the hypervisor found it lost, or
- * now when it does not say).  Nothing to go back to: error, reason
- * reconciled. */
+ * detail.snapshot_at (for a disk: when it was last written, as the
+ * hypervisor says, or now when it does not say).  Nothing to go back to:
+ * error, reason reconciled. */
 static void
 mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
 {
