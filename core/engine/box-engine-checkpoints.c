@@ -201,15 +201,22 @@ check_state (const BoxSandbox *sandbox, const char *what, GError **error)
  * (vN, or auto-N with @auto_), then the pending record.  cp->made is the
  * record to write once the hypervisor made it. */
 static gboolean
+check_quota (BoxEngine *self, const BoxSandbox *sandbox, gboolean memory, GError **error)
+{
+  guint64 disk_mib = (guint64) sandbox->resources.disk_gib * 1024;
+
+  if (memory)
+    disk_mib += sandbox->resources.memory_mib;
+  return box_engine_check_checkpoint_quota (self, sandbox->project, disk_mib, error);
+}
+
+static gboolean
 take_number (BoxEngine *self, BoxEngineOp *op, CheckpointOp *cp, gboolean auto_, GError **error)
 {
   BoxSandbox *sandbox = op->sandbox;
-  guint64 disk_mib = (guint64) sandbox->resources.disk_gib * 1024;
   g_autoptr(BoxCheckpoint) made = g_new0 (BoxCheckpoint, 1);
 
-  if (cp->memory)
-    disk_mib += sandbox->resources.memory_mib;
-  if (!box_engine_check_checkpoint_quota (self, sandbox->project, disk_mib, error))
+  if (!check_quota (self, sandbox, cp->memory, error))
     return FALSE;
   if (auto_)
     made->id = g_strdup_printf ("auto-%u", sandbox->next_auto_checkpoint++);
@@ -312,25 +319,15 @@ accepted_go (GObject *source, GAsyncResult *result, gpointer user_data)
   checkpoint_take (g_task_get_source_object (task), task);
 }
 
+/* Steps 2 and on, once the sandbox is in a state to be checkpointed. */
 static void
-run_checkpoint (BoxEngine *self, GTask *task)
+checkpoint_numbered (BoxEngine *self, GTask *task)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
   GError *error = NULL;
   GTask *go;
 
-  if (!check_state (op->sandbox, "checkpointed", &error)) {
-    finish_error (self, task, error);
-    return;
-  }
-  /* a stopped sandbox has nothing in memory; a paused one has its snapshot */
-  if (cp->memory && op->sandbox->state == BOX_SANDBOX_STATE_STOPPED) {
-    finish_error (self, task, g_error_new (BOX_ERROR, BOX_ERROR_CONFLICT,
-                                           "sandbox %s is stopped: nothing is in memory; take "
-                                           "the checkpoint with memory false", op->sandbox->name));
-    return;
-  }
   if (!take_number (self, op, cp, FALSE, &error)) {
     finish_error (self, task, error);
     return;
@@ -341,6 +338,62 @@ run_checkpoint (BoxEngine *self, GTask *task)
   }
   go = g_task_new (self, NULL, accepted_go, task);
   cp->accepted (self, cp->made, go, cp->accepted_data);
+}
+
+static void
+woken (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = user_data;
+  BoxEngine *self = g_task_get_source_object (task);
+  BoxEngineOp *op = g_task_get_task_data (task);
+  GError *error = NULL;
+
+  if (!box_hypervisor_run_finish (self->hypervisor, result, &error)) {
+    finish_error (self, task, g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                                           "sandbox %s could not be woken: %s", op->sandbox->name,
+                                           error->message));
+    g_error_free (error);
+    return;
+  }
+  op->sandbox->state = BOX_SANDBOX_STATE_RUNNING;
+  op->sandbox->last_active_at = box_engine_now (self);
+  box_engine_runtime_get (self, op->id)->base.last_active = op->sandbox->last_active_at;
+  if (!box_engine_save_sandbox (self, op->sandbox, &error)) {
+    finish_error (self, task, error);
+    return;
+  }
+  box_engine_emit_detail (self, "sandbox.running", op->sandbox, "from", "stopped");
+  checkpoint_numbered (self, task);
+}
+
+static void
+run_checkpoint (BoxEngine *self, GTask *task)
+{
+  BoxEngineOp *op = g_task_get_task_data (task);
+  CheckpointOp *cp = op->extra;
+  GError *error = NULL;
+
+  if (!check_state (op->sandbox, "checkpointed", &error)) {
+    finish_error (self, task, error);
+    return;
+  }
+  /* A route under the sandbox wakes it, but a paused sandbox's state is a
+   * snapshot already (the hypervisor checkpoints it as it is), and a disk
+   * is all a disk-only checkpoint needs: only a memory checkpoint of a
+   * stopped sandbox boots it first, once the quota allows the checkpoint. */
+  if (cp->memory && op->sandbox->state == BOX_SANDBOX_STATE_STOPPED) {
+    BoxVmRequest vm;
+
+    if (!check_quota (self, op->sandbox, TRUE, &error) ||
+        !box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
+      finish_error (self, task, error);
+      return;
+    }
+    box_engine_fill_vm_request (self, &vm, op);
+    box_hypervisor_run_async (self->hypervisor, BOX_VM_OP_BOOT, &vm, NULL, woken, task);
+    return;
+  }
+  checkpoint_numbered (self, task);
 }
 
 void

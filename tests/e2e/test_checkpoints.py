@@ -118,11 +118,20 @@ def check_no_wake(t, d, key):
     t.eq(seen, ['checkpoint.created', 'checkpoint.deleted'], 'and no sandbox.running event')
     ev.close()
     t.status(d.request('POST', '/v1/sandboxes/sleepy/stop', token=key), 200, 'stop')
-    r = d.request('POST', '/v1/sandboxes/sleepy/checkpoints', token=key)
-    t.error(r, 409, 'conflict', 'a memory checkpoint of a stopped sandbox')
     r = d.request('POST', '/v1/sandboxes/sleepy/checkpoints', {'memory': False}, token=key)
     t.eq((r[2] or {}).get('id'), 'v3', 'a disk-only one of a stopped sandbox is v3')
     t.eq(state(d, key, 'sleepy'), 'stopped', 'and it stays stopped')
+    ev = d.events(key, 'sandbox=sleepy')
+    ev.wait_connected(5)
+    r = d.request('POST', '/v1/sandboxes/sleepy/checkpoints', token=key)
+    t.eq(((r[2] or {}).get('id'), (r[2] or {}).get('memory')), ('v4', True),
+         'a memory checkpoint of a stopped sandbox is v4')
+    t.eq(state(d, key, 'sleepy'), 'running', 'it woke the sandbox first (a route under it wakes it)')
+    seen = [(e.get('event'), (e.get('data') or {}).get('detail')) for e in ev.collect(0.5)]
+    t.eq(seen, [('sandbox.running', {'from': 'stopped'}),
+                ('checkpoint.created', {'checkpoint': 'v4', 'memory': True, 'auto': False})],
+         'sandbox.running from stopped, then checkpoint.created')
+    ev.close()
 
 
 def check_restore(t, d, key):
@@ -199,6 +208,17 @@ def check_fork(t, d, key):
     t.eq(fk.get('state'), 'running', 'running')
     r = d.request('POST', '/v1/sandboxes/fk/checkpoints', token=key)
     t.eq((r[2] or {}).get('id'), 'v1', 'the fork\'s checkpoints start at v1')
+    # network and secrets come from the source unless given
+    t.status(d.request('PUT', '/v1/secrets/S_TOKEN', {'value': 'v', 'hosts': ['api.example.com']}, token=key),
+             (200, 201), 'a secret')
+    d.create_sandbox(key, {'name': 'sec', 'secrets': ['S_TOKEN']})
+    d.request('POST', '/v1/sandboxes/sec/checkpoints', token=key)
+    r = d.request('POST', '/v1/sandboxes', {'name': 'sec-f1', 'from': {'sandbox': 'sec', 'checkpoint': 'v1'}},
+                  token=key)
+    t.eq((r[2] or {}).get('secrets'), ['S_TOKEN'], 'a fork without secrets has the source\'s')
+    r = d.request('POST', '/v1/sandboxes', {'name': 'sec-f2', 'from': {'sandbox': 'sec', 'checkpoint': 'v1'},
+                                            'secrets': []}, token=key)
+    t.eq((r[2] or {}).get('secrets'), [], 'a fork given secrets has its own')
     t.status(d.request('DELETE', '/v1/sandboxes/src/checkpoints/v1', token=key), 204,
              'delete the source\'s checkpoint')
     t.status(d.request('DELETE', '/v1/sandboxes/src', token=key), 204, 'delete the source')
