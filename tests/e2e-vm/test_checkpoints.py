@@ -26,6 +26,14 @@ with clock('boxd start'):
 KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('ckpt'))
 with clock('create the source'):
     SRC = vmtest.setup_or_bail(d, lambda: d.create_sandbox(KEY, {'name': 'ck-src'}))
+# A hypervisor plugin without checkpoints (the libvirt plugin before issue 13
+# item 6) answers 501: nothing here can be checked then.
+PROBE = d.request('POST', '/v1/sandboxes/ck-src/checkpoints', {'memory': False, 'comment': 'probe'},
+                  token=KEY, timeout=300)
+if PROBE[0] == 501:
+    # (the atexit handler of vmtest.prepare() stops boxd and its VMs)
+    vmtest.skip_all('the hypervisor plugin takes no checkpoints: %s' % PROBE[3][:200])
+d.request('DELETE', '/v1/sandboxes/ck-src/checkpoints/v1', token=KEY)
 
 
 def sh(script, sandbox='ck-src', **kw):
@@ -59,15 +67,15 @@ def test_memory_restore(t):
     w.abort()
     with clock('memory checkpoint'):
         r = checkpoint({'comment': 'with a process'})
-    t.status(r, 201, 'memory checkpoint v1')
-    t.eq((r[2] or {}).get('id'), 'v1', 'its ID is v1')
+    t.status(r, 201, 'memory checkpoint v2')
+    t.eq((r[2] or {}).get('id'), 'v2', 'its ID is v2 (the probe took v1, deleted: never reused)')
     sh('kill $(cat /tmp/pid); rm -f /tmp/mark')
     killed = d.request('POST', '/v1/sandboxes/ck-src/exec/sessions/%s/signal' % sid,
                                   {'signal': 'KILL'}, token=KEY)
     t.status(killed, 204, 'the detached session is killed after the checkpoint')
-    with clock('restore v1'):
-        r = restore('v1')
-    t.status(r, 200, 'restore v1')
+    with clock('restore v2'):
+        r = restore('v2')
+    t.status(r, 200, 'restore v2')
     t.eq((r[2] or {}).get('state'), 'running', 'running after the restore')
     t.eq(out('cat /tmp/mark'), 'one', 'the /tmp file is back')
     t.eq(out('kill -0 $(cat /tmp/pid) && echo alive'), 'alive', 'the process is back')
@@ -79,12 +87,12 @@ def test_memory_restore(t):
 def test_disk_only(t):
     sh('echo disk > /var/tmp/disk-file; sync')
     r = checkpoint({'memory': False, 'comment': 'disk'})
-    t.eq(((r[2] or {}).get('id'), (r[2] or {}).get('memory')), ('v2', False), 'disk-only checkpoint v2')
+    t.eq(((r[2] or {}).get('id'), (r[2] or {}).get('memory')), ('v3', False), 'disk-only checkpoint v3')
     t.eq(out('kill -0 $(cat /tmp/pid) && echo alive'), 'alive', 'a disk-only checkpoint ends nothing')
     sh('rm -f /var/tmp/disk-file; sync')
-    with clock('restore v2 (disk only: a fresh boot)'):
-        r = restore('v2')
-    t.status(r, 200, 'restore v2')
+    with clock('restore v3 (disk only: a fresh boot)'):
+        r = restore('v3')
+    t.status(r, 200, 'restore v3')
     t.eq(out('cat /var/tmp/disk-file'), 'disk', 'the file of the disk checkpoint is back')
     t.eq(out('test -e /tmp/pid && kill -0 $(cat /tmp/pid) 2>/dev/null && echo alive || echo gone'), 'gone',
          'booted fresh: the process is gone')
@@ -107,7 +115,7 @@ def test_closes(t):
     t.eq(out('cat /tmp/hup'), 'hup', 'the non-detachable session got SIGHUP')
     w = exec_ws(d, KEY, 'ck-src', ['sleep', '10000'], detachable='true')
     w.recv_json(60)
-    r = restore((r[2] or {}).get('id', 'v3'))
+    r = restore((r[2] or {}).get('id', 'v4'))
     t.status(r, 200, 'restore')
     t.eq(Frames(w, timeout=60).close_code, 1011, 'a session socket closes with 1011 on restore')
 
