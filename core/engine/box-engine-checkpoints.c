@@ -235,14 +235,24 @@ take_number (BoxEngine *self, BoxEngineOp *op, CheckpointOp *cp, gboolean auto_,
   return TRUE;
 }
 
-/* What ends before the hypervisor snapshots memory: exec sockets, port
- * streams, file watches (1011) and other calls in flight; a non-detachable
- * session ends with its socket (SIGHUP).  The presuspend hooks (issue 13
- * item 5) run here too, after the streams ended and before the snapshot. */
+static void checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data);
+
+/* Step 3 then the snapshot: what ends before the hypervisor snapshots a
+ * running sandbox's memory: exec sockets, port streams, file watches
+ * (1011) and other calls in flight; a non-detachable session ends with its
+ * socket (SIGHUP).  A restore ends them whatever it keeps (@why
+ * "restore").  The guest's presuspend hooks (issue 13 item 5) go first, in
+ * this one place, before anything is interrupted, as for a pause; then
+ * CHECKPOINT of cp->made. */
 static void
-before_memory_snapshot (BoxEngine *self, const BoxSandbox *sandbox, const char *why)
+snapshot (BoxEngine *self, GTask *task, const char *why)
 {
-  box_engine_emit_interrupted (self, sandbox->id, why);
+  BoxEngineOp *op = g_task_get_task_data (task);
+  CheckpointOp *cp = op->extra;
+
+  if (why != NULL)
+    box_engine_emit_interrupted (self, op->id, why);
+  run_vm_op (self, task, BOX_VM_OP_CHECKPOINT, cp->made->id, cp->memory, checkpoint_done);
 }
 
 /* ---- checkpoint --------------------------------------------------------- */
@@ -299,16 +309,15 @@ checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_object_unref (task);
 }
 
-/* Step 3: the streams end (memory, running), then the snapshot. */
+/* Step 3: the streams end (a memory checkpoint of a running sandbox), then the snapshot. */
 static void
 checkpoint_take (BoxEngine *self, GTask *task)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
 
-  if (cp->memory && op->sandbox->state == BOX_SANDBOX_STATE_RUNNING)
-    before_memory_snapshot (self, op->sandbox, "checkpoint");
-  run_vm_op (self, task, BOX_VM_OP_CHECKPOINT, cp->made->id, cp->memory, checkpoint_done);
+  snapshot (self, task, cp->memory && op->sandbox->state == BOX_SANDBOX_STATE_RUNNING
+                        ? "checkpoint" : NULL);
 }
 
 static void
@@ -658,8 +667,7 @@ run_restore (BoxEngine *self, GTask *task)
     return;
   }
   /* every session and port stream ends, whatever the kind of restore */
-  before_memory_snapshot (self, sandbox, "restore");
-  run_vm_op (self, task, BOX_VM_OP_CHECKPOINT, cp->made->id, cp->memory, checkpoint_done);
+  snapshot (self, task, "restore");
 }
 
 void
