@@ -294,6 +294,18 @@ def test_quota_and_failures(t):
         d.stop()
 
 
+def pending_count(d):
+    """The checkpoint-pending records, once reconciliation had its chance."""
+    con = sqlite3.connect(boxtest.sqlite_files(d.data_dir)[0])
+    deadline = time.time() + 5
+    n = 1
+    while time.time() < deadline and n:
+        n = con.execute("SELECT COUNT(*) FROM records WHERE kind = 'checkpoint-pending'").fetchone()[0]
+        time.sleep(0.1)
+    con.close()
+    return n
+
+
 def test_failure_and_crash(t):
     d = boxd_with(t, '[plugin.dummy]\nscript=checkpoint fail times=1 code=capacity\n').start()
     try:
@@ -320,17 +332,29 @@ def test_failure_and_crash(t):
         f.write('')
     d.start()
     t.eq(ids(d, key, 'k'), [], 'after the kill, no checkpoint record')
-    con = sqlite3.connect(boxtest.sqlite_files(d.data_dir)[0])
-    deadline = time.time() + 5
-    n = 1
-    while time.time() < deadline and n:
-        n = con.execute("SELECT COUNT(*) FROM records WHERE kind = 'checkpoint-pending'").fetchone()[0]
-        time.sleep(0.1)
-    con.close()
-    t.eq(n, 0, 'the pending mark was reconciled away')
+    t.eq(pending_count(d), 0, 'the pending mark was reconciled away')
     r = d.request('POST', '/v1/sandboxes/k/checkpoints', token=key)
     t.eq((r[2] or {}).get('id'), 'v2', 'v1 is never handed out again')
     t.ok('checkpoint v1 left by a crash deleted' in d.log_text(), 'the log names what was deleted')
+
+    # killed in the middle of a restore: the automatic checkpoint was
+    # acknowledged (recorded) before the restore began, and stays
+    with open(conf, 'w') as f:
+        f.write('[plugin.dummy]\nscript=restore delay ms=3000\n')
+    d.stop('boxd stops to take a new script')
+    d.start()
+    threading.Thread(target=lambda: d.request('POST', '/v1/sandboxes/k/checkpoints/v2/restore', token=key,
+                                              timeout=10), daemon=True).start()
+    time.sleep(1.0)
+    d.kill9()
+    with open(conf, 'w') as f:
+        f.write('')
+    d.start()
+    t.eq(ids(d, key, 'k'), ['v2', 'auto-1'], 'after a kill during the restore, auto-1 is kept')
+    t.eq(pending_count(d), 0, 'and nothing is left pending')
+    r = d.request('POST', '/v1/sandboxes/k/checkpoints/v2/restore', token=key)
+    t.eq(((r[2] or {}).get('state'), ids(d, key, 'k')), ('running', ['v2', 'auto-1', 'auto-2']),
+         'the restore can be asked again: running, auto-2 kept')
     d.stop()
 
 
