@@ -197,9 +197,7 @@ check_state (const BoxSandbox *sandbox, const char *what, GError **error)
   return TRUE;
 }
 
-/* Steps 1 and 2 of a checkpoint (see the top): checks, then the number
- * (vN, or auto-N with @auto_), then the pending record.  cp->made is the
- * record to write once the hypervisor made it. */
+/* The project's disk quota for a new checkpoint of @sandbox (409). */
 static gboolean
 check_quota (BoxEngine *self, const BoxSandbox *sandbox, gboolean memory, GError **error)
 {
@@ -210,6 +208,9 @@ check_quota (BoxEngine *self, const BoxSandbox *sandbox, gboolean memory, GError
   return box_engine_check_checkpoint_quota (self, sandbox->project, disk_mib, error);
 }
 
+/* Steps 1 and 2 of a checkpoint (see the top): the quota, then the number
+ * (vN, or auto-N with @auto_), then the pending record.  cp->made is the
+ * record to write once the hypervisor made it. */
 static gboolean
 take_number (BoxEngine *self, BoxEngineOp *op, CheckpointOp *cp, gboolean auto_, GError **error)
 {
