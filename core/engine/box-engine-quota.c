@@ -12,7 +12,8 @@
  * GetProjectQuota, boxctl quota).
  *
  * Resources do not change after create, so create (and fork) is the one
- * place to check; the check and the insert run in one main-loop turn, so
+ * place to check a sandbox, and a new checkpoint (or the automatic one a
+ * restore keeps) checks the disk it adds; the check and the insert run in one main-loop turn, so
  * two creates cannot both take the last room.  Refusals are 409 conflict
  * (the project's state forbids the call, as a 65th live task does) with a
  * message naming the quota; nothing is written.
@@ -58,15 +59,18 @@ project_usage (BoxEngine *self, const char *project, BoxQuotaUsage *usage, GErro
 }
 
 static gboolean
-refuse (const char *project, const char *what, guint64 limit, const char *unit, guint64 used,
-        guint64 wanted, GError **error)
+refuse_for (const char *needer, const char *project, const char *what, guint64 limit,
+            const char *unit, guint64 used, guint64 wanted, GError **error)
 {
   g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT,
                "quota exceeded: project %s may hold at most %" G_GUINT64_FORMAT "%s %s; it holds %"
-               G_GUINT64_FORMAT "%s and this sandbox needs %" G_GUINT64_FORMAT "%s",
-               project, limit, unit, what, used, unit, wanted, unit);
+               G_GUINT64_FORMAT "%s and %s needs %" G_GUINT64_FORMAT "%s",
+               project, limit, unit, what, used, unit, needer, wanted, unit);
   return FALSE;
 }
+
+#define refuse(...) refuse_for ("this sandbox", __VA_ARGS__)
+#define DISK_WHAT "of disk (disks at full size, memory snapshots and checkpoints)"
 
 gboolean
 box_engine_check_quota (BoxEngine *self, const char *project, const BoxResources *wanted,
@@ -90,7 +94,7 @@ box_engine_check_quota (BoxEngine *self, const char *project, const BoxResources
     return refuse (project, "of memory", quota.memory_mib, " MiB", usage.memory_mib,
                    want.memory_mib, error);
   if (quota.disk_gib > 0 && usage.disk_mib + want.disk_mib > quota.disk_gib * 1024)
-    return refuse (project, "of disk (disks at full size, memory snapshots and checkpoints)",
+    return refuse (project, DISK_WHAT,
                    quota.disk_gib * 1024, " MiB", usage.disk_mib, want.disk_mib, error);
   return TRUE;
 }
@@ -108,4 +112,22 @@ box_engine_get_quota (BoxEngine *self, const char *project, BoxQuota *quota, Box
   box_config_get_quota (self->config, found->name, quota);
   *usage = (BoxQuotaUsage) { 0 };
   return project_usage (self, found->name, usage, error);
+}
+
+gboolean
+box_engine_check_checkpoint_quota (BoxEngine *self, const char *project, guint64 disk_mib,
+                                   GError **error)
+{
+  BoxQuota quota;
+  BoxQuotaUsage usage = { 0 };
+
+  box_config_get_quota (self->config, project, &quota);
+  if (quota.disk_gib == 0)
+    return TRUE;
+  if (!project_usage (self, project, &usage, error))
+    return FALSE;
+  if (usage.disk_mib + disk_mib > quota.disk_gib * 1024)
+    return refuse_for ("this checkpoint", project, DISK_WHAT, quota.disk_gib * 1024, " MiB",
+                       usage.disk_mib, disk_mib, error);
+  return TRUE;
 }

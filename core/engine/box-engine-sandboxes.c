@@ -29,6 +29,8 @@ box_engine_op_free (BoxEngineOp *op)
   g_clear_pointer (&op->sandbox, box_sandbox_free);
   g_clear_pointer (&op->update, box_sandbox_update_free);
   g_clear_pointer (&op->egress, g_ptr_array_unref);
+  if (op->extra_free != NULL)
+    g_clear_pointer (&op->extra, op->extra_free);
   g_free (op);
 }
 
@@ -581,6 +583,10 @@ op_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   op->sandbox = box_storage_sandbox_get (self->storage, op->project, op->id, &error);
   if (op->sandbox == NULL) {
     box_engine_op_finish_error (self, task, error);
+    return;
+  }
+  if (op->run != NULL) {
+    op->run (self, task);
     return;
   }
   switch (op->kind) {

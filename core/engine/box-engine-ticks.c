@@ -245,6 +245,7 @@ box_engine_reconcile (BoxEngine *self, GError **error)
     }
     box_engine_runtime_sync (self, sandbox);
   }
+  box_engine_reconcile_checkpoints (self);
   return TRUE;
 }
 

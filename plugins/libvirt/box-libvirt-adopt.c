@@ -54,6 +54,7 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
       continue;
     }
     g_hash_table_replace (self->vms, vm->id, vm);
+    box_libvirt_vm_sweep_temps (self, vm);
     domain = box_libvirt_vm_domain_name (vm->vm_id);
     dom = box_libvirt_domain_lookup (conn, domain);
     if (dom != NULL && (virDomainIsActive (dom) != 1 ||

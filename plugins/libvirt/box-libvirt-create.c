@@ -12,13 +12,27 @@
 
 #include "box-libvirt-op.h"
 
-static void
-create_fail (GTask *task, GError *error);
-
-static gboolean
-create_cleanup_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+void
+box_libvirt_op_undo (GTask *task, GError *error, GAsyncReadyCallback done)
 {
-  return box_libvirt_destroy_work (self, data, error);
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+
+  g_object_set_data_full (G_OBJECT (task), "box-undo-error", error,
+                          (GDestroyNotify) g_error_free);
+  box_libvirt_run_in_thread (op->self, box_libvirt_destroy_work, op, NULL, NULL, done, task);
+}
+
+GError *
+box_libvirt_op_undo_finish (GTask *task, GAsyncResult *result)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  g_autoptr(GError) cleanup_error = NULL;
+
+  if (!box_libvirt_run_finish (result, &cleanup_error))
+    g_warning ("libvirt: cleaning up after a failed create of %s: %s", op->id,
+               cleanup_error->message);
+  box_libvirt_detach_network (op->self, op->id);
+  return g_object_steal_data (G_OBJECT (task), "box-undo-error");
 }
 
 static void
@@ -26,13 +40,8 @@ create_cleaned (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
-  GError *error = g_object_steal_data (G_OBJECT (task), "box-create-error");
-  g_autoptr(GError) cleanup_error = NULL;
+  GError *error = box_libvirt_op_undo_finish (task, result);
 
-  if (!box_libvirt_run_finish (result, &cleanup_error))
-    g_warning ("libvirt: cleaning up after a failed create of %s: %s", op->id,
-               cleanup_error->message);
-  box_libvirt_detach_network (op->self, op->id);
   if (op->slot != NULL)
     box_libvirt_template_slot_claimed (op->self, op->slot);
   box_libvirt_vm_free (g_steal_pointer (&op->vm));
@@ -43,11 +52,30 @@ create_cleaned (GObject *source, GAsyncResult *result, gpointer user_data)
 static void
 create_fail (GTask *task, GError *error)
 {
-  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  box_libvirt_op_undo (task, error, create_cleaned);
+}
 
-  g_object_set_data_full (G_OBJECT (task), "box-create-error", error,
-                          (GDestroyNotify) g_error_free);
-  box_libvirt_run_in_thread (op->self, create_cleanup_work, op, NULL, NULL, create_cleaned, task);
+gboolean
+box_libvirt_op_keep_new_vm (BoxLibvirtOp *op, BoxAgent *agent, GError **error)
+{
+  BoxLibvirtPlugin *self = op->self;
+
+  if (!self->started || g_hash_table_contains (self->vms, op->id)) {
+    g_set_error (error, BOX_ERROR, !self->started ? BOX_ERROR_SANDBOX_UNAVAILABLE :
+                 BOX_ERROR_ALREADY_EXISTS, "no VM for sandbox %s: %s", op->id,
+                 !self->started ? "the hypervisor is stopping" : "it has one");
+    return FALSE;
+  }
+  op->vm->state = BOX_VM_STATE_RUNNING;
+  op->vm->cold = FALSE;
+  op->vm->snapshot_at = 0;
+  if (!box_libvirt_vm_save (op->vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), error))
+    return FALSE;
+  /* the state file covers the VM now (a pool domain's, or a fork's) */
+  box_libvirt_pool_record_remove (self, op->vm->vm_id);
+  g_hash_table_insert (self->vms, op->vm->id, op->vm);
+  box_libvirt_set_agent (self, op->vm, agent);
+  return TRUE;
 }
 
 static void
@@ -55,23 +83,14 @@ create_guest_ready (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
-  BoxLibvirtPlugin *self = op->self;
   g_autoptr(BoxAgent) agent = NULL;
   g_autoptr(GError) error = NULL;
 
   agent = box_libvirt_guest_setup_finish (result, &error);
-  if (agent == NULL) {
+  if (agent == NULL || !box_libvirt_op_keep_new_vm (op, agent, &error)) {
     create_fail (task, g_steal_pointer (&error));
     return;
   }
-  op->vm->state = BOX_VM_STATE_RUNNING;
-  if (!box_libvirt_vm_save (op->vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), &error)) {
-    create_fail (task, g_steal_pointer (&error));
-    return;
-  }
-  box_libvirt_template_slot_claimed (self, op->slot);
-  g_hash_table_insert (self->vms, op->vm->id, op->vm);
-  box_libvirt_set_agent (self, op->vm, agent);
   g_message ("libvirt: sandbox %s running (VM %s, fork of %s) in %.0f ms", op->id,
              op->vm->vm_id, op->vm->template_key,
              (g_get_monotonic_time () - op->started) / 1e3);

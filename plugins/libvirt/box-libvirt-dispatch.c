@@ -50,6 +50,12 @@ op_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   case BOX_VM_OP_DESTROY:
     box_libvirt_destroy_start (task);
     break;
+  case BOX_VM_OP_CHECKPOINT:
+    box_libvirt_checkpoint_start (task);
+    break;
+  case BOX_VM_OP_RESTORE:
+    box_libvirt_restore_start (task);
+    break;
   default:
     box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED, "the libvirt hypervisor cannot %s yet",
                          box_vm_op_to_string (op->op));
@@ -180,6 +186,10 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
                              request->resources.memory_mib : defaults->memory_mib;
   op->resources.disk_gib = request->resources.disk_gib != 0 ?
                            request->resources.disk_gib : defaults->disk_gib;
+  op->checkpoint_id = g_strdup (request->checkpoint_id);
+  op->memory = request->memory;
+  op->from_sandbox_id = g_strdup (request->from_sandbox_id);
+  op->from_checkpoint_id = g_strdup (request->from_checkpoint_id);
 
   if (!self->started) {
     box_libvirt_op_fail (task, BOX_ERROR_SANDBOX_UNAVAILABLE,
@@ -202,8 +212,7 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
       box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED,
                            "the libvirt hypervisor cannot run images yet");
     } else if (request->from_sandbox_id != NULL) {
-      box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED,
-                           "the libvirt hypervisor cannot fork from checkpoints yet");
+      box_libvirt_fork_start (task);
     } else if (request->template_name != NULL && request->template_name[0] != '\0' &&
                g_strcmp0 (request->template_name, "base") != 0) {
       box_libvirt_op_fail (task, BOX_ERROR_INVALID, "no template \"%s\"", request->template_name);
@@ -211,20 +220,21 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
       box_libvirt_create_start (task);
     }
     return;
-  case BOX_VM_OP_CHECKPOINT:
-  case BOX_VM_OP_RESTORE:
-    box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED, "the libvirt hypervisor cannot %s yet",
-                         box_vm_op_to_string (vm_op));
-    return;
   case BOX_VM_OP_DELETE_CHECKPOINT:
-    box_libvirt_op_return (task, NULL);   /* it keeps none */
+    /* no VM lock: a checkpoint may outlive its VM's record */
+    box_libvirt_delete_checkpoint_start (task);
     return;
   default:
     break;
   }
   if (vm == NULL) {
     if (vm_op == BOX_VM_OP_DESTROY) {
+      g_autoptr(GError) error = NULL;
+
       box_libvirt_detach_network (self, op->id);
+      /* checkpoints of a VM whose record is gone (a few small unlinks) */
+      if (!box_libvirt_checkpoints_remove_all (self, op->id, &error))
+        g_warning ("libvirt: %s", error->message);
       box_libvirt_op_return (task, NULL);
     } else {
       box_libvirt_op_fail (task, BOX_ERROR_NOT_FOUND, "no VM for sandbox %s", op->id);

@@ -34,6 +34,12 @@ typedef struct {
   gboolean          set_owner;   /* resume_work makes the domain the sandbox's */
   gboolean          locked;
   gint64            started;
+  /* checkpoints (box-libvirt-checkpoint.c) and forks (box-libvirt-fork.c) */
+  char             *checkpoint_id;     /* CHECKPOINT, RESTORE, DELETE_CHECKPOINT */
+  gboolean          memory;            /* CHECKPOINT: with memory; RESTORE, fork: it has */
+  char             *from_sandbox_id;   /* CREATE as a fork */
+  char             *from_checkpoint_id;
+  gboolean          ended;             /* CHECKPOINT, RESTORE: this operation ended the QEMU */
 } BoxLibvirtOp;
 
 BoxLibvirtOp *box_libvirt_task_op          (GTask *task);
@@ -48,6 +54,22 @@ void          box_libvirt_detach_network   (BoxLibvirtPlugin *self, const char *
  * remove the VM's files. */
 gboolean      box_libvirt_resume_work      (BoxLibvirtPlugin *self, gpointer data, GError **error);
 gboolean      box_libvirt_destroy_work     (BoxLibvirtPlugin *self, gpointer data, GError **error);
+/* Worker threads: starts the VM's domain, a boot (@boot) or a restore of
+ * its cold.mig (then resumed); what is left of an earlier QEMU goes first. */
+gboolean      box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op,
+                                             gboolean boot, GError **error);
+/* The domain XML of the operation's VM: a boot (@boot) or a restore. */
+char         *box_libvirt_vm_xml           (BoxLibvirtOp *op, gboolean boot);
+/* The VM has no QEMU any more: agent, cold timer and network go. */
+void          box_libvirt_vm_ended         (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+/* A create or fork that failed midway: the VM's domain and files go (a
+ * worker), then @done runs, which gets @error back from
+ * box_libvirt_op_undo_finish() (the network attachment gone too). */
+void          box_libvirt_op_undo          (GTask *task, GError *error, GAsyncReadyCallback done);
+GError       *box_libvirt_op_undo_finish   (GTask *task, GAsyncResult *result);
+/* A new VM (create, fork) runs and its guest answered: recorded as
+ * running (state file, self->vms, its agent), its pool record gone. */
+gboolean      box_libvirt_op_keep_new_vm   (BoxLibvirtOp *op, BoxAgent *agent, GError **error);
 /* After @seconds (hot_pause_s), a hot pause turns cold. */
 void          box_libvirt_schedule_cold    (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
                                             guint seconds);
@@ -62,5 +84,11 @@ void          box_libvirt_boot_start       (GTask *task);
 void          box_libvirt_shutdown_start   (GTask *task);
 void          box_libvirt_destroy_start    (GTask *task);
 void          box_libvirt_lost_start       (GTask *task);
+void          box_libvirt_checkpoint_start (GTask *task);
+void          box_libvirt_restore_start    (GTask *task);
+/* no VM lock: the checkpoint may outlive its VM */
+void          box_libvirt_delete_checkpoint_start (GTask *task);
+/* CREATE from op->from_*: no VM lock (the VM is new) */
+void          box_libvirt_fork_start       (GTask *task);
 
 G_END_DECLS

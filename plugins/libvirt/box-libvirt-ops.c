@@ -43,6 +43,9 @@ box_libvirt_op_free (BoxLibvirtOp *op)
   g_clear_pointer (&op->net, box_net_attachment_free);
   g_free (op->domain);
   g_free (op->xml);
+  g_free (op->checkpoint_id);
+  g_free (op->from_sandbox_id);
+  g_free (op->from_checkpoint_id);
   g_free (op);
 }
 
@@ -91,8 +94,8 @@ box_libvirt_op_file (BoxLibvirtOp *op, const char *file)
 }
 
 /* The domain's XML for a boot (@boot) or a restore of cold.mig. */
-static char *
-vm_xml (BoxLibvirtOp *op, gboolean boot)
+char *
+box_libvirt_vm_xml (BoxLibvirtOp *op, gboolean boot)
 {
   BoxLibvirtPlugin *self = op->self;
   BoxLibvirtDomainSpec spec = { 0 };
@@ -171,6 +174,12 @@ vm_ended (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
     vm->cold_source = 0;
   }
   box_libvirt_detach_network (self, vm->id);
+}
+
+void
+box_libvirt_vm_ended (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
+{
+  vm_ended (self, vm);
 }
 
 /* ---- blocking parts ---- */
@@ -278,12 +287,11 @@ cold_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
 }
 
 /* Starts the domain: a boot, or a restore of cold.mig (then resumed). */
-static gboolean
-start_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+gboolean
+box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op, gboolean boot,
+                               GError **error)
 {
-  BoxLibvirtOp *op = data;
   g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
-  gboolean boot = op->op == BOX_VM_OP_BOOT;
   virConnectPtr conn = box_libvirt_conn_get (self->conn, error);
   virDomainPtr dom;
   gboolean ok;
@@ -307,6 +315,14 @@ start_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   if (ok && boot)
     g_unlink (cold);
   return ok;
+}
+
+static gboolean
+start_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  BoxLibvirtOp *op = data;
+
+  return box_libvirt_start_domain_work (self, op, op->op == BOX_VM_OP_BOOT, error);
 }
 
 static gboolean
@@ -342,7 +358,8 @@ box_libvirt_destroy_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     return FALSE;
   ok = box_libvirt_domain_destroy (conn, op->domain, error);
   virConnectClose (conn);
-  return ok && box_libvirt_remove_tree (dir, error);
+  return ok && box_libvirt_remove_tree (dir, error) &&
+         box_libvirt_checkpoints_remove_all (self, op->id, error);
 }
 
 /* ---- suspend and the cold tier ---- */
@@ -574,7 +591,7 @@ start_domain (GTask *task)
     box_libvirt_op_return (task, error);
     return;
   }
-  op->xml = vm_xml (op, op->op == BOX_VM_OP_BOOT);
+  op->xml = box_libvirt_vm_xml (op, op->op == BOX_VM_OP_BOOT);
   box_libvirt_run_in_thread (op->self, start_work, op, NULL, NULL, resume_done, task);
 }
 

@@ -339,15 +339,16 @@ box_libvirt_plugin_get_accel (BoxHypervisor *hypervisor)
 }
 
 /* Memory snapshots (pause and resume) with a guest agent; a pause stays hot
- * for hot_pause_s.  No checkpoints, forks or images yet (run_async answers
- * UNSUPPORTED for them). */
+ * for hot_pause_s; checkpoints (memory and disk only), restores and forks.
+ * No images yet (run_async answers UNSUPPORTED for them). */
 static void
 box_libvirt_plugin_get_capabilities (BoxHypervisor *hypervisor, BoxHypervisorCapabilities *caps)
 {
   BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (hypervisor);
 
   caps->accel = box_libvirt_plugin_get_accel (hypervisor);
-  caps->flags = BOX_HYPERVISOR_CAP_GUEST_AGENT | BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS;
+  caps->flags = BOX_HYPERVISOR_CAP_GUEST_AGENT | BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS |
+                BOX_HYPERVISOR_CAP_CHECKPOINTS | BOX_HYPERVISOR_CAP_FORK;
   if (self->config.hot_pause_s > 0)
     caps->flags |= BOX_HYPERVISOR_CAP_HOT_PAUSE;
 }
@@ -516,6 +517,7 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   if (orphans > 0)
     g_message ("libvirt: ended %u VMs whose boxd is gone", orphans);
   box_libvirt_templates_sweep (self);
+  box_libvirt_checkpoints_sweep (self);
   box_libvirt_templates_prune (self);
   box_libvirt_adopt (self);
   self->started = TRUE;

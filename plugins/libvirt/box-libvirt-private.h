@@ -426,6 +426,44 @@ void      box_libvirt_template_build     (BoxLibvirtPlugin *self, BoxLibvirtTemp
 void      box_libvirt_pool_fill          (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl,
                                           GTask *waiter, guint64 disk_bytes);
 
+/* ---- checkpoints (box-libvirt-checkpoint.c) -------------------------------- */
+
+/* [A-Za-z0-9_-], 1 to 64 characters: part of a file name */
+gboolean  box_libvirt_checkpoint_id_is_valid (const char *id);
+/* <vm_dir>/checkpoints/<sandbox>.<checkpoint>: disk.qcow2, state (memory), manifest.json */
+char     *box_libvirt_checkpoint_dir         (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                              const char *checkpoint_id);
+/* What a checkpoint was taken of (its manifest). */
+typedef struct {
+  gboolean      memory;
+  BoxResources  resources;
+  gboolean      nic;
+  char         *template_key;
+  gint64        created_at;
+} BoxLibvirtCheckpointInfo;
+void      box_libvirt_checkpoint_info_clear  (BoxLibvirtCheckpointInfo *info);
+/* BOX_ERROR_NOT_FOUND when there is no such checkpoint */
+gboolean  box_libvirt_checkpoint_info_load   (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                              const char *checkpoint_id,
+                                              BoxLibvirtCheckpointInfo *info, GError **error);
+/* Worker threads.  Copies the data of @src to a new file @dst (holes stay
+ * holes: SEEK_DATA/SEEK_HOLE and copy_file_range), synced; a full disk is
+ * BOX_ERROR_CAPACITY and leaves no @dst. */
+gboolean  box_libvirt_copy_sparse            (const char *src, const char *dst, GError **error);
+/* BOX_ERROR_CAPACITY unless @bytes (and a reserve) fit on vm_dir's file system. */
+gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 bytes,
+                                              GError **error);
+/* Bytes a file really takes on disk (0 when absent). */
+guint64   box_libvirt_file_allocated         (const char *path);
+/* Worker threads.  Removes every checkpoint of @sandbox_id. */
+gboolean  box_libvirt_checkpoints_remove_all (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                              GError **error);
+/* At start: removes what a checkpoint, restore or fork killed midway left
+ * (temporary directories nobody holds); how many. */
+guint     box_libvirt_checkpoints_sweep      (BoxLibvirtPlugin *self);
+/* At start: removes the temporary files a killed operation left in @vm's directory. */
+void      box_libvirt_vm_sweep_temps         (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+
 /* ---- operations (box-libvirt-ops.c) --------------------------------------- */
 
 void      box_libvirt_op_async         (BoxLibvirtPlugin *self, BoxVmOp op,

@@ -567,13 +567,12 @@ qcow2_backing (const char *path)
   return name;
 }
 
-/* The keys of the templates that disks under <vm_dir>/vms back onto (a
- * fork's disk is an overlay on its template's, whatever the VM's state). */
-static GHashTable *
-templates_in_use (BoxLibvirtPlugin *self, const char *templates_dir)
+/* Adds to @keys the templates that the disks under <vm_dir>/@what back onto. */
+static void
+templates_in_use_under (BoxLibvirtPlugin *self, const char *what, const char *templates_dir,
+                        GHashTable *keys)
 {
-  GHashTable *keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autofree char *vms_dir = g_build_filename (self->config.vm_dir, "vms", NULL);
+  g_autofree char *vms_dir = g_build_filename (self->config.vm_dir, what, NULL);
   g_autoptr(GDir) vms = g_dir_open (vms_dir, 0, NULL);
   const char *vm;
 
@@ -600,6 +599,19 @@ templates_in_use (BoxLibvirtPlugin *self, const char *templates_dir)
         g_hash_table_add (keys, g_path_get_basename (dir));
     }
   }
+}
+
+/* The keys of the templates that disks under <vm_dir>/vms and
+ * <vm_dir>/checkpoints back onto (a fork's disk is an overlay on its
+ * template's, whatever the VM's state; a checkpoint's disk is a copy of
+ * one). */
+static GHashTable *
+templates_in_use (BoxLibvirtPlugin *self, const char *templates_dir)
+{
+  GHashTable *keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+
+  templates_in_use_under (self, "vms", templates_dir, keys);
+  templates_in_use_under (self, "checkpoints", templates_dir, keys);
   return keys;
 }
 

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <glib/gstdio.h>
 #include <linux/fs.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -482,6 +483,71 @@ test_tcg_refused (void)
   plugin->started = FALSE;
 }
 
+/* Checkpoint IDs become file names: nothing that could leave the directory. */
+static void
+test_checkpoint_ids (void)
+{
+  const char *const good[] = { "v1", "auto-12", "My_Checkpoint-3", NULL };
+  const char *const bad[] = { "", "../v1", "v1.tmp-x", "a/b", "v 1", ".", NULL };
+  g_autofree char *long_id = g_strnfill (65, 'a');
+
+  for (guint i = 0; good[i] != NULL; i++)
+    g_assert_true (box_libvirt_checkpoint_id_is_valid (good[i]));
+  for (guint i = 0; bad[i] != NULL; i++)
+    g_assert_false (box_libvirt_checkpoint_id_is_valid (bad[i]));
+  g_assert_false (box_libvirt_checkpoint_id_is_valid (NULL));
+  g_assert_false (box_libvirt_checkpoint_id_is_valid (long_id));
+  long_id[64] = '\0';
+  g_assert_true (box_libvirt_checkpoint_id_is_valid (long_id));
+}
+
+/* A sparse copy has the same bytes and keeps the holes. */
+static void
+test_copy_sparse (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("box-libvirt-copy-XXXXXX", NULL);
+  g_autofree char *src = g_build_filename (dir, "src", NULL);
+  g_autofree char *dst = g_build_filename (dir, "dst", NULL);
+  g_autofree char *a = NULL;
+  g_autofree char *b = NULL;
+  g_autoptr(GError) error = NULL;
+  gsize len_a = 0, len_b = 0;
+  GStatBuf st;
+  char block[4096];
+  int fd;
+
+  g_assert_nonnull (dir);
+  fd = open (src, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  g_assert_cmpint (fd, >=, 0);
+  memset (block, 'x', sizeof block);
+  /* data at 0, a 64 MiB hole, data, a hole to the end */
+  g_assert_cmpint (pwrite (fd, block, sizeof block, 0), ==, sizeof block);
+  g_assert_cmpint (pwrite (fd, block, sizeof block, 64 << 20), ==, sizeof block);
+  g_assert_cmpint (ftruncate (fd, 128 << 20), ==, 0);
+  close (fd);
+
+  g_assert_true (box_libvirt_copy_sparse (src, dst, &error));
+  g_assert_no_error (error);
+  g_assert_true (g_file_get_contents (src, &a, &len_a, NULL));
+  g_assert_true (g_file_get_contents (dst, &b, &len_b, NULL));
+  g_assert_cmpuint (len_a, ==, 128 << 20);
+  g_assert_cmpmem (a, len_a, b, len_b);
+  g_assert_cmpint (g_stat (dst, &st), ==, 0);
+  g_assert_cmpuint ((guint64) st.st_blocks * 512, <, 1 << 20);
+  g_assert_cmpuint (box_libvirt_file_allocated (dst), ==, (guint64) st.st_blocks * 512);
+
+  /* never over an existing file; a missing source leaves nothing */
+  g_assert_false (box_libvirt_copy_sparse (src, dst, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_clear_error (&error);
+  g_unlink (dst);
+  g_unlink (src);
+  g_assert_false (box_libvirt_copy_sparse (src, dst, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_assert_false (g_file_test (dst, G_FILE_TEST_EXISTS));
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -497,5 +563,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/uids/pool", test_uid_pool);
   g_test_add_func ("/libvirt/uids/record-last", test_uid_record_last);
   g_test_add_func ("/libvirt/tcg-refused", test_tcg_refused);
+  g_test_add_func ("/libvirt/checkpoint-ids", test_checkpoint_ids);
+  g_test_add_func ("/libvirt/copy-sparse", test_copy_sparse);
   return g_test_run ();
 }

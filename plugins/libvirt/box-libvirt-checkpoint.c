@@ -1,0 +1,782 @@
+/* box-libvirt-checkpoint.c: checkpoints and restores.
+ *
+ * A checkpoint is a directory of its own, <vm_dir>/checkpoints/<sandbox>.<id>/,
+ * that outlives nothing but itself:
+ *   disk.qcow2     a sparse copy of the VM's overlay (it backs onto the
+ *                  template's disk like the overlay), taken while the vCPUs
+ *                  are stopped and QEMU has flushed it
+ *   state          memory checkpoints: device state and RAM (a migration
+ *                  to an fd, as a cold pause writes cold.mig)
+ *   manifest.json  what it was taken of (memory, sizes, NIC, template)
+ * Restores and forks copy the disk (so no VM's disk ever backs onto a
+ * checkpoint: deleting one, or its sandbox, never breaks another VM) and
+ * hard-link the state as their cold.mig (never written in place: a cold
+ * pause writes a new file and renames it), so they are independent of the
+ * checkpoint from the moment they exist.
+ *
+ * Crash safety: a checkpoint is written into <dir>.tmp-<random>, under an
+ * exclusive flock on <dir>.tmp-<random>.lock, and renamed when complete;
+ * a temporary directory whose lock nobody holds is what a killed boxd
+ * left, and the next start removes it (several boxds may share a vm_dir:
+ * a held lock is another's checkpoint under way).  Restores write
+ * disk.qcow2.tmp and cold.mig.tmp and rename them.
+ *
+ *   memory, running   the guest forgets its env, the vCPUs stop, state and
+ *                     disk are saved, the vCPUs run again; clock and env
+ *                     are pushed back
+ *   memory, hot pause state and disk saved; the VM becomes cold on that
+ *                     same state (a second migration out of one QEMU is
+ *                     not safe in QEMU 7.2), so no wake
+ *   memory, cold      the suspend snapshot is the state (a hard link): no wake
+ *   disk only         the guest syncs, the vCPUs stop for the copy of the
+ *                     overlay (a running VM) and run again
+ *   restore           the copy is made first (a full disk changes nothing),
+ *                     then the QEMU ends and the VM becomes the checkpoint:
+ *                     a cold resume (memory) or a boot (disk only)
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* copy_file_range, SEEK_DATA, SEEK_HOLE */
+#endif
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "box-libvirt-op.h"
+
+#define CKPT_MANIFEST        "manifest.json"
+#define CKPT_TMP             ".tmp-"
+#define CKPT_LOCK_SUFFIX     ".lock"
+/* what must stay free on vm_dir's file system after a checkpoint */
+#define CKPT_RESERVE_BYTES   (G_GUINT64_CONSTANT (256) << 20)
+#define CKPT_COPY_CHUNK      (G_GUINT64_CONSTANT (64) << 20)
+
+/* ---- names and files ---- */
+
+gboolean
+box_libvirt_checkpoint_id_is_valid (const char *id)
+{
+  gsize len = id != NULL ? strlen (id) : 0;
+
+  if (len < 1 || len > 64)
+    return FALSE;
+  for (gsize i = 0; i < len; i++) {
+    if (!g_ascii_isalnum (id[i]) && id[i] != '-' && id[i] != '_')
+      return FALSE;
+  }
+  return TRUE;
+}
+
+static char *
+checkpoints_root (BoxLibvirtPlugin *self)
+{
+  return g_build_filename (self->config.vm_dir, "checkpoints", NULL);
+}
+
+char *
+box_libvirt_checkpoint_dir (BoxLibvirtPlugin *self, const char *sandbox_id,
+                            const char *checkpoint_id)
+{
+  g_autofree char *name = g_strconcat (sandbox_id, ".", checkpoint_id, NULL);
+
+  return g_build_filename (self->config.vm_dir, "checkpoints", name, NULL);
+}
+
+void
+box_libvirt_checkpoint_info_clear (BoxLibvirtCheckpointInfo *info)
+{
+  g_clear_pointer (&info->template_key, g_free);
+}
+
+gboolean
+box_libvirt_checkpoint_info_load (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                  const char *checkpoint_id, BoxLibvirtCheckpointInfo *info,
+                                  GError **error)
+{
+  g_autofree char *dir = NULL;
+  g_autofree char *manifest = NULL;
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonObject *object;
+
+  if (!box_sandbox_id_is_valid (sandbox_id) ||
+      !box_libvirt_checkpoint_id_is_valid (checkpoint_id)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "bad checkpoint \"%s\" of sandbox \"%s\"",
+                 checkpoint_id != NULL ? checkpoint_id : "",
+                 sandbox_id != NULL ? sandbox_id : "");
+    return FALSE;
+  }
+  dir = box_libvirt_checkpoint_dir (self, sandbox_id, checkpoint_id);
+  manifest = g_build_filename (dir, CKPT_MANIFEST, NULL);
+  if (!json_parser_load_from_file (parser, manifest, NULL) ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no checkpoint %s of sandbox %s",
+                 checkpoint_id, sandbox_id);
+    return FALSE;
+  }
+  object = json_node_get_object (json_parser_get_root (parser));
+  info->memory = json_object_get_boolean_member_with_default (object, "memory", FALSE);
+  info->resources.cpus = json_object_get_int_member_with_default (object, "cpus", 0);
+  info->resources.memory_mib = json_object_get_int_member_with_default (object, "memory_mib", 0);
+  info->resources.disk_gib = json_object_get_int_member_with_default (object, "disk_gib", 0);
+  info->nic = json_object_get_boolean_member_with_default (object, "nic", FALSE);
+  info->template_key = g_strdup (json_object_get_string_member_with_default (object, "template",
+                                                                             ""));
+  info->created_at = json_object_get_int_member_with_default (object, "created_at", 0);
+  if (info->resources.cpus == 0 || info->resources.memory_mib == 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s: no sizes", manifest);
+    box_libvirt_checkpoint_info_clear (info);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+set_errno_error (GError **error, int saved_errno, const char *what, const char *path)
+{
+  BoxErrorCode code = saved_errno == ENOSPC || saved_errno == EDQUOT ? BOX_ERROR_CAPACITY :
+                      BOX_ERROR_INTERNAL;
+
+  g_set_error (error, BOX_ERROR, code, "%s %s: %s", what, path, g_strerror (saved_errno));
+  return FALSE;
+}
+
+guint64
+box_libvirt_file_allocated (const char *path)
+{
+  GStatBuf st;
+
+  if (g_stat (path, &st) != 0)
+    return 0;
+  return (guint64) st.st_blocks * 512;
+}
+
+gboolean
+box_libvirt_check_disk_room (BoxLibvirtPlugin *self, guint64 bytes, GError **error)
+{
+  struct statvfs st;
+  guint64 free_bytes;
+
+  if (statvfs (self->config.vm_dir, &st) != 0)
+    return set_errno_error (error, errno, "cannot read the free space of", self->config.vm_dir);
+  free_bytes = (guint64) st.f_bavail * st.f_frsize;
+  if (free_bytes < bytes + CKPT_RESERVE_BYTES) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_CAPACITY,
+                 "no room on this node's disk: %" G_GUINT64_FORMAT " MiB needed, %"
+                 G_GUINT64_FORMAT " MiB free", (bytes + CKPT_RESERVE_BYTES) >> 20,
+                 free_bytes >> 20);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+fsync_dir (const char *path)
+{
+  int fd = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  gboolean ok;
+
+  if (fd < 0)
+    return FALSE;
+  ok = fsync (fd) == 0;
+  close (fd);
+  return ok;
+}
+
+/* Copies [offset, offset + len) of @in to the same place in @out. */
+static gboolean
+copy_range (int in, int out, off_t offset, guint64 len)
+{
+  while (len > 0) {
+    loff_t in_off = offset, out_off = offset;
+    ssize_t n = copy_file_range (in, &in_off, out, &out_off, MIN (len, CKPT_COPY_CHUNK), 0);
+
+    if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
+      char buf[65536];
+      ssize_t r = pread (in, buf, MIN (len, sizeof buf), offset);
+      if (r <= 0 || pwrite (out, buf, r, offset) != r)
+        return FALSE;
+      n = r;
+    } else if (n <= 0) {
+      return FALSE;
+    }
+    offset += n;
+    len -= n;
+  }
+  return TRUE;
+}
+
+gboolean
+box_libvirt_copy_sparse (const char *src, const char *dst, GError **error)
+{
+  int in = open (src, O_RDONLY | O_CLOEXEC);
+  int out;
+  struct stat st;
+  off_t data = 0;
+  gboolean ok = TRUE;
+
+  if (in < 0)
+    return set_errno_error (error, errno, "cannot open", src);
+  if (fstat (in, &st) != 0) {
+    int saved_errno = errno;
+    close (in);
+    return set_errno_error (error, saved_errno, "cannot read", src);
+  }
+  out = open (dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (out < 0) {
+    int saved_errno = errno;
+    close (in);
+    return set_errno_error (error, saved_errno, "cannot create", dst);
+  }
+  errno = 0;
+  if (ftruncate (out, st.st_size) != 0)
+    ok = FALSE;
+  while (ok && data < st.st_size) {
+    off_t hole;
+
+    data = lseek (in, data, SEEK_DATA);
+    if (data < 0) {
+      ok = errno == ENXIO;   /* no data after this: the rest is a hole */
+      errno = 0;
+      break;
+    }
+    hole = lseek (in, data, SEEK_HOLE);
+    if (hole < 0)
+      hole = st.st_size;
+    ok = copy_range (in, out, data, (guint64) (hole - data));
+    data = hole;
+  }
+  if (ok && fsync (out) != 0)
+    ok = FALSE;
+  if (!ok) {
+    int saved_errno = errno != 0 ? errno : EIO;
+    close (in);
+    close (out);
+    g_unlink (dst);
+    return set_errno_error (error, saved_errno, "cannot copy to", dst);
+  }
+  close (in);
+  close (out);
+  return TRUE;
+}
+
+static gboolean
+link_file (const char *from, const char *to, GError **error)
+{
+  g_unlink (to);
+  if (link (from, to) != 0)
+    return set_errno_error (error, errno, "cannot link", to);
+  return TRUE;
+}
+
+static gboolean
+rename_file (const char *from, const char *to, GError **error)
+{
+  if (g_rename (from, to) != 0)
+    return set_errno_error (error, errno, "cannot rename", from);
+  /* two links of one file: rename() leaves both (a state linked again
+   * over the cold.mig it came from) */
+  g_unlink (from);
+  return TRUE;
+}
+
+/* ---- sweeping ---- */
+
+/* Removes @tmp (a temporary directory) unless its lock is held. */
+static gboolean
+sweep_tmp (const char *tmp)
+{
+  g_autofree char *lock = g_strconcat (tmp, CKPT_LOCK_SUFFIX, NULL);
+  int fd = open (lock, O_RDWR | O_CLOEXEC);
+  gboolean removed = FALSE;
+
+  if (fd >= 0 && flock (fd, LOCK_EX | LOCK_NB) != 0) {
+    close (fd);
+    return FALSE;   /* a checkpoint under way (another boxd's) */
+  }
+  removed = box_libvirt_remove_tree (tmp, NULL);
+  if (fd >= 0) {
+    g_unlink (lock);
+    close (fd);
+  }
+  return removed;
+}
+
+guint
+box_libvirt_checkpoints_sweep (BoxLibvirtPlugin *self)
+{
+  g_autofree char *root = checkpoints_root (self);
+  g_autoptr(GDir) dir = g_dir_open (root, 0, NULL);
+  const char *entry;
+  guint removed = 0;
+
+  while (dir != NULL && (entry = g_dir_read_name (dir)) != NULL) {
+    g_autofree char *path = g_build_filename (root, entry, NULL);
+    g_autofree char *tmp = NULL;
+
+    if (strstr (entry, CKPT_TMP) == NULL)
+      continue;
+    if (g_str_has_suffix (entry, CKPT_LOCK_SUFFIX)) {
+      /* a lock whose directory is gone */
+      tmp = g_strndup (path, strlen (path) - strlen (CKPT_LOCK_SUFFIX));
+      if (g_file_test (tmp, G_FILE_TEST_EXISTS))
+        continue;
+      removed += sweep_tmp (tmp);
+      continue;
+    }
+    if (sweep_tmp (path)) {
+      g_message ("libvirt: removed %s, left by a checkpoint or delete that did not finish", path);
+      removed++;
+    }
+  }
+  return removed;
+}
+
+void
+box_libvirt_vm_sweep_temps (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
+{
+  static const char *const temps[] = { "disk.qcow2.tmp", "cold.mig.tmp" };
+
+  for (guint i = 0; i < G_N_ELEMENTS (temps); i++) {
+    g_autofree char *path = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, temps[i]);
+    if (g_unlink (path) == 0)
+      g_message ("libvirt: removed %s, left by an operation that did not finish", path);
+  }
+}
+
+/* Removes a checkpoint directory: renamed away first, so that a crash
+ * leaves either the whole checkpoint or a temporary the sweep removes. */
+static gboolean
+remove_checkpoint_dir (const char *path, GError **error)
+{
+  g_autofree char *suffix = box_libvirt_new_vm_id ();
+  g_autofree char *tmp = g_strconcat (path, CKPT_TMP, suffix, NULL);
+
+  if (g_rename (path, tmp) != 0) {
+    if (errno == ENOENT)
+      return TRUE;
+    return set_errno_error (error, errno, "cannot remove", path);
+  }
+  return box_libvirt_remove_tree (tmp, error);
+}
+
+gboolean
+box_libvirt_checkpoints_remove_all (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                    GError **error)
+{
+  g_autofree char *root = checkpoints_root (self);
+  g_autofree char *prefix = g_strconcat (sandbox_id, ".", NULL);
+  g_autoptr(GDir) dir = g_dir_open (root, 0, NULL);
+  const char *entry;
+
+  while (dir != NULL && (entry = g_dir_read_name (dir)) != NULL) {
+    g_autofree char *path = NULL;
+
+    if (!g_str_has_prefix (entry, prefix) || strstr (entry, CKPT_TMP) != NULL)
+      continue;
+    path = g_build_filename (root, entry, NULL);
+    if (!remove_checkpoint_dir (path, error))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* ---- taking a checkpoint ---- */
+
+static gboolean
+write_manifest (BoxLibvirtOp *op, const char *dir, GError **error)
+{
+  g_autofree char *path = g_build_filename (dir, CKPT_MANIFEST, NULL);
+  g_autofree char *contents =
+    g_strdup_printf ("{\"sandbox\": \"%s\", \"checkpoint\": \"%s\", \"memory\": %s, "
+                     "\"cpus\": %u, \"memory_mib\": %u, \"disk_gib\": %u, \"nic\": %s, "
+                     "\"template\": \"%s\", \"created_at\": %" G_GINT64_FORMAT "}\n",
+                     op->id, op->checkpoint_id, op->memory ? "true" : "false",
+                     op->vm->resources.cpus, op->vm->resources.memory_mib,
+                     op->vm->resources.disk_gib, op->vm->nic ? "true" : "false",
+                     op->vm->template_key, g_get_real_time ());
+  g_autoptr(GError) local_error = NULL;
+
+  if (!g_file_set_contents_full (path, contents, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
+                                 &local_error)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s", local_error->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The VM's files into @tmp, its QEMU (when it has one) stopped meanwhile. */
+static gboolean
+checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GError **error)
+{
+  g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
+  g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
+  g_autofree char *cold_tmp = box_libvirt_op_file (op, "cold.mig.tmp");
+  g_autofree char *tmp_disk = g_build_filename (tmp, "disk.qcow2", NULL);
+  g_autofree char *tmp_state = g_build_filename (tmp, "state", NULL);
+  virConnectPtr conn;
+  virDomainPtr dom;
+  int state = VIR_DOMAIN_NOSTATE;
+  gboolean ok, was_running;
+
+  if (op->vm->state == BOX_VM_STATE_SHUTOFF || op->vm->cold) {
+    /* no QEMU: the files are at rest */
+    return (!op->memory || link_file (cold, tmp_state, error)) &&
+           box_libvirt_copy_sparse (disk, tmp_disk, error);
+  }
+  conn = box_libvirt_conn_get (self->conn, error);
+  if (conn == NULL)
+    return FALSE;
+  dom = box_libvirt_domain_lookup (conn, op->domain);
+  if (dom == NULL || virDomainGetState (dom, &state, NULL, 0) < 0) {
+    if (dom != NULL)
+      virDomainFree (dom);
+    virConnectClose (conn);
+    g_set_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE, "the VM of %s is gone",
+                 op->id);
+    return FALSE;
+  }
+  was_running = state == VIR_DOMAIN_RUNNING;
+  ok = !was_running || virDomainSuspend (dom) == 0 ||
+       box_libvirt_set_error (error, "cannot pause the VM");
+  /* stopped vCPUs: QEMU has drained and flushed the overlay */
+  ok = ok && (!op->memory || box_libvirt_migrate_save (dom, tmp_state, FALSE, error));
+  ok = ok && box_libvirt_copy_sparse (disk, tmp_disk, error);
+  if (op->memory && !was_running) {
+    /* a hot pause: the VM goes cold on the state just saved */
+    ok = ok && link_file (tmp_state, cold_tmp, error) && rename_file (cold_tmp, cold, error) &&
+         box_libvirt_domain_destroy (conn, op->domain, error);
+    op->ended = ok;
+    if (!ok)
+      g_unlink (cold_tmp);
+  } else if (was_running && virDomainResume (dom) != 0 && ok) {
+    /* (after a failure the VM runs on if it can; the first error counts) */
+    ok = box_libvirt_set_error (error, "cannot resume the VM after its checkpoint");
+  }
+  virDomainFree (dom);
+  virConnectClose (conn);
+  return ok;
+}
+
+static gboolean
+checkpoint_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  BoxLibvirtOp *op = data;
+  g_autofree char *root = checkpoints_root (self);
+  g_autofree char *final = box_libvirt_checkpoint_dir (self, op->id, op->checkpoint_id);
+  g_autofree char *suffix = box_libvirt_new_vm_id ();
+  g_autofree char *tmp = g_strconcat (final, CKPT_TMP, suffix, NULL);
+  g_autofree char *lock = g_strconcat (tmp, CKPT_LOCK_SUFFIX, NULL);
+  g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
+  guint64 need = box_libvirt_file_allocated (disk);
+  gboolean ok;
+  int lock_fd;
+
+  if (g_file_test (final, G_FILE_TEST_EXISTS)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS, "checkpoint %s of sandbox %s exists",
+                 op->checkpoint_id, op->id);
+    return FALSE;
+  }
+  /* a running VM's RAM may all go to the state file; a cold one's is linked */
+  if (op->memory && !op->vm->cold)
+    need += (guint64) op->vm->resources.memory_mib << 20;
+  if (!box_libvirt_check_disk_room (self, need, error))
+    return FALSE;
+  if (g_mkdir_with_parents (root, 0711) != 0)
+    return set_errno_error (error, errno, "cannot create", root);
+  lock_fd = open (lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (lock_fd < 0)
+    return set_errno_error (error, errno, "cannot create", lock);
+  if (flock (lock_fd, LOCK_EX) != 0 || g_mkdir (tmp, 0700) != 0) {
+    int saved_errno = errno;
+    g_unlink (lock);
+    close (lock_fd);
+    return set_errno_error (error, saved_errno, "cannot create", tmp);
+  }
+  ok = checkpoint_files (self, op, tmp, error) &&
+       write_manifest (op, tmp, error) &&
+       (fsync_dir (tmp), rename_file (tmp, final, error));
+  if (ok)
+    fsync_dir (root);
+  else
+    box_libvirt_remove_tree (tmp, NULL);
+  g_unlink (lock);
+  close (lock_fd);
+  return ok;
+}
+
+/* The end of a guest setup that may fail without failing the checkpoint. */
+static void
+guest_setup_logged (BoxLibvirtOp *op, GAsyncResult *result, const char *when)
+{
+  g_autoptr(BoxAgent) agent = NULL;
+  g_autoptr(GError) error = NULL;
+
+  agent = box_libvirt_guest_setup_finish (result, &error);
+  if (agent == NULL)
+    g_message ("libvirt: sandbox %s: %s checkpoint %s its agent did not answer: %s", op->id,
+               when, op->checkpoint_id, error->message);
+}
+
+static void
+checkpoint_guest_back (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+
+  guest_setup_logged (box_libvirt_task_op (task), result, "after");
+  box_libvirt_op_return (task, NULL);
+}
+
+static void
+checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  BoxLibvirtVm *vm = op->vm;
+  GError *error = NULL;
+  gboolean ok = box_libvirt_run_finish (result, &error);
+  BoxLibvirtGuestSetup setup = {
+    .agent = vm->agent,
+    .steps = BOX_LIBVIRT_GUEST_TIME | BOX_LIBVIRT_GUEST_ENV,
+    .env = op->env,
+    .timeout_s = BOX_LIBVIRT_AGENT_TIMEOUT_S,
+  };
+
+  if (op->ended) {
+    vm->cold = TRUE;
+    box_libvirt_vm_ended (op->self, vm);
+    box_libvirt_save_vm (op->self, vm);
+  } else {
+    vm->expect_stop = FALSE;
+  }
+  if (!ok) {
+    box_libvirt_op_return (task, error);
+    return;
+  }
+  g_message ("libvirt: sandbox %s: %s checkpoint %s in %.0f ms", op->id,
+             op->memory ? "memory" : "disk-only", op->checkpoint_id,
+             (g_get_monotonic_time () - op->started) / 1e3);
+  if (vm->state != BOX_VM_STATE_RUNNING || !op->memory || vm->agent == NULL ||
+      box_agent_is_closed (vm->agent)) {
+    box_libvirt_op_return (task, NULL);
+    return;
+  }
+  /* the guest was stopped: its clock is behind; its env was cleared */
+  setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
+  box_libvirt_guest_setup_async (&setup, NULL, checkpoint_guest_back, task);
+}
+
+static void
+checkpoint_run (GTask *task)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+
+  /* a hot pause becomes cold: its QEMU ends on purpose */
+  if (op->memory && op->vm->state == BOX_VM_STATE_SUSPENDED && !op->vm->cold)
+    op->vm->expect_stop = TRUE;
+  box_libvirt_run_in_thread (op->self, checkpoint_work, op, NULL, NULL, checkpoint_done, task);
+}
+
+static void
+checkpoint_guest_ready (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+
+  guest_setup_logged (box_libvirt_task_op (task), result, "before");
+  checkpoint_run (task);
+}
+
+void
+box_libvirt_checkpoint_start (GTask *task)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  BoxLibvirtVm *vm = op->vm;
+  BoxLibvirtGuestSetup setup = {
+    .agent = vm->agent,
+    .timeout_s = BOX_LIBVIRT_AGENT_TIMEOUT_S,
+  };
+
+  if (!box_libvirt_checkpoint_id_is_valid (op->checkpoint_id)) {
+    box_libvirt_op_fail (task, BOX_ERROR_INVALID, "bad checkpoint ID \"%s\"",
+                         op->checkpoint_id != NULL ? op->checkpoint_id : "");
+    return;
+  }
+  if (op->memory && vm->state != BOX_VM_STATE_RUNNING && vm->state != BOX_VM_STATE_SUSPENDED) {
+    box_libvirt_op_fail (task, BOX_ERROR_CONFLICT,
+                         "the VM of sandbox %s is stopped: no memory to checkpoint", op->id);
+    return;
+  }
+  if (vm->state != BOX_VM_STATE_RUNNING || vm->agent == NULL || box_agent_is_closed (vm->agent)) {
+    checkpoint_run (task);
+    return;
+  }
+  /* memory: the env is never in a snapshot; disk only: the guest's
+   * file systems are consistent on the disk once it synced */
+  setup.steps = op->memory ? BOX_LIBVIRT_GUEST_ENV : BOX_LIBVIRT_GUEST_SYNC;
+  setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
+  box_libvirt_guest_setup_async (&setup, NULL, checkpoint_guest_ready, task);
+}
+
+/* ---- restore ---- */
+
+typedef struct {
+  BoxLibvirtOp             *op;
+  BoxLibvirtCheckpointInfo  info;
+} Restore;
+
+static gboolean
+restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  BoxLibvirtOp *op = data;
+  g_autofree char *dir = box_libvirt_checkpoint_dir (self, op->id, op->checkpoint_id);
+  g_autofree char *ckpt_disk = g_build_filename (dir, "disk.qcow2", NULL);
+  g_autofree char *ckpt_state = g_build_filename (dir, "state", NULL);
+  g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
+  g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
+  g_autofree char *disk_tmp = box_libvirt_op_file (op, "disk.qcow2.tmp");
+  g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
+  g_autofree char *cold_tmp = box_libvirt_op_file (op, "cold.mig.tmp");
+  virConnectPtr conn;
+  gboolean ok;
+
+  g_unlink (disk_tmp);
+  g_unlink (cold_tmp);
+  /* everything that can fail for want of room first: the VM is untouched */
+  if (!box_libvirt_check_disk_room (self, box_libvirt_file_allocated (ckpt_disk), error) ||
+      !box_libvirt_copy_sparse (ckpt_disk, disk_tmp, error) ||
+      !box_libvirt_give_to_qemu (self, disk_tmp, box_libvirt_vm_uid (self, vm_dir), error) ||
+      (op->memory && !link_file (ckpt_state, cold_tmp, error))) {
+    g_unlink (disk_tmp);
+    g_unlink (cold_tmp);
+    return FALSE;
+  }
+  conn = box_libvirt_conn_get (self->conn, error);
+  ok = conn != NULL && box_libvirt_domain_destroy (conn, op->domain, error);
+  if (conn != NULL)
+    virConnectClose (conn);
+  if (!ok) {
+    g_unlink (disk_tmp);
+    g_unlink (cold_tmp);
+    return FALSE;
+  }
+  op->ended = TRUE;
+  if (!rename_file (disk_tmp, disk, error))
+    return FALSE;
+  if (op->memory)
+    return rename_file (cold_tmp, cold, error);
+  g_unlink (cold);
+  return TRUE;
+}
+
+static void
+restore_files_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  Restore *restore = g_object_get_data (G_OBJECT (task), "box-restore");
+  BoxLibvirtVm *vm = op->vm;
+  GError *error = NULL;
+  gboolean ok = box_libvirt_run_finish (result, &error);
+
+  if (!op->ended) {
+    vm->expect_stop = FALSE;    /* nothing changed */
+    box_libvirt_op_return (task, error);
+    return;
+  }
+  box_libvirt_vm_ended (op->self, vm);
+  if (!ok) {
+    /* the QEMU is gone and the disk may be the checkpoint's: a boot is
+     * what is left */
+    vm->state = BOX_VM_STATE_SHUTOFF;
+    vm->cold = FALSE;
+    vm->snapshot_at = 0;
+    box_libvirt_save_vm (op->self, vm);
+    box_libvirt_op_return (task, error);
+    return;
+  }
+  vm->resources.cpus = restore->info.resources.cpus;
+  vm->resources.memory_mib = restore->info.resources.memory_mib;
+  vm->nic = restore->info.nic;
+  g_message ("libvirt: sandbox %s: restoring %s checkpoint %s", op->id,
+             op->memory ? "memory" : "disk-only", op->checkpoint_id);
+  if (op->memory) {
+    /* the VM is now a cold pause of the checkpoint: the resume of a cold
+     * pause brings it back (clock, env and network pushed) */
+    vm->state = BOX_VM_STATE_SUSPENDED;
+    vm->cold = TRUE;
+    vm->snapshot_at = restore->info.created_at;
+    box_libvirt_save_vm (op->self, vm);
+    box_libvirt_resume_start (task);
+    return;
+  }
+  vm->state = BOX_VM_STATE_SHUTOFF;
+  vm->cold = FALSE;
+  vm->snapshot_at = 0;
+  box_libvirt_save_vm (op->self, vm);
+  box_libvirt_boot_start (task);
+}
+
+static void
+restore_free (Restore *restore)
+{
+  box_libvirt_checkpoint_info_clear (&restore->info);
+  g_free (restore);
+}
+
+void
+box_libvirt_restore_start (GTask *task)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  Restore *restore = g_new0 (Restore, 1);
+  GError *error = NULL;
+
+  restore->op = op;
+  g_object_set_data_full (G_OBJECT (task), "box-restore", restore, (GDestroyNotify) restore_free);
+  if (!box_libvirt_checkpoint_info_load (op->self, op->id, op->checkpoint_id, &restore->info,
+                                         &error)) {
+    box_libvirt_op_return (task, error);
+    return;
+  }
+  op->memory = restore->info.memory;
+  op->vm->expect_stop = TRUE;
+  box_libvirt_run_in_thread (op->self, restore_work, op, NULL, NULL, restore_files_done, task);
+}
+
+/* ---- delete ---- */
+
+static gboolean
+delete_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  BoxLibvirtOp *op = data;
+  g_autofree char *dir = box_libvirt_checkpoint_dir (self, op->id, op->checkpoint_id);
+
+  return remove_checkpoint_dir (dir, error);
+}
+
+static void
+delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  GError *error = NULL;
+
+  box_libvirt_run_finish (result, &error);
+  box_libvirt_op_return (task, error);
+}
+
+void
+box_libvirt_delete_checkpoint_start (GTask *task)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+
+  if (!box_libvirt_checkpoint_id_is_valid (op->checkpoint_id)) {
+    box_libvirt_op_fail (task, BOX_ERROR_INVALID, "bad checkpoint ID \"%s\"",
+                         op->checkpoint_id != NULL ? op->checkpoint_id : "");
+    return;
+  }
+  box_libvirt_run_in_thread (op->self, delete_work, op, NULL, NULL, delete_done, task);
+}

@@ -1,0 +1,468 @@
+/* libvirt-ckpt-vm-test.c: checkpoints, restores and forks of the libvirt
+ * hypervisor with real VMs (suite vm, under tests/e2e-vm/vm-run.sh like
+ * libvirt-vm-test.c).  The tests run in order on a source sandbox A and
+ * forks of it.
+ *
+ * Env: BOX_VM_TEST_DIR   the plugin's vm_dir (default /var/tmp/box-vm-test)
+ */
+#include "config.h"
+
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "libvirt-vm-test-util.h"
+
+#define SANDBOX_C "sb-vmtestcccccc"
+
+/* process and file kept by the source's memory checkpoint v1 */
+static char *source_pid;
+
+static gboolean
+ckpt_op (BoxVmOp op, const char *id, const char *checkpoint, gboolean memory, GError **error)
+{
+  g_autoptr(GHashTable) env = g_hash_table_new (g_str_hash, g_str_equal);
+  BoxVmRequest request = {
+    .sandbox_id = id,
+    .hostname = "vm-test-a",
+    .template_name = "base",
+    .image = "",
+    .resources = { 2, 2048, 20 },
+    .env = env,
+    .checkpoint_id = checkpoint,
+    .memory = memory,
+  };
+
+  g_hash_table_insert (env, "BOX_TEST_VAR", "from-the-sandbox");
+  return run_request (suite.hv, op, &request, error);
+}
+
+static gdouble
+ckpt_ok (BoxVmOp op, const char *id, const char *checkpoint, gboolean memory)
+{
+  g_autoptr(GError) error = NULL;
+  gint64 start = g_get_monotonic_time ();
+
+  if (!ckpt_op (op, id, checkpoint, memory, &error))
+    g_error ("%s %s %s: %s", box_vm_op_to_string (op), id, checkpoint, error->message);
+  return (g_get_monotonic_time () - start) / 1e3;
+}
+
+static gboolean
+fork_op (const char *id, const char *hostname, const char *from, const char *checkpoint,
+         GError **error)
+{
+  g_autoptr(GHashTable) env = g_hash_table_new (g_str_hash, g_str_equal);
+  BoxVmRequest request = {
+    .sandbox_id = id,
+    .hostname = hostname,
+    .template_name = "base",
+    .image = "",
+    .env = env,
+    .from_sandbox_id = from,
+    .from_checkpoint_id = checkpoint,
+  };
+
+  g_hash_table_insert (env, "BOX_TEST_VAR", "from-the-fork");
+  return run_request (suite.hv, BOX_VM_OP_CREATE, &request, error);
+}
+
+static char *
+checkpoint_path (const char *id, const char *checkpoint)
+{
+  return box_libvirt_checkpoint_dir (BOX_LIBVIRT_PLUGIN (suite.hv), id, checkpoint);
+}
+
+/* Entries of <vm_dir>/checkpoints with ".tmp-" in their name. */
+static guint
+count_temporaries (void)
+{
+  g_autofree char *root = g_build_filename (suite.vm_dir, "checkpoints", NULL);
+  g_autoptr(GDir) dir = g_dir_open (root, 0, NULL);
+  const char *entry;
+  guint n = 0;
+
+  while (dir != NULL && (entry = g_dir_read_name (dir)) != NULL)
+    n += strstr (entry, ".tmp-") != NULL;
+  return n;
+}
+
+/* Bytes of the state files in <vm_dir>/checkpoints' temporaries. */
+static guint64
+temporary_state_bytes (void)
+{
+  g_autofree char *root = g_build_filename (suite.vm_dir, "checkpoints", NULL);
+  g_autoptr(GDir) dir = g_dir_open (root, 0, NULL);
+  const char *entry;
+  guint64 bytes = 0;
+
+  while (dir != NULL && (entry = g_dir_read_name (dir)) != NULL) {
+    g_autofree char *state = g_build_filename (root, entry, "state", NULL);
+    GStatBuf st;
+
+    if (strstr (entry, ".tmp-") != NULL && g_stat (state, &st) == 0)
+      bytes += st.st_size;
+  }
+  return bytes;
+}
+
+static gboolean
+timeout_cb (gpointer user_data)
+{
+  g_error ("timed out: %s", (const char *) user_data);
+  return G_SOURCE_REMOVE;
+}
+
+/* ---- tests ---- */
+
+static void
+test_errors (void)
+{
+  g_autoptr(GError) error = NULL;
+  BoxHypervisorCapabilities caps;
+
+  box_hypervisor_get_capabilities (suite.hv, &caps);
+  g_assert_true (caps.flags & BOX_HYPERVISOR_CAP_CHECKPOINTS);
+  g_assert_true (caps.flags & BOX_HYPERVISOR_CAP_FORK);
+  g_assert_true (caps.flags & BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS);
+
+  run_ok (suite.hv, BOX_VM_OP_CREATE, SANDBOX_A);
+  g_assert_false (ckpt_op (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "../v1", TRUE, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (ckpt_op (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "", FALSE, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+  g_assert_false (ckpt_op (BOX_VM_OP_RESTORE, SANDBOX_A, "v9", TRUE, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_false (fork_op (SANDBOX_B, "vm-test-b", SANDBOX_A, "v9", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_ABSENT);
+  /* deleting what does not exist is fine */
+  ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "v9", FALSE);
+  /* none of it left anything, and the VM runs on */
+  g_assert_cmpuint (count_temporaries (), ==, 0);
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, NULL), ==, BOX_VM_STATE_RUNNING);
+}
+
+static void
+test_memory_restore (void)
+{
+  g_autofree char *dir = checkpoint_path (SANDBOX_A, "v1");
+  g_autofree char *state = g_build_filename (dir, "state", NULL);
+  g_autofree char *script = NULL;
+  g_autofree char *check = NULL;
+  g_autofree char *gone = NULL;
+  g_autoptr(GError) error = NULL;
+  gdouble ckpt_ms, restore_ms;
+
+  source_pid = sh (suite.hv, SANDBOX_A,
+                   "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; "
+                   "echo before > /tmp/ckpt-file");
+  ckpt_ms = ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "v1", TRUE);
+  g_assert_true (g_file_test (state, G_FILE_TEST_IS_REGULAR));
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, NULL), ==, BOX_VM_STATE_RUNNING);
+  g_assert_false (ckpt_op (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "v1", FALSE, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS);
+
+  /* the guest carries on after the checkpoint, with its env */
+  script = g_strdup_printf ("kill -0 %s && echo $BOX_TEST_VAR && kill %s && "
+                            "rm /tmp/ckpt-file && echo after > /tmp/after-file", source_pid,
+                            source_pid);
+  check = sh (suite.hv, SANDBOX_A, script);
+  g_assert_cmpstr (check, ==, "from-the-sandbox");
+
+  restore_ms = ckpt_ok (BOX_VM_OP_RESTORE, SANDBOX_A, "v1", FALSE);
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, NULL), ==, BOX_VM_STATE_RUNNING);
+  g_free (script);
+  script = g_strdup_printf ("kill -0 %s && cat /tmp/ckpt-file && echo $BOX_TEST_VAR", source_pid);
+  g_free (check);
+  check = sh (suite.hv, SANDBOX_A, script);
+  g_assert_cmpstr (check, ==, "before\nfrom-the-sandbox");
+  gone = sh (suite.hv, SANDBOX_A, "test -e /tmp/after-file && echo present || echo absent");
+  g_assert_cmpstr (gone, ==, "absent");
+  g_test_message ("memory checkpoint %.0f ms, restore %.0f ms", ckpt_ms, restore_ms);
+}
+
+static void
+test_disk_restore (void)
+{
+  g_autofree char *check = NULL;
+  g_autofree char *dir = checkpoint_path (SANDBOX_A, "v2");
+  g_autofree char *state = g_build_filename (dir, "state", NULL);
+  gdouble ckpt_ms, restore_ms;
+
+  g_free (sh (suite.hv, SANDBOX_A, "echo on-disk > /var/tmp/disk-file; echo in-tmp > /tmp/t"));
+  ckpt_ms = ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "v2", FALSE);
+  g_assert_true (g_file_test (dir, G_FILE_TEST_IS_DIR));
+  g_assert_false (g_file_test (state, G_FILE_TEST_EXISTS));
+  g_free (sh (suite.hv, SANDBOX_A, "rm /var/tmp/disk-file; echo later > /var/tmp/later"));
+
+  restore_ms = ckpt_ok (BOX_VM_OP_RESTORE, SANDBOX_A, "v2", FALSE);
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, NULL), ==, BOX_VM_STATE_RUNNING);
+  /* a fresh boot on the checkpoint's disk: files back, /tmp and processes gone */
+  check = sh (suite.hv, SANDBOX_A, "cat /var/tmp/disk-file; test -e /var/tmp/later || "
+              "echo no-later; test -e /tmp/t || echo no-tmp; hostname");
+  g_assert_cmpstr (check, ==, "on-disk\nno-later\nno-tmp\nvm-test-a");
+  g_test_message ("disk-only checkpoint %.0f ms, restore (boot) %.0f ms", ckpt_ms, restore_ms);
+}
+
+static void
+test_fork_memory (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *pid = NULL;
+  g_autofree char *script = NULL;
+  g_autofree char *check = NULL;
+  g_autofree char *a_sees = NULL;
+  g_autofree char *b_sees = NULL;
+  g_autofree char *rand_a = NULL;
+  g_autofree char *rand_b = NULL;
+  gint64 start;
+
+  pid = sh (suite.hv, SANDBOX_A,
+            "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; echo src > /tmp/src-file");
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "v3", TRUE);
+  start = g_get_monotonic_time ();
+  if (!fork_op (SANDBOX_B, "vm-test-b", SANDBOX_A, "v3", &error))
+    g_error ("fork: %s", error->message);
+  g_test_message ("memory fork %.0f ms", (g_get_monotonic_time () - start) / 1e3);
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_RUNNING);
+
+  /* the source's processes and files, the fork's own identity and env */
+  script = g_strdup_printf ("kill -0 %s && cat /tmp/src-file && hostname && echo $BOX_TEST_VAR",
+                            pid);
+  check = sh (suite.hv, SANDBOX_B, script);
+  g_assert_cmpstr (check, ==, "src\nvm-test-b\nfrom-the-fork");
+  rand_a = sh (suite.hv, SANDBOX_A, "head -c 16 /dev/urandom | od -An -tx1");
+  rand_b = sh (suite.hv, SANDBOX_B, "head -c 16 /dev/urandom | od -An -tx1");
+  g_assert_cmpstr (rand_a, !=, rand_b);
+
+  /* independent both ways */
+  g_free (sh (suite.hv, SANDBOX_A, "echo a > /tmp/only-a; echo a > /var/tmp/only-a"));
+  g_free (sh (suite.hv, SANDBOX_B, "echo b > /tmp/only-b; echo b > /var/tmp/only-b"));
+  a_sees = sh (suite.hv, SANDBOX_A, "ls /tmp/only-b /var/tmp/only-b 2>/dev/null | wc -l");
+  b_sees = sh (suite.hv, SANDBOX_B, "ls /tmp/only-a /var/tmp/only-a 2>/dev/null | wc -l");
+  g_assert_cmpstr (a_sees, ==, "0");
+  g_assert_cmpstr (b_sees, ==, "0");
+}
+
+static void
+test_fork_disk (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *check = NULL;
+  gint64 start = g_get_monotonic_time ();
+
+  if (!fork_op (SANDBOX_C, "vm-test-c", SANDBOX_A, "v2", &error))
+    g_error ("fork: %s", error->message);
+  g_test_message ("disk-only fork (boot) %.0f ms", (g_get_monotonic_time () - start) / 1e3);
+  check = sh (suite.hv, SANDBOX_C, "cat /var/tmp/disk-file; test -e /tmp/t || echo no-tmp; "
+              "hostname; echo $BOX_TEST_VAR");
+  g_assert_cmpstr (check, ==, "on-disk\nno-tmp\nvm-test-c\nfrom-the-fork");
+}
+
+/* Deleting the checkpoints and the source leaves the forks whole, also
+ * across a cold pause and a stop and boot (which read their files again). */
+static void
+test_delete_source (void)
+{
+  BoxLibvirtPlugin *plugin = BOX_LIBVIRT_PLUGIN (suite.hv);
+  g_autofree char *v3 = checkpoint_path (SANDBOX_A, "v3");
+  g_autofree char *v1 = checkpoint_path (SANDBOX_A, "v1");
+  g_autofree char *check = NULL;
+  g_autofree char *check_c = NULL;
+  BoxLibvirtVm *vm;
+
+  ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "v3", FALSE);
+  ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "v3", FALSE);   /* idempotent */
+  g_assert_false (g_file_test (v3, G_FILE_TEST_EXISTS));
+  run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_A);
+  g_assert_false (g_file_test (v1, G_FILE_TEST_EXISTS));
+
+  run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_B);
+  vm = box_libvirt_lookup_vm (plugin, SANDBOX_B);
+  box_libvirt_vm_make_cold (plugin, vm);
+  while (!vm->cold)
+    g_main_context_iteration (NULL, TRUE);
+  while (vm->busy)
+    g_main_context_iteration (NULL, TRUE);
+  run_ok (suite.hv, BOX_VM_OP_RESUME, SANDBOX_B);
+  check = sh (suite.hv, SANDBOX_B, "cat /tmp/src-file /var/tmp/only-b");
+  g_assert_cmpstr (check, ==, "src\nb");
+
+  run_ok (suite.hv, BOX_VM_OP_SHUTDOWN, SANDBOX_C);
+  run_ok (suite.hv, BOX_VM_OP_BOOT, SANDBOX_C);
+  check_c = sh (suite.hv, SANDBOX_C, "cat /var/tmp/disk-file");
+  g_assert_cmpstr (check_c, ==, "on-disk");
+  run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_C);
+}
+
+/* A memory checkpoint of a paused sandbox needs no wake: a hot pause goes
+ * cold on the state saved, a cold one's snapshot is linked. */
+static void
+test_paused (void)
+{
+  BoxLibvirtVm *vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_B);
+  g_autofree char *domain = box_libvirt_vm_domain_name (vm->vm_id);
+  g_autofree char *cold_tmp = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, "cold.mig.tmp");
+  g_autofree char *check = NULL;
+  g_autoptr(GError) error = NULL;
+
+  g_free (sh (suite.hv, SANDBOX_B, "echo paused > /tmp/paused-file"));
+  run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_B);
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p1", TRUE);
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_SUSPENDED);
+  g_assert_true (vm->cold);
+  g_assert_cmpuint (box_libvirt_qemu_rss_mib (domain), ==, 0);
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p2", TRUE);
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p3", FALSE);
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_SUSPENDED);
+  g_assert_cmpuint (box_libvirt_qemu_rss_mib (domain), ==, 0);
+
+  run_ok (suite.hv, BOX_VM_OP_RESUME, SANDBOX_B);
+  g_free (sh (suite.hv, SANDBOX_B, "rm /tmp/paused-file"));
+  ckpt_ok (BOX_VM_OP_RESTORE, SANDBOX_B, "p2", FALSE);
+  check = sh (suite.hv, SANDBOX_B, "cat /tmp/paused-file");
+  g_assert_cmpstr (check, ==, "paused");
+  /* p2's state was linked from the cold.mig it now replaces: no leftover */
+  g_assert_false (g_file_test (cold_tmp, G_FILE_TEST_EXISTS));
+
+  /* a stopped sandbox has only its disk */
+  run_ok (suite.hv, BOX_VM_OP_SHUTDOWN, SANDBOX_B);
+  g_assert_false (ckpt_op (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p4", TRUE, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_CONFLICT);
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p4", FALSE);
+  run_ok (suite.hv, BOX_VM_OP_BOOT, SANDBOX_B);
+}
+
+static void
+vm_lost_cb (BoxHypervisor *hv, const char *sandbox_id, gpointer user_data)
+{
+  gboolean *lost = user_data;
+
+  *lost = TRUE;
+}
+
+/* QEMU killed during a memory checkpoint: no checkpoint, no temporary;
+ * and what a killed boxd leaves (a temporary nobody holds) is swept at
+ * the next start, while another's checkpoint under way (held) is not. */
+static void
+test_kill_during_checkpoint (void)
+{
+  BoxLibvirtVm *vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_B);
+  g_autofree char *pid_path = g_strdup_printf ("/run/libvirt/qemu/box-%s.pid", vm->vm_id);
+  g_autofree char *pid = NULL;
+  g_autofree char *k1 = checkpoint_path (SANDBOX_B, "k1");
+  g_autofree char *orphan = g_strconcat (k1, ".tmp-orphan", NULL);
+  g_autofree char *orphan_lock = g_strconcat (orphan, ".lock", NULL);
+  g_autofree char *held = g_strconcat (k1, ".tmp-held", NULL);
+  g_autofree char *held_lock = g_strconcat (held, ".lock", NULL);
+  g_autofree char *filler = NULL;
+  g_autoptr(GHashTable) env = g_hash_table_new (g_str_hash, g_str_equal);
+  BoxVmRequest request = {
+    .sandbox_id = SANDBOX_B, .hostname = "vm-test-b", .template_name = "base", .image = "",
+    .resources = { 2, 2048, 20 }, .env = env, .checkpoint_id = "k1", .memory = TRUE,
+  };
+  g_autoptr(GError) error = NULL;
+  Wait wait = { FALSE, NULL };
+  gboolean lost = FALSE;
+  gulong handler;
+  guint timeout;
+  int held_fd;
+
+  /* guest RAM worth saving, so that the kill lands in the migration */
+  filler = sh (suite.hv, SANDBOX_B, "head -c 200000000 /dev/urandom > /tmp/fill; echo ok");
+  g_assert_cmpstr (filler, ==, "ok");
+  g_assert_true (g_file_get_contents (pid_path, &pid, NULL, NULL));
+  handler = g_signal_connect (suite.hv, "vm-lost", G_CALLBACK (vm_lost_cb), &lost);
+  timeout = g_timeout_add_seconds (120, timeout_cb, "checkpoint with QEMU killed");
+  box_hypervisor_run_async (suite.hv, BOX_VM_OP_CHECKPOINT, &request, NULL, wait_cb, &wait);
+  /* once the state file is being written */
+  while (temporary_state_bytes () < (8 << 20) && !wait.done) {
+    g_main_context_iteration (NULL, FALSE);
+    g_usleep (1000);
+  }
+  g_assert_cmpint (kill ((pid_t) g_ascii_strtoll (pid, NULL, 10), SIGKILL), ==, 0);
+  wait_for (&wait);
+  g_assert_false (box_hypervisor_run_finish (suite.hv, wait.result, &error));
+  g_object_unref (wait.result);
+  g_test_message ("checkpoint with QEMU killed: %s", error->message);
+  while (!lost)
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
+  g_signal_handler_disconnect (suite.hv, handler);
+  g_assert_false (g_file_test (k1, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (count_temporaries (), ==, 0);
+
+  /* a killed boxd's temporary, and one held by a checkpoint under way */
+  g_assert_cmpint (g_mkdir (orphan, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (orphan_lock, "", 0, NULL));
+  g_assert_cmpint (g_mkdir (held, 0700), ==, 0);
+  held_fd = open (held_lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  g_assert_cmpint (held_fd, >=, 0);
+  g_assert_cmpint (flock (held_fd, LOCK_EX), ==, 0);
+  stop_plugin (&suite.hv);
+  suite.hv = new_plugin (suite.engine);
+  g_assert_false (g_file_test (orphan, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (orphan_lock, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_test (held, G_FILE_TEST_IS_DIR));
+  close (held_fd);
+  box_libvirt_remove_tree (held, NULL);
+  g_unlink (held_lock);
+  /* the sandbox kept its disk and its checkpoints */
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_SHUTOFF);
+  ckpt_ok (BOX_VM_OP_RESTORE, SANDBOX_B, "p2", FALSE);
+  g_free (filler);
+  filler = sh (suite.hv, SANDBOX_B, "cat /tmp/paused-file");
+  g_assert_cmpstr (filler, ==, "paused");
+}
+
+static void
+test_destroy (void)
+{
+  g_autofree char *p1 = checkpoint_path (SANDBOX_B, "p1");
+
+  g_assert_true (g_file_test (p1, G_FILE_TEST_IS_DIR));
+  run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_B);
+  g_assert_false (g_file_test (p1, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (count_temporaries (), ==, 0);
+}
+
+int
+main (int argc, char **argv)
+{
+  const char *const ids[] = { SANDBOX_A, SANDBOX_B, SANDBOX_C };
+  int status;
+
+  g_test_init (&argc, &argv, NULL);
+  suite_init ("test-ckpt-data-");
+  for (guint i = 0; i < G_N_ELEMENTS (ids); i++)
+    run_op (suite.hv, BOX_VM_OP_DESTROY, ids[i], 20, NULL);
+
+  g_test_add_func ("/libvirt-ckpt-vm/errors", test_errors);
+  g_test_add_func ("/libvirt-ckpt-vm/memory-restore", test_memory_restore);
+  g_test_add_func ("/libvirt-ckpt-vm/disk-restore", test_disk_restore);
+  g_test_add_func ("/libvirt-ckpt-vm/fork-memory", test_fork_memory);
+  g_test_add_func ("/libvirt-ckpt-vm/fork-disk", test_fork_disk);
+  g_test_add_func ("/libvirt-ckpt-vm/delete-source", test_delete_source);
+  g_test_add_func ("/libvirt-ckpt-vm/paused", test_paused);
+  g_test_add_func ("/libvirt-ckpt-vm/kill-during-checkpoint", test_kill_during_checkpoint);
+  g_test_add_func ("/libvirt-ckpt-vm/destroy", test_destroy);
+  status = g_test_run ();
+
+  if (suite.hv != NULL) {
+    for (guint i = 0; i < G_N_ELEMENTS (ids); i++)
+      run_op (suite.hv, BOX_VM_OP_DESTROY, ids[i], 20, NULL);
+    stop_plugin (&suite.hv);
+  }
+  g_clear_object (&suite.engine);
+  g_free (source_pid);
+  g_free (suite.data_dir);
+  g_free (suite.vm_dir);
+  return status;
+}
