@@ -21,9 +21,11 @@
  * a held lock is another's checkpoint under way).  Restores write
  * disk.qcow2.tmp and cold.mig.tmp and rename them.
  *
- *   memory, running   the guest forgets its env, the vCPUs stop, state and
- *                     disk are saved, the vCPUs run again; clock and env
- *                     are pushed back
+ *   memory, running   the guest forgets its env; QEMU copies its RAM while
+ *                     it runs (pre-copy: its dirty tracking sends again
+ *                     what the guest writes) and stops the vCPUs for the
+ *                     last pass; the disk is copied, the vCPUs run again;
+ *                     clock and env are pushed back
  *   memory, hot pause state and disk saved; the VM becomes cold on that
  *                     same state (a second migration out of one QEMU is
  *                     not safe in QEMU 7.2), so no wake
@@ -410,6 +412,41 @@ write_manifest (BoxLibvirtOp *op, const char *dir, GError **error)
   return TRUE;
 }
 
+/* The vCPUs run again after a checkpoint.  A migration QEMU ended stopped
+ * them without libvirt (which may still take the domain for running):
+ * then QEMU is asked directly. */
+static gboolean
+resume_domain (virDomainPtr dom, GError **error)
+{
+  int state = VIR_DOMAIN_NOSTATE;
+  g_autofree char *reply = NULL;
+
+  if (virDomainGetState (dom, &state, NULL, 0) == 0 && state == VIR_DOMAIN_PAUSED &&
+      virDomainResume (dom) == 0)
+    return TRUE;
+  reply = box_libvirt_qmp (dom, "{\"execute\":\"cont\"}", -1, error);
+  return reply != NULL;
+}
+
+/* How long the last pass of a memory checkpoint kept the guest stopped
+ * (QEMU's figure), for the log. */
+static void
+log_downtime (virDomainPtr dom, BoxLibvirtOp *op)
+{
+  g_autofree char *reply = box_libvirt_qmp (dom, "{\"execute\":\"query-migrate\"}", -1, NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonObject *object;
+
+  if (reply == NULL || !json_parser_load_from_data (parser, reply, -1, NULL) ||
+      !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
+    return;
+  object = json_node_get_object (json_parser_get_root (parser));
+  g_message ("libvirt: sandbox %s: checkpoint %s: RAM saved in %" G_GINT64_FORMAT
+             " ms, the guest stopped for %" G_GINT64_FORMAT " ms of it", op->id,
+             op->checkpoint_id, json_object_get_int_member_with_default (object, "total-time", -1),
+             json_object_get_int_member_with_default (object, "downtime", -1));
+}
+
 /* The VM's files into @tmp, its QEMU (when it has one) stopped meanwhile. */
 static gboolean
 checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GError **error)
@@ -442,10 +479,18 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
     return FALSE;
   }
   was_running = state == VIR_DOMAIN_RUNNING;
-  ok = !was_running || virDomainSuspend (dom) == 0 ||
-       box_libvirt_set_error (error, "cannot pause the VM");
+  if (op->memory) {
+    /* a running guest carries on while QEMU copies its RAM (QEMU's own
+     * dirty tracking sends again what it writes meanwhile) and stops for
+     * the last pass only; the migration ends with the vCPUs stopped */
+    ok = box_libvirt_migrate_save (dom, tmp_state, FALSE, error);
+    if (ok && was_running)
+      log_downtime (dom, op);
+  } else {
+    ok = !was_running || virDomainSuspend (dom) == 0 ||
+         box_libvirt_set_error (error, "cannot pause the VM");
+  }
   /* stopped vCPUs: QEMU has drained and flushed the overlay */
-  ok = ok && (!op->memory || box_libvirt_migrate_save (dom, tmp_state, FALSE, error));
   ok = ok && box_libvirt_copy_sparse (disk, tmp_disk, error);
   if (op->memory && !was_running) {
     /* a hot pause: the VM goes cold on the state just saved */
@@ -454,9 +499,9 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
     op->ended = ok;
     if (!ok)
       g_unlink (cold_tmp);
-  } else if (was_running && virDomainResume (dom) != 0 && ok) {
+  } else if (was_running && !resume_domain (dom, ok ? error : NULL)) {
     /* (after a failure the VM runs on if it can; the first error counts) */
-    ok = box_libvirt_set_error (error, "cannot resume the VM after its checkpoint");
+    ok = FALSE;
   }
   virDomainFree (dom);
   virConnectClose (conn);
