@@ -17,7 +17,9 @@
  * sandbox holds at most BOX_INSANDBOX_MAX_CONNECTIONS connections at once
  * (more are broken at once; the agent itself opens at most as many), of
  * which at most BOX_INSANDBOX_MAX_EXEC_RUNS exec/run calls (their answers
- * are built whole; more are 409 conflict).
+ * are built whole) and BOX_INSANDBOX_MAX_DOWNLOADS downloads (GET fs/file,
+ * fs/tar: each holds its buffers until the guest reads); more are 409
+ * conflict.
  */
 #include "config.h"
 
@@ -32,10 +34,27 @@
 #define TAG_KEY     "box-insandbox-tag"
 #define REQUEST_KEY "box-insandbox-request"
 
+/* Answers that stay in boxd until the guest reads them, so that one
+ * sandbox may have only so many at once (each until its connection ends). */
+typedef enum {
+  PLACE_NONE,
+  PLACE_EXEC_RUN,   /* built whole: up to 2 x 16 MiB of output, base64 */
+  PLACE_DOWNLOAD,   /* fs/file, fs/tar: ~1.4 MiB each (channel window, read-ahead, write queue) */
+  PLACE_LAST
+} Place;
+
+static const struct {
+  guint       max;
+  const char *what;
+} places[PLACE_LAST] = {
+  [PLACE_EXEC_RUN] = { BOX_INSANDBOX_MAX_EXEC_RUNS, "exec/run calls" },
+  [PLACE_DOWNLOAD] = { BOX_INSANDBOX_MAX_DOWNLOADS, "downloads (GET fs/file, fs/tar)" },
+};
+
 /* What one sandbox holds at once. */
 typedef struct {
   guint conns;
-  guint exec_runs;
+  guint places[PLACE_LAST];
 } Held;
 
 typedef struct {
@@ -43,7 +62,7 @@ typedef struct {
   char       *project;
   GWeakRef    stream;      /* the connection's GIOStream */
   GHashTable *held;        /* the owner's: sandbox id -> Held* (a ref) */
-  gboolean    exec_run;    /* holds one of the sandbox's exec/run places */
+  Place       place;       /* holds one of the sandbox's places of that kind */
   GSource    *head_timeout; /* until the request head is complete */
   guint       header_timeout_s;
 } ConnTag;
@@ -97,8 +116,7 @@ conn_tag_free (ConnTag *tag)
   Held *h = held_of (tag->held, tag->sandbox_id);
 
   h->conns--;
-  if (tag->exec_run)
-    h->exec_runs--;
+  h->places[tag->place]--;
   if (h->conns == 0)
     g_hash_table_remove (tag->held, tag->sandbox_id);
   g_hash_table_unref (tag->held);
@@ -179,26 +197,38 @@ close_connection (SoupServerMessage *msg)
                                 "close");
 }
 
-/* exec/run answers whole (up to 16 MiB per stream, base64): a sandbox
- * may have BOX_INSANDBOX_MAX_EXEC_RUNS of them at once, each counted until
- * its connection ends (an answer never read stays held until then). */
-static gboolean
-take_exec_run_place (BoxInsandbox *self, ConnTag *tag, const BoxHttpRoute *route, GError **error)
+static Place
+place_of (const BoxHttpRoute *route)
 {
+  if (route->handler == box_http_exec_run)
+    return PLACE_EXEC_RUN;
+  if (route->handler == box_http_fs_file_get || route->handler == box_http_fs_tar_get)
+    return PLACE_DOWNLOAD;
+  return PLACE_NONE;
+}
+
+/* An answer that waits in boxd until the guest reads it (an exec/run
+ * answer built whole, a download's buffers) takes one of the sandbox's
+ * places of its kind until its connection ends; with none free it is 409
+ * conflict. */
+static gboolean
+take_place (BoxInsandbox *self, ConnTag *tag, const BoxHttpRoute *route, GError **error)
+{
+  Place place = place_of (route);
   Held *h;
 
-  if (route->handler != box_http_exec_run || tag->exec_run)
+  if (place == PLACE_NONE || tag->place != PLACE_NONE)
     return TRUE;
   h = held_of (self->held, tag->sandbox_id);
-  if (h->exec_runs >= BOX_INSANDBOX_MAX_EXEC_RUNS) {
+  if (h->places[place] >= places[place].max) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT,
-                 "too many exec/run calls from inside the sandbox: it may have at most %u at once "
+                 "too many %s from inside the sandbox: it may have at most %u at once "
                  "(one counts until its connection ends); read or close one first",
-                 BOX_INSANDBOX_MAX_EXEC_RUNS);
+                 places[place].what, places[place].max);
     return FALSE;
   }
-  h->exec_runs++;
-  tag->exec_run = TRUE;
+  h->places[place]++;
+  tag->place = place;
   return TRUE;
 }
 
@@ -260,7 +290,7 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHa
 
   /* the sandbox's request rate and open streams, as a key's */
   if (!box_http_limits_admit (box_http_server_get_limits (self->http), req, &error) ||
-      !take_exec_run_place (self, tag, route, &error)) {
+      !take_place (self, tag, route, &error)) {
     soup_message_body_set_accumulate (body, FALSE);
     box_http_reply_error (msg, error);
     return;
@@ -347,7 +377,8 @@ box_insandbox_accept (BoxInsandbox *self, const char *sandbox_id, GIOStream *str
   g_weak_ref_init (&tag->stream, stream);
   tag->header_timeout_s = box_engine_get_config (self->engine)->http_header_timeout_s;
   if (tag->header_timeout_s > 0) {
-    tag->head_timeout = g_timeout_source_new_seconds (tag->header_timeout_s);
+    /* milliseconds: a seconds source may fire up to a second early */
+    tag->head_timeout = g_timeout_source_new (tag->header_timeout_s * 1000);
     g_source_set_callback (tag->head_timeout, on_head_timeout, tag, NULL);
     g_source_attach (tag->head_timeout, g_main_context_get_thread_default ());
   }

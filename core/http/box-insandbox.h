@@ -19,8 +19,8 @@
  * answer), and a sandbox holds at most BOX_INSANDBOX_MAX_CONNECTIONS
  * connections at once (box_insandbox_accept() refuses one more with
  * BOX_ERROR_CONFLICT and the connection is broken).  Of those, at most
- * BOX_INSANDBOX_MAX_EXEC_RUNS may be exec/run calls; one more is answered
- * 409 conflict.
+ * BOX_INSANDBOX_MAX_EXEC_RUNS may be exec/run calls and
+ * BOX_INSANDBOX_MAX_DOWNLOADS downloads; one more is answered 409 conflict.
  */
 #pragma once
 
@@ -34,6 +34,9 @@ G_BEGIN_DECLS
 /* exec/run calls one sandbox may have at once, each until its connection
  * ends (its answer is built whole: up to 2 x 16 MiB of output, base64) */
 #define BOX_INSANDBOX_MAX_EXEC_RUNS 4
+/* downloads (GET fs/file, fs/tar) one sandbox may have at once, each until
+ * its connection ends (each holds ~1.4 MiB until the guest reads it) */
+#define BOX_INSANDBOX_MAX_DOWNLOADS 16
 
 #define BOX_TYPE_INSANDBOX (box_insandbox_get_type ())
 G_DECLARE_FINAL_TYPE (BoxInsandbox, box_insandbox, BOX, INSANDBOX, GObject)

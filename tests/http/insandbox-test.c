@@ -2,7 +2,8 @@
  * against a guest that holds connections: a request head that never
  * completes is broken after [boxd] http_header_timeout_s with no answer,
  * a sandbox holds at most BOX_INSANDBOX_MAX_CONNECTIONS connections, and
- * at most BOX_INSANDBOX_MAX_EXEC_RUNS exec/run calls at once.
+ * at most BOX_INSANDBOX_MAX_EXEC_RUNS exec/run calls and
+ * BOX_INSANDBOX_MAX_DOWNLOADS downloads at once.
  *
  * A real BoxEngine (dummy hypervisor, the build tree's plugins) and
  * BoxHttpServer as in http-test; the connections come over agent-opened
@@ -318,6 +319,61 @@ test_max_exec_runs (void)
   settle (200);
 }
 
+/* A download holds its buffers in boxd until the guest reads it: at most
+ * BOX_INSANDBOX_MAX_DOWNLOADS at once per sandbox (GET fs/file and fs/tar
+ * together, each until its connection ends); one more is 409 conflict. */
+static void
+test_max_downloads (void)
+{
+  const guint32 base = FIRST_CHAN + 2000;
+  const guint32 extra = base + BOX_INSANDBOX_MAX_DOWNLOADS;
+  const guint32 self_chan = extra + 1, later = extra + 2;
+  g_autofree char *refused = NULL;
+  g_autofree char *served = NULL;
+  g_autofree char *again = NULL;
+
+  set_header_timeout (HEAD_TIMEOUT_S);
+  settle (200);
+  /* downloads whose request never ends (a body announced, never sent):
+   * each holds its place from its head on */
+  for (guint32 i = 0; i < BOX_INSANDBOX_MAX_DOWNLOADS; i++) {
+    open_conn (base + i);
+    send_bytes (base + i, i % 2 == 0
+                ? "GET /fs/file?path=/big HTTP/1.1\r\nHost: box\r\nContent-Length: 10\r\n\r\n"
+                : "GET /fs/tar?path=/srv HTTP/1.1\r\nHost: box\r\nContent-Length: 10\r\n\r\n");
+  }
+  settle (300);
+  open_conn (extra);
+  send_bytes (extra, "GET /fs/tar?path=/srv HTTP/1.1\r\nHost: box\r\n\r\n");
+  g_assert_true (pump (extra, has_answer, 10000));
+  refused = status_line (conn_of (extra));
+  g_assert_cmpstr (refused, ==, "HTTP/1.1 409 Conflict");
+  g_assert_nonnull (strstr (conn_of (extra)->data->str, "too many downloads"));
+  /* other routes are served meanwhile */
+  open_conn (self_chan);
+  send_bytes (self_chan, "GET /self HTTP/1.1\r\nHost: box\r\n\r\n");
+  g_assert_true (pump (self_chan, has_answer, 10000));
+  served = status_line (conn_of (self_chan));
+  g_assert_cmpstr (served, ==, "HTTP/1.1 200 OK");
+
+  /* one ends: its place comes back, and the next download is served
+   * (here 501: the dummy hypervisor runs no agent), not refused */
+  drop_conn (base);
+  settle (200);
+  for (guint32 i = 1; i < BOX_INSANDBOX_MAX_DOWNLOADS; i++)
+    g_assert_false (conn_of (base + i)->closed);
+  open_conn (later);
+  send_bytes (later, "GET /fs/file?path=/big HTTP/1.1\r\nHost: box\r\n\r\n");
+  g_assert_true (pump (later, has_answer, 10000));
+  again = status_line (conn_of (later));
+  g_test_message ("a download once a place is back: %s", again);
+  g_assert_cmpstr (again, !=, "HTTP/1.1 409 Conflict");
+  g_assert_true (g_str_has_prefix (again, "HTTP/1.1 "));
+  for (guint32 i = 1; i < BOX_INSANDBOX_MAX_DOWNLOADS; i++)
+    drop_conn (base + i);
+  settle (200);
+}
+
 /* ---- set-up -------------------------------------------------------------- */
 
 static void
@@ -383,6 +439,7 @@ main (int argc, char **argv)
   g_test_add_func ("/insandbox/head-timeout-off", test_head_timeout_off);
   g_test_add_func ("/insandbox/max-connections", test_max_connections);
   g_test_add_func ("/insandbox/max-exec-runs", test_max_exec_runs);
+  g_test_add_func ("/insandbox/max-downloads", test_max_downloads);
   setup ();
   ret = g_test_run ();
   teardown ();
