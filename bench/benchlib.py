@@ -558,7 +558,7 @@ class BenchBoxd:
             # our own table, tap names, address pool and resolver port: an
             # e2e run or a developer's boxd on this host keeps its network
             'plugin.nftables': {'table': 'boxbench', 'ifname_prefix': 'bb', 'pool': '10.225.0.0/16',
-                                'dns_port': str(self.vmtest.free_udp_port())},
+                                'dns_port': str(self.vmtest.free_privileged_port())},
         }
         for section, values in (config or {}).items():
             cfg.setdefault(section, {}).update(values)

@@ -185,6 +185,11 @@ int box_cmd_cp       (BoxCli *cli, int argc, char **argv);
 int box_cmd_ports    (BoxCli *cli, int argc, char **argv);
 int box_cmd_port_forward (BoxCli *cli, int argc, char **argv);
 int box_cmd_events   (BoxCli *cli, int argc, char **argv);
+int box_cmd_checkpoint  (BoxCli *cli, int argc, char **argv);
+int box_cmd_checkpoints (BoxCli *cli, int argc, char **argv);
+int box_cmd_restore     (BoxCli *cli, int argc, char **argv);
+int box_cmd_fork        (BoxCli *cli, int argc, char **argv);
+int box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv);
 
 /* ---- box-stream.c: an attached exec session ---------------------------- */
 

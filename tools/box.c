@@ -45,6 +45,14 @@ static const BoxCliCommand commands[] = {
   { "port-forward", N_("SANDBOX [LOCAL:]REMOTE…"),
     N_("Forward local TCP ports to ports of a sandbox"), box_cmd_port_forward },
   { "events", N_("[--sandbox SANDBOX]"), N_("Follow the project's events"), box_cmd_events },
+  { "checkpoint", N_("SANDBOX [--comment TEXT] [--disk-only]"), N_("Take a checkpoint"),
+    box_cmd_checkpoint },
+  { "checkpoints", N_("SANDBOX"), N_("List a sandbox's checkpoints"), box_cmd_checkpoints },
+  { "restore", N_("SANDBOX CHECKPOINT"), N_("Restore a checkpoint"), box_cmd_restore },
+  { "fork", N_("SANDBOX[:CHECKPOINT] [--name NAME]"),
+    N_("Create a sandbox from a checkpoint (default: the newest)"), box_cmd_fork },
+  { "checkpoint-delete", N_("SANDBOX CHECKPOINT…"), N_("Delete checkpoints"),
+    box_cmd_checkpoint_delete },
 };
 
 static char *

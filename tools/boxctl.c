@@ -369,6 +369,72 @@ cmd_project_domains (BoxCtl *ctl, char **args, GError **error)
   return TRUE;
 }
 
+/* "N" for a bound, "no bound" for 0 */
+static char *
+quota_bound (guint64 value, const char *unit)
+{
+  if (value == 0)
+    return g_strdup (_("no bound"));
+  return g_strdup_printf ("%" G_GUINT64_FORMAT "%s", value, unit);
+}
+
+static guint64
+dict_u64 (GVariant *dict, const char *key)
+{
+  guint64 t = 0;
+  guint32 u = 0;
+
+  if (g_variant_lookup (dict, key, "t", &t))
+    return t;
+  if (g_variant_lookup (dict, key, "u", &u))
+    return u;
+  return 0;
+}
+
+static gboolean
+cmd_quota (BoxCtl *ctl, char **args, GError **error)
+{
+  g_autoptr(GVariant) quota = NULL;
+  g_autoptr(GVariant) usage = NULL;
+  /* TRANSLATORS: column headers of boxctl quota */
+  const char *headers[] = { _("RESOURCE"), _("USED"), _("QUOTA"), NULL };
+  const char *names[] = { _("sandboxes"), _("CPUs"), _("memory"), _("disk") };
+  const char *used_keys[] = { "sandboxes", "cpus", "memory_mib", "disk_mib" };
+  const char *quota_keys[] = { "sandboxes", "cpus", "memory_mib", "disk_gib" };
+  const char *units[] = { "", "", " MiB", " MiB" };
+  const guint64 scale[] = { 1, 1, 1, 1024 };
+  g_autoptr(BoxTable) table = NULL;
+
+  if (!box_dbus_admin1_call_get_project_quota_sync (ctl->proxy, args[0], &quota, &usage, NULL,
+                                                    error))
+    return FALSE;
+  if (ctl->json) {
+    g_autoptr(JsonObject) object = json_object_new ();
+    g_autoptr(JsonNode) root = json_node_new (JSON_NODE_OBJECT);
+
+    json_object_set_string_member (object, "project", args[0]);
+    json_object_set_member (object, "quota", json_gvariant_serialize (quota));
+    json_object_set_member (object, "usage", json_gvariant_serialize (usage));
+    json_node_set_object (root, object);
+    print_json (root);
+    return TRUE;
+  }
+  table = box_table_new (headers);
+  for (guint i = 0; i < G_N_ELEMENTS (names); i++) {
+    char **row = g_new0 (char *, 4);
+
+    row[0] = g_strdup (names[i]);
+    row[1] = g_strdup_printf ("%" G_GUINT64_FORMAT "%s", dict_u64 (usage, used_keys[i]), units[i]);
+    row[2] = quota_bound (dict_u64 (quota, quota_keys[i]) * scale[i], units[i]);
+    box_table_add_row (table, row);
+  }
+  g_print (_("Project %s (disk counts every disk at its full size, its memory and each checkpoint):"),
+           args[0]);
+  g_print ("\n");
+  box_table_print (table);
+  return TRUE;
+}
+
 static gboolean
 cmd_keys (BoxCtl *ctl, char **args, GError **error)
 {
@@ -502,6 +568,8 @@ static const BoxCtlCommand commands[] = {
   { "project-domains", N_("NAME [DOMAIN…]"),
     N_("Replace a project's domains (none given: remove them all)"), 1, G_MAXUINT,
     cmd_project_domains },
+  { "quota", N_("PROJECT"), N_("Show a project's quota and what it holds now"), 1, 1,
+    cmd_quota },
   { "keys", N_("PROJECT"), N_("List a project's API keys"), 1, 1, cmd_keys },
   { "key-create", N_("PROJECT NAME"), N_("Create an API key and print its secret once"), 2, 2,
     cmd_key_create },

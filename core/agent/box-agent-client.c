@@ -14,6 +14,19 @@
 
 #define READ_CHUNK 65536
 #define READ_TURN (1024 * 1024)
+/* What one main-loop turn handles of one connection before it yields to the
+ * other sources (other sandboxes' connections, the API): TURN_BUDGET of cost,
+ * where a frame costs its payload's size but at least FRAME_MIN_COST, and a
+ * control message (JSON to parse) CTRL_COST_FACTOR times that; a turn goes
+ * on while at least TURN_LEFT_MIN (a small control message) is left.  So a
+ * turn moves up to 1 MiB of data, or about 1000 small frames, but parses at
+ * most one full 64 KiB control message (or 64 small ones); the rest of what
+ * was read waits for the next turn, and the socket is not read again until
+ * it is handled (the guest's writes then wait on the host). */
+#define TURN_BUDGET READ_TURN
+#define FRAME_MIN_COST 1024
+#define CTRL_COST_FACTOR 16
+#define TURN_LEFT_MIN (FRAME_MIN_COST * CTRL_COST_FACTOR)
 #define WRITE_COALESCE 65536
 /* agent-opened channels at once: each may hold a window of data */
 #define MAX_AGENT_CHANNELS 1024
@@ -296,6 +309,7 @@ box_agent_client_lost (BoxAgentClient *self, const char *why)
   g_queue_clear_full (&self->flush_waiters, (GDestroyNotify) flush_waiter_free);
   self->queued_bytes = 0;
   box_agent_client_stop_hello (self);
+  box_agent_destroy_source (&self->dispatch_source);
   if (!self->reading && !self->writing && !self->stream_closed) {
     self->stream_closed = TRUE;
     g_io_stream_close_async (self->stream, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
@@ -473,16 +487,29 @@ handle_frame (BoxAgentClient *self, const BoxAgentFrameHeader *header, GBytes *p
                          header->type, header->channel);
 }
 
-static void
+static gsize
+frame_cost (const BoxAgentFrameHeader *header)
+{
+  gsize cost = MAX ((gsize) header->length, FRAME_MIN_COST);
+
+  return header->type == BOX_AGENT_FRAME_CTRL ? cost * CTRL_COST_FACTOR : cost;
+}
+
+/* Handles decoded frames up to this turn's budget; TRUE when the budget ran
+ * out (frames may be left in the decoder). */
+static gboolean
 process_input (BoxAgentClient *self)
 {
   guint64 skipped = box_agent_decoder_get_skipped (self->decoder);
   BoxAgentFrameHeader header;
   GBytes *payload = NULL;
+  gsize spent = 0;
 
-  while (!self->closed && box_agent_decoder_next (self->decoder, &header, &payload)) {
+  while (!self->closed && spent + TURN_LEFT_MIN <= TURN_BUDGET &&
+         box_agent_decoder_next (self->decoder, &header, &payload)) {
     handle_frame (self, &header, payload);
     g_clear_pointer (&payload, g_bytes_unref);
+    spent += frame_cost (&header);
     if (!self->closed && self->charged > self->budget) {
       g_autofree char *why = g_strdup_printf ("the agent is over its budget of %" G_GSIZE_FORMAT
                                               " bytes held by the host", self->budget);
@@ -490,11 +517,41 @@ process_input (BoxAgentClient *self)
       box_agent_client_lost (self, why);
     }
   }
+  self->turn_max_cost = MAX (self->turn_max_cost, spent);
   skipped = box_agent_decoder_get_skipped (self->decoder) - skipped;
   if (skipped > 0 && self->synced)
     box_agent_client_note (self, "stream out of sync: skipped %" G_GUINT64_FORMAT " bytes", skipped);
   else if (skipped > 0)
     g_debug ("agent stream: skipped %" G_GUINT64_FORMAT " bytes before the hello reply", skipped);
+  return !self->closed && spent + TURN_LEFT_MIN > TURN_BUDGET;
+}
+
+static void dispatch_input (BoxAgentClient *self);
+
+static gboolean
+dispatch_next_turn (gpointer data)
+{
+  g_autoptr(BoxAgentClient) self = g_object_ref (data);
+
+  /* the main loop holds the source while it runs */
+  g_clear_pointer (&self->dispatch_source, g_source_unref);
+  dispatch_input (self);
+  return G_SOURCE_REMOVE;
+}
+
+/* Handles what was read, one budget per main-loop turn, then reads again. */
+static void
+dispatch_input (BoxAgentClient *self)
+{
+  if (process_input (self)) {
+    self->dispatch_source = g_idle_source_new ();
+    g_source_set_priority (self->dispatch_source, G_PRIORITY_DEFAULT);
+    g_source_set_callback (self->dispatch_source, dispatch_next_turn, self, NULL);
+    g_source_attach (self->dispatch_source, self->context);
+    return;
+  }
+  if (!self->closed)
+    box_agent_client_start_read (self);
 }
 
 static void
@@ -535,9 +592,7 @@ read_done (GObject *source, GAsyncResult *result, gpointer data)
         box_agent_decoder_feed (self->decoder, op->buf, (gsize) more);
         total += (gsize) more;
       }
-      process_input (self);
-      if (!self->closed)
-        box_agent_client_start_read (self);
+      dispatch_input (self);
     }
   }
   g_weak_ref_clear (&op->client);
@@ -614,6 +669,7 @@ box_agent_client_dispose (GObject *object)
   self->closed = TRUE;
   g_cancellable_cancel (self->io_cancellable);
   box_agent_client_stop_hello (self);
+  box_agent_destroy_source (&self->dispatch_source);
   channels = g_hash_table_get_values (self->channels);
   g_hash_table_steal_all (self->channels);
   self->n_agent_channels = 0;

@@ -311,14 +311,14 @@ box_agent_client_fs_open_async (BoxAgentClient *self, const BoxFileRequest *requ
   fs_open (self, request, box_agent_client_fs_open_async, cancellable, callback, user_data);
 }
 
-static gpointer
-fs_open_finish (BoxAgentClient *self, GAsyncResult *result, GType type, GError **error)
+gpointer
+box_agent_task_propagate_typed (GAsyncResult *result, gpointer source, gpointer tag, GType type,
+                                GError **error)
 {
   g_autoptr(GObject) object = NULL;
 
-  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
-  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == box_agent_client_fs_open_async,
-                        NULL);
+  g_return_val_if_fail (g_task_is_valid (result, source), NULL);
+  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == tag, NULL);
   object = g_task_propagate_pointer (G_TASK (result), error);
   if (object != NULL && !g_type_is_a (G_OBJECT_TYPE (object), type)) {
     g_critical ("%s: the request was not for a %s", G_STRFUNC, g_type_name (type));
@@ -330,13 +330,15 @@ fs_open_finish (BoxAgentClient *self, GAsyncResult *result, GType type, GError *
 BoxFileDownload *
 box_agent_client_fs_download_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
 {
-  return fs_open_finish (self, result, BOX_TYPE_FILE_DOWNLOAD, error);
+  return box_agent_task_propagate_typed (result, self, box_agent_client_fs_open_async,
+                                         BOX_TYPE_FILE_DOWNLOAD, error);
 }
 
 BoxFileUpload *
 box_agent_client_fs_upload_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
 {
-  return fs_open_finish (self, result, BOX_TYPE_FILE_UPLOAD, error);
+  return box_agent_task_propagate_typed (result, self, box_agent_client_fs_open_async,
+                                         BOX_TYPE_FILE_UPLOAD, error);
 }
 
 void

@@ -98,6 +98,15 @@ BoxFileDownload *box_agent_client_fs_download_finish (BoxAgentClient  *self,
 BoxFileUpload   *box_agent_client_fs_upload_finish   (BoxAgentClient  *self,
                                                       GAsyncResult    *result,
                                                       GError         **error);
+/* The object of a GTask that @source made with @tag, which must be a @type
+ * (a typed finish called for a request of the other kind is a programming
+ * error: critical, NULL).  The typed finishes of the file transfers, here
+ * and in the engine. */
+gpointer         box_agent_task_propagate_typed     (GAsyncResult    *result,
+                                                      gpointer         source,
+                                                      gpointer         tag,
+                                                      GType            type,
+                                                      GError         **error);
 
 /* WATCH: a watch, once the agent's watches are in place. */
 void             box_agent_client_fs_watch_async  (BoxAgentClient        *self,

@@ -45,6 +45,8 @@ struct _BoxAgentClient {
   gboolean closed;
   gboolean reading;
   gboolean stream_closed;
+  GSource *dispatch_source;     /* what was read waits for the next turn's budget */
+  gsize turn_max_cost;          /* the most one turn handled (tests read it) */
 
   gint64 hello_id;
   char *nonce;

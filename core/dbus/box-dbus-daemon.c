@@ -352,6 +352,32 @@ handle_set_project_domains (BoxDBusAdmin1 *object, GDBusMethodInvocation *invoca
 }
 
 static gboolean
+handle_get_project_quota (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
+                          const char *name, gpointer user_data)
+{
+  BoxDBusDaemon *self = BOX_DBUS_DAEMON (user_data);
+  g_auto(GVariantDict) quota_dict = G_VARIANT_DICT_INIT (NULL);
+  g_auto(GVariantDict) usage_dict = G_VARIANT_DICT_INIT (NULL);
+  g_autoptr(GError) error = NULL;
+  BoxQuotaUsage usage;
+  BoxQuota quota;
+
+  if (!box_engine_get_quota (self->engine, name, &quota, &usage, &error))
+    return box_dbus_daemon_return_error (invocation, error);
+  g_variant_dict_insert (&quota_dict, "sandboxes", "u", quota.sandboxes);
+  g_variant_dict_insert (&quota_dict, "cpus", "t", (guint64) quota.cpus);
+  g_variant_dict_insert (&quota_dict, "memory_mib", "t", (guint64) quota.memory_mib);
+  g_variant_dict_insert (&quota_dict, "disk_gib", "t", (guint64) quota.disk_gib);
+  g_variant_dict_insert (&usage_dict, "sandboxes", "u", usage.sandboxes);
+  g_variant_dict_insert (&usage_dict, "cpus", "t", usage.cpus);
+  g_variant_dict_insert (&usage_dict, "memory_mib", "t", usage.memory_mib);
+  g_variant_dict_insert (&usage_dict, "disk_mib", "t", usage.disk_mib);
+  box_dbus_admin1_complete_get_project_quota (object, invocation, g_variant_dict_end (&quota_dict),
+                                              g_variant_dict_end (&usage_dict));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
 handle_list_keys (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
                   const char *project, gpointer user_data)
 {
@@ -471,6 +497,8 @@ box_dbus_daemon_start (BoxDBusDaemon *self, GBusType bus_type, GDBusConnection *
   g_signal_connect_object (skeleton, "handle-delete-project", G_CALLBACK (handle_delete_project), self, 0);
   g_signal_connect_object (skeleton, "handle-set-project-domains",
                            G_CALLBACK (handle_set_project_domains), self, 0);
+  g_signal_connect_object (skeleton, "handle-get-project-quota",
+                           G_CALLBACK (handle_get_project_quota), self, 0);
   g_signal_connect_object (skeleton, "handle-list-keys", G_CALLBACK (handle_list_keys), self, 0);
   g_signal_connect_object (skeleton, "handle-create-key", G_CALLBACK (handle_create_key), self, 0);
   g_signal_connect_object (skeleton, "handle-delete-key", G_CALLBACK (handle_delete_key), self, 0);

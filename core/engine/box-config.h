@@ -24,7 +24,8 @@
  *   http_idle_timeout_s=60      (0: no bound; an idle keep-alive connection is closed after it)
  *   http_max_idle=256           (0: no bound; past it the oldest idle connection is closed)
  *   http_header_timeout_s=15    (0: no bound; a connection whose request head is not complete
- *                                this long after it opened or after the first byte is closed)
+ *                                this long after it opened or after the first byte is closed;
+ *                                the in-sandbox socket's too, from the agent's accept)
  *   rate_per_s=100              (0: no limit; requests per second per key, refilled ...
  *   rate_burst=1000              ... into a bucket of this many; past it 429 rate_limited)
  *   key_max_websockets=1024     (0: no bound; open WebSockets per key)

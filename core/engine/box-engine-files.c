@@ -120,31 +120,18 @@ box_engine_fs_open_async (BoxEngine *self, const char *sandbox_id, const BoxFile
   fs_open (self, sandbox_id, request, box_engine_fs_open_async, cancellable, callback, user_data);
 }
 
-static gpointer
-fs_open_finish (BoxEngine *self, GAsyncResult *result, GType type, GError **error)
-{
-  g_autoptr(GObject) object = NULL;
-
-  g_return_val_if_fail (g_task_is_valid (result, self), NULL);
-  g_return_val_if_fail (g_task_get_source_tag (G_TASK (result)) == box_engine_fs_open_async, NULL);
-  object = g_task_propagate_pointer (G_TASK (result), error);
-  if (object != NULL && !g_type_is_a (G_OBJECT_TYPE (object), type)) {
-    g_critical ("%s: the request was not for a %s", G_STRFUNC, g_type_name (type));
-    return NULL;
-  }
-  return g_steal_pointer (&object);
-}
-
 BoxFileDownload *
 box_engine_fs_download_finish (BoxEngine *self, GAsyncResult *result, GError **error)
 {
-  return fs_open_finish (self, result, BOX_TYPE_FILE_DOWNLOAD, error);
+  return box_agent_task_propagate_typed (result, self, box_engine_fs_open_async,
+                                         BOX_TYPE_FILE_DOWNLOAD, error);
 }
 
 BoxFileUpload *
 box_engine_fs_upload_finish (BoxEngine *self, GAsyncResult *result, GError **error)
 {
-  return fs_open_finish (self, result, BOX_TYPE_FILE_UPLOAD, error);
+  return box_agent_task_propagate_typed (result, self, box_engine_fs_open_async,
+                                         BOX_TYPE_FILE_UPLOAD, error);
 }
 
 void

@@ -44,6 +44,11 @@ typedef struct {
   BoxSandboxUpdate *update;
   BoxSandboxState   from;        /* the state before a transition */
   GPtrArray        *egress;     /* expanded rules for the VM request */
+  /* an operation of another file (checkpoints): runs under the lock in
+   * place of the kinds above, with its own data */
+  void            (*run)         (BoxEngine *self, GTask *task);
+  gpointer          extra;
+  GDestroyNotify    extra_free;
 } BoxEngineOp;
 
 void              box_engine_op_free            (BoxEngineOp *op);
@@ -81,6 +86,10 @@ void              box_engine_op_start           (BoxEngine *self, GTask *task,
 void              box_engine_op_finish_ok       (BoxEngine *self, GTask *task);
 void              box_engine_op_finish_error    (BoxEngine *self, GTask *task, GError *error);
 
+/* box-engine-checkpoints.c: checkpoints left half-made by a crash
+ * (recorded as pending, never written) are deleted from the hypervisor. */
+void              box_engine_reconcile_checkpoints (BoxEngine *self);
+
 /* box-engine-update.c: the update op, under the lock */
 void              box_engine_run_update         (BoxEngine *self, GTask *task);
 
@@ -88,5 +97,9 @@ void              box_engine_run_update         (BoxEngine *self, GTask *task);
  * of @wanted resources that would take @project past its quota. */
 gboolean          box_engine_check_quota        (BoxEngine *self, const char *project,
                                                  const BoxResources *wanted, GError **error);
+/* The same for a new checkpoint of @disk_mib (its sandbox's disk, plus its
+ * memory for a memory checkpoint). */
+gboolean          box_engine_check_checkpoint_quota (BoxEngine *self, const char *project,
+                                                     guint64 disk_mib, GError **error);
 
 G_END_DECLS

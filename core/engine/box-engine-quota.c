@@ -8,8 +8,12 @@
  * pause or an idle rule writes), plus each checkpoint: the sandbox's disk
  * again, and its memory when the checkpoint has one.
  *
+ * box_engine_get_quota() shows a project's quota and usage (the D-Bus
+ * GetProjectQuota, boxctl quota).
+ *
  * Resources do not change after create, so create (and fork) is the one
- * place to check; the check and the insert run in one main-loop turn, so
+ * place to check a sandbox, and a new checkpoint (or the automatic one a
+ * restore keeps) checks the disk it adds; the check and the insert run in one main-loop turn, so
  * two creates cannot both take the last room.  Refusals are 409 conflict
  * (the project's state forbids the call, as a 65th live task does) with a
  * message naming the quota; nothing is written.
@@ -19,15 +23,8 @@
 #include "box-engine-ops-private.h"
 #include "box-storage-records.h"
 
-typedef struct {
-  guint   sandboxes;
-  guint64 cpus;
-  guint64 memory_mib;
-  guint64 disk_mib;
-} Usage;
-
 static void
-add_sandbox (Usage *usage, const BoxResources *resources)
+add_sandbox (BoxQuotaUsage *usage, const BoxResources *resources)
 {
   usage->sandboxes++;
   usage->cpus += resources->cpus;
@@ -36,7 +33,7 @@ add_sandbox (Usage *usage, const BoxResources *resources)
 }
 
 static gboolean
-project_usage (BoxEngine *self, const char *project, Usage *usage, GError **error)
+project_usage (BoxEngine *self, const char *project, BoxQuotaUsage *usage, GError **error)
 {
   g_autoptr(GPtrArray) sandboxes = box_storage_sandbox_list (self->storage, project, error);
 
@@ -62,23 +59,26 @@ project_usage (BoxEngine *self, const char *project, Usage *usage, GError **erro
 }
 
 static gboolean
-refuse (const char *project, const char *what, guint64 limit, const char *unit, guint64 used,
-        guint64 wanted, GError **error)
+refuse_for (const char *needer, const char *project, const char *what, guint64 limit,
+            const char *unit, guint64 used, guint64 wanted, GError **error)
 {
   g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT,
                "quota exceeded: project %s may hold at most %" G_GUINT64_FORMAT "%s %s; it holds %"
-               G_GUINT64_FORMAT "%s and this sandbox needs %" G_GUINT64_FORMAT "%s",
-               project, limit, unit, what, used, unit, wanted, unit);
+               G_GUINT64_FORMAT "%s and %s needs %" G_GUINT64_FORMAT "%s",
+               project, limit, unit, what, used, unit, needer, wanted, unit);
   return FALSE;
 }
+
+#define refuse(...) refuse_for ("this sandbox", __VA_ARGS__)
+#define DISK_WHAT "of disk (disks at full size, memory snapshots and checkpoints)"
 
 gboolean
 box_engine_check_quota (BoxEngine *self, const char *project, const BoxResources *wanted,
                         GError **error)
 {
   BoxQuota quota;
-  Usage usage = { 0 };
-  Usage want = { 0 };
+  BoxQuotaUsage usage = { 0 };
+  BoxQuotaUsage want = { 0 };
 
   box_config_get_quota (self->config, project, &quota);
   if (quota.sandboxes == 0 && quota.cpus == 0 && quota.memory_mib == 0 && quota.disk_gib == 0)
@@ -94,7 +94,40 @@ box_engine_check_quota (BoxEngine *self, const char *project, const BoxResources
     return refuse (project, "of memory", quota.memory_mib, " MiB", usage.memory_mib,
                    want.memory_mib, error);
   if (quota.disk_gib > 0 && usage.disk_mib + want.disk_mib > quota.disk_gib * 1024)
-    return refuse (project, "of disk (disks at full size, memory snapshots and checkpoints)",
+    return refuse (project, DISK_WHAT,
                    quota.disk_gib * 1024, " MiB", usage.disk_mib, want.disk_mib, error);
+  return TRUE;
+}
+
+gboolean
+box_engine_get_quota (BoxEngine *self, const char *project, BoxQuota *quota, BoxQuotaUsage *usage,
+                      GError **error)
+{
+  g_autoptr(BoxProject) found = NULL;
+
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  found = box_engine_get_project (self, project, error);
+  if (found == NULL)
+    return FALSE;
+  box_config_get_quota (self->config, found->name, quota);
+  *usage = (BoxQuotaUsage) { 0 };
+  return project_usage (self, found->name, usage, error);
+}
+
+gboolean
+box_engine_check_checkpoint_quota (BoxEngine *self, const char *project, guint64 disk_mib,
+                                   GError **error)
+{
+  BoxQuota quota;
+  BoxQuotaUsage usage = { 0 };
+
+  box_config_get_quota (self->config, project, &quota);
+  if (quota.disk_gib == 0)
+    return TRUE;
+  if (!project_usage (self, project, &usage, error))
+    return FALSE;
+  if (usage.disk_mib + disk_mib > quota.disk_gib * 1024)
+    return refuse_for ("this checkpoint", project, DISK_WHAT, quota.disk_gib * 1024, " MiB",
+                       usage.disk_mib, disk_mib, error);
   return TRUE;
 }

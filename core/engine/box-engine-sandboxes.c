@@ -17,6 +17,7 @@
 #include "box-agent-client.h"
 #include "box-agent-exec.h"
 #include "box-engine-ops-private.h"
+#include "box-engine-presuspend.h"
 #include "box-storage-records.h"
 #include "box-validate.h"
 
@@ -28,6 +29,8 @@ box_engine_op_free (BoxEngineOp *op)
   g_clear_pointer (&op->sandbox, box_sandbox_free);
   g_clear_pointer (&op->update, box_sandbox_update_free);
   g_clear_pointer (&op->egress, g_ptr_array_unref);
+  if (op->extra_free != NULL)
+    g_clear_pointer (&op->extra, op->extra_free);
   g_free (op);
 }
 
@@ -415,6 +418,29 @@ state_done (GObject *source, GAsyncResult *result, gpointer user_data)
   box_engine_op_finish_ok (self, task);
 }
 
+static void
+run_vm_op (BoxEngine *self, GTask *task, BoxVmOp vm_op)
+{
+  BoxEngineOp *op = g_task_get_task_data (task);
+  BoxVmRequest vm;
+
+  if (vm_op == BOX_VM_OP_SUSPEND || vm_op == BOX_VM_OP_SHUTDOWN)
+    box_engine_emit_interrupted (self, op->sandbox->id, vm_op == BOX_VM_OP_SUSPEND ? "pause" : "stop");
+  box_engine_fill_vm_request (self, &vm, op);
+  box_hypervisor_run_async (self->hypervisor, vm_op, &vm, NULL, state_done, task);
+}
+
+/* The hooks ran (or could not): the pause goes on either way. */
+static void
+presuspend_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = user_data;
+  BoxEngine *self = BOX_ENGINE (source);
+
+  box_engine_run_presuspend_hooks_finish (self, result);
+  run_vm_op (self, task, BOX_VM_OP_SUSPEND);
+}
+
 /* The hypervisor operation for @request from @state; BOX_VM_OP_LAST for a
  * no-op; FALSE when the state forbids it. */
 static gboolean
@@ -459,7 +485,6 @@ static void
 run_state (BoxEngine *self, GTask *task)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
-  BoxVmRequest vm;
   BoxVmOp vm_op;
   GError *error = NULL;
 
@@ -494,10 +519,12 @@ run_state (BoxEngine *self, GTask *task)
     return;
   }
   op->from = op->sandbox->state;
-  if (vm_op == BOX_VM_OP_SUSPEND || vm_op == BOX_VM_OP_SHUTDOWN)
-    box_engine_emit_interrupted (self, op->sandbox->id, vm_op == BOX_VM_OP_SUSPEND ? "pause" : "stop");
-  box_engine_fill_vm_request (self, &vm, op);
-  box_hypervisor_run_async (self->hypervisor, vm_op, &vm, NULL, state_done, task);
+  /* the guest's hooks first, while everything still runs */
+  if (vm_op == BOX_VM_OP_SUSPEND) {
+    box_engine_run_presuspend_hooks_async (self, op->sandbox->id, presuspend_done, task);
+    return;
+  }
+  run_vm_op (self, task, vm_op);
 }
 
 /* ---- delete ------------------------------------------------------------ */
@@ -556,6 +583,10 @@ op_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   op->sandbox = box_storage_sandbox_get (self->storage, op->project, op->id, &error);
   if (op->sandbox == NULL) {
     box_engine_op_finish_error (self, task, error);
+    return;
+  }
+  if (op->run != NULL) {
+    op->run (self, task);
     return;
   }
   switch (op->kind) {

@@ -110,8 +110,12 @@ tick (gpointer user_data)
 /* ---- the VM died on its own -------------------------------------------- */
 
 /* Records what happened to a sandbox whose VM is gone: back to its latest
- * memory snapshot (paused, reason @lost_reason, detail.snapshot_at) or,
- * without one, error with reason reconciled. */
+ * snapshot.  A memory snapshot (SUSPENDED, or LOST with snapshot_at) makes
+ * it paused; a disk the hypervisor kept (SHUTOFF) makes it stopped, its
+ * next wake a boot on that disk; both with reason @lost_reason and
+ * detail.snapshot_at (for a disk: when it was last written, as the
+ * hypervisor says, or now when it does not say).  Nothing to go back to:
+ * error, reason reconciled. */
 static void
 mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
 {
@@ -119,25 +123,36 @@ mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
   gint64 snapshot_at = 0;
   BoxVmState vm_state = box_hypervisor_query (self->hypervisor, sandbox->id, &snapshot_at);
   g_autoptr(JsonObject) detail = json_object_new ();
+  const char *type;
 
   box_engine_emit_interrupted (self, sandbox->id, "lost");
   if (vm_state == BOX_VM_STATE_SUSPENDED || (vm_state == BOX_VM_STATE_LOST && snapshot_at != 0)) {
-    g_autofree char *at = box_time_format (snapshot_at);
-
     sandbox->state = BOX_SANDBOX_STATE_PAUSED;
     sandbox->snapshot_at = snapshot_at;
+    type = "sandbox.paused";
+  } else if (vm_state == BOX_VM_STATE_SHUTOFF) {
+    /* the VM died, its disk did not: activity after snapshot_at is lost */
+    if (snapshot_at == 0)
+      snapshot_at = box_engine_now (self);
+    sandbox->state = BOX_SANDBOX_STATE_STOPPED;
+    sandbox->snapshot_at = 0;
+    type = "sandbox.stopped";
+  } else {
+    /* No snapshot and no disk to go back to: the specification's "gone
+     * with no snapshot". */
+    sandbox->state = BOX_SANDBOX_STATE_ERROR;
+    type = "sandbox.error";
+  }
+  if (sandbox->state == BOX_SANDBOX_STATE_ERROR) {
+    json_object_set_string_member (detail, "reason", "reconciled");
+  } else {
+    g_autofree char *at = box_time_format (snapshot_at);
+
     json_object_set_string_member (detail, "reason", lost_reason);
     json_object_set_string_member (detail, "snapshot_at", at);
-    if (box_engine_save_sandbox (self, sandbox, &error))
-      box_engine_emit (self, "sandbox.paused", sandbox, detail);
-  } else {
-    /* No memory snapshot to go back to (the VM ran, or its pause lived in
-     * the QEMU that died): the specification's "gone with no snapshot". */
-    sandbox->state = BOX_SANDBOX_STATE_ERROR;
-    json_object_set_string_member (detail, "reason", "reconciled");
-    if (box_engine_save_sandbox (self, sandbox, &error))
-      box_engine_emit (self, "sandbox.error", sandbox, detail);
   }
+  if (box_engine_save_sandbox (self, sandbox, &error))
+    box_engine_emit (self, type, sandbox, detail);
   if (error != NULL)
     g_warning ("sandbox %s: cannot record the lost VM: %s", sandbox->id, error->message);
   else
@@ -230,6 +245,7 @@ box_engine_reconcile (BoxEngine *self, GError **error)
     }
     box_engine_runtime_sync (self, sandbox);
   }
+  box_engine_reconcile_checkpoints (self);
   return TRUE;
 }
 

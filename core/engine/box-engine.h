@@ -97,6 +97,18 @@ BoxKey        *box_engine_create_key         (BoxEngine *self, const char *proje
 GPtrArray     *box_engine_list_keys          (BoxEngine *self, const char *project, GError **error);
 gboolean       box_engine_delete_key         (BoxEngine *self, const char *project, const char *key_id,
                                               GError **error);
+/* What a project holds against its quota, counted as create checks it
+ * (box-engine-quota.c; doc/API.md "Quotas and limits"). */
+typedef struct {
+  guint   sandboxes;
+  guint64 cpus;
+  guint64 memory_mib;
+  guint64 disk_mib;             /* disks at full size, memory snapshots, checkpoints */
+} BoxQuotaUsage;
+/* @project's effective quota ([quota.<project>] over [quota]; 0: no bound)
+ * and what it holds now; BOX_ERROR_NOT_FOUND for no such project. */
+gboolean       box_engine_get_quota          (BoxEngine *self, const char *project, BoxQuota *quota,
+                                              BoxQuotaUsage *usage, GError **error);
 
 /* ---- sandboxes ---- */
 
@@ -124,6 +136,51 @@ void           box_engine_change_state_async    (BoxEngine *self, const char *pr
                                                  GCancellable *cancellable, GAsyncReadyCallback callback,
                                                  gpointer user_data);
 BoxSandbox    *box_engine_change_state_finish   (BoxEngine *self, GAsyncResult *result, GError **error);
+
+/* ---- checkpoints (box-engine-checkpoints.c) ----
+ * IDs "v1", "v2", ... per sandbox from its record's counter, never reused:
+ * a checkpoint that passed the checks takes its number before the
+ * hypervisor makes it, so one that then fails spends it.  "auto-1", ...
+ * are the automatic ones a restore keeps (the newest 5).  Listing, reading
+ * and deleting never wake the sandbox. */
+
+/* BoxCheckpoint*, oldest first */
+GPtrArray     *box_engine_list_checkpoints   (BoxEngine *self, const char *project,
+                                              const char *id_or_name, GError **error);
+BoxCheckpoint *box_engine_get_checkpoint     (BoxEngine *self, const char *project,
+                                              const char *id_or_name, const char *checkpoint,
+                                              GError **error);
+/* Called once a checkpoint was accepted (checked, its ID taken), before the
+ * sandbox is paused for it; the engine goes on when @go is returned (any
+ * value, exactly once).  The in-sandbox socket answers its caller there. */
+typedef void (*BoxEngineCheckpointAccepted) (BoxEngine *self, const BoxCheckpoint *checkpoint,
+                                             GTask *go, gpointer user_data);
+/* @comment may be NULL; @accepted may be NULL. */
+void           box_engine_create_checkpoint_async  (BoxEngine *self, const char *project,
+                                                    const char *id_or_name, const char *comment,
+                                                    gboolean memory,
+                                                    BoxEngineCheckpointAccepted accepted,
+                                                    gpointer accepted_data,
+                                                    GCancellable *cancellable,
+                                                    GAsyncReadyCallback callback,
+                                                    gpointer user_data);
+BoxCheckpoint *box_engine_create_checkpoint_finish (BoxEngine *self, GAsyncResult *result,
+                                                    GError **error);
+void           box_engine_delete_checkpoint_async  (BoxEngine *self, const char *project,
+                                                    const char *id_or_name, const char *checkpoint,
+                                                    GCancellable *cancellable,
+                                                    GAsyncReadyCallback callback,
+                                                    gpointer user_data);
+gboolean       box_engine_delete_checkpoint_finish (BoxEngine *self, GAsyncResult *result,
+                                                    GError **error);
+/* The sandbox, running, once restored. */
+void           box_engine_restore_checkpoint_async  (BoxEngine *self, const char *project,
+                                                     const char *id_or_name, const char *checkpoint,
+                                                     GCancellable *cancellable,
+                                                     GAsyncReadyCallback callback,
+                                                     gpointer user_data);
+BoxSandbox    *box_engine_restore_checkpoint_finish (BoxEngine *self, GAsyncResult *result,
+                                                     GError **error);
 
 /* ---- the sandbox sub-API ----
  * Every call under /v1/sandboxes/{sandbox}/ (exec, files, ports, ...)

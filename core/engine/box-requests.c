@@ -563,6 +563,35 @@ box_key_create_from_json (JsonNode *body, char **name, GError **error)
   return TRUE;
 }
 
+/* ---- checkpoints -------------------------------------------------------- */
+
+/* {comment?, memory?}: the comment at most BOX_CHECKPOINT_COMMENT_MAX bytes
+ * of UTF-8 without control characters (doc/API.md); memory default true. */
+gboolean
+box_checkpoint_create_from_json (JsonNode *body, char **comment, gboolean *memory, GError **error)
+{
+  static const char *const fields[] = { "comment", "memory", NULL };
+  JsonObject *obj = body_object (body, error);
+  g_autofree char *text = NULL;
+  gboolean with_memory = TRUE;
+
+  if (obj == NULL || !box_json_check_fields (obj, fields, error) ||
+      !box_json_get_string (obj, "comment", "comment", &text, error) ||
+      !box_json_get_bool (obj, "memory", "memory", NULL, &with_memory, error))
+    return FALSE;
+  if (text != NULL) {
+    if (strlen (text) > BOX_CHECKPOINT_COMMENT_MAX)
+      return box_json_invalid (error, "invalid comment: at most 256 bytes");
+    for (const char *c = text; *c != '\0'; c++) {
+      if ((guchar) *c < 0x20 || *c == 0x7f)
+        return box_json_invalid (error, "invalid comment: no control characters");
+    }
+  }
+  *comment = text != NULL ? g_steal_pointer (&text) : g_strdup ("");
+  *memory = with_memory;
+  return TRUE;
+}
+
 /* ---- exec/run ---------------------------------------------------------- */
 
 static gboolean

@@ -41,6 +41,13 @@ gboolean          box_project_create_from_json  (JsonNode *body, char **name,
 gboolean          box_key_create_from_json      (JsonNode *body, char **name,
                                                  GError **error);
 
+/* POST /checkpoints: {comment?, memory?}; *comment "" when absent, at most
+ * BOX_CHECKPOINT_COMMENT_MAX bytes, no control characters; memory default
+ * true. */
+#define BOX_CHECKPOINT_COMMENT_MAX 256
+gboolean          box_checkpoint_create_from_json (JsonNode *body, char **comment,
+                                                   gboolean *memory, GError **error);
+
 /* POST /exec/run: {cmd, stdin?, cwd?, env?, user?, timeout_s?}; timeout_s
  * 1..3600 (default 60), stdin base64, cwd absolute, env names checked. */
 BoxExecRequest   *box_exec_request_from_json    (JsonNode *body, GError **error);

@@ -222,6 +222,17 @@ box_http_sandbox_delete (BoxHttpRequest *req)
 
 /* ---- pause, stop, wake ------------------------------------------------- */
 
+/* The answer of a paused request: @sandbox (200), or @error. */
+static void
+answer_sandbox (BoxHttpRequest *req, const BoxSandbox *sandbox, const GError *error)
+{
+  if (sandbox == NULL)
+    box_http_reply_error (req->msg, error);
+  else
+    reply_sandbox (req, SOUP_STATUS_OK, sandbox);
+  box_http_request_resume (req);
+}
+
 static void
 state_changed_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -230,11 +241,7 @@ state_changed_cb (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(BoxSandbox) sandbox = NULL;
 
   sandbox = box_engine_change_state_finish (BOX_ENGINE (source), result, &error);
-  if (sandbox == NULL)
-    box_http_reply_error (req->msg, error);
-  else
-    reply_sandbox (req, SOUP_STATUS_OK, sandbox);
-  box_http_request_resume (req);
+  answer_sandbox (req, sandbox, error);
 }
 
 static void
@@ -249,6 +256,33 @@ change_state (BoxHttpRequest *req, BoxStateRequest request)
   box_engine_change_state_async (req->engine, box_http_request_project (req),
                                  box_http_request_param (req, 0), request, NULL,
                                  state_changed_cb, box_http_request_pause (req));
+}
+
+/* POST .../checkpoints/{checkpoint}/restore (box-http-checkpoints.c has the rest) */
+static void
+restored_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(BoxHttpRequest) req = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sandbox = NULL;
+
+  sandbox = box_engine_restore_checkpoint_finish (BOX_ENGINE (source), result, &error);
+  answer_sandbox (req, sandbox, error);
+}
+
+void
+box_http_checkpoint_restore (BoxHttpRequest *req)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (!box_http_request_no_body (req, &error)) {
+    box_http_reply_error (req->msg, error);
+    return;
+  }
+  box_engine_restore_checkpoint_async (req->engine, box_http_request_project (req),
+                                       box_http_request_param (req, 0),
+                                       box_http_request_param (req, 1), NULL, restored_cb,
+                                       box_http_request_pause (req));
 }
 
 void

@@ -83,6 +83,15 @@ static const BoxHttpRoute routes[] = {
   { "PUT",    "/v1/sandboxes/{sandbox}/fs/tar",      K, FALSE, box_http_fs_tar_put, S,
     box_http_fs_tar_put_start },
   { "GET",    "/v1/sandboxes/{sandbox}/fs/watch",    K, FALSE, box_http_fs_watch, S | WS },
+  /* checkpoints (box-http-checkpoints.c); only POST in the sandbox */
+  { "POST",   "/v1/sandboxes/{sandbox}/checkpoints", K, TRUE,  box_http_checkpoint_create, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/checkpoints", K, FALSE, box_http_checkpoint_list },
+  { "GET",    "/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}", K, FALSE,
+    box_http_checkpoint_get },
+  { "DELETE", "/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}", K, FALSE,
+    box_http_checkpoint_delete },
+  { "POST",   "/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}/restore", K, TRUE,
+    box_http_checkpoint_restore },
   /* secrets */
   { "GET",    "/v1/secrets",                         K, FALSE, box_http_secret_list },
   { "PUT",    "/v1/secrets/{name}",                  K, TRUE,  box_http_secret_put },

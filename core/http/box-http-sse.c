@@ -7,11 +7,11 @@
 
 #include "box-http-sse.h"
 
-/* The kernel's send buffer of an event stream's socket.  Linux grows a TCP
+/* The kernel's send buffer of an event stream's socket (SSE, fs/watch).  Linux grows a TCP
  * socket's up to net.ipv4.tcp_wmem's maximum (4 MiB) for a reader that
  * does not read: host memory too, and it would hide a slow reader from
  * the cap for megabytes.  Events need little (the kernel doubles it). */
-#define SSE_SNDBUF (64 * 1024)
+#define STREAM_SNDBUF (64 * 1024)
 
 struct _BoxHttpSse {
   BoxHttpRequest     *req;
@@ -31,6 +31,16 @@ gsize
 box_http_stream_unwritten_max (BoxHttpRequest *req)
 {
   return box_engine_get_config (req->engine)->http_stream_unwritten_max;
+}
+
+void
+box_http_stream_limit_sndbuf (BoxHttpRequest *req)
+{
+  g_autoptr(GError) error = NULL;
+  GSocket *socket = soup_server_message_get_socket (req->msg);
+
+  if (socket != NULL && !g_socket_set_option (socket, SOL_SOCKET, SO_SNDBUF, STREAM_SNDBUF, &error))
+    g_debug ("event stream: SO_SNDBUF: %s", error->message);
 }
 
 static void
@@ -154,8 +164,6 @@ box_http_sse_start (BoxHttpRequest *req, BoxHttpSseOverFunc over, gpointer user_
 {
   SoupMessageHeaders *headers = soup_server_message_get_response_headers (req->msg);
   SoupMessageBody *body = soup_server_message_get_response_body (req->msg);
-  g_autoptr(GError) error = NULL;
-  GSocket *socket;
   BoxHttpSse *self;
 
   g_return_val_if_fail (over != NULL, NULL);
@@ -180,9 +188,7 @@ box_http_sse_start (BoxHttpRequest *req, BoxHttpSseOverFunc over, gpointer user_
   self->disconnected_id = g_signal_connect (req->msg, "disconnected",
                                             G_CALLBACK (on_finished), self);
   self->keepalive_id = g_timeout_add_seconds (BOX_HTTP_SSE_KEEPALIVE_S, on_keepalive, self);
-  socket = soup_server_message_get_socket (req->msg);
-  if (socket != NULL && !g_socket_set_option (socket, SOL_SOCKET, SO_SNDBUF, SSE_SNDBUF, &error))
-    g_debug ("event stream: SO_SNDBUF: %s", error->message);
+  box_http_stream_limit_sndbuf (req);
   box_http_server_add_stream (req->server, self, on_shutdown);
   /* goes out with the headers, once the handler is done */
   soup_message_body_append (body, SOUP_MEMORY_STATIC, ": connected\n\n",

@@ -40,6 +40,10 @@ typedef void (*BoxHttpSseOverFunc) (gpointer user_data);
 /* Bytes a streaming answer may keep queued for one reader ([boxd]
  * http_stream_unwritten_max, 1 MiB by default). */
 gsize       box_http_stream_unwritten_max (BoxHttpRequest *req);
+/* Sets the kernel's send buffer of @req's socket small (64 KiB), so that a
+ * reader that does not read is seen by the cap instead of filling megabytes
+ * of socket buffer. */
+void        box_http_stream_limit_sndbuf  (BoxHttpRequest *req);
 
 /* Starts the answer of @req (not paused, or paused and resumed by the
  * caller after).  A HEAD gets the headers only: NULL, and @over is never

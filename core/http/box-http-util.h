@@ -182,6 +182,13 @@ void box_http_sandbox_wake    (BoxHttpRequest *req);
 void box_http_template_list   (BoxHttpRequest *req);
 void box_http_network_defaults (BoxHttpRequest *req);
 
+/* box-http-checkpoints.c (the restore: box-http-sandboxes.c) */
+void box_http_checkpoint_create  (BoxHttpRequest *req);
+void box_http_checkpoint_list    (BoxHttpRequest *req);
+void box_http_checkpoint_get     (BoxHttpRequest *req);
+void box_http_checkpoint_delete  (BoxHttpRequest *req);
+void box_http_checkpoint_restore (BoxHttpRequest *req);
+
 /* box-http-secrets.c */
 void box_http_secret_put      (BoxHttpRequest *req);
 void box_http_secret_list     (BoxHttpRequest *req);

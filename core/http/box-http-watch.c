@@ -3,12 +3,15 @@
  *
  * The engine's BoxFileWatch (inotify in the guest) tells each change;
  * each becomes a text frame {type, path}, type create, write, remove,
- * rename or chmod.  When the kernel's queue overflowed, or the
- * client reads so slowly that more than the writers' cap (see
- * box-http-sse.h: box_http_stream_unwritten_max()) of frames wait for it,
- * events are lost: the client then gets one frame
- * {type: "overflow", path: <the watched path>} (once the backlog is
- * written) and should read the tree again.
+ * rename or chmod.  When the guest kernel's queue overflowed, events
+ * are lost: the client then gets one frame
+ * {type: "overflow", path: <the watched path>} and should read the tree
+ * again.  A client that reads so slowly that a frame would take what waits
+ * for it past the writers' cap (box-http-sse.h:
+ * box_http_stream_unwritten_max()) is dropped: the socket closes with 1008
+ * and the reason "slow_reader" (the close frame goes ahead of the backlog;
+ * libsoup ends the connection if the client does not answer it), so boxd
+ * keeps at most the cap for it.
  *
  * An open watch holds the sandbox awake (a hold for its lifetime).  It
  * closes with 1011 when the sandbox pauses, stops, is deleted,
@@ -16,6 +19,8 @@
  * path itself is removed or moved away (after that frame).
  */
 #include "config.h"
+
+#include <string.h>
 
 #include "box-http-files.h"
 #include "box-http-sse.h"
@@ -29,7 +34,7 @@ typedef struct {
   char            *sandbox_id;   /* held while set */
   BoxFileWatch    *watch;
   BoxHttpWs       *ws;
-  gboolean         lost_events;  /* an overflow frame is owed */
+  gboolean         lost_events;  /* the guest's queue overflowed: a frame is owed */
   gboolean         path_gone;    /* the watched path was removed or moved */
   gboolean         over;
   gsize            unwritten_max;
@@ -82,10 +87,23 @@ watch_over (Watch *w)
 }
 
 static void
+drop_reader (Watch *w)
+{
+  g_message ("fs/watch of %s in %s: the reader is more than %" G_GSIZE_FORMAT
+             " bytes behind; dropped", w->request->path, w->sandbox_id, w->unwritten_max);
+  g_signal_handlers_disconnect_by_data (w->ws, w);
+  box_http_ws_close (w->ws, BOX_HTTP_WS_CLOSE_SLOW_READER, "slow_reader");
+  watch_over (w);
+}
+
+/* Sends one frame; or, when it would take what waits for the client past
+ * the cap, drops the client (FALSE). */
+static gboolean
 send_frame (Watch *w, const char *type, const char *path)
 {
   g_autoptr(JsonBuilder) builder = json_builder_new ();
   g_autoptr(JsonNode) node = NULL;
+  g_autofree char *text = NULL;
 
   json_builder_begin_object (builder);
   json_builder_set_member_name (builder, "type");
@@ -94,7 +112,13 @@ send_frame (Watch *w, const char *type, const char *path)
   json_builder_add_string_value (builder, path);
   json_builder_end_object (builder);
   node = json_builder_get_root (builder);
-  box_http_ws_send_json (w->ws, node);
+  text = json_to_string (node, FALSE);
+  if (box_http_ws_get_unwritten (w->ws) + strlen (text) > w->unwritten_max) {
+    drop_reader (w);
+    return FALSE;
+  }
+  box_http_ws_send_text (w->ws, text);
+  return TRUE;
 }
 
 static const char *
@@ -118,14 +142,10 @@ on_changed (BoxFileWatch *watch, gint change, const char *path, gpointer user_da
   if (g_str_equal (path, w->request->path) &&
       (change == BOX_FILE_CHANGE_REMOVE || change == BOX_FILE_CHANGE_RENAME))
     w->path_gone = TRUE;
-  if (box_http_ws_get_unwritten (w->ws) > w->unwritten_max) {
-    /* the client does not keep up: drop, and say so later */
-    w->lost_events = TRUE;
-    return;
-  }
   if (w->lost_events) {
     w->lost_events = FALSE;
-    send_frame (w, "overflow", w->request->path);
+    if (!send_frame (w, "overflow", w->request->path))
+      return;
   }
   send_frame (w, change_name ((BoxFileChange) change), path);
 }
@@ -151,8 +171,8 @@ on_watch_closed (BoxFileWatch *watch, gpointer user_data)
 {
   Watch *w = user_data;
 
-  if (w->lost_events)
-    send_frame (w, "overflow", w->request->path);
+  if (w->lost_events && !send_frame (w, "overflow", w->request->path))
+    return;
   g_signal_handlers_disconnect_by_data (w->ws, w);
   if (w->path_gone)
     box_http_ws_close (w->ws, SOUP_WEBSOCKET_CLOSE_NORMAL, "the watched path is gone");
@@ -180,6 +200,7 @@ watch_opened (GObject *source, GAsyncResult *result, gpointer user_data)
     watch_over (w);
     return;
   }
+  box_http_stream_limit_sndbuf (w->req);
   w->ws = box_http_ws_new (w->req);
   g_clear_pointer (&w->req, box_http_request_unref);
   if (!box_http_ws_is_open (w->ws)) {

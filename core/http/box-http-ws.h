@@ -53,6 +53,9 @@ G_BEGIN_DECLS
 typedef struct _BoxHttpRequest BoxHttpRequest;
 
 #define BOX_HTTP_WS_MAX_MESSAGE (1024 * 1024)
+/* The close code of a reader dropped for reading too slowly (fs/watch;
+ * reason "slow_reader"): RFC 6455's policy violation. */
+#define BOX_HTTP_WS_CLOSE_SLOW_READER 1008
 /* A ping every so often: a client that went away is noticed even while
  * nothing else is written and its input is paused (then by the reset the
  * ping draws: an error or hang-up on the socket). */

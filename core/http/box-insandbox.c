@@ -10,6 +10,14 @@
  * Every answer closes its connection (Connection: close): a connection is
  * one agent channel, a stream with no socket of its own, which the API
  * server's idle-connection watch (box-http-keepalive.c) could not watch.
+ *
+ * Bounds (the guest is hostile): a connection whose request head is not
+ * complete [boxd] http_header_timeout_s after it was accepted is broken
+ * (its channel closes, nothing is answered), as on the API socket; and a
+ * sandbox holds at most BOX_INSANDBOX_MAX_CONNECTIONS connections at once
+ * (more are broken at once; the agent itself opens at most as many), of
+ * which at most BOX_INSANDBOX_MAX_EXEC_RUNS exec/run calls (their answers
+ * are built whole; more are 409 conflict).
  */
 #include "config.h"
 
@@ -24,10 +32,20 @@
 #define TAG_KEY     "box-insandbox-tag"
 #define REQUEST_KEY "box-insandbox-request"
 
+/* What one sandbox holds at once. */
 typedef struct {
-  char    *sandbox_id;
-  char    *project;
-  GWeakRef stream;      /* the connection's GIOStream */
+  guint conns;
+  guint exec_runs;
+} Held;
+
+typedef struct {
+  char       *sandbox_id;
+  char       *project;
+  GWeakRef    stream;      /* the connection's GIOStream */
+  GHashTable *held;        /* the owner's: sandbox id -> Held* (a ref) */
+  gboolean    exec_run;    /* holds one of the sandbox's exec/run places */
+  GSource    *head_timeout; /* until the request head is complete */
+  guint       header_timeout_s;
 } ConnTag;
 
 struct _BoxInsandbox {
@@ -36,14 +54,55 @@ struct _BoxInsandbox {
   BoxHttpServer *http;
   SoupServer    *soup;
   BoxSandboxConnections *connections;
+  GHashTable    *held;          /* sandbox id -> Held* */
   gboolean       shut_down;
 };
 
 G_DEFINE_FINAL_TYPE (BoxInsandbox, box_insandbox, G_TYPE_OBJECT)
 
+/* Breaks @stream: an agent stream's channel closes (libsoup then sees it
+ * end); another stream (tests) is closed. */
+static void
+break_stream (GIOStream *stream)
+{
+  if (stream != NULL && !box_sandbox_connections_abort (stream))
+    g_io_stream_close_async (stream, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
+}
+
+static void
+conn_tag_stop_head_timeout (ConnTag *tag)
+{
+  if (tag->head_timeout == NULL)
+    return;
+  g_source_destroy (tag->head_timeout);
+  g_clear_pointer (&tag->head_timeout, g_source_unref);
+}
+
+static Held *
+held_of (GHashTable *held, const char *sandbox_id)
+{
+  Held *h = g_hash_table_lookup (held, sandbox_id);
+
+  if (h == NULL) {
+    h = g_new0 (Held, 1);
+    g_hash_table_insert (held, g_strdup (sandbox_id), h);
+  }
+  return h;
+}
+
+/* The connection goes away with its tag: its places are given back. */
 static void
 conn_tag_free (ConnTag *tag)
 {
+  Held *h = held_of (tag->held, tag->sandbox_id);
+
+  h->conns--;
+  if (tag->exec_run)
+    h->exec_runs--;
+  if (h->conns == 0)
+    g_hash_table_remove (tag->held, tag->sandbox_id);
+  g_hash_table_unref (tag->held);
+  conn_tag_stop_head_timeout (tag);
   g_free (tag->sandbox_id);
   g_free (tag->project);
   g_weak_ref_clear (&tag->stream);
@@ -120,6 +179,29 @@ close_connection (SoupServerMessage *msg)
                                 "close");
 }
 
+/* exec/run answers whole (up to 16 MiB per stream, base64): a sandbox
+ * may have BOX_INSANDBOX_MAX_EXEC_RUNS of them at once, each counted until
+ * its connection ends (an answer never read stays held until then). */
+static gboolean
+take_exec_run_place (BoxInsandbox *self, ConnTag *tag, const BoxHttpRoute *route, GError **error)
+{
+  Held *h;
+
+  if (route->handler != box_http_exec_run || tag->exec_run)
+    return TRUE;
+  h = held_of (self->held, tag->sandbox_id);
+  if (h->exec_runs >= BOX_INSANDBOX_MAX_EXEC_RUNS) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT,
+                 "too many exec/run calls from inside the sandbox: it may have at most %u at once "
+                 "(one counts until its connection ends); read or close one first",
+                 BOX_INSANDBOX_MAX_EXEC_RUNS);
+    return FALSE;
+  }
+  h->exec_runs++;
+  tag->exec_run = TRUE;
+  return TRUE;
+}
+
 static void
 early_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
                gpointer user_data)
@@ -137,6 +219,8 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHa
   GPtrArray *query_params;
 
   close_connection (msg);
+  if (tag != NULL)
+    conn_tag_stop_head_timeout (tag);   /* the head is complete */
   if (tag == NULL) {
     soup_message_body_set_accumulate (body, FALSE);
     box_http_reply_error_literal (msg, BOX_ERROR_INTERNAL, "connection of no sandbox");
@@ -175,7 +259,8 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHa
   req->query = query_params;
 
   /* the sandbox's request rate and open streams, as a key's */
-  if (!box_http_limits_admit (box_http_server_get_limits (self->http), req, &error)) {
+  if (!box_http_limits_admit (box_http_server_get_limits (self->http), req, &error) ||
+      !take_exec_run_place (self, tag, route, &error)) {
     soup_message_body_set_accumulate (body, FALSE);
     box_http_reply_error (msg, error);
     return;
@@ -215,6 +300,19 @@ handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTabl
 
 /* ---- connections -------------------------------------------------------- */
 
+static gboolean
+on_head_timeout (gpointer user_data)
+{
+  ConnTag *tag = user_data;
+  g_autoptr(GIOStream) stream = g_weak_ref_get (&tag->stream);
+
+  g_debug ("in-sandbox socket of %s: a request head took more than %u s; closing its connection",
+           tag->sandbox_id, tag->header_timeout_s);
+  g_clear_pointer (&tag->head_timeout, g_source_unref);
+  break_stream (stream);
+  return G_SOURCE_REMOVE;
+}
+
 gboolean
 box_insandbox_accept (BoxInsandbox *self, const char *sandbox_id, GIOStream *stream,
                       GError **error)
@@ -223,6 +321,7 @@ box_insandbox_accept (BoxInsandbox *self, const char *sandbox_id, GIOStream *str
   g_autoptr(GSocketAddress) local = NULL;
   g_autoptr(GSocketAddress) remote = NULL;
   ConnTag *tag;
+  Held *held;
 
   g_return_val_if_fail (BOX_IS_INSANDBOX (self), FALSE);
   g_return_val_if_fail (G_IS_IO_STREAM (stream), FALSE);
@@ -234,10 +333,24 @@ box_insandbox_accept (BoxInsandbox *self, const char *sandbox_id, GIOStream *str
   sandbox = box_engine_get_sandbox (self->engine, NULL, sandbox_id, error);
   if (sandbox == NULL)
     return FALSE;
+  held = held_of (self->held, sandbox->id);
+  if (held->conns >= BOX_INSANDBOX_MAX_CONNECTIONS) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT,
+                 "the sandbox holds %u in-sandbox connections, the most it may", held->conns);
+    return FALSE;
+  }
+  held->conns++;
   tag = g_new0 (ConnTag, 1);
   tag->sandbox_id = g_strdup (sandbox->id);
   tag->project = g_strdup (sandbox->project);
+  tag->held = g_hash_table_ref (self->held);
   g_weak_ref_init (&tag->stream, stream);
+  tag->header_timeout_s = box_engine_get_config (self->engine)->http_header_timeout_s;
+  if (tag->header_timeout_s > 0) {
+    tag->head_timeout = g_timeout_source_new_seconds (tag->header_timeout_s);
+    g_source_set_callback (tag->head_timeout, on_head_timeout, tag, NULL);
+    g_source_attach (tag->head_timeout, g_main_context_get_thread_default ());
+  }
   /* libsoup wants inet addresses (an HTTP/1.0 request without Host is
    * given the local one); the remote one carries the sandbox */
   local = g_inet_socket_address_new_from_string ("127.0.0.1", 80);
@@ -254,7 +367,7 @@ on_connection (BoxSandboxConnections *connections, const char *sandbox_id, GIOSt
 
   if (!box_insandbox_accept (BOX_INSANDBOX (user_data), sandbox_id, stream, &error)) {
     g_debug ("in-sandbox connection of %s refused: %s", sandbox_id, error->message);
-    box_sandbox_connections_abort (stream);
+    break_stream (stream);
   }
 }
 
@@ -315,14 +428,25 @@ box_insandbox_dispose (GObject *object)
 }
 
 static void
+box_insandbox_finalize (GObject *object)
+{
+  BoxInsandbox *self = BOX_INSANDBOX (object);
+
+  g_hash_table_unref (self->held);
+  G_OBJECT_CLASS (box_insandbox_parent_class)->finalize (object);
+}
+
+static void
 box_insandbox_class_init (BoxInsandboxClass *klass)
 {
   GObjectClass *object_class = G_OBJECT_CLASS (klass);
 
   object_class->dispose = box_insandbox_dispose;
+  object_class->finalize = box_insandbox_finalize;
 }
 
 static void
 box_insandbox_init (BoxInsandbox *self)
 {
+  self->held = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
 }

@@ -13,6 +13,14 @@
  * else is 404 not_found "no route <METHOD> <path> on the in-sandbox socket".
  *
  * Which sandboxes: see box-sandbox-connections.h.
+ *
+ * Bounds: a connection's request head must be complete [boxd]
+ * http_header_timeout_s after it was accepted (else it is broken with no
+ * answer), and a sandbox holds at most BOX_INSANDBOX_MAX_CONNECTIONS
+ * connections at once (box_insandbox_accept() refuses one more with
+ * BOX_ERROR_CONFLICT and the connection is broken).  Of those, at most
+ * BOX_INSANDBOX_MAX_EXEC_RUNS may be exec/run calls; one more is answered
+ * 409 conflict.
  */
 #pragma once
 
@@ -21,6 +29,12 @@
 
 G_BEGIN_DECLS
 
+/* connections one sandbox may hold at once (the agent's own bound too) */
+#define BOX_INSANDBOX_MAX_CONNECTIONS 256
+/* exec/run calls one sandbox may have at once, each until its connection
+ * ends (its answer is built whole: up to 2 x 16 MiB of output, base64) */
+#define BOX_INSANDBOX_MAX_EXEC_RUNS 4
+
 #define BOX_TYPE_INSANDBOX (box_insandbox_get_type ())
 G_DECLARE_FINAL_TYPE (BoxInsandbox, box_insandbox, BOX, INSANDBOX, GObject)
 
@@ -28,7 +42,9 @@ G_DECLARE_FINAL_TYPE (BoxInsandbox, box_insandbox, BOX, INSANDBOX, GObject)
  * whose route table and stream registry the socket shares. */
 BoxInsandbox *box_insandbox_new      (BoxEngine *engine, BoxHttpServer *http);
 /* Serves @stream as one connection from inside @sandbox_id (what an
- * agent-opened channel becomes; tests hand in a socket directly). */
+ * agent-opened channel becomes; tests hand in a socket directly).  FALSE
+ * (and @stream left to the caller) when the sandbox is gone, the service
+ * stops, or the sandbox already holds BOX_INSANDBOX_MAX_CONNECTIONS. */
 gboolean      box_insandbox_accept   (BoxInsandbox *self, const char *sandbox_id,
                                       GIOStream *stream, GError **error);
 /* Breaks the connection of @msg if it came through the socket (its

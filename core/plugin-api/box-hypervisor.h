@@ -318,7 +318,9 @@ BoxAgentClient *box_hypervisor_get_agent  (BoxHypervisor *self, const char *sand
                                             GError **error);
 /**
  * box_hypervisor_query:
- * @snapshot_at: (out) (optional): when the kept snapshot was made
+ * @snapshot_at: (out) (optional): when the kept snapshot was made; for a
+ *   SHUTOFF VM that died on its own, when its kept disk was last written
+ *   (the engine puts the sandbox back to it, stopped); 0 for none
  *
  * Returns: what the plugin knows of the sandbox's VM
  */

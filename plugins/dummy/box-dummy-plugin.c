@@ -12,7 +12,8 @@
  * the middle of an operation, report any capability.  Through its config
  * section, or at run time through box_dummy_plugin_script() or, for code
  * that has only the instance (the plugin exports no symbol but its entry),
- * the action signals "script", "set-capabilities" and "lose-vm".
+ * the action signals "script", "set-capabilities", "lose-vm",
+ * "lose-all" and "set-agent" (a test's fake agent for get_agent()).
  *
  *   [plugin.dummy]
  *   delay_ms=0            artificial latency of every operation
@@ -48,6 +49,7 @@ struct _BoxDummyPlugin {
   gboolean    caps_set;        /* box_dummy_plugin_set_capabilities() overrides the config */
   BoxHypervisorCaps caps;
   char       *accel;
+  GHashTable *agents;          /* sandbox id -> GObject (a connected agent), set by tests */
 };
 
 static void box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface);
@@ -551,9 +553,25 @@ box_dummy_plugin_check_room (BoxHypervisor *hypervisor, const BoxResources *reso
 static BoxAgentClient *
 box_dummy_plugin_get_agent (BoxHypervisor *hypervisor, const char *sandbox_id, GError **error)
 {
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
+  GObject *agent = g_hash_table_lookup (self->agents, sandbox_id);
+
+  if (agent != NULL)
+    return (BoxAgentClient *) g_object_ref (agent);
   g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
                        "the dummy hypervisor runs no VM");
   return NULL;
+}
+
+/* "set-agent": what get_agent() hands out for @sandbox_id (NULL: none) */
+static gboolean
+box_dummy_plugin_set_agent_action (BoxDummyPlugin *self, const char *sandbox_id, GObject *agent)
+{
+  if (agent == NULL)
+    g_hash_table_remove (self->agents, sandbox_id);
+  else
+    g_hash_table_replace (self->agents, g_strdup (sandbox_id), g_object_ref (agent));
+  return TRUE;
 }
 
 static BoxVmState
@@ -569,22 +587,44 @@ box_dummy_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id, gint6
   return vm != NULL ? vm->state : BOX_VM_STATE_ABSENT;
 }
 
-gboolean
-box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
+static gboolean
+lose (BoxDummyPlugin *self, const char *sandbox_id, gboolean keep_disk)
 {
   BoxDummyVm *vm;
   g_autoptr(GError) error = NULL;
 
-  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
-
   vm = box_dummy_id_is_valid (sandbox_id) ? box_dummy_plugin_lookup (self, sandbox_id) : NULL;
   if (vm == NULL)
     return FALSE;
-  vm->state = BOX_VM_STATE_LOST;
+  if (!keep_disk) {
+    vm->state = BOX_VM_STATE_LOST;
+    vm->snapshot_at = 0;
+  } else if (vm->state == BOX_VM_STATE_SUSPENDED || vm->state == BOX_VM_STATE_LOST) {
+    /* its memory snapshot is a file of its own: it stays */
+    vm->state = BOX_VM_STATE_LOST;
+  } else {
+    /* the disk it ran on is newer than any earlier snapshot */
+    vm->state = BOX_VM_STATE_SHUTOFF;
+    vm->snapshot_at = g_get_real_time ();
+  }
   if (!box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), &error))
     g_warning ("%s", error->message);
   box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (self), sandbox_id);
   return TRUE;
+}
+
+gboolean
+box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
+{
+  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
+  return lose (self, sandbox_id, TRUE);
+}
+
+gboolean
+box_dummy_plugin_lose_all (BoxDummyPlugin *self, const char *sandbox_id)
+{
+  g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
+  return lose (self, sandbox_id, FALSE);
 }
 
 static void
@@ -696,6 +736,7 @@ box_dummy_plugin_finalize (GObject *object)
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (object);
 
   g_hash_table_unref (self->vms);
+  g_hash_table_unref (self->agents);
   box_dummy_script_free (self->script);
   g_free (self->accel);
   G_OBJECT_CLASS (box_dummy_plugin_parent_class)->finalize (object);
@@ -738,6 +779,26 @@ box_dummy_plugin_class_init (BoxDummyPluginClass *klass)
                               G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
                               G_CALLBACK (box_dummy_plugin_lose_vm), NULL, NULL, NULL,
                               G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
+  /**
+   * BoxDummyPlugin::lose-all:
+   * @sandbox_id: as box_dummy_plugin_lose_all()
+   */
+  g_signal_new_class_handler ("lose-all", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_lose_all), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 1, G_TYPE_STRING);
+  /**
+   * BoxDummyPlugin::set-agent:
+   * @sandbox_id: the sandbox
+   * @agent: (nullable): a connected agent (boxd's BoxAgentClient) that
+   *   get_agent() hands out for it from now on; %NULL: none again
+   *
+   * For engine tests of what goes to the guest (a scripted fake agent).
+   */
+  g_signal_new_class_handler ("set-agent", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_set_agent_action), NULL, NULL, NULL,
+                              G_TYPE_BOOLEAN, 2, G_TYPE_STRING, G_TYPE_OBJECT);
 }
 
 static void
@@ -745,6 +806,7 @@ box_dummy_plugin_init (BoxDummyPlugin *self)
 {
   self->vms = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                      (GDestroyNotify) box_dummy_vm_free);
+  self->agents = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_object_unref);
   self->script = box_dummy_script_new ();
   self->accel = g_strdup ("none");
 }

@@ -435,13 +435,27 @@ test_dummy_vm_lost (Fixture *fixture, gconstpointer user_data)
   run_ok (fixture->hv, BOX_VM_OP_CREATE, "sb-a", NULL);
   run_ok (fixture->hv, BOX_VM_OP_SUSPEND, "sb-a", NULL);
   run_ok (fixture->hv, BOX_VM_OP_RESUME, "sb-a", NULL);
+  /* running: its disk is kept (newer than the earlier memory snapshot) */
+  g_assert_true (box_dummy_plugin_lose_vm (BOX_DUMMY_PLUGIN (fixture->hv), "sb-a"));
+  g_assert_cmpstr (lost, ==, "sb-a");
+  g_assert_cmpint (query (fixture->hv, "sb-a", &snapshot_at), ==, BOX_VM_STATE_SHUTOFF);
+  g_assert_cmpint (snapshot_at, >, 0);
+  run_ok (fixture->hv, BOX_VM_OP_BOOT, "sb-a", NULL);
+  g_assert_cmpint (query (fixture->hv, "sb-a", &snapshot_at), ==, BOX_VM_STATE_RUNNING);
+  g_assert_cmpint (snapshot_at, ==, 0);
+  /* suspended: its memory snapshot is kept; back from it */
+  run_ok (fixture->hv, BOX_VM_OP_SUSPEND, "sb-a", NULL);
+  g_clear_pointer (&lost, g_free);
   g_assert_true (box_dummy_plugin_lose_vm (BOX_DUMMY_PLUGIN (fixture->hv), "sb-a"));
   g_assert_cmpstr (lost, ==, "sb-a");
   g_assert_cmpint (query (fixture->hv, "sb-a", &snapshot_at), ==, BOX_VM_STATE_LOST);
   g_assert_cmpint (snapshot_at, >, 0);
-  /* back from the snapshot */
   run_ok (fixture->hv, BOX_VM_OP_RESUME, "sb-a", NULL);
   g_assert_cmpint (query (fixture->hv, "sb-a", NULL), ==, BOX_VM_STATE_RUNNING);
+  /* nothing left */
+  g_assert_true (box_dummy_plugin_lose_all (BOX_DUMMY_PLUGIN (fixture->hv), "sb-a"));
+  g_assert_cmpint (query (fixture->hv, "sb-a", &snapshot_at), ==, BOX_VM_STATE_LOST);
+  g_assert_cmpint (snapshot_at, ==, 0);
 }
 
 
@@ -492,7 +506,7 @@ test_dummy_script (Fixture *fixture, gconstpointer user_data)
   g_assert_true (box_dummy_plugin_script (dummy, "shutdown lose sandbox=sb-a", NULL));
   run_fails (fixture->hv, BOX_VM_OP_SHUTDOWN, "sb-a", NULL, BOX_ERROR_INTERNAL);
   g_assert_cmpstr (lost, ==, "sb-a");
-  g_assert_cmpint (query (fixture->hv, "sb-a", NULL), ==, BOX_VM_STATE_LOST);
+  g_assert_cmpint (query (fixture->hv, "sb-a", NULL), ==, BOX_VM_STATE_SHUTOFF);
 
   /* "" clears every rule */
   g_assert_true (box_dummy_plugin_script (dummy, "", NULL));

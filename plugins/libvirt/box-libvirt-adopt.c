@@ -68,9 +68,9 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
       cold = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, "cold.mig");
       if (!g_file_test (cold, G_FILE_TEST_IS_REGULAR)) {
         g_message ("libvirt: sandbox %s: its cold snapshot is gone; its disk is kept", id);
+        vm->snapshot_at = box_libvirt_vm_disk_time (vm, self->config.vm_dir);
         vm->state = BOX_VM_STATE_SHUTOFF;
         vm->cold = FALSE;
-        vm->snapshot_at = 0;
         box_libvirt_save_vm (self, vm);
       }
       continue;
@@ -104,8 +104,8 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
       g_message ("libvirt: adopted the paused VM %s of sandbox %s", domain, id);
     } else {
       g_message ("libvirt: the VM %s of sandbox %s is gone; its disk is kept", domain, id);
+      vm->snapshot_at = box_libvirt_vm_disk_time (vm, self->config.vm_dir);
       vm->state = BOX_VM_STATE_SHUTOFF;
-      vm->snapshot_at = 0;
       box_libvirt_save_vm (self, vm);
       box_libvirt_detach_network (self, id);
     }

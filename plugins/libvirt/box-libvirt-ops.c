@@ -786,9 +786,9 @@ lost_checked (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   g_message ("libvirt: the VM of sandbox %s (%s) died; its disk is kept", op->id, op->domain);
+  op->vm->snapshot_at = box_libvirt_vm_disk_time (op->vm, op->self->config.vm_dir);
   op->vm->state = BOX_VM_STATE_SHUTOFF;
   op->vm->cold = FALSE;
-  op->vm->snapshot_at = 0;
   vm_ended (op->self, op->vm);
   save_vm (op);
   box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (op->self), op->id);

@@ -421,7 +421,8 @@ box_libvirt_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id,
   BoxLibvirtVm *vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (hypervisor), sandbox_id);
 
   if (snapshot_at != NULL)
-    *snapshot_at = vm != NULL && vm->state == BOX_VM_STATE_SUSPENDED ? vm->snapshot_at : 0;
+    *snapshot_at = vm != NULL && (vm->state == BOX_VM_STATE_SUSPENDED ||
+                                  vm->state == BOX_VM_STATE_SHUTOFF) ? vm->snapshot_at : 0;
   return vm != NULL ? vm->state : BOX_VM_STATE_ABSENT;
 }
 

@@ -241,6 +241,10 @@ void          box_libvirt_vm_free       (BoxLibvirtVm *vm);
 char         *box_libvirt_vm_domain_name (const char *vm_id);
 char         *box_libvirt_vm_path       (const char *vm_dir, const char *vm_id, const char *file);
 char         *box_libvirt_new_vm_id     (void);
+/* When the disk of @vm (a VM that just died) last changed: the pause for a
+ * paused one, else its disk file's mtime (now if unknown).  query()
+ * reports it as the SHUTOFF VM's snapshot_at. */
+gint64        box_libvirt_vm_disk_time  (const BoxLibvirtVm *vm, const char *vm_dir);
 /* <state dir>/<id>.json */
 gboolean      box_libvirt_vm_save       (const BoxLibvirtVm *vm, const char *state_dir,
                                          GError **error);

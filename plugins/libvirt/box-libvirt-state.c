@@ -11,6 +11,7 @@
  */
 #include "config.h"
 
+#include <glib/gstdio.h>
 #include <gnutls/crypto.h>
 #include <string.h>
 
@@ -65,6 +66,21 @@ char *
 box_libvirt_vm_path (const char *vm_dir, const char *vm_id, const char *file)
 {
   return g_build_filename (vm_dir, "vms", vm_id, file, NULL);
+}
+
+gint64
+box_libvirt_vm_disk_time (const BoxLibvirtVm *vm, const char *vm_dir)
+{
+  g_autofree char *disk = NULL;
+  GStatBuf st;
+
+  /* paused: nothing wrote to the disk since the pause */
+  if (vm->state == BOX_VM_STATE_SUSPENDED && vm->snapshot_at != 0)
+    return vm->snapshot_at;
+  disk = box_libvirt_vm_path (vm_dir, vm->vm_id, "disk.qcow2");
+  if (g_stat (disk, &st) == 0 && st.st_mtime > 0)
+    return (gint64) st.st_mtime * G_USEC_PER_SEC;
+  return g_get_real_time ();
 }
 
 /* 12 lowercase base32 characters from the system's random generator */

@@ -269,6 +269,8 @@ test_vm_lost (void)
   g_autofree char *pid_path = NULL;
   g_autofree char *pid = NULL;
   g_autofree char *disk = NULL;
+  gint64 snapshot_at = 0;
+  GStatBuf st;
   gulong handler;
   guint timeout;
 
@@ -283,10 +285,13 @@ test_vm_lost (void)
   g_source_remove (timeout);
   g_signal_handler_disconnect (suite.hv, handler);
   g_assert_cmpstr (lost, ==, SANDBOX_A);
-  /* the disk is what is left */
-  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, NULL), ==, BOX_VM_STATE_SHUTOFF);
+  /* the disk is what is left, and when it was last written */
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, &snapshot_at), ==, BOX_VM_STATE_SHUTOFF);
   disk = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, "disk.qcow2");
   g_assert_true (g_file_test (disk, G_FILE_TEST_IS_REGULAR));
+  g_assert_cmpint (g_stat (disk, &st), ==, 0);
+  g_assert_cmpint (snapshot_at, ==, (gint64) st.st_mtime * G_USEC_PER_SEC);
+  g_assert_cmpint (snapshot_at, <=, g_get_real_time ());
 }
 
 static void

@@ -9,6 +9,7 @@
 
 #include "agent-test-util.h"
 #include "box-agent-exec.h"
+#include "box-agent-hooks.h"
 #include "box-agent-private.h"
 #include "box-error.h"
 
@@ -276,6 +277,100 @@ test_call_timeout (Fake *f, gconstpointer data)
   g_assert_false (box_agent_client_is_closed (f->client));
 }
 
+/* presuspend, answered with @members after "id" and "ok"; the request's
+ * timeout_ms in *@timeout_ms */
+static gboolean
+presuspend_with (Fake *f, guint timeout, const char *members, gint64 *timeout_ms,
+                 BoxPresuspendResult *out, GError **error)
+{
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(JsonObject) req = NULL;
+  g_autofree char *reply = NULL;
+  gint64 id = 0;
+
+  box_agent_client_presuspend_async (f->client, timeout, NULL, agent_test_store_result, &res);
+  req = fake_agent_read_request (f->fake);
+  g_assert_cmpstr (box_agent_json_get_string (req, "op"), ==, "presuspend");
+  g_assert_true (box_agent_json_get_int (req, "id", &id));
+  g_assert_true (box_agent_json_get_int (req, "timeout_ms", timeout_ms));
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",%s}", id, members);
+  fake_agent_send_json (f->fake, 0, reply);
+  agent_test_wait_result (&res);
+  return box_agent_client_presuspend_finish (f->client, res, out, error);
+}
+
+static void
+test_presuspend (Fake *f, gconstpointer data)
+{
+  static const char *const malformed[] = {
+    "\"ok\":true,\"ran\":1,\"failed\":0,\"timed_out\":0",                     /* one missing */
+    "\"ok\":true,\"ran\":-1,\"failed\":0,\"timed_out\":0,\"skipped\":0",     /* negative */
+    "\"ok\":true,\"ran\":1000001,\"failed\":0,\"timed_out\":0,\"skipped\":0", /* too many */
+    "\"ok\":true,\"ran\":\"2\",\"failed\":0,\"timed_out\":0,\"skipped\":0",  /* a string */
+    "\"ok\":true,\"ran\":9223372036854775807,\"failed\":0,\"timed_out\":0,\"skipped\":0",
+  };
+  BoxPresuspendResult counts = { 0 };
+  gint64 timeout_ms = 0;
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (presuspend_with (f, 5000, "\"ok\":true,\"ran\":3,\"failed\":1,\"timed_out\":1,"
+                                  "\"skipped\":2", &timeout_ms, &counts, &error));
+  g_assert_no_error (error);
+  g_assert_cmpint (timeout_ms, ==, 5000);
+  g_assert_cmpuint (counts.ran, ==, 3);
+  g_assert_cmpuint (counts.failed, ==, 1);
+  g_assert_cmpuint (counts.timed_out, ==, 1);
+  g_assert_cmpuint (counts.skipped, ==, 2);
+  /* the timeout is kept within the agent's bounds */
+  g_assert_true (presuspend_with (f, 0, "\"ok\":true,\"ran\":0,\"failed\":0,\"timed_out\":0,"
+                                  "\"skipped\":0", &timeout_ms, &counts, &error));
+  g_assert_cmpint (timeout_ms, ==, BOX_PRESUSPEND_TIMEOUT_MIN_MS);
+  g_assert_true (presuspend_with (f, G_MAXUINT, "\"ok\":true,\"ran\":0,\"failed\":0,\"timed_out\":0,"
+                                  "\"skipped\":0", &timeout_ms, &counts, &error));
+  g_assert_cmpint (timeout_ms, ==, BOX_PRESUSPEND_TIMEOUT_MAX_MS);
+  g_assert_cmpuint (counts.ran, ==, 0);
+  /* what is not four counts is an error, not a result */
+  for (guint i = 0; i < G_N_ELEMENTS (malformed); i++) {
+    counts.ran = 77;
+    g_assert_false (presuspend_with (f, 5000, malformed[i], &timeout_ms, &counts, &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+    g_assert_nonnull (strstr (error->message, "malformed presuspend reply"));
+    g_assert_cmpuint (counts.ran, ==, 77);
+    g_clear_error (&error);
+  }
+  /* the agent's refusal is its error */
+  g_assert_false (presuspend_with (f, 5000, "\"ok\":false,\"error\":{\"code\":\"failed\","
+                                   "\"message\":\"no\"}", &timeout_ms, &counts, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_clear_error (&error);
+}
+
+/* An agent that never answers: the caller's cancellable ends the wait. */
+static gboolean
+cancel_now (gpointer data)
+{
+  g_cancellable_cancel (data);
+  return G_SOURCE_REMOVE;
+}
+
+static void
+test_presuspend_silent (Fake *f, gconstpointer data)
+{
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(JsonObject) req = NULL;
+  g_autoptr(GCancellable) cancel = g_cancellable_new ();
+  g_autoptr(GError) error = NULL;
+  gint64 start = g_get_monotonic_time ();
+
+  box_agent_client_presuspend_async (f->client, 5000, cancel, agent_test_store_result, &res);
+  req = fake_agent_read_request (f->fake);
+  g_timeout_add (200, cancel_now, cancel);
+  agent_test_wait_result (&res);
+  g_assert_false (box_agent_client_presuspend_finish (f->client, res, NULL, &error));
+  g_assert_error (error, G_IO_ERROR, G_IO_ERROR_CANCELLED);
+  g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -288,5 +383,8 @@ main (int argc, char **argv)
   g_test_add ("/agent-distrust/window", Fake, NULL, fake_setup, test_window, fake_teardown);
   g_test_add ("/agent-distrust/ctrl-cap", Fake, NULL, fake_setup, test_ctrl_cap, fake_teardown);
   g_test_add ("/agent-distrust/call-timeout", Fake, NULL, fake_setup, test_call_timeout, fake_teardown);
+  g_test_add ("/agent-distrust/presuspend", Fake, NULL, fake_setup, test_presuspend, fake_teardown);
+  g_test_add ("/agent-distrust/presuspend-silent", Fake, NULL, fake_setup, test_presuspend_silent,
+              fake_teardown);
   return g_test_run ();
 }

@@ -135,24 +135,31 @@ fake_agent_send_json (FakeAgent *fake, guint32 channel, const char *json)
   fake_agent_send (fake, BOX_AGENT_FRAME_CTRL, 0, channel, json, strlen (json));
 }
 
+gboolean
+fake_agent_poll (FakeAgent *fake)
+{
+  guint8 buf[65536];
+  ssize_t r = recv (fake->fd, buf, sizeof buf, MSG_DONTWAIT);
+
+  if (r > 0) {
+    box_agent_decoder_feed (fake->decoder, buf, (gsize) r);
+    return TRUE;
+  }
+  g_assert_true (r < 0 && (errno == EAGAIN || errno == EINTR));
+  /* let the client's writer run */
+  if (!g_main_context_iteration (NULL, FALSE))
+    g_usleep (1000);
+  return FALSE;
+}
+
 void
 fake_agent_read (FakeAgent *fake, BoxAgentFrameHeader *header, GBytes **payload)
 {
   gint64 deadline = g_get_monotonic_time () + AGENT_TEST_TIMEOUT_S * G_USEC_PER_SEC;
 
   while (!box_agent_decoder_next (fake->decoder, header, payload)) {
-    guint8 buf[65536];
-    ssize_t r = recv (fake->fd, buf, sizeof buf, MSG_DONTWAIT);
-
-    if (r > 0) {
-      box_agent_decoder_feed (fake->decoder, buf, (gsize) r);
-      continue;
-    }
-    g_assert_true (r < 0 && (errno == EAGAIN || errno == EINTR));
-    g_assert_cmpint (g_get_monotonic_time (), <, deadline);
-    /* let the client's writer run */
-    if (!g_main_context_iteration (NULL, FALSE))
-      g_usleep (1000);
+    if (!fake_agent_poll (fake))
+      g_assert_cmpint (g_get_monotonic_time (), <, deadline);
   }
 }
 

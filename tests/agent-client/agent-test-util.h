@@ -55,6 +55,9 @@ void           fake_agent_send          (FakeAgent         *fake,
 void           fake_agent_send_json     (FakeAgent  *fake,
                                          guint32     channel,
                                          const char *json);
+/* Feeds what the client wrote to the decoder; when nothing was there,
+ * iterates the main context once instead and returns FALSE. */
+gboolean       fake_agent_poll          (FakeAgent *fake);
 /* The next frame from the client (iterating the main context meanwhile). */
 void           fake_agent_read          (FakeAgent           *fake,
                                          BoxAgentFrameHeader *header,

@@ -31,7 +31,8 @@ def test_help_and_usage(t):
     r = box(['--help'])
     check(t, r, 0, 'box --help exits 0')
     for cmd in ('create', 'list', 'get', 'delete', 'pause', 'stop', 'wake', 'exec', 'attach',
-                'sessions', 'signal', 'cp', 'ports', 'port-forward', 'events'):
+                'sessions', 'signal', 'cp', 'ports', 'port-forward', 'events', 'checkpoint',
+                'checkpoints', 'restore', 'fork', 'checkpoint-delete'):
         t.ok(re.search(r'^  %s\b' % re.escape(cmd), r.out, re.M) is not None,
              'box --help lists %s' % cmd, r.out)
     t.ok('BOX_URL' in r.out and 'BOX_KEY' in r.out, 'box --help names BOX_URL and BOX_KEY', r.out)
@@ -471,5 +472,57 @@ def test_events(t):
          'exit %r stderr %r' % (rc, err))
 
 
+def test_checkpoints(t):
+    check(t, c('create', '--name', 'cpx'), 0, 'create cpx')
+    r = c('checkpoint', 'cpx', '--comment', 'before')
+    check(t, r, 0, 'checkpoint prints the ID', out='v1\n')
+    r = c('checkpoint', 'cpx', '--disk-only', '--json')
+    check(t, r, 0, 'checkpoint --disk-only --json')
+    try:
+        cp = json.loads(r.out)
+        t.eq((cp.get('id'), cp.get('memory'), cp.get('auto')), ('v2', False, False),
+             '--json prints the Checkpoint, disk only')
+    except ValueError:
+        t.ok(False, 'checkpoint --json prints JSON', r.out)
+    r = c('checkpoints', 'cpx')
+    check(t, r, 0, 'checkpoints')
+    lines = r.out.splitlines()
+    t.eq(lines[0].split(), ['ID', 'MEMORY', 'AUTO', 'CREATED', 'COMMENT'], 'the table\'s header')
+    t.eq([ln.split()[:3] for ln in lines[1:]], [['v1', 'yes', 'no'], ['v2', 'no', 'no']],
+         'one row a checkpoint, oldest first')
+    t.ok(lines[1].rstrip().endswith('before'), 'the comment is shown', lines[1])
+    r = c('restore', 'cpx', 'v1')
+    check(t, r, 0, 'restore prints the sandbox', out='cpx\n')
+    ids = [x['id'] for x in api_get('/v1/sandboxes/cpx/checkpoints')[2]['checkpoints']]
+    t.eq(ids, ['v1', 'v2', 'auto-1'], 'the restore kept auto-1')
+    r = c('fork', 'cpx:v1', '--name', 'cpx-f1')
+    check(t, r, 0, 'fork SANDBOX:CHECKPOINT', out='cpx-f1\n')
+    r = c('fork', 'cpx', '--name', 'cpx-f2', '--json')
+    check(t, r, 0, 'fork of the newest checkpoint')
+    t.eq(api_get('/v1/sandboxes/cpx-f2')[2].get('state'), 'running', 'the fork runs')
+    check(t, c('create', '--name', 'cpy'), 0, 'create cpy (no checkpoint)')
+    r = c('fork', 'cpy', '--name', 'cpy-f')
+    check(t, r, 0, 'fork of a sandbox without checkpoints takes a fresh one', out='cpy-f\n')
+    ids = [x['id'] for x in api_get('/v1/sandboxes/cpy/checkpoints')[2]['checkpoints']]
+    t.eq(ids, ['v1'], 'the fresh checkpoint is v1')
+    r = c('fork', 'cpy', '--fresh', '--name', 'cpy-g')
+    check(t, r, 0, 'fork --fresh')
+    ids = [x['id'] for x in api_get('/v1/sandboxes/cpy/checkpoints')[2]['checkpoints']]
+    t.eq(ids, ['v1', 'v2'], '--fresh took v2')
+    r = c('checkpoint-delete', 'cpx', 'v2', 'v9')
+    check(t, r, 1, 'checkpoint-delete of v2 and an unknown v9: exit 1', out='v2\n',
+          err_contains='(not_found)')
+    r = c('restore', 'cpx', 'v2')
+    check(t, r, 1, 'restore of a deleted checkpoint: exit 1', err_contains='(not_found)')
+    r = c('fork', 'cpx:', '--name', 'z')
+    check(t, r, 2, 'fork with an empty checkpoint: usage, exit 2')
+    r = c('checkpoint', 'ghost')
+    check(t, r, 1, 'checkpoint of an unknown sandbox: exit 1', err_contains='(not_found)')
+    r = c('checkpoints')
+    check(t, r, 2, 'checkpoints without a sandbox: usage, exit 2')
+    for n in ('cpx', 'cpx-f1', 'cpx-f2', 'cpy', 'cpy-f', 'cpy-g'):
+        d.request('DELETE', '/v1/sandboxes/%s' % n, token=KEY)
+
+
 boxtest.main(t, test_help_and_usage, test_configuration, test_create, test_list_get, test_lifecycle,
-             test_events)
+             test_checkpoints, test_events)

@@ -496,6 +496,104 @@ test_sandboxes (void)
   g_assert_no_error (error);
 }
 
+/* ---- quotas ------------------------------------------------------------ */
+
+static void
+call_get_quota (const char *name, GVariant **quota, GVariant **usage, GError **error)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+
+  box_dbus_admin1_call_get_project_quota (proxy, name, NULL, got_result_cb, &result);
+  box_dbus_admin1_call_get_project_quota_finish (proxy, quota, usage, await_result (&result), error);
+}
+
+static guint64
+lookup_u64 (GVariant *dict, const char *key)
+{
+  guint64 value = G_MAXUINT64;
+
+  g_assert_true (g_variant_lookup (dict, key, "t", &value));
+  return value;
+}
+
+static guint32
+lookup_u32 (GVariant *dict, const char *key)
+{
+  guint32 value = G_MAXUINT32;
+
+  g_assert_true (g_variant_lookup (dict, key, "u", &value));
+  return value;
+}
+
+/* setup() configures [quota] cpus=16 and [quota.epsilon] sandboxes=2,
+ * memory_mib=4096 */
+static void
+test_quota (void)
+{
+  const char *const none[] = { NULL };
+  g_autoptr(GVariant) p1 = NULL;
+  g_autoptr(GVariant) p2 = NULL;
+  g_autoptr(GVariant) quota = NULL;
+  g_autoptr(GVariant) usage = NULL;
+  g_autoptr(GVariant) other_quota = NULL;
+  g_autoptr(GVariant) other_usage = NULL;
+  g_autoptr(GVariant) missing_quota = NULL;
+  g_autoptr(GVariant) missing_usage = NULL;
+  g_autoptr(GError) error = NULL;
+
+  p1 = call_create_project ("epsilon", none, &error);
+  g_assert_no_error (error);
+  p2 = call_create_project ("zeta", none, &error);
+  g_assert_no_error (error);
+
+  /* nothing held yet; the project's group over [quota] */
+  call_get_quota ("epsilon", &quota, &usage, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (lookup_u32 (quota, "sandboxes"), ==, 2);
+  g_assert_cmpuint (lookup_u64 (quota, "cpus"), ==, 16);
+  g_assert_cmpuint (lookup_u64 (quota, "memory_mib"), ==, 4096);
+  g_assert_cmpuint (lookup_u64 (quota, "disk_gib"), ==, 0);
+  g_assert_cmpuint (lookup_u32 (usage, "sandboxes"), ==, 0);
+  g_assert_cmpuint (lookup_u64 (usage, "cpus"), ==, 0);
+  g_assert_cmpuint (lookup_u64 (usage, "memory_mib"), ==, 0);
+  g_assert_cmpuint (lookup_u64 (usage, "disk_mib"), ==, 0);
+  g_clear_pointer (&quota, g_variant_unref);
+  g_clear_pointer (&usage, g_variant_unref);
+
+  /* two sandboxes counted as create counts them: disk at full size plus
+   * memory (the snapshot a pause writes) */
+  create_sandbox ("epsilon", "{\"name\": \"a\", \"resources\": {\"cpus\": 2, "
+                  "\"memory_mib\": 1024, \"disk_gib\": 4}}");
+  create_sandbox ("epsilon", "{\"name\": \"b\", \"resources\": {\"cpus\": 1, "
+                  "\"memory_mib\": 512, \"disk_gib\": 2}}");
+  call_get_quota ("epsilon", &quota, &usage, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (lookup_u32 (usage, "sandboxes"), ==, 2);
+  g_assert_cmpuint (lookup_u64 (usage, "cpus"), ==, 3);
+  g_assert_cmpuint (lookup_u64 (usage, "memory_mib"), ==, 1536);
+  g_assert_cmpuint (lookup_u64 (usage, "disk_mib"), ==, 6 * 1024 + 1536);
+
+  /* another project: [quota] only, and nothing of epsilon's */
+  call_get_quota ("zeta", &other_quota, &other_usage, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (lookup_u32 (other_quota, "sandboxes"), ==, 0);
+  g_assert_cmpuint (lookup_u64 (other_quota, "cpus"), ==, 16);
+  g_assert_cmpuint (lookup_u64 (other_quota, "memory_mib"), ==, 0);
+  g_assert_cmpuint (lookup_u32 (other_usage, "sandboxes"), ==, 0);
+  g_assert_cmpuint (lookup_u64 (other_usage, "cpus"), ==, 0);
+
+  /* no such project */
+  call_get_quota ("nosuch", &missing_quota, &missing_usage, &error);
+  assert_remote_error (error, "org.box.Error.NotFound");
+  g_assert_null (missing_quota);
+  g_clear_error (&error);
+
+  g_assert_true (call_delete_project ("epsilon", &error));
+  g_assert_no_error (error);
+  g_assert_true (call_delete_project ("zeta", &error));
+  g_assert_no_error (error);
+}
+
 /* ---- the gate ---------------------------------------------------------- */
 
 static gboolean
@@ -670,6 +768,10 @@ setup (void)
   config->sandbox_domain = g_strdup ("sandbox.test");
   config->dbus = BOX_DBUS_SESSION;
   g_key_file_set_string (config->keyfile, "plugin.dummy", "accel", "tcg");
+  /* test_quota(): [quota] with only cpus, [quota.epsilon] */
+  config->quota = (BoxQuota) { .cpus = 16 };
+  g_key_file_set_uint64 (config->keyfile, "quota.epsilon", "sandboxes", 2);
+  g_key_file_set_uint64 (config->keyfile, "quota.epsilon", "memory_mib", 4096);
   g_setenv ("BOX_ADMIN_TOKEN", "test-admin-token-0123456789", TRUE);
   g_assert_true (box_config_resolve (config, &error));
   g_assert_no_error (error);
@@ -736,6 +838,7 @@ main (int argc, char **argv)
   g_test_add_func ("/dbus/projects", test_projects);
   g_test_add_func ("/dbus/keys", test_keys);
   g_test_add_func ("/dbus/sandboxes", test_sandboxes);
+  g_test_add_func ("/dbus/quota", test_quota);
   g_test_add_func ("/dbus/gate/refuses-other-users", test_gate_refuses_other_users);
   status = g_test_run ();
   teardown ();

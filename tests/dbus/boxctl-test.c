@@ -246,7 +246,8 @@ start_boxd (void)
   listen = g_strdup_printf ("127.0.0.1:%u", http_port);
   /* the dummy hypervisor says it runs VMs under TCG: status warns */
   config = g_build_filename (data_dir, "boxd.conf", NULL);
-  g_assert_true (g_file_set_contents (config, "[plugin.dummy]\naccel=tcg\n", -1, NULL));
+  g_assert_true (g_file_set_contents (config, "[plugin.dummy]\naccel=tcg\n"
+                                      "[quota.boxes]\nsandboxes=5\ndisk_gib=0\n", -1, NULL));
   boxd = g_subprocess_launcher_spawn (launcher, &error, boxd_path,
                                       "--config", config,
                                       "--data-dir", data_dir,
@@ -509,6 +510,11 @@ test_sandboxes (void)
   g_auto(BoxctlRun) json = { 0 };
   g_auto(BoxctlRun) del = { 0 };
   g_auto(BoxctlRun) after = { 0 };
+  g_auto(BoxctlRun) quota = { 0 };
+  g_auto(BoxctlRun) quota_json = { 0 };
+  g_auto(BoxctlRun) quota_missing = { 0 };
+  g_autoptr(JsonNode) quota_root = NULL;
+  JsonObject *quota_obj;
   g_autoptr(JsonNode) none_root = NULL;
   g_autoptr(JsonNode) root = NULL;
   g_autoptr(JsonNode) after_root = NULL;
@@ -541,6 +547,25 @@ test_sandboxes (void)
   g_assert_nonnull (strstr (table.out, "web"));
   g_assert_nonnull (strstr (table.out, "boxes"));
   g_assert_nonnull (strstr (table.out, "sb-"));
+
+  /* its quota ([quota.boxes] in the test's boxd.conf) and what it holds */
+  boxctl (&quota, "--session", "quota", "boxes", NULL);
+  g_assert_cmpint (quota.status, ==, 0);
+  g_assert_true (g_regex_match_simple ("^sandboxes +1 +5$", quota.out, G_REGEX_MULTILINE, 0));
+  g_assert_true (g_regex_match_simple ("^CPUs +[1-9][0-9]* +128$", quota.out, G_REGEX_MULTILINE, 0));
+  g_assert_true (g_regex_match_simple ("^disk +[1-9][0-9]* MiB +no bound$", quota.out,
+                                      G_REGEX_MULTILINE, 0));
+  boxctl (&quota_json, "--session", "--json", "quota", "boxes", NULL);
+  g_assert_cmpint (quota_json.status, ==, 0);
+  quota_root = parse_json (quota_json.out);
+  quota_obj = json_node_get_object (quota_root);
+  g_assert_cmpstr (json_object_get_string_member (quota_obj, "project"), ==, "boxes");
+  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (quota_obj, "quota"),
+                                               "sandboxes"), ==, 5);
+  g_assert_cmpint (json_object_get_int_member (json_object_get_object_member (quota_obj, "usage"),
+                                               "sandboxes"), ==, 1);
+  boxctl (&quota_missing, "--session", "quota", "nosuch", NULL);
+  g_assert_cmpint (quota_missing.status, ==, 1);
 
   boxctl (&json, "--session", "--json", "sandboxes", NULL);
   g_assert_cmpint (json.status, ==, 0);

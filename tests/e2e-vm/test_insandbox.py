@@ -9,6 +9,7 @@
 import base64
 import json
 import os
+import threading
 import time
 
 import filetest  # noqa: F401  (first: puts tests/e2e-vm and tests/e2e on sys.path)
@@ -20,7 +21,10 @@ import wsclient
 t = Tap()
 clock = vmtest.Clock(t)
 vmtest.prepare(t)
-d = VmBoxd(t)
+# [boxd] http_stream_unwritten_max: small, so that a stalled fs/watch reader
+# is dropped soon (test_watch_slow_reader)
+SLOW_CAP = 65536
+d = VmBoxd(t, config={'boxd': {'http_stream_unwritten_max': str(SLOW_CAP)}})
 with clock('boxd start'):
     vmtest.setup_or_bail(d, d.start)
 KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('inside'))
@@ -102,6 +106,65 @@ def test_watch(t):
     got = [(f.get('type'), f.get('path')) for f in frames(ws, 5)]
     t.ok(('remove', '/tmp/gone') in got and ws.close_code == 1000,
          'removing the watched path: a remove frame, then close 1000', '%r %r' % (got, ws.close_code))
+
+
+def test_watch_slow_reader(t):
+    """A watch whose reader stopped reading is closed at the cap (1008
+    slow_reader); a watch that reads goes on and sees every change."""
+    n = 3000
+    name = 'f' * 240
+    sh('rm -rf /tmp/slow; mkdir -p /tmp/slow')
+    fast = fs.watch('/tmp/slow')
+    slow = wsclient.connect('127.0.0.1', d.port, fs.prefix + '/fs/watch' + query(path='/tmp/slow'),
+                            headers=fs.headers(), rcvbuf=4096)
+    seen = []
+    written = threading.Event()
+
+    def read_fast():
+        end = time.time() + 600
+        while time.time() < end:
+            try:
+                op, data = fast.recv(timeout=5)
+            except (TimeoutError, OSError):
+                if written.is_set():
+                    return   # 5 s without a frame after the last change
+                continue
+            except wsclient.ConnectionClosed:
+                return
+            if op == wsclient.OP_CLOSE:
+                return
+            if op == wsclient.OP_TEXT:
+                seen.append(json.loads(data))
+
+    reader = threading.Thread(target=read_fast, daemon=True)
+    reader.start()
+    # ~300-byte frames: a few hundred KiB past the cap and both sockets' buffers
+    sh('cd /tmp/slow && i=1; while [ $i -le %d ]; do : > %s$i; i=$((i+1)); done' % (n, name), timeout=600)
+    written.set()
+    dropped = 'is more than %d bytes behind; dropped' % SLOW_CAP
+    end = time.time() + 60
+    while dropped not in d.log_text() and time.time() < end:
+        time.sleep(0.5)
+    t.ok(dropped in d.log_text(), 'boxd dropped the stalled watch')
+    got = 0
+    end = time.time() + 60
+    while time.time() < end:
+        try:
+            op, _data = slow.recv(timeout=5)
+        except (TimeoutError, OSError, wsclient.ConnectionClosed):
+            break
+        if op == wsclient.OP_CLOSE:
+            break
+        got += 1
+    t.eq((slow.close_code, slow.close_reason), (1008, 'slow_reader'),
+         'the stalled watch closes with 1008 slow_reader (after %d frames)' % got)
+    t.ok(got < n, 'it did not get every change', got)
+    slow.abort()
+    reader.join(600)
+    paths = {f.get('path') for f in seen if f.get('type') == 'create'}
+    t.ok(all('/tmp/slow/%s%d' % (name, i) in paths for i in range(1, n + 1)) and fast.close_code is None,
+         'the reading watch goes on and sees all %d creates' % n, '%d creates, close %r' % (len(paths), fast.close_code))
+    fast.close()
 
 
 def test_watch_holds(t):
@@ -267,5 +330,5 @@ def test_socket_websockets(t):
     t.eq((out.get('refused') or [None])[0], 404, 'a refused upgrade through the socket is a plain 404')
 
 
-vmtest.main(t, clock, test_watch, test_socket, test_socket_websockets, test_socket_bulk, test_socket_after_restart,
+vmtest.main(t, clock, test_watch, test_watch_slow_reader, test_socket, test_socket_websockets, test_socket_bulk, test_socket_after_restart,
             test_watch_holds)

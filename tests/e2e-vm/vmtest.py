@@ -575,6 +575,16 @@ def events_of(events, sandbox_id):
             if (e.get('data') or {}).get('sandbox') == sandbox_id]
 
 
+def delete_all_and_stop(t, d, key):
+    """Deletes every sandbox of @key's project, stops boxd and checks that
+    nothing is left behind."""
+    r = d.request('GET', '/v1/sandboxes', token=key)
+    for s in (r[2] or {}).get('sandboxes', []):
+        t.status(d.request('DELETE', '/v1/sandboxes/%s' % s['name'], token=key), 204, 'delete %s' % s['name'])
+    d.stop()
+    t.eq(d.leftovers(), [], 'no VM, VM dir or tap left')
+
+
 def main(tap, clock, *tests):
     """boxtest.main with the durations at the end."""
     for fn in tests:

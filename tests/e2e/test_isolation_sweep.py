@@ -72,7 +72,7 @@ SPEC_ROUTES = [
 # What each route is called with.  kind: 'sandbox' (a route on one of A's
 # sandboxes: 404 and the same answer as for an absent sandbox), 'admin'
 # (operator only: B's key is 401), 'own' (B's own scope: checked by hand
-# below), 'secret' (A's secret by name: 404 like an absent one), 'skip'.
+# below), 'secret' (A's secret by name: 404 like an absent one). 
 # ws: the route is a WebSocket (or SSE) and is also tried as an upgrade.
 SWEEP = {
     ('GET', '/v1/whoami'): {'kind': 'own'},
@@ -134,12 +134,11 @@ SWEEP = {
     ('GET', '/v1/sandboxes/{sandbox}/tasks/{name}'): {'kind': 'sandbox'},
     ('DELETE', '/v1/sandboxes/{sandbox}/tasks/{name}'): {'kind': 'sandbox'},
     ('GET', '/v1/sandboxes/{sandbox}/stats'): {'kind': 'sandbox', 'query': {'days': '7'}},
-    # checkpoints are not there yet (issue 12 item 7: "checkpoints-to-come aside")
-    ('POST', '/v1/sandboxes/{sandbox}/checkpoints'): {'kind': 'skip'},
-    ('GET', '/v1/sandboxes/{sandbox}/checkpoints'): {'kind': 'skip'},
-    ('GET', '/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}'): {'kind': 'skip'},
-    ('DELETE', '/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}'): {'kind': 'skip'},
-    ('POST', '/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}/restore'): {'kind': 'skip'},
+    ('POST', '/v1/sandboxes/{sandbox}/checkpoints'): {'kind': 'sandbox', 'body': {'comment': 'b'}},
+    ('GET', '/v1/sandboxes/{sandbox}/checkpoints'): {'kind': 'sandbox'},
+    ('GET', '/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}'): {'kind': 'sandbox'},
+    ('DELETE', '/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}'): {'kind': 'sandbox'},
+    ('POST', '/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}/restore'): {'kind': 'sandbox'},
     ('GET', '/v1/secrets'): {'kind': 'own'},
     ('PUT', '/v1/secrets/{name}'): {'kind': 'own'},
     ('GET', '/v1/secrets/{name}'): {'kind': 'secret'},
@@ -200,7 +199,8 @@ def snapshot(d, key_a, sandboxes, secrets):
     reads = ['/v1/whoami', '/v1/sandboxes', '/v1/secrets']
     for i, sb in enumerate(sandboxes):
         # the first is running; the agent's lists would wake the others
-        for suffix in ('', '/ports/settings') + (('/exec/sessions', '/ports') if i == 0 else ()):
+        for suffix in ('', '/ports/settings', '/checkpoints', '/checkpoints/v1') + \
+                (('/exec/sessions', '/ports') if i == 0 else ()):
             reads.append('/v1/sandboxes/%s%s' % (sb, suffix))
     for name in secrets:
         reads.append('/v1/secrets/%s' % name)
@@ -234,6 +234,9 @@ def test_isolation_sweep(t):
         mine = d.create_sandbox(key_a, {'name': 'mine', 'labels': {'owner': 'a'}, 'env': {'X': 'a'},
                                         'protected': True})
         sleepy = d.create_sandbox(key_a, {'name': 'sleepy'})
+        for sb in ('mine', 'sleepy'):
+            t.status(d.request('POST', '/v1/sandboxes/%s/checkpoints' % sb, {'comment': 'a'}, token=key_a),
+                     201, 'A takes checkpoint v1 of "%s"' % sb)
         t.status(d.request('POST', '/v1/sandboxes/sleepy/pause', token=key_a), 200, 'A pauses "sleepy"')
         r = d.request('PUT', '/v1/sandboxes/mine/ports/8080', {'access': 'public'}, token=key_a)
         t.comment('A: PUT ports/8080 public -> %s' % r[0])
@@ -259,15 +262,12 @@ def test_isolation_sweep(t):
             ({'sandbox': sleepy['id']}, {'sandbox': absent_id}, 'A\'s paused sandbox by id',
              [(sleepy['id'], '<S>'), (absent_id, '<S>')]),
         ]
-        common = {'session': 'sess-0123456789ab', 'port': '8080', 'name': 'web', 'checkpoint': 'cp-1',
+        common = {'session': 'sess-0123456789ab', 'port': '8080', 'name': 'web', 'checkpoint': 'v1',
                   'project': 'alpha', 'key': key_a_id}
 
         sandbox_patterns = sorted({p for (m, p), e in SWEEP.items() if e['kind'] == 'sandbox'})
         for (method, pattern), entry in sorted(SWEEP.items()):
             kind = entry['kind']
-            if kind == 'skip':
-                t.skip('%s %s' % (method, pattern), 'checkpoints are not there yet')
-                continue
             if kind == 'admin':
                 path = fill(pattern, common)
                 r = d.request(method, path, entry.get('body'), token=key_b)

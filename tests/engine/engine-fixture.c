@@ -192,6 +192,15 @@ ef_lose_vm (Ef *ef, const char *sandbox_id)
   return lost;
 }
 
+gboolean
+ef_lose_all (Ef *ef, const char *sandbox_id)
+{
+  gboolean lost = FALSE;
+
+  g_signal_emit_by_name (ef->hv, "lose-all", sandbox_id, &lost);
+  return lost;
+}
+
 void
 ef_project (Ef *ef, const char *name)
 {

@@ -51,6 +51,8 @@ void        ef_advance       (Ef *ef, guint seconds);
 void        ef_script        (Ef *ef, const char *rules);
 void        ef_caps          (Ef *ef, const char *caps, const char *accel);
 gboolean    ef_lose_vm       (Ef *ef, const char *sandbox_id);
+/* the VM and everything it left (dummy "lose-all") */
+gboolean    ef_lose_all      (Ef *ef, const char *sandbox_id);
 
 /* A project with the given name (asserts). */
 void        ef_project       (Ef *ef, const char *name);

@@ -69,6 +69,7 @@ test_restart_lost (Ef *ef, gconstpointer user_data)
 {
   g_autoptr(BoxSandbox) gone = ef_create_ok (ef, "{}");
   g_autoptr(BoxSandbox) snap = ef_create_ok (ef, "{}");
+  g_autoptr(BoxSandbox) disk = ef_create_ok (ef, "{}");
   g_autoptr(BoxSandbox) cold = ef_create_ok (ef, "{}");
   g_autoptr(BoxSandbox) stopped = ef_create_ok (ef, "{}");
   g_autoptr(BoxSandbox) creating = ef_create_ok (ef, "{}");
@@ -88,7 +89,8 @@ test_restart_lost (Ef *ef, gconstpointer user_data)
   ef_stop (ef);
   set_vm (ef, gone->id, NULL, 0);                      /* running, its VM gone */
   set_vm (ef, snap->id, "lost", snapshot_at);           /* running, died; a snapshot is left */
-  set_vm (ef, cold->id, "shutoff", 0);                  /* paused, but no snapshot any more */
+  set_vm (ef, disk->id, "shutoff", snapshot_at);        /* running, died; its disk is left */
+  set_vm (ef, cold->id, "shutoff", 0);                  /* paused, but only its disk is left */
   set_vm (ef, stopped->id, "suspended", snapshot_at);   /* stopped: a snapshot is fine */
   ef_forget (ef);
   ef_advance (ef, 7);
@@ -100,14 +102,26 @@ test_restart_lost (Ef *ef, gconstpointer user_data)
   g_assert_cmpint (after->state, ==, BOX_SANDBOX_STATE_PAUSED);
   g_assert_cmpint (after->snapshot_at, ==, snapshot_at);
   g_assert_cmpint (after->updated_at, ==, EF_T0 + 7 * G_USEC_PER_SEC);
-  g_assert_cmpint (ef_state (ef, cold->id), ==, BOX_SANDBOX_STATE_ERROR);
+  g_assert_cmpint (ef_state (ef, disk->id), ==, BOX_SANDBOX_STATE_STOPPED);
+  g_assert_cmpint (ef_state (ef, cold->id), ==, BOX_SANDBOX_STATE_STOPPED);
   g_assert_cmpint (ef_state (ef, stopped->id), ==, BOX_SANDBOX_STATE_STOPPED);
   g_assert_cmpint (ef_state (ef, creating->id), ==, BOX_SANDBOX_STATE_ERROR);
 
   want = g_strdup_printf ("sandbox.error %s reconciled", gone->id);
   events = ef_take_events (ef);
   g_assert_nonnull (strstr (events, want));
+  g_clear_pointer (&want, g_free);
+  want = g_strdup_printf ("sandbox.stopped %s vm_lost", disk->id);
+  g_assert_nonnull (strstr (events, want));
+  g_clear_pointer (&want, g_free);
+  want = g_strdup_printf ("sandbox.stopped %s vm_lost", cold->id);
+  g_assert_nonnull (strstr (events, want));
   ef_forget (ef);
+
+  /* the one left its disk boots on it */
+  g_clear_pointer (&after, box_sandbox_free);
+  after = change_ok (ef, disk->id, BOX_STATE_REQUEST_WAKE);
+  g_assert_cmpint (after->state, ==, BOX_SANDBOX_STATE_RUNNING);
 
   /* the one with a snapshot wakes from it */
   g_clear_pointer (&after, box_sandbox_free);

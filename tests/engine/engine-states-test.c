@@ -372,7 +372,7 @@ test_lost_mid_operation (Ef *ef, gconstpointer user_data)
   g_autofree char *rule = NULL;
   g_autofree char *want = NULL;
 
-  /* running, lost during its pause: no snapshot to go back to */
+  /* running, lost during its pause: no memory snapshot, but its disk */
   rule = g_strdup_printf ("suspend lose sandbox=%s times=1", running->id);
   ef_script (ef, rule);
   ef_forget (ef);
@@ -380,8 +380,8 @@ test_lost_mid_operation (Ef *ef, gconstpointer user_data)
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
   g_clear_error (&error);
   ef_settle (ef);
-  g_assert_cmpint (ef_state (ef, running->id), ==, BOX_SANDBOX_STATE_ERROR);
-  want = g_strdup_printf ("sandbox.error %s reconciled", running->id);
+  g_assert_cmpint (ef_state (ef, running->id), ==, BOX_SANDBOX_STATE_STOPPED);
+  want = g_strdup_printf ("sandbox.stopped %s vm_lost", running->id);
   ef_assert_events (ef, want);
 
   /* paused (a snapshot), lost during its wake: back to the snapshot */
@@ -409,7 +409,19 @@ test_lost_mid_operation (Ef *ef, gconstpointer user_data)
   g_assert_cmpint (after->state, ==, BOX_SANDBOX_STATE_RUNNING);
 }
 
-/* The VM dies on its own, outside any operation. */
+static void
+on_event_detail (BoxEngine *engine, BoxEvent *event, gpointer user_data)
+{
+  char **snapshot_at = user_data;
+
+  g_clear_pointer (snapshot_at, g_free);
+  if (event->detail != NULL && json_object_has_member (event->detail, "snapshot_at"))
+    *snapshot_at = g_strdup (json_object_get_string_member (event->detail, "snapshot_at"));
+}
+
+/* The VM dies on its own, outside any operation: back to its disk
+ * (stopped, then a wake boots it), to its memory snapshot (paused), or,
+ * with nothing left, error. */
 static void
 test_lost_on_its_own (Ef *ef, gconstpointer user_data)
 {
@@ -417,16 +429,43 @@ test_lost_on_its_own (Ef *ef, gconstpointer user_data)
   g_autoptr(BoxSandbox) after = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *want = NULL;
+  g_autofree char *snapshot_at = NULL;
+  gint64 at = 0;
+  gulong handler = g_signal_connect (ef->engine, "event", G_CALLBACK (on_event_detail), &snapshot_at);
 
+  /* running: its disk is what is left */
   ef_forget (ef);
   g_assert_true (ef_lose_vm (ef, sb->id));
   ef_settle (ef);
+  g_assert_cmpint (ef_state (ef, sb->id), ==, BOX_SANDBOX_STATE_STOPPED);
+  want = g_strdup_printf ("sandbox.stopped %s vm_lost", sb->id);
+  ef_assert_events (ef, want);
+  g_assert_nonnull (snapshot_at);
+  g_assert_true (box_time_parse (snapshot_at, &at));
+  g_assert_cmpint (at, >, 0);
+  g_clear_pointer (&want, g_free);
+  want = g_strdup_printf ("%s lost", sb->id);
+  ef_assert_interrupted (ef, want);
+  /* the next wake boots it */
+  after = ef_change (ef, sb->id, BOX_STATE_REQUEST_WAKE, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (after->state, ==, BOX_SANDBOX_STATE_RUNNING);
+  g_clear_pointer (&want, g_free);
+  want = g_strdup_printf ("sandbox.running %s stopped", sb->id);
+  ef_assert_events (ef, want);
+
+  /* nothing left to go back to: error, reason reconciled, no snapshot_at */
+  g_assert_true (ef_lose_all (ef, sb->id));
+  ef_settle (ef);
   g_assert_cmpint (ef_state (ef, sb->id), ==, BOX_SANDBOX_STATE_ERROR);
+  g_clear_pointer (&want, g_free);
   want = g_strdup_printf ("sandbox.error %s reconciled", sb->id);
   ef_assert_events (ef, want);
+  g_assert_null (snapshot_at);
 
   /* a paused sandbox whose snapshot is still there stays as it is */
   g_clear_pointer (&sb, box_sandbox_free);
+  g_clear_pointer (&after, box_sandbox_free);
   sb = ef_create_ok (ef, "{}");
   after = ef_change (ef, sb->id, BOX_STATE_REQUEST_PAUSE, &error);
   g_assert_no_error (error);
@@ -435,6 +474,7 @@ test_lost_on_its_own (Ef *ef, gconstpointer user_data)
   ef_settle (ef);
   g_assert_cmpint (ef_state (ef, sb->id), ==, BOX_SANDBOX_STATE_PAUSED);
   ef_assert_events (ef, "");
+  g_signal_handler_disconnect (ef->engine, handler);
 }
 
 static void

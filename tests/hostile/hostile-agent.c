@@ -15,6 +15,10 @@
  *             and on the channels it opened, plus DATA lines of bombs
  *   flood     control frames without end: events on channel 0, CTRL, EOF and
  *             CREDIT frames on the channel of every open it never answers
+ *   parse     control events as costly to parse as the cap allows (64 KB of
+ *             a flat array of numbers) without end, never answering; its
+ *             socket's send buffer is 4 MiB, so that the host finds up to
+ *             its whole read turn (1 MiB) waiting at every read
  *   credit    answers an open, gives no credit beyond the window for a while,
  *             then a credit of 4 GiB, and stops reading the socket
  *   window    its hello reply asks for a 64 MiB window; every open's channel
@@ -36,6 +40,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "box-agent-frame.h"
@@ -180,7 +185,7 @@ handle_request (Hostile *h, JsonObject *msg)
 
     g_array_append_val (h->opened, c);
   }
-  if (is_mode (h, "silent") || is_mode (h, "flood"))
+  if (is_mode (h, "silent") || is_mode (h, "flood") || is_mode (h, "parse"))
     return;
   if (is_mode (h, "nest")) {
     send_bombs (h, 0, id);
@@ -262,6 +267,16 @@ attack_step (Hostile *h)
       send_frame (h, BOX_AGENT_FRAME_EOF, 1, c, NULL, 0);
       send_frame (h, BOX_AGENT_FRAME_CREDIT, 0, c, credit, sizeof credit);
     }
+  } else if (is_mode (h, "parse")) {
+    static GString *costly;
+
+    if (costly == NULL) {
+      costly = g_string_new ("{\"event\":\"flood\",\"x\":[0");
+      while (costly->len < BOX_AGENT_CTRL_MAX - 8)
+        g_string_append (costly, ",0");
+      g_string_append (costly, "]}");
+    }
+    send_frame (h, BOX_AGENT_FRAME_CTRL, 0, 0, costly->str, costly->len);
   } else if (is_mode (h, "nest")) {
     send_bombs (h, 0, 0);
     for (guint i = 0; i < h->opened->len; i++) {
@@ -326,10 +341,17 @@ main (int argc, char **argv)
   h.decoder = box_agent_decoder_new ();
   h.opened = g_array_new (FALSE, FALSE, sizeof (guint32));
   h.rand = g_rand_new_with_seed (12);
+  if (is_mode (&h, "parse")) {
+    int size = 4 * MiB;
+
+    /* FORCE goes past wmem_max (as root) */
+    if (setsockopt (h.fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof size) != 0)
+      setsockopt (h.fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  }
   while (g_get_monotonic_time () < deadline) {
     struct pollfd p = { .fd = h.fd, .events = h.stop_reading ? 0 : POLLIN };
-    gboolean attacking = h.armed && (is_mode (&h, "flood") || is_mode (&h, "nest") ||
-                                      is_mode (&h, "channels"));
+    gboolean attacking = h.armed && (is_mode (&h, "flood") || is_mode (&h, "parse") ||
+                                      is_mode (&h, "nest") || is_mode (&h, "channels"));
     int r = poll (&p, 1, attacking ? 0 : 100);
 
     if (r < 0 && errno != EINTR)

@@ -15,7 +15,8 @@
  *   the attack);
  * - the neighbour's pings answer with a median under P50_BOUND_MS and none
  *   over MAX_BOUND_MS (both 4 times that under AddressSanitizer);
- * - what the mode is about (a channel closed for DATA beyond the window,
+ * - what the mode is about (at most one 64 KiB control message parsed per
+ *   main-loop turn, a channel closed for DATA beyond the window,
  *   the connection closed for its budget, calls failing by timeout, writes
  *   held back when the agent stops reading ...).
  *
@@ -396,11 +397,12 @@ run_case (gconstpointer data)
   g_test_message ("hostile %s: idle RSS %zu KiB, peak %zu KiB (+%zu KiB); neighbour pings %u, "
                   "p50 %.2f ms, max %.2f ms; attacker calls ok %u failed %u timed out %u; "
                   "attacker connection %s; channel data %zu, closed %d; accepted %u; "
-                  "written %zu; max queued %zu",
+                  "written %zu; max queued %zu; most handled in a turn %zu",
                   mode, c.idle_rss, c.peak_rss, c.peak_rss - c.idle_rss, n, p50 / 1000.0,
                   max / 1000.0, c.calls_ok, c.calls_failed, c.calls_timed_out,
                   c.attacker->n_closed > 0 ? c.attacker->closed_error->message : "open",
-                  c.channel_data, c.channel_closed, c.accepted->len, c.written, c.max_queued);
+                  c.channel_data, c.channel_closed, c.accepted->len, c.written, c.max_queued,
+                  c.attacker->client->turn_max_cost);
   printf ("# MEASURE %s idle_rss_kib=%zu peak_rss_kib=%zu p50_ms=%.2f max_ms=%.2f\n", mode,
           c.idle_rss, c.peak_rss, p50 / 1000.0, max / 1000.0);
 
@@ -412,10 +414,17 @@ run_case (gconstpointer data)
   g_assert_cmpint (max, <=, MAX_BOUND_MS * 1000);
 
   /* what each attack is about */
-  if (g_str_equal (mode, "nest") || g_str_equal (mode, "silent") || g_str_equal (mode, "flood")) {
+  if (g_str_equal (mode, "nest") || g_str_equal (mode, "silent") || g_str_equal (mode, "flood") ||
+      g_str_equal (mode, "parse")) {
     /* nothing it sends answers: every call ends by the host's timeout */
     g_assert_cmpuint (c.calls_ok, ==, 0);
     g_assert_cmpuint (c.calls_timed_out, >, 0);
+  }
+  if (g_str_equal (mode, "parse")) {
+    /* the turn budget: one 64 KiB control message parsed per main-loop
+     * turn (its cost is 16 times its size), not the 16 of a whole read
+     * turn that the socket holds */
+    g_assert_cmpuint (c.attacker->client->turn_max_cost, <=, (gsize) BOX_AGENT_CTRL_MAX * 16);
   } else if (g_str_equal (mode, "garbage") || g_str_equal (mode, "stray")) {
     /* resynchronised: the real replies get through */
     g_assert_cmpuint (c.calls_ok, >, 10);
@@ -459,7 +468,7 @@ run_case (gconstpointer data)
 int
 main (int argc, char **argv)
 {
-  static const char *modes[] = { "nest", "flood", "credit", "window", "channels", "silent",
+  static const char *modes[] = { "nest", "flood", "parse", "credit", "window", "channels", "silent",
                                  "garbage", "stray" };
 
   g_test_init (&argc, &argv, NULL);

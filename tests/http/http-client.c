@@ -1,4 +1,5 @@
-/* http-client.c: a SoupSession client for http-test, on the test's main loop. */
+/* http-client.c: a SoupSession client for http-test, on the test's main loop,
+ * and the engine and server the tests run. */
 #include "config.h"
 
 #include <string.h>
@@ -7,6 +8,59 @@
 
 static BoxHttpServer *client_server;
 static SoupSession *client_session;
+
+void
+http_test_start (const char *admin_token, char **data_dir, BoxEngine **engine,
+                 BoxHttpServer **server)
+{
+  g_autoptr(GError) error = NULL;
+  const char *plugin_dir = g_getenv ("BOX_PLUGIN_DIR");
+  BoxConfig *config = box_config_new ();
+
+  *data_dir = g_dir_make_tmp ("box-http-test-XXXXXX", &error);
+  g_assert_no_error (error);
+  g_setenv ("BOX_ADMIN_TOKEN", admin_token, TRUE);
+  g_free (config->data_dir);
+  config->data_dir = g_strdup (*data_dir);
+  g_free (config->hypervisor);
+  config->hypervisor = g_strdup ("dummy");
+  if (plugin_dir != NULL) {
+    g_free (config->plugin_dir);
+    config->plugin_dir = g_strdup (plugin_dir);
+  }
+  config->dbus = BOX_DBUS_NONE;
+  g_assert_true (box_config_resolve (config, &error));
+  g_assert_no_error (error);
+
+  *engine = box_engine_new (config);
+  g_assert_true (box_engine_start (*engine, NULL, &error));
+  g_assert_no_error (error);
+
+  *server = box_http_server_new (*engine);
+  g_assert_true (box_http_server_listen (*server, "127.0.0.1:0", &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (box_http_server_get_port (*server), >, 0);
+}
+
+void
+http_test_stop (char **data_dir, BoxEngine **engine, BoxHttpServer **server)
+{
+  box_http_server_shutdown (*server);
+  g_clear_object (server);
+  box_engine_stop (*engine);
+  g_clear_object (engine);
+  /* let sources that hold the last references run */
+  while (g_main_context_iteration (NULL, FALSE))
+    ;
+  if (*data_dir != NULL) {
+    g_autofree char *argv0 = g_find_program_in_path ("rm");
+    const char *argv[] = { argv0, "-rf", *data_dir, NULL };
+    if (argv0 != NULL)
+      g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, NULL, NULL,
+                    NULL);
+  }
+  g_clear_pointer (data_dir, g_free);
+}
 
 void
 http_client_init (BoxHttpServer *server)

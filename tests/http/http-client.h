@@ -31,6 +31,18 @@ typedef struct {
   GError           *error;
 } SseClient;
 
+/* A started engine on the dummy hypervisor and the build tree's plugins
+ * ($BOX_PLUGIN_DIR) in a new temporary *@data_dir, with BOX_ADMIN_TOKEN
+ * set to @admin_token, and its BoxHttpServer listening on 127.0.0.1:0. */
+void         http_test_start    (const char     *admin_token,
+                                 char          **data_dir,
+                                 BoxEngine     **engine,
+                                 BoxHttpServer **server);
+/* Stops and drops them, runs what is pending, removes the directory. */
+void         http_test_stop     (char          **data_dir,
+                                 BoxEngine     **engine,
+                                 BoxHttpServer **server);
+
 /* Points the client at @server (and makes its session); NULL drops them. */
 void         http_client_init   (BoxHttpServer *server);
 SoupSession *http_client_session (void);

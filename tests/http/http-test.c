@@ -656,34 +656,7 @@ make_key (const char *project)
 static void
 setup (void)
 {
-  g_autoptr(GError) error = NULL;
-  const char *plugin_dir = g_getenv ("BOX_PLUGIN_DIR");
-  BoxConfig *config = box_config_new ();
-
-  data_dir = g_dir_make_tmp ("box-http-test-XXXXXX", &error);
-  g_assert_no_error (error);
-  g_setenv ("BOX_ADMIN_TOKEN", ADMIN_TOKEN, TRUE);
-  g_free (config->data_dir);
-  config->data_dir = g_strdup (data_dir);
-  g_free (config->hypervisor);
-  config->hypervisor = g_strdup ("dummy");
-  if (plugin_dir != NULL) {
-    g_free (config->plugin_dir);
-    config->plugin_dir = g_strdup (plugin_dir);
-  }
-  config->dbus = BOX_DBUS_NONE;
-  g_assert_true (box_config_resolve (config, &error));
-  g_assert_no_error (error);
-
-  engine = box_engine_new (config);
-  g_assert_true (box_engine_start (engine, NULL, &error));
-  g_assert_no_error (error);
-
-  server = box_http_server_new (engine);
-  g_assert_true (box_http_server_listen (server, "127.0.0.1:0", &error));
-  g_assert_no_error (error);
-  g_assert_cmpuint (box_http_server_get_port (server), >, 0);
-
+  http_test_start (ADMIN_TOKEN, &data_dir, &engine, &server);
   http_client_init (server);
   key_alpha = make_key ("alpha");
   key_beta = make_key ("beta");
@@ -709,21 +682,7 @@ static void
 teardown (void)
 {
   http_client_init (NULL);
-  box_http_server_shutdown (server);
-  g_clear_object (&server);
-  box_engine_stop (engine);
-  g_clear_object (&engine);
-  /* let sources that hold the last references run */
-  while (g_main_context_iteration (NULL, FALSE))
-    ;
-  if (data_dir != NULL) {
-    g_autofree char *argv0 = g_find_program_in_path ("rm");
-    const char *argv[] = { argv0, "-rf", data_dir, NULL };
-    if (argv0 != NULL)
-      g_spawn_sync (NULL, (char **) argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, NULL, NULL, NULL,
-                    NULL);
-  }
-  g_free (data_dir);
+  http_test_stop (&data_dir, &engine, &server);
   g_free (key_alpha);
   g_free (key_beta);
 }

@@ -1,0 +1,185 @@
+/* engine-presuspend-test.c: the guest's presuspend hooks before a pause,
+ * asked of a scripted fake agent that the dummy hypervisor hands out
+ * ("set-agent"): the request comes before anything is interrupted or
+ * snapshotted, for the API's pause and the idle rule's; failed hooks and a
+ * guest that never answers do not hold the pause (the latter for
+ * BOX_ENGINE_PRESUSPEND_WAIT_MS of real time). */
+#include "config.h"
+
+#include <string.h>
+
+#include "agent-test-util.h"
+#include "box-engine-presuspend.h"
+#include "engine-fixture.h"
+
+typedef struct {
+  Ef              ef;
+  FakeAgent      *fake;
+  BoxAgentClient *client;
+} Fixture;
+
+static void
+on_connected (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  gboolean *done = user_data;
+
+  g_assert_true (box_agent_client_connect_finish (BOX_AGENT_CLIENT (source), result, NULL));
+  *done = TRUE;
+}
+
+static void
+set_up (Fixture *f, gconstpointer data)
+{
+  f->ef.dummy_caps = g_strdup ("guest-agent,memory-snapshots");
+  ef_set_up (&f->ef, data);
+}
+
+static void
+tear_down (Fixture *f, gconstpointer data)
+{
+  ef_tear_down (&f->ef, data);
+  g_clear_object (&f->client);
+  g_clear_pointer (&f->fake, fake_agent_free);
+}
+
+/* A sandbox whose agent is the fake one, connected. */
+static BoxSandbox *
+create_with_agent (Fixture *f, const char *json)
+{
+  BoxSandbox *sb = ef_create_ok (&f->ef, json);
+  g_autoptr(GIOStream) stream = NULL;
+  g_autoptr(JsonObject) hello = NULL;
+  gboolean connected = FALSE, ok = FALSE;
+
+  f->fake = fake_agent_new (&stream);
+  f->client = box_agent_client_new (stream);
+  box_agent_client_connect_async (f->client, NULL, on_connected, &connected);
+  hello = fake_agent_read_request (f->fake);
+  fake_agent_reply_hello (f->fake, hello);
+  ef_wait (&f->ef, &connected);
+  g_signal_emit_by_name (f->ef.hv, "set-agent", sb->id, f->client, &ok);
+  g_assert_true (ok);
+  return sb;
+}
+
+/* The presuspend request, checked; the VM still runs and nothing was
+ * interrupted yet. */
+static gint64
+read_presuspend (Fixture *f, const char *sandbox_id)
+{
+  g_autoptr(JsonObject) req = fake_agent_read_request (f->fake);
+  gint64 id = 0, timeout_ms = 0;
+
+  g_assert_cmpstr (box_agent_json_get_string (req, "op"), ==, "presuspend");
+  g_assert_true (box_agent_json_get_int (req, "id", &id));
+  g_assert_true (box_agent_json_get_int (req, "timeout_ms", &timeout_ms));
+  g_assert_cmpint (timeout_ms, ==, BOX_ENGINE_PRESUSPEND_TIMEOUT_MS);
+  g_assert_cmpint (box_hypervisor_query (f->ef.hv, sandbox_id, NULL), ==, BOX_VM_STATE_RUNNING);
+  g_assert_cmpuint (f->ef.interrupted->len, ==, 0);
+  return id;
+}
+
+static void
+reply_counts (Fixture *f, gint64 id, const char *counts)
+{
+  g_autofree char *json = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true,%s}", id, counts);
+
+  fake_agent_send_json (f->fake, 0, json);
+}
+
+static void
+pause_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  gboolean *done = user_data;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sb = box_engine_change_state_finish (BOX_ENGINE (source), result, &error);
+
+  g_assert_no_error (error);
+  g_assert_cmpint (sb->state, ==, BOX_SANDBOX_STATE_PAUSED);
+  *done = TRUE;
+}
+
+static void
+test_pause (Fixture *f, gconstpointer data)
+{
+  g_autoptr(BoxSandbox) sb = create_with_agent (f, "{}");
+  g_autofree char *want = g_strdup_printf ("sandbox.paused %s request", sb->id);
+  gboolean done = FALSE;
+
+  ef_forget (&f->ef);
+  box_engine_change_state_async (f->ef.engine, "p", sb->id, BOX_STATE_REQUEST_PAUSE, NULL,
+                                 pause_done, &done);
+  /* hooks that failed and timed out: logged, the pause goes on */
+  reply_counts (f, read_presuspend (f, sb->id), "\"ran\":2,\"failed\":1,\"timed_out\":1,\"skipped\":3");
+  ef_wait (&f->ef, &done);
+  g_assert_cmpint (ef_state (&f->ef, sb->id), ==, BOX_SANDBOX_STATE_PAUSED);
+  ef_assert_events (&f->ef, want);
+
+  /* a pause of a paused sandbox is a no-op: no hooks */
+  done = FALSE;
+  box_engine_change_state_async (f->ef.engine, "p", sb->id, BOX_STATE_REQUEST_PAUSE, NULL,
+                                 pause_done, &done);
+  ef_wait (&f->ef, &done);
+}
+
+static void
+test_malformed (Fixture *f, gconstpointer data)
+{
+  g_autoptr(BoxSandbox) sb = create_with_agent (f, "{}");
+  gboolean done = FALSE;
+
+  box_engine_change_state_async (f->ef.engine, "p", sb->id, BOX_STATE_REQUEST_PAUSE, NULL,
+                                 pause_done, &done);
+  reply_counts (f, read_presuspend (f, sb->id), "\"ran\":\"lots\"");
+  ef_wait (&f->ef, &done);
+  g_assert_cmpint (ef_state (&f->ef, sb->id), ==, BOX_SANDBOX_STATE_PAUSED);
+}
+
+static void
+test_silent (Fixture *f, gconstpointer data)
+{
+  g_autoptr(BoxSandbox) sb = create_with_agent (f, "{}");
+  gboolean done = FALSE;
+  gint64 start, took;
+
+  box_engine_change_state_async (f->ef.engine, "p", sb->id, BOX_STATE_REQUEST_PAUSE, NULL,
+                                 pause_done, &done);
+  read_presuspend (f, sb->id);
+  start = g_get_monotonic_time ();
+  /* never answered: the host stops waiting */
+  ef_wait (&f->ef, &done);
+  took = (g_get_monotonic_time () - start) / 1000;
+  g_test_message ("a silent guest held the pause %" G_GINT64_FORMAT " ms", took);
+  g_assert_cmpint (took, >=, BOX_ENGINE_PRESUSPEND_WAIT_MS - 500);
+  g_assert_cmpint (took, <, BOX_ENGINE_PRESUSPEND_WAIT_MS + 3000);
+  g_assert_cmpint (ef_state (&f->ef, sb->id), ==, BOX_SANDBOX_STATE_PAUSED);
+}
+
+static void
+test_idle (Fixture *f, gconstpointer data)
+{
+  g_autoptr(BoxSandbox) sb = create_with_agent (f, "{\"idle\": {\"timeout_s\": 30, \"action\": \"pause\"}}");
+  g_autofree char *want = g_strdup_printf ("sandbox.paused %s idle", sb->id);
+  gint64 id;
+
+  ef_forget (&f->ef);
+  ef_advance (&f->ef, 29);
+  g_assert_cmpint (ef_state (&f->ef, sb->id), ==, BOX_SANDBOX_STATE_RUNNING);
+  box_clock_advance (f->ef.clock, G_USEC_PER_SEC);
+  id = read_presuspend (f, sb->id);
+  reply_counts (f, id, "\"ran\":1,\"failed\":0,\"timed_out\":0,\"skipped\":0");
+  AGENT_TEST_WAIT_FOR (ef_state (&f->ef, sb->id) == BOX_SANDBOX_STATE_PAUSED);
+  ef_settle (&f->ef);
+  ef_assert_events (&f->ef, want);
+}
+
+int
+main (int argc, char **argv)
+{
+  ef_init (&argc, &argv);
+  g_test_add ("/engine/presuspend/pause", Fixture, NULL, set_up, test_pause, tear_down);
+  g_test_add ("/engine/presuspend/malformed", Fixture, NULL, set_up, test_malformed, tear_down);
+  g_test_add ("/engine/presuspend/silent", Fixture, NULL, set_up, test_silent, tear_down);
+  g_test_add ("/engine/presuspend/idle", Fixture, NULL, set_up, test_idle, tear_down);
+  return g_test_run ();
+}
