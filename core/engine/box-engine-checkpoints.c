@@ -13,7 +13,8 @@
  *      is never handed out twice, even when the hypervisor made the
  *      checkpoint but boxd died before the record), and a "pending" record
  *      (kind checkpoint-pending, scope the sandbox) names the checkpoint;
- *   3. the streams end (memory checkpoints), then the hypervisor op;
+ *   3. the presuspend hooks and the end of the streams (memory checkpoints
+ *      of a running sandbox), then the hypervisor op;
  *   4. the checkpoint record is written, then the pending record deleted.
  * A failed op deletes what the hypervisor may have left (DELETE_CHECKPOINT
  * is idempotent).  At start box_engine_reconcile_checkpoints() finds the
@@ -27,6 +28,7 @@
 #include <string.h>
 
 #include "box-engine-ops-private.h"
+#include "box-engine-presuspend.h"
 #include "box-storage-records.h"
 
 #define AUTO_KEPT    5
@@ -42,6 +44,7 @@ typedef struct {
   char                       *target_id;    /* restore: the checkpoint restored */
   GError                     *failure;      /* reported once the cleanup is done */
   gboolean                    restoring;
+  const char                 *why;          /* the interruption before the snapshot, or NULL */
 } CheckpointOp;
 
 static void
@@ -242,18 +245,43 @@ static void checkpoint_done (GObject *source, GAsyncResult *result, gpointer use
  * running sandbox's memory: exec sockets, port streams, file watches
  * (1011) and other calls in flight; a non-detachable session ends with its
  * socket (SIGHUP).  A restore ends them whatever it keeps (@why
- * "restore").  The guest's presuspend hooks (issue 13 item 5) go first, in
- * this one place, before anything is interrupted, as for a pause; then
- * CHECKPOINT of cp->made. */
+ * "restore").  As for a pause, the guest's presuspend hooks run first
+ * (box-engine-presuspend.h, 5 s for all, never failing the snapshot)
+ * while everything still runs, for every memory snapshot of a running
+ * sandbox; then CHECKPOINT of cp->made. */
+static void
+snapshot_now (BoxEngine *self, GTask *task)
+{
+  BoxEngineOp *op = g_task_get_task_data (task);
+  CheckpointOp *cp = op->extra;
+
+  if (cp->why != NULL)
+    box_engine_emit_interrupted (self, op->id, cp->why);
+  run_vm_op (self, task, BOX_VM_OP_CHECKPOINT, cp->made->id, cp->memory, checkpoint_done);
+}
+
+static void
+hooks_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = user_data;
+  BoxEngine *self = BOX_ENGINE (source);
+
+  box_engine_run_presuspend_hooks_finish (self, result);
+  snapshot_now (self, task);
+}
+
 static void
 snapshot (BoxEngine *self, GTask *task, const char *why)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
 
-  if (why != NULL)
-    box_engine_emit_interrupted (self, op->id, why);
-  run_vm_op (self, task, BOX_VM_OP_CHECKPOINT, cp->made->id, cp->memory, checkpoint_done);
+  cp->why = why;
+  if (cp->memory && op->sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
+    box_engine_run_presuspend_hooks_async (self, op->id, hooks_done, task);
+    return;
+  }
+  snapshot_now (self, task);
 }
 
 /* ---- checkpoint --------------------------------------------------------- */
