@@ -221,7 +221,9 @@ def run(t, modes=MODES, attack_s=ATTACK_S, idle_s=IDLE_S, report=None):
                          sum(' started ' in line for line in log), '; '.join(ended) or '-'))
             if report:
                 report({'mode': mode, 'rss_before': before, 'rss_peak': peak, 'p50': p50, 'p95': p95,
-                        'n': len(lat), 'what': '; '.join(ended)})
+                        'n': len(lat), 'what': '%s; ended: %s' % (
+                            ' '.join('%s:%d' % kv for kv in sorted(statuses.items())),
+                            '; '.join(ended) or 'no')})
             t.ok(alive, '%s: boxd stays up' % mode)
             if not alive:
                 break
