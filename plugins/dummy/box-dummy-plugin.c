@@ -646,6 +646,23 @@ box_dummy_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id, gint6
   return vm != NULL ? vm->state : BOX_VM_STATE_ABSENT;
 }
 
+static char **
+box_dummy_plugin_list_checkpoints (BoxHypervisor *hypervisor, const char *sandbox_id,
+                                   GError **error)
+{
+  BoxDummyVm *vm = NULL;
+  g_autoptr(GStrvBuilder) ids = g_strv_builder_new ();
+
+  if (box_dummy_id_is_valid (sandbox_id))
+    vm = box_dummy_plugin_lookup (BOX_DUMMY_PLUGIN (hypervisor), sandbox_id);
+  if (vm != NULL) {
+    g_autofree const char **keys = (const char **) g_hash_table_get_keys_as_array (vm->checkpoints,
+                                                                                  NULL);
+    g_strv_builder_addv (ids, keys);
+  }
+  return g_strv_builder_end (ids);
+}
+
 static gboolean
 lose (BoxDummyPlugin *self, const char *sandbox_id, gboolean keep_disk)
 {
@@ -699,6 +716,7 @@ box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface)
   iface->run_finish = box_dummy_plugin_run_finish;
   iface->get_agent = box_dummy_plugin_get_agent;
   iface->query = box_dummy_plugin_query;
+  iface->list_checkpoints = box_dummy_plugin_list_checkpoints;
 }
 
 /* ---- scripting, for tests ---- */

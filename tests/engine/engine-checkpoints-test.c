@@ -3,9 +3,13 @@
  * checkpoint (the in-sandbox socket's 201) has its number but no record,
  * nothing is interrupted and nothing is snapshotted until the caller lets
  * it go; only memory checkpoints and restores end streams; a restore of a
- * stopped sandbox keeps a disk-only auto-N.  The HTTP side is
- * tests/e2e/test_checkpoints.py. */
+ * stopped sandbox keeps a disk-only auto-N; at start, a record without
+ * files goes (checkpoint.deleted) and files without a record are deleted.
+ * The HTTP side is tests/e2e/test_checkpoints.py. */
 #include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #include "engine-fixture.h"
 
@@ -153,11 +157,84 @@ test_interruptions (Ef *ef, gconstpointer user_data)
   g_assert_cmpint (ef_vm_state (ef, sandbox->id), ==, BOX_VM_STATE_RUNNING);
 }
 
+static void
+vm_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_assert_true (box_hypervisor_run_finish (BOX_HYPERVISOR (source), result, NULL));
+  *(gboolean *) user_data = TRUE;
+}
+
+static int
+compare_strings (const void *a, const void *b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* The checkpoints the hypervisor keeps for @sandbox_id, sorted, joined by " ". */
+static char *
+held (Ef *ef, const char *sandbox_id)
+{
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) ids = box_hypervisor_list_checkpoints (ef->hv, sandbox_id, &error);
+
+  g_assert_no_error (error);
+  qsort (ids, g_strv_length (ids), sizeof (char *), compare_strings);
+  return g_strjoinv (" ", ids);
+}
+
+/* Files deleted by hand (the hypervisor forgets v2) and a record lost
+ * (v1's): the restart removes v2's record with checkpoint.deleted and
+ * deletes v1's files; v3, whole on both sides, stays. */
+static void
+test_reconcile_both_ways (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) left = NULL;
+  g_autofree char *before = NULL;
+  g_autofree char *after = NULL;
+  g_autofree char *expected = NULL;
+  BoxVmRequest vm = { .sandbox_id = sandbox->id, .checkpoint_id = "v2" };
+  gboolean done = FALSE;
+
+  for (guint i = 0; i < 3; i++) {
+    g_autoptr(BoxCheckpoint) made = take (ef, sandbox->id, FALSE, &error);
+    g_assert_no_error (error);
+  }
+  before = held (ef, sandbox->id);
+  g_assert_cmpstr (before, ==, "v1 v2 v3");
+  box_hypervisor_run_async (ef->hv, BOX_VM_OP_DELETE_CHECKPOINT, &vm, NULL, vm_done, &done);
+  ef_wait (ef, &done);
+  g_assert_true (box_storage_checkpoint_delete (box_engine_get_storage (ef->engine), sandbox->id,
+                                                "v1", &error));
+  g_assert_no_error (error);
+  ef_stop (ef);
+  ef_forget (ef);
+  ef_start (ef);
+  ef_settle (ef);
+
+  left = box_storage_checkpoint_list (box_engine_get_storage (ef->engine), sandbox->id, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (left->len, ==, 1);
+  g_assert_cmpstr (((BoxCheckpoint *) g_ptr_array_index (left, 0))->id, ==, "v3");
+  after = held (ef, sandbox->id);
+  g_assert_cmpstr (after, ==, "v3");
+  expected = g_strdup_printf ("checkpoint.deleted %s -", sandbox->id);
+  ef_assert_events (ef, expected);
+  /* the next checkpoint still takes a new number */
+  {
+    g_autoptr(BoxCheckpoint) next = take (ef, sandbox->id, FALSE, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (next->id, ==, "v4");
+  }
+}
+
 int
 main (int argc, char **argv)
 {
   ef_init (&argc, &argv);
   ADD ("/checkpoints/accepted-waits", test_accepted_waits);
   ADD ("/checkpoints/interruptions", test_interruptions);
+  ADD ("/checkpoints/reconcile-both-ways", test_reconcile_both_ways);
   return g_test_run ();
 }
