@@ -3,23 +3,27 @@
  * A checkpoint is a directory of its own, <vm_dir>/checkpoints/<sandbox>.<id>/,
  * that outlives nothing but itself:
  *   disk.qcow2     a sparse copy of the VM's overlay (it backs onto the
- *                  template's disk like the overlay), taken while the vCPUs
- *                  are stopped and QEMU has flushed it
+ *                  template's disk like the overlay, or onto layer-N.qcow2),
+ *                  taken while the vCPUs are stopped and QEMU has flushed it
+ *   layer-N.qcow2  hard links of the VM's layers, when it was a fork or a
+ *                  restore of a checkpoint (box-libvirt-layers.c)
  *   state          memory checkpoints: device state and RAM (a migration
  *                  to an fd, as a cold pause writes cold.mig)
  *   manifest.json  what it was taken of (memory, sizes, NIC, template)
- * Restores and forks copy the disk (so no VM's disk ever backs onto a
- * checkpoint: deleting one, or its sandbox, never breaks another VM) and
- * hard-link the state as their cold.mig (never written in place: a cold
- * pause writes a new file and renames it), so they are independent of the
- * checkpoint from the moment they exist.
+ * Restores and forks copy nothing: their disk is a new overlay on the
+ * checkpoint's, which they hard-link as a read-only layer with the layers
+ * under it (box-libvirt-layers.c), and they hard-link the state as their
+ * cold.mig (never written in place: a cold pause writes a new file and
+ * renames it).  Deleting a checkpoint, or its sandbox, unlinks names only:
+ * the files stay while a VM links them, so forks and restored VMs are
+ * independent of the checkpoint from the moment they exist.
  *
  * Crash safety: a checkpoint is written into <dir>.tmp-<random>, under an
  * exclusive flock on <dir>.tmp-<random>.lock, and renamed when complete;
  * a temporary directory whose lock nobody holds is what a killed boxd
  * left, and the next start removes it (several boxds may share a vm_dir:
  * a held lock is another's checkpoint under way).  Restores write
- * disk.qcow2.tmp and cold.mig.tmp and rename them.
+ * disk.qcow2.tmp, layer-N.qcow2.tmp and cold.mig.tmp and rename them.
  *
  *   memory, running   the guest forgets its env; QEMU copies its RAM while
  *                     it runs (pre-copy: its dirty tracking sends again
@@ -32,8 +36,9 @@
  *   memory, cold      the suspend snapshot is the state (a hard link): no wake
  *   disk only         the guest syncs, the vCPUs stop for the copy of the
  *                     overlay (a running VM) and run again
- *   restore           the copy is made first (a full disk changes nothing),
- *                     then the QEMU ends and the VM becomes the checkpoint:
+ *   restore           (box-libvirt-restore.c) the overlay and links are
+ *                     made first (a full disk changes nothing), then the
+ *                     QEMU ends and the VM becomes the checkpoint:
  *                     a cold resume (memory) or a boot (disk only)
  */
 #ifndef _GNU_SOURCE
@@ -266,8 +271,8 @@ box_libvirt_copy_sparse (const char *src, const char *dst, GError **error)
   return TRUE;
 }
 
-static gboolean
-link_file (const char *from, const char *to, GError **error)
+gboolean
+box_libvirt_link_file (const char *from, const char *to, GError **error)
 {
   g_unlink (to);
   if (link (from, to) != 0)
@@ -275,8 +280,8 @@ link_file (const char *from, const char *to, GError **error)
   return TRUE;
 }
 
-static gboolean
-rename_file (const char *from, const char *to, GError **error)
+gboolean
+box_libvirt_rename_file (const char *from, const char *to, GError **error)
 {
   if (g_rename (from, to) != 0)
     return set_errno_error (error, errno, "cannot rename", from);
@@ -313,6 +318,7 @@ box_libvirt_checkpoints_sweep (BoxLibvirtPlugin *self)
 {
   g_autofree char *root = checkpoints_root (self);
   g_autoptr(GDir) dir = g_dir_open (root, 0, NULL);
+  g_autoptr(GError) error = NULL;
   const char *entry;
   guint removed = 0;
 
@@ -335,6 +341,8 @@ box_libvirt_checkpoints_sweep (BoxLibvirtPlugin *self)
       removed++;
     }
   }
+  if (!box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, &error))
+    g_warning ("libvirt: %s", error->message);
   return removed;
 }
 
@@ -347,6 +355,10 @@ box_libvirt_vm_sweep_temps (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
     g_autofree char *path = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, temps[i]);
     if (g_unlink (path) == 0)
       g_message ("libvirt: removed %s, left by an operation that did not finish", path);
+  }
+  {
+    g_autofree char *dir = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, NULL);
+    box_libvirt_layers_trim (dir, BOX_LIBVIRT_LAYERS_MAX);
   }
 }
 
@@ -384,7 +396,8 @@ box_libvirt_checkpoints_remove_all (BoxLibvirtPlugin *self, const char *sandbox_
     if (!remove_checkpoint_dir (path, error))
       return FALSE;
   }
-  return TRUE;
+  /* the sandbox's VM directory is gone: its uid reads no layer any more */
+  return box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error);
 }
 
 /* ---- taking a checkpoint ---- */
@@ -428,22 +441,26 @@ resume_domain (virDomainPtr dom, GError **error)
 }
 
 /* How long the last pass of a memory checkpoint kept the guest stopped
- * (QEMU's figure), for the log. */
-static void
+ * (QEMU's figure), for the log; -1 when unknown. */
+static gint64
 log_downtime (virDomainPtr dom, BoxLibvirtOp *op)
 {
   g_autofree char *reply = box_libvirt_qmp (dom, "{\"execute\":\"query-migrate\"}", -1, NULL);
   g_autoptr(JsonParser) parser = json_parser_new ();
   JsonObject *object;
 
+  gint64 downtime;
+
   if (reply == NULL || !json_parser_load_from_data (parser, reply, -1, NULL) ||
       !JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser)))
-    return;
+    return -1;
   object = json_node_get_object (json_parser_get_root (parser));
+  downtime = json_object_get_int_member_with_default (object, "downtime", -1);
   g_message ("libvirt: sandbox %s: checkpoint %s: RAM saved in %" G_GINT64_FORMAT
              " ms, the guest stopped for %" G_GINT64_FORMAT " ms of it", op->id,
              op->checkpoint_id, json_object_get_int_member_with_default (object, "total-time", -1),
-             json_object_get_int_member_with_default (object, "downtime", -1));
+             downtime);
+  return downtime;
 }
 
 /* The VM's files into @tmp, its QEMU (when it has one) stopped meanwhile. */
@@ -459,10 +476,11 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
   virDomainPtr dom;
   int state = VIR_DOMAIN_NOSTATE;
   gboolean ok, was_running;
+  gint64 stopped_at = 0, downtime = 0;
 
   if (op->vm->state == BOX_VM_STATE_SHUTOFF || op->vm->cold) {
     /* no QEMU: the files are at rest */
-    return (!op->memory || link_file (cold, tmp_state, error)) &&
+    return (!op->memory || box_libvirt_link_file (cold, tmp_state, error)) &&
            box_libvirt_copy_sparse (disk, tmp_disk, error);
   }
   conn = box_libvirt_conn_get (self->conn, error);
@@ -483,9 +501,11 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
      * dirty tracking sends again what it writes meanwhile) and stops for
      * the last pass only; the migration ends with the vCPUs stopped */
     ok = box_libvirt_migrate_save (dom, tmp_state, FALSE, error);
+    stopped_at = g_get_monotonic_time ();
     if (ok && was_running)
-      log_downtime (dom, op);
+      downtime = log_downtime (dom, op);
   } else {
+    stopped_at = g_get_monotonic_time ();
     ok = !was_running || virDomainSuspend (dom) == 0 ||
          box_libvirt_set_error (error, "cannot pause the VM");
   }
@@ -493,7 +513,8 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
   ok = ok && box_libvirt_copy_sparse (disk, tmp_disk, error);
   if (op->memory && !was_running) {
     /* a hot pause: the VM goes cold on the state just saved */
-    ok = ok && link_file (tmp_state, cold_tmp, error) && rename_file (cold_tmp, cold, error) &&
+    ok = ok && box_libvirt_link_file (tmp_state, cold_tmp, error) &&
+         box_libvirt_rename_file (cold_tmp, cold, error) &&
          box_libvirt_domain_destroy (conn, op->domain, error);
     op->ended = ok;
     if (!ok)
@@ -501,6 +522,13 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
   } else if (was_running && !resume_domain (dom, ok ? error : NULL)) {
     /* (after a failure the VM runs on if it can; the first error counts) */
     ok = FALSE;
+  } else if (was_running && ok) {
+    /* QEMU's last pass (memory), then the disk copy and the resume */
+    g_message ("libvirt: sandbox %s: %s checkpoint %s: the guest was stopped for %.0f ms "
+               "(%" G_GINT64_FORMAT " ms of QEMU's last pass, %.0f ms disk copy and resume)",
+               op->id, op->memory ? "memory" : "disk-only", op->checkpoint_id,
+               MAX (downtime, 0) + (g_get_monotonic_time () - stopped_at) / 1e3, downtime,
+               (g_get_monotonic_time () - stopped_at) / 1e3);
   }
   virDomainFree (dom);
   virConnectClose (conn);
@@ -517,6 +545,8 @@ checkpoint_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   g_autofree char *tmp = g_strconcat (final, CKPT_TMP, suffix, NULL);
   g_autofree char *lock = g_strconcat (tmp, CKPT_LOCK_SUFFIX, NULL);
   g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
+  g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
+  g_autofree char *tmp_disk = g_build_filename (tmp, "disk.qcow2", NULL);
   guint64 need = box_libvirt_file_allocated (disk);
   gboolean ok;
   int lock_fd;
@@ -544,8 +574,10 @@ checkpoint_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   }
   box_libvirt_test_delay ("checkpoint", op);
   ok = checkpoint_files (self, op, tmp, error) &&
+       box_libvirt_layers_link (vm_dir, tmp, box_libvirt_layer_height (tmp_disk), NULL,
+                                error) &&
        write_manifest (op, tmp, error) &&
-       (fsync_dir (tmp), rename_file (tmp, final, error));
+       (fsync_dir (tmp), box_libvirt_rename_file (tmp, final, error));
   if (ok)
     fsync_dir (root);
   else
@@ -665,132 +697,6 @@ box_libvirt_checkpoint_start (GTask *task)
   setup.steps = op->memory ? BOX_LIBVIRT_GUEST_ENV : BOX_LIBVIRT_GUEST_SYNC;
   setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
   box_libvirt_guest_setup_async (&setup, NULL, checkpoint_guest_ready, task);
-}
-
-/* ---- restore ---- */
-
-typedef struct {
-  BoxLibvirtOp             *op;
-  BoxLibvirtCheckpointInfo  info;
-} Restore;
-
-static gboolean
-restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
-{
-  BoxLibvirtOp *op = data;
-  g_autofree char *dir = box_libvirt_checkpoint_dir (self, op->id, op->checkpoint_id);
-  g_autofree char *ckpt_disk = g_build_filename (dir, "disk.qcow2", NULL);
-  g_autofree char *ckpt_state = g_build_filename (dir, "state", NULL);
-  g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
-  g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
-  g_autofree char *disk_tmp = box_libvirt_op_file (op, "disk.qcow2.tmp");
-  g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
-  g_autofree char *cold_tmp = box_libvirt_op_file (op, "cold.mig.tmp");
-  virConnectPtr conn;
-  gboolean ok;
-
-  g_unlink (disk_tmp);
-  g_unlink (cold_tmp);
-  /* everything that can fail for want of room first: the VM is untouched */
-  if (!box_libvirt_check_disk_room (self, box_libvirt_file_allocated (ckpt_disk), error) ||
-      !box_libvirt_copy_sparse (ckpt_disk, disk_tmp, error) ||
-      !box_libvirt_give_to_qemu (self, disk_tmp, box_libvirt_vm_uid (self, vm_dir), error) ||
-      (op->memory && !link_file (ckpt_state, cold_tmp, error))) {
-    g_unlink (disk_tmp);
-    g_unlink (cold_tmp);
-    return FALSE;
-  }
-  box_libvirt_test_delay ("restore", op);
-  conn = box_libvirt_conn_get (self->conn, error);
-  ok = conn != NULL && box_libvirt_domain_destroy (conn, op->domain, error);
-  if (conn != NULL)
-    virConnectClose (conn);
-  if (!ok) {
-    g_unlink (disk_tmp);
-    g_unlink (cold_tmp);
-    return FALSE;
-  }
-  op->ended = TRUE;
-  if (!rename_file (disk_tmp, disk, error))
-    return FALSE;
-  if (op->memory)
-    return rename_file (cold_tmp, cold, error);
-  g_unlink (cold);
-  return TRUE;
-}
-
-static void
-restore_files_done (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  GTask *task = G_TASK (user_data);
-  BoxLibvirtOp *op = box_libvirt_task_op (task);
-  Restore *restore = g_object_get_data (G_OBJECT (task), "box-restore");
-  BoxLibvirtVm *vm = op->vm;
-  GError *error = NULL;
-  gboolean ok = box_libvirt_run_finish (result, &error);
-
-  if (!op->ended) {
-    vm->expect_stop = FALSE;    /* nothing changed */
-    box_libvirt_op_return (task, error);
-    return;
-  }
-  box_libvirt_vm_ended (op->self, vm);
-  if (!ok) {
-    /* the QEMU is gone and the disk may be the checkpoint's: a boot is
-     * what is left */
-    vm->state = BOX_VM_STATE_SHUTOFF;
-    vm->cold = FALSE;
-    vm->snapshot_at = 0;
-    box_libvirt_save_vm (op->self, vm);
-    box_libvirt_op_return (task, error);
-    return;
-  }
-  vm->resources.cpus = restore->info.resources.cpus;
-  vm->resources.memory_mib = restore->info.resources.memory_mib;
-  vm->nic = restore->info.nic;
-  g_message ("libvirt: sandbox %s: restoring %s checkpoint %s", op->id,
-             op->memory ? "memory" : "disk-only", op->checkpoint_id);
-  if (op->memory) {
-    /* the VM is now a cold pause of the checkpoint: the resume of a cold
-     * pause brings it back (clock, env and network pushed) */
-    vm->state = BOX_VM_STATE_SUSPENDED;
-    vm->cold = TRUE;
-    vm->snapshot_at = restore->info.created_at;
-    box_libvirt_save_vm (op->self, vm);
-    box_libvirt_resume_start (task);
-    return;
-  }
-  vm->state = BOX_VM_STATE_SHUTOFF;
-  vm->cold = FALSE;
-  vm->snapshot_at = 0;
-  box_libvirt_save_vm (op->self, vm);
-  box_libvirt_boot_start (task);
-}
-
-static void
-restore_free (Restore *restore)
-{
-  box_libvirt_checkpoint_info_clear (&restore->info);
-  g_free (restore);
-}
-
-void
-box_libvirt_restore_start (GTask *task)
-{
-  BoxLibvirtOp *op = box_libvirt_task_op (task);
-  Restore *restore = g_new0 (Restore, 1);
-  GError *error = NULL;
-
-  restore->op = op;
-  g_object_set_data_full (G_OBJECT (task), "box-restore", restore, (GDestroyNotify) restore_free);
-  if (!box_libvirt_checkpoint_info_load (op->self, op->id, op->checkpoint_id, &restore->info,
-                                         &error)) {
-    box_libvirt_op_return (task, error);
-    return;
-  }
-  op->memory = restore->info.memory;
-  op->vm->expect_stop = TRUE;
-  box_libvirt_run_in_thread (op->self, restore_work, op, NULL, NULL, restore_files_done, task);
 }
 
 /* ---- delete ---- */

@@ -78,23 +78,55 @@ box_libvirt_op_keep_new_vm (BoxLibvirtOp *op, BoxAgent *agent, GError **error)
   return TRUE;
 }
 
+typedef struct {
+  BoxLibvirtOpFail  fail;
+  char             *what;
+} GuestStep;
+
 static void
-create_guest_ready (GObject *source, GAsyncResult *result, gpointer user_data)
+guest_step_free (GuestStep *step)
+{
+  g_free (step->what);
+  g_free (step);
+}
+
+static void
+guest_ready (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
+  GuestStep *step = g_object_get_data (G_OBJECT (task), "box-guest-step");
   g_autoptr(BoxAgent) agent = NULL;
   g_autoptr(GError) error = NULL;
 
   agent = box_libvirt_guest_setup_finish (result, &error);
   if (agent == NULL || !box_libvirt_op_keep_new_vm (op, agent, &error)) {
-    create_fail (task, g_steal_pointer (&error));
+    step->fail (task, g_steal_pointer (&error));
     return;
   }
-  g_message ("libvirt: sandbox %s running (VM %s, fork of %s) in %.0f ms", op->id,
-             op->vm->vm_id, op->vm->template_key,
-             (g_get_monotonic_time () - op->started) / 1e3);
+  g_message ("libvirt: sandbox %s running (VM %s, %s) in %.0f ms", op->id, op->vm->vm_id,
+             step->what, (g_get_monotonic_time () - op->started) / 1e3);
   box_libvirt_op_return (task, NULL);
+}
+
+void
+box_libvirt_op_guest_start (GTask *task, GAsyncResult *result, BoxLibvirtGuestSetup *setup,
+                            char *what, BoxLibvirtOpFail fail)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  GuestStep *step = g_new0 (GuestStep, 1);
+  GError *error = NULL;
+
+  step->fail = fail;
+  step->what = what;
+  g_object_set_data_full (G_OBJECT (task), "box-guest-step", step,
+                          (GDestroyNotify) guest_step_free);
+  if (!box_libvirt_run_finish (result, &error)) {
+    fail (task, error);
+    return;
+  }
+  setup->context = box_plugin_get_context (BOX_PLUGIN (op->self));
+  box_libvirt_guest_setup_async (setup, NULL, guest_ready, task);
 }
 
 static void
@@ -103,7 +135,6 @@ create_resumed (GObject *source, GAsyncResult *result, gpointer user_data)
   GTask *task = G_TASK (user_data);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
   g_autofree char *socket = box_libvirt_op_file (op, "agent.sock");
-  GError *error = NULL;
   BoxLibvirtGuestSetup setup = {
     .socket_path = socket,
     .agent = op->slot->agent,
@@ -115,10 +146,6 @@ create_resumed (GObject *source, GAsyncResult *result, gpointer user_data)
     .timeout_s = BOX_LIBVIRT_AGENT_TIMEOUT_S,
   };
 
-  if (!box_libvirt_run_finish (result, &error)) {
-    create_fail (task, error);
-    return;
-  }
   g_debug ("libvirt: create %s: resumed after %.1f ms", op->id,
            (g_get_monotonic_time () - op->started) / 1e3);
   if (op->net != NULL)
@@ -127,8 +154,8 @@ create_resumed (GObject *source, GAsyncResult *result, gpointer user_data)
     setup.steps |= BOX_LIBVIRT_GUEST_GROW_FS;
     setup.disk_bytes = (guint64) op->resources.disk_gib << 30;
   }
-  setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
-  box_libvirt_guest_setup_async (&setup, NULL, create_guest_ready, task);
+  box_libvirt_op_guest_start (task, result, &setup,
+                              g_strdup_printf ("fork of %s", op->vm->template_key), create_fail);
 }
 
 static void

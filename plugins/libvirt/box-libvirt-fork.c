@@ -2,9 +2,10 @@
  * from_checkpoint_id).
  *
  * The fork is a new VM with a directory, uid and network attachment of its
- * own; its disk is a sparse copy of the checkpoint's and a memory
- * checkpoint's state is hard-linked as its cold.mig (box-libvirt-checkpoint.c
- * says why both make it independent of the checkpoint and its sandbox).
+ * own; its disk is a new qcow2 overlay on the checkpoint's, which is
+ * hard-linked into its directory as a read-only layer (box-libvirt-layers.c),
+ * and a memory checkpoint's state is hard-linked as its cold.mig: both
+ * outlive the checkpoint and its sandbox (box-libvirt-checkpoint.c).
  * Then it is a cold resume (memory: processes carry on) or a boot (disk
  * only), and the guest gets its own identity: the clock, fresh entropy,
  * its hostname, its address and MAC, its env.  Its sizes, NIC and template
@@ -51,32 +52,11 @@ fork_fail (GTask *task, GError *error)
 }
 
 static void
-fork_guest_ready (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  GTask *task = G_TASK (user_data);
-  BoxLibvirtOp *op = box_libvirt_task_op (task);
-  g_autoptr(BoxAgent) agent = NULL;
-  g_autoptr(GError) error = NULL;
-
-  agent = box_libvirt_guest_setup_finish (result, &error);
-  if (agent == NULL || !box_libvirt_op_keep_new_vm (op, agent, &error)) {
-    fork_fail (task, g_steal_pointer (&error));
-    return;
-  }
-  g_message ("libvirt: sandbox %s running (VM %s, fork of checkpoint %s of %s, %s) in %.0f ms",
-             op->id, op->vm->vm_id, op->from_checkpoint_id, op->from_sandbox_id,
-             op->memory ? "memory" : "disk only",
-             (g_get_monotonic_time () - op->started) / 1e3);
-  box_libvirt_op_return (task, NULL);
-}
-
-static void
 fork_started (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = G_TASK (user_data);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
   g_autofree char *socket = box_libvirt_op_file (op, "agent.sock");
-  GError *error = NULL;
   BoxLibvirtGuestSetup setup = {
     .socket_path = socket,
     .steps = BOX_LIBVIRT_GUEST_TIME | BOX_LIBVIRT_GUEST_ENV,
@@ -86,10 +66,6 @@ fork_started (GObject *source, GAsyncResult *result, gpointer user_data)
     .timeout_s = op->memory ? BOX_LIBVIRT_AGENT_TIMEOUT_S : op->self->config.boot_timeout_s,
   };
 
-  if (!box_libvirt_run_finish (result, &error)) {
-    fork_fail (task, error);
-    return;
-  }
   /* a boot took its hostname and address from the kernel command line and
    * its entropy is its own; a restored guest is still the source */
   if (op->memory) {
@@ -97,8 +73,11 @@ fork_started (GObject *source, GAsyncResult *result, gpointer user_data)
     if (op->net != NULL)
       setup.steps |= BOX_LIBVIRT_GUEST_NETWORK;
   }
-  setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
-  box_libvirt_guest_setup_async (&setup, NULL, fork_guest_ready, task);
+  box_libvirt_op_guest_start (task, result, &setup,
+                              g_strdup_printf ("fork of checkpoint %s of %s, %s",
+                                               op->from_checkpoint_id, op->from_sandbox_id,
+                                               op->memory ? "memory" : "disk only"),
+                              fork_fail);
 }
 
 static gboolean
@@ -112,10 +91,15 @@ fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
   g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
   g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
+  gint64 start = g_get_monotonic_time (), files_done;
+  gboolean ok;
 
-  if (!box_libvirt_check_disk_room (self, box_libvirt_file_allocated (ckpt_disk), error) ||
-      !box_libvirt_copy_sparse (ckpt_disk, disk, error) ||
-      !box_libvirt_give_to_qemu (self, disk, box_libvirt_vm_uid (self, vm_dir), error))
+  /* the checkpoint's disk becomes a read-only layer under a new overlay
+   * (box-libvirt-layers.c): nothing is copied */
+  if (!box_libvirt_check_disk_room (self, 0, error) ||
+      !box_libvirt_layers_overlay (ckpt_disk, vm_dir, disk, NULL, error) ||
+      !box_libvirt_give_to_qemu (self, disk, box_libvirt_vm_uid (self, vm_dir), error) ||
+      !box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error))
     return FALSE;
   if (op->memory && link (ckpt_state, cold) != 0) {
     int saved_errno = errno;
@@ -123,10 +107,14 @@ fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
                  g_strerror (saved_errno));
     return FALSE;
   }
-  if (!box_libvirt_start_domain_work (self, op, !op->memory, error))
-    return FALSE;
-  box_libvirt_test_delay ("fork", op);
-  return TRUE;
+  files_done = g_get_monotonic_time ();
+  ok = box_libvirt_start_domain_work (self, op, !op->memory, error);
+  g_debug ("libvirt: fork %s: files in %.1f ms, domain %s in %.1f ms", op->id,
+           (files_done - start) / 1e3, op->memory ? "started and state loaded" : "started",
+           (g_get_monotonic_time () - files_done) / 1e3);
+  if (ok)
+    box_libvirt_test_delay ("fork", op);
+  return ok;
 }
 
 void

@@ -70,6 +70,15 @@ GError       *box_libvirt_op_undo_finish   (GTask *task, GAsyncResult *result);
 /* A new VM (create, fork) runs and its guest answered: recorded as
  * running (state file, self->vms, its agent), its pool record gone. */
 gboolean      box_libvirt_op_keep_new_vm   (BoxLibvirtOp *op, BoxAgent *agent, GError **error);
+/* Undoes a create or fork midway, then fails it with @error. */
+typedef void (*BoxLibvirtOpFail) (GTask *task, GError *error);
+/* The end of a create or fork once its domain was started or resumed
+ * (@result, of box_libvirt_run_in_thread): the guest is set up as @setup
+ * says (its context filled in here), the VM kept and the task answered;
+ * any failure goes to @fail.  @what (taken) describes the VM in the log. */
+void          box_libvirt_op_guest_start   (GTask *task, GAsyncResult *result,
+                                            BoxLibvirtGuestSetup *setup, char *what,
+                                            BoxLibvirtOpFail fail);
 /* After @seconds (hot_pause_s), a hot pause turns cold. */
 void          box_libvirt_schedule_cold    (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
                                             guint seconds);

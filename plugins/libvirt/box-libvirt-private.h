@@ -454,6 +454,10 @@ gboolean  box_libvirt_copy_sparse            (const char *src, const char *dst, 
 /* BOX_ERROR_CAPACITY unless @bytes (and a reserve) fit on vm_dir's file system. */
 gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 bytes,
                                               GError **error);
+/* link(2) of @from as @to, whatever @to was; BOX_ERROR_CAPACITY when full. */
+gboolean  box_libvirt_link_file              (const char *from, const char *to, GError **error);
+/* rename(2), and @from unlinked when both were links of one file. */
+gboolean  box_libvirt_rename_file            (const char *from, const char *to, GError **error);
 /* Bytes a file really takes on disk (0 when absent). */
 guint64   box_libvirt_file_allocated         (const char *path);
 /* Worker threads.  Removes every checkpoint of @sandbox_id. */
@@ -466,6 +470,32 @@ guint     box_libvirt_checkpoints_sweep      (BoxLibvirtPlugin *self);
 void      box_libvirt_vm_sweep_temps         (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
 /* The IDs of the whole checkpoints of @sandbox_id (box-libvirt-checkpoint-list.c). */
 char    **box_libvirt_checkpoints_list       (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                              GError **error);
+
+/* ---- checkpoint disks as backing files (box-libvirt-layers.c) ------------ */
+
+/* How deep a chain of checkpoints of forks may be. */
+#define BOX_LIBVIRT_LAYERS_MAX 64
+/* The backing file name in a qcow2 header, or NULL. */
+char     *box_libvirt_qcow2_backing          (const char *path);
+/* N when @disk backs onto "layer-N.qcow2", else 0 (the template's disk). */
+guint     box_libvirt_layer_height           (const char *disk);
+/* Hard-links layer-1 .. layer-@height of @from_dir into @to_dir (each new
+ * name with @suffix, when not NULL). */
+gboolean  box_libvirt_layers_link            (const char *from_dir, const char *to_dir,
+                                              guint height, const char *suffix, GError **error);
+/* @overlay: a new qcow2 image in @dir backing onto @disk (a checkpoint's),
+ * which is linked into @dir as its top layer with the layers under it
+ * (their names with @suffix: renamed into place by the caller). */
+gboolean  box_libvirt_layers_overlay         (const char *disk, const char *dir,
+                                              const char *overlay, const char *suffix,
+                                              GError **error);
+/* Removes the layers of @dir above @height (and any temporary ones). */
+void      box_libvirt_layers_trim            (const char *dir, guint height);
+/* Grants read on every layer to exactly the uids of the VM directories
+ * under @vm_dir that link it (@fallback_uid for a directory that records
+ * none; 0: nobody), as POSIX ACLs, under <vm_dir>/layers.lock. */
+gboolean  box_libvirt_layers_sync            (const char *vm_dir, guint fallback_uid,
                                               GError **error);
 
 /* ---- operations (box-libvirt-ops.c) --------------------------------------- */

@@ -539,34 +539,6 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
 
 /* ---- pruning the snapshots of earlier inputs ---- */
 
-/* The backing file a qcow2 image names, or NULL. */
-static char *
-qcow2_backing (const char *path)
-{
-  guint8 header[20];
-  guint64 offset = 0;
-  guint32 size = 0;
-  char *name = NULL;
-  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-
-  if (fd < 0)
-    return NULL;
-  if (pread (fd, header, sizeof header, 0) == (ssize_t) sizeof header &&
-      memcmp (header, "QFI\xfb", 4) == 0) {
-    for (guint i = 0; i < 8; i++)
-      offset = offset << 8 | header[8 + i];
-    for (guint i = 0; i < 4; i++)
-      size = size << 8 | header[16 + i];
-  }
-  if (offset > 0 && size > 0 && size <= 4096) {
-    name = g_malloc0 (size + 1);
-    if (pread (fd, name, size, (off_t) offset) != (ssize_t) size)
-      g_clear_pointer (&name, g_free);
-  }
-  close (fd);
-  return name;
-}
-
 /* Adds to @keys the templates that the disks under <vm_dir>/@what back onto. */
 static void
 templates_in_use_under (BoxLibvirtPlugin *self, const char *what, const char *templates_dir,
@@ -590,7 +562,7 @@ templates_in_use_under (BoxLibvirtPlugin *self, const char *what, const char *te
       if (!g_str_has_suffix (file, ".qcow2"))
         continue;
       path = g_build_filename (vm_path, file, NULL);
-      backing = qcow2_backing (path);
+      backing = box_libvirt_qcow2_backing (path);
       if (backing == NULL)
         continue;
       dir = g_path_get_dirname (backing);

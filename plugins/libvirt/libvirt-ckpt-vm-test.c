@@ -232,6 +232,25 @@ test_fork_memory (void)
     g_error ("fork: %s", error->message);
   g_test_message ("memory fork %.0f ms", (g_get_monotonic_time () - start) / 1e3);
   g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_RUNNING);
+  {
+    /* nothing copied: the fork's disk backs onto the checkpoint's, linked */
+    BoxLibvirtVm *vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_B);
+    g_autofree char *dir = checkpoint_path (SANDBOX_A, "v3");
+    g_autofree char *ckpt_disk = g_build_filename (dir, "disk.qcow2", NULL);
+    g_autofree char *disk = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, "disk.qcow2");
+    /* A was restored before: v3 is itself on A's layers */
+    g_autofree char *name = g_strdup_printf ("layer-%u.qcow2",
+                                             box_libvirt_layer_height (ckpt_disk) + 1);
+    g_autofree char *layer = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, name);
+    g_autofree char *backing = box_libvirt_qcow2_backing (disk);
+    GStatBuf a, b;
+
+    g_assert_cmpstr (backing, ==, name);
+    g_assert_cmpint (g_stat (ckpt_disk, &a), ==, 0);
+    g_assert_cmpint (g_stat (layer, &b), ==, 0);
+    g_assert_cmpuint (a.st_ino, ==, b.st_ino);
+    g_assert_cmpuint (box_libvirt_file_allocated (disk), <, 4 << 20);
+  }
 
   /* the source's processes and files, the fork's own identity and env */
   script = g_strdup_printf ("kill -0 %s && cat /tmp/src-file && hostname && echo $BOX_TEST_VAR",
@@ -276,6 +295,9 @@ test_delete_source (void)
   g_autofree char *v1 = checkpoint_path (SANDBOX_A, "v1");
   g_autofree char *check = NULL;
   g_autofree char *check_c = NULL;
+  g_autofree char *layer = NULL;
+  g_autofree char *disk = NULL;
+  g_autofree char *backing = NULL;
   BoxLibvirtVm *vm;
 
   ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "v3", FALSE);
@@ -283,6 +305,13 @@ test_delete_source (void)
   g_assert_false (g_file_test (v3, G_FILE_TEST_EXISTS));
   run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_A);
   g_assert_false (g_file_test (v1, G_FILE_TEST_EXISTS));
+  /* the fork B of v3 keeps v3's disk as its top layer (restarted below) */
+  vm = box_libvirt_lookup_vm (plugin, SANDBOX_B);
+  disk = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, "disk.qcow2");
+  backing = box_libvirt_qcow2_backing (disk);
+  g_assert_true (g_str_has_prefix (backing, "layer-"));
+  layer = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, backing);
+  g_assert_true (g_file_test (layer, G_FILE_TEST_IS_REGULAR));
 
   run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_B);
   vm = box_libvirt_lookup_vm (plugin, SANDBOX_B);
