@@ -383,24 +383,12 @@ woken (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = user_data;
   BoxEngine *self = g_task_get_source_object (task);
-  BoxEngineOp *op = g_task_get_task_data (task);
   GError *error = NULL;
 
-  if (!box_hypervisor_run_finish (self->hypervisor, result, &error)) {
-    finish_error (self, task, g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
-                                           "sandbox %s could not be woken: %s", op->sandbox->name,
-                                           error->message));
-    g_error_free (error);
-    return;
-  }
-  op->sandbox->state = BOX_SANDBOX_STATE_RUNNING;
-  op->sandbox->last_active_at = box_engine_now (self);
-  box_engine_runtime_get (self, op->id)->base.last_active = op->sandbox->last_active_at;
-  if (!box_engine_save_sandbox (self, op->sandbox, &error)) {
+  if (!box_engine_woken_finish (self, g_task_get_task_data (task), result, &error)) {
     finish_error (self, task, error);
     return;
   }
-  box_engine_emit_detail (self, "sandbox.running", op->sandbox, "from", "stopped");
   checkpoint_numbered (self, task);
 }
 
@@ -427,6 +415,7 @@ run_checkpoint (BoxEngine *self, GTask *task)
       finish_error (self, task, error);
       return;
     }
+    op->from = BOX_SANDBOX_STATE_STOPPED;
     box_engine_fill_vm_request (self, &vm, op);
     box_hypervisor_run_async (self->hypervisor, BOX_VM_OP_BOOT, &vm, NULL, woken, task);
     return;
