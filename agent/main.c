@@ -3,6 +3,8 @@
  *   box-agent                 PID 1 (or in the initramfs as /init)
  *   box-agent --port PATH     serve on a character device (testing)
  *   box-agent --connect PATH  serve on a Unix socket, connecting to PATH (host tests)
+ *   box-agent --fd N          serve on the inherited connected socket N (host tests:
+ *                             the dummy hypervisor's agent = option, plugins/dummy)
  * Options for tests: --api-socket PATH (the in-sandbox socket; PID 1 uses
  * /run/box/api.sock), --hooks-dir DIR (presuspend hooks; PID 1 uses
  * /var/lib/box/hooks/presuspend.d), --session-keep-ms N (how long exited
@@ -530,6 +532,25 @@ connect_socket (const char *path)
   conn.is_socket = true;
 }
 
+/* --fd N: a connected socket the parent handed down */
+static void
+use_socket_fd (const char *arg)
+{
+  char *end = NULL;
+  long fd = strtol (arg, &end, 10);
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (end == arg || *end != 0 || fd < 0 || fd > 65535 ||
+      getsockopt ((int) fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM) {
+    ba_log ("--fd %s: not a stream socket", arg);
+    exit (1);
+  }
+  fcntl ((int) fd, F_SETFD, FD_CLOEXEC);
+  fcntl ((int) fd, F_SETFL, O_NONBLOCK);
+  conn.fd = (int) fd;
+  conn.is_socket = true;
+}
+
 static void
 make_boot_id (void)
 {
@@ -723,12 +744,15 @@ int
 main (int argc, char **argv)
 {
   const char *connect_path = NULL;
+  const char *socket_fd = NULL;
 
   for (int i = 1; i < argc; i++) {
     if (strcmp (argv[i], "--port") == 0 && i + 1 < argc)
       snprintf (conn.path, sizeof conn.path, "%s", argv[++i]);
     else if (strcmp (argv[i], "--connect") == 0 && i + 1 < argc)
       connect_path = argv[++i];
+    else if (strcmp (argv[i], "--fd") == 0 && i + 1 < argc)
+      socket_fd = argv[++i];
     else if (strcmp (argv[i], "--api-socket") == 0 && i + 1 < argc)
       ba_api_socket_path = argv[++i];
     else if (strcmp (argv[i], "--hooks-dir") == 0 && i + 1 < argc)
@@ -753,6 +777,8 @@ main (int argc, char **argv)
   make_boot_id ();
   if (connect_path != NULL)
     connect_socket (connect_path);
+  else if (socket_fd != NULL)
+    use_socket_fd (socket_fd);
   serve ();
   return 0;
 }

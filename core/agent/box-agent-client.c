@@ -27,6 +27,19 @@
 #define FRAME_MIN_COST 1024
 #define CTRL_COST_FACTOR 16
 #define TURN_LEFT_MIN (FRAME_MIN_COST * CTRL_COST_FACTOR)
+/* The budget bounds one turn, not how often a connection takes one: a
+ * guest that keeps the host parsing costly control messages (`parse` in
+ * tests/hostile) would take every other turn of the main loop, and a
+ * neighbour's exec/run, which needs a dozen turns, paid one of its messages
+ * in each (p50 ~500 ms measured in boxd).  So a turn that parsed at least
+ * PACE_CTRL_MIN of control payload and took longer than PACE_MIN_US is
+ * followed by a pause of PACE_FACTOR times its length before the
+ * connection's next turn: such a connection gets at most a quarter of the
+ * main loop.  Data and small control messages are never paced. */
+#define PACE_CTRL_MIN (BOX_AGENT_CTRL_MAX / 2)
+#define PACE_MIN_US 500
+#define PACE_FACTOR 3
+#define PACE_MAX_MS 1000
 #define WRITE_COALESCE 65536
 /* agent-opened channels at once: each may hold a window of data */
 #define MAX_AGENT_CHANNELS 1024
@@ -498,7 +511,7 @@ frame_cost (const BoxAgentFrameHeader *header)
 /* Handles decoded frames up to this turn's budget; TRUE when the budget ran
  * out (frames may be left in the decoder). */
 static gboolean
-process_input (BoxAgentClient *self)
+process_input (BoxAgentClient *self, gsize *ctrl_bytes)
 {
   guint64 skipped = box_agent_decoder_get_skipped (self->decoder);
   BoxAgentFrameHeader header;
@@ -510,6 +523,8 @@ process_input (BoxAgentClient *self)
     handle_frame (self, &header, payload);
     g_clear_pointer (&payload, g_bytes_unref);
     spent += frame_cost (&header);
+    if (header.type == BOX_AGENT_FRAME_CTRL)
+      *ctrl_bytes += header.length;
     if (!self->closed && self->charged > self->budget) {
       g_autofree char *why = g_strdup_printf ("the agent is over its budget of %" G_GSIZE_FORMAT
                                               " bytes held by the host", self->budget);
@@ -539,11 +554,29 @@ dispatch_next_turn (gpointer data)
   return G_SOURCE_REMOVE;
 }
 
-/* Handles what was read, one budget per main-loop turn, then reads again. */
+/* Handles what was read, one budget per main-loop turn (paced when it was
+ * costly), then reads again. */
 static void
 dispatch_input (BoxAgentClient *self)
 {
-  if (process_input (self)) {
+  gint64 start = g_get_monotonic_time ();
+  gsize ctrl_bytes = 0;
+  gboolean more = process_input (self, &ctrl_bytes);
+  gint64 took = g_get_monotonic_time () - start;
+  guint pause_ms = 0;
+
+  if (!self->closed && ctrl_bytes >= PACE_CTRL_MIN && took > PACE_MIN_US)
+    pause_ms = (guint) MIN ((took * PACE_FACTOR + 999) / 1000, PACE_MAX_MS);
+  if (pause_ms > 0) {
+    self->paced_turns++;
+    /* the next turn (or the next read) after the pause */
+    self->dispatch_source = g_timeout_source_new (pause_ms);
+    g_source_set_priority (self->dispatch_source, G_PRIORITY_DEFAULT);
+    g_source_set_callback (self->dispatch_source, dispatch_next_turn, self, NULL);
+    g_source_attach (self->dispatch_source, self->context);
+    return;
+  }
+  if (more) {
     self->dispatch_source = g_idle_source_new ();
     g_source_set_priority (self->dispatch_source, G_PRIORITY_DEFAULT);
     g_source_set_callback (self->dispatch_source, dispatch_next_turn, self, NULL);

@@ -47,6 +47,7 @@ struct _BoxAgentClient {
   gboolean stream_closed;
   GSource *dispatch_source;     /* what was read waits for the next turn's budget */
   gsize turn_max_cost;          /* the most one turn handled (tests read it) */
+  guint paced_turns;            /* turns followed by a pause for their cost (tests read it) */
 
   gint64 hello_id;
   char *nonce;

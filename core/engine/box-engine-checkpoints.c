@@ -511,8 +511,9 @@ delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 /* Record, then files: see the top. */
-static gboolean
-delete_record (BoxEngine *self, const BoxSandbox *sandbox, const char *checkpoint, GError **error)
+gboolean
+box_engine_checkpoint_delete_record (BoxEngine *self, const BoxSandbox *sandbox,
+                                     const char *checkpoint, GError **error)
 {
   g_autoptr(BoxCheckpoint) found = box_storage_checkpoint_get (self->storage, sandbox->id,
                                                                checkpoint, error);
@@ -534,7 +535,7 @@ run_delete (BoxEngine *self, GTask *task)
   CheckpointOp *cp = op->extra;
   GError *error = NULL;
 
-  if (!delete_record (self, op->sandbox, cp->checkpoint, &error)) {
+  if (!box_engine_checkpoint_delete_record (self, op->sandbox, cp->checkpoint, &error)) {
     finish_error (self, task, error);
     return;
   }
@@ -627,7 +628,7 @@ prune_next (BoxEngine *self, GTask *task)
   if (autos > AUTO_KEPT) {
     g_free (cp->checkpoint);
     cp->checkpoint = g_strdup (oldest->id);
-    if (delete_record (self, op->sandbox, cp->checkpoint, &error)) {
+    if (box_engine_checkpoint_delete_record (self, op->sandbox, cp->checkpoint, &error)) {
       run_vm_op (self, task, BOX_VM_OP_DELETE_CHECKPOINT, cp->checkpoint, FALSE, prune_done);
       return;
     }
@@ -741,6 +742,7 @@ typedef struct {
   BoxEngine *self;
   char      *sandbox_id;
   char      *checkpoint;
+  const char *why;
 } Orphan;
 
 static void
@@ -758,8 +760,8 @@ orphan_deleted (GObject *source, GAsyncResult *result, gpointer user_data)
   Orphan *orphan = user_data;
 
   if (files_deleted (orphan->self, orphan->sandbox_id, orphan->checkpoint, result))
-    g_message ("sandbox %s: checkpoint %s left by a crash deleted", orphan->sandbox_id,
-               orphan->checkpoint);
+    g_message ("sandbox %s: checkpoint %s %s deleted", orphan->sandbox_id, orphan->checkpoint,
+               orphan->why);
   box_engine_unlock_sandbox (orphan->self, orphan->sandbox_id);
   orphan_free (orphan);
 }
@@ -777,8 +779,22 @@ orphan_locked (GObject *source, GAsyncResult *result, gpointer user_data)
 }
 
 void
+box_engine_checkpoint_sweep (BoxEngine *self, const char *sandbox_id, const char *checkpoint,
+                             const char *why)
+{
+  Orphan *orphan = g_new0 (Orphan, 1);
+
+  orphan->why = why;
+  orphan->self = g_object_ref (self);
+  orphan->sandbox_id = g_strdup (sandbox_id);
+  orphan->checkpoint = g_strdup (checkpoint);
+  box_engine_lock_sandbox_async (self, orphan->sandbox_id, orphan_locked, orphan);
+}
+
+void
 box_engine_reconcile_checkpoints (BoxEngine *self)
 {
+  g_autoptr(GHashTable) swept = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr(GError) error = NULL;
   g_autoptr(GPtrArray) pending = box_storage_list (self->storage, PENDING_KIND, NULL,
                                                    BOX_STORAGE_BY_SCOPE, NULL,
@@ -792,7 +808,6 @@ box_engine_reconcile_checkpoints (BoxEngine *self)
     const BoxStorageRecord *record = g_ptr_array_index (pending, i);
     const char *slash = strchr (record->id, '/');
     g_autoptr(BoxCheckpoint) written = NULL;
-    Orphan *orphan;
 
     if (slash == NULL)
       continue;
@@ -802,10 +817,8 @@ box_engine_reconcile_checkpoints (BoxEngine *self)
       pending_clear (self, record->scope, slash + 1);
       continue;
     }
-    orphan = g_new0 (Orphan, 1);
-    orphan->self = g_object_ref (self);
-    orphan->sandbox_id = g_strdup (record->scope);
-    orphan->checkpoint = g_strdup (slash + 1);
-    box_engine_lock_sandbox_async (self, orphan->sandbox_id, orphan_locked, orphan);
+    box_engine_checkpoint_sweep (self, record->scope, slash + 1, "left by a crash");
+    g_hash_table_add (swept, g_strdup (record->id));
   }
+  box_engine_reconcile_checkpoint_files (self, swept);
 }

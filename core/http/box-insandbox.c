@@ -16,15 +16,24 @@
  * (its channel closes, nothing is answered), as on the API socket; and a
  * sandbox holds at most BOX_INSANDBOX_MAX_CONNECTIONS connections at once
  * (more are broken at once; the agent itself opens at most as many), of
- * which at most BOX_INSANDBOX_MAX_EXEC_RUNS exec/run calls (their answers
- * are built whole) and BOX_INSANDBOX_MAX_DOWNLOADS downloads (GET fs/file,
- * fs/tar: each holds its buffers until the guest reads); more are 409
- * conflict.
+ * which at most BOX_INSANDBOX_MAX_EXEC_RUNS exec/run calls and
+ * BOX_INSANDBOX_MAX_DOWNLOADS downloads (GET fs/file, fs/tar: each holds
+ * its buffers until the guest reads); more are 409 conflict.
+ *
+ * An exec/run answer holds the command's raw output until the guest read
+ * it (box-http-exec.c streams the base64), up to 2 x 16 MiB: so the
+ * bytes a sandbox's exec/run calls hold are booked on its account
+ * (box-http-charge.h), each call at BOX_INSANDBOX_EXEC_RUN_RESERVE from
+ * when its body was read until its command ended, then at what its answer
+ * still holds; a call that would take the account past
+ * BOX_INSANDBOX_EXEC_RUN_BYTES is 409 conflict too (a call whose body
+ * never comes holds its place, and no bytes).
  */
 #include "config.h"
 
 #include <string.h>
 
+#include "box-http-charge.h"
 #include "box-http-limits.h"
 #include "box-http-server.h"
 #include "box-http-util.h"
@@ -38,7 +47,7 @@
  * sandbox may have only so many at once (each until its connection ends). */
 typedef enum {
   PLACE_NONE,
-  PLACE_EXEC_RUN,   /* built whole: up to 2 x 16 MiB of output, base64 */
+  PLACE_EXEC_RUN,   /* its raw output until read: up to 2 x 16 MiB (and the account) */
   PLACE_DOWNLOAD,   /* fs/file, fs/tar: ~1.4 MiB each (channel window, read-ahead, write queue) */
   PLACE_LAST
 } Place;
@@ -53,8 +62,9 @@ static const struct {
 
 /* What one sandbox holds at once. */
 typedef struct {
-  guint conns;
-  guint places[PLACE_LAST];
+  guint           conns;
+  guint           places[PLACE_LAST];
+  BoxHttpAccount *answers;   /* what its exec/run answers hold */
 } Held;
 
 typedef struct {
@@ -63,6 +73,7 @@ typedef struct {
   GWeakRef    stream;      /* the connection's GIOStream */
   GHashTable *held;        /* the owner's: sandbox id -> Held* (a ref) */
   Place       place;       /* holds one of the sandbox's places of that kind */
+  BoxHttpCharge *charge;   /* an exec/run's part of the sandbox's account */
   GSource    *head_timeout; /* until the request head is complete */
   guint       header_timeout_s;
 } ConnTag;
@@ -97,6 +108,13 @@ conn_tag_stop_head_timeout (ConnTag *tag)
   g_clear_pointer (&tag->head_timeout, g_source_unref);
 }
 
+static void
+held_free (Held *h)
+{
+  box_http_account_unref (h->answers);
+  g_free (h);
+}
+
 static Held *
 held_of (GHashTable *held, const char *sandbox_id)
 {
@@ -104,6 +122,7 @@ held_of (GHashTable *held, const char *sandbox_id)
 
   if (h == NULL) {
     h = g_new0 (Held, 1);
+    h->answers = box_http_account_new ();
     g_hash_table_insert (held, g_strdup (sandbox_id), h);
   }
   return h;
@@ -120,6 +139,7 @@ conn_tag_free (ConnTag *tag)
   if (h->conns == 0)
     g_hash_table_remove (tag->held, tag->sandbox_id);
   g_hash_table_unref (tag->held);
+  g_clear_pointer (&tag->charge, box_http_charge_unref);
   conn_tag_stop_head_timeout (tag);
   g_free (tag->sandbox_id);
   g_free (tag->project);
@@ -207,10 +227,35 @@ place_of (const BoxHttpRoute *route)
   return PLACE_NONE;
 }
 
-/* An answer that waits in boxd until the guest reads it (an exec/run
- * answer built whole, a download's buffers) takes one of the sandbox's
- * places of its kind until its connection ends; with none free it is 409
- * conflict. */
+/* An exec/run whose body was read is booked on the sandbox's account at
+ * its most until its command ended; past BOX_INSANDBOX_EXEC_RUN_BYTES it
+ * is 409 conflict (and nothing runs). */
+static gboolean
+reserve_exec_run (BoxInsandbox *self, ConnTag *tag, SoupServerMessage *msg, GError **error)
+{
+  Held *h;
+  gsize bytes;
+
+  if (tag->place != PLACE_EXEC_RUN || tag->charge != NULL)
+    return TRUE;
+  h = held_of (self->held, tag->sandbox_id);
+  bytes = box_http_account_get_bytes (h->answers);
+  if (bytes + BOX_INSANDBOX_EXEC_RUN_RESERVE > BOX_INSANDBOX_EXEC_RUN_BYTES) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_CONFLICT,
+                 "too many exec/run answers held for the sandbox: they hold %" G_GSIZE_FORMAT
+                 " bytes of at most %u (a call counts %u bytes until its command ended, then "
+                 "what of its output is not yet read); read or close one first",
+                 bytes, BOX_INSANDBOX_EXEC_RUN_BYTES, BOX_INSANDBOX_EXEC_RUN_RESERVE);
+    return FALSE;
+  }
+  tag->charge = box_http_charge_new (h->answers, BOX_INSANDBOX_EXEC_RUN_RESERVE);
+  box_http_charge_attach (msg, tag->charge);
+  return TRUE;
+}
+
+/* An answer that waits in boxd until the guest reads it (an exec/run's
+ * output, a download's buffers) takes one of the sandbox's places of its
+ * kind until its connection ends; with none free it is 409 conflict. */
 static gboolean
 take_place (BoxInsandbox *self, ConnTag *tag, const BoxHttpRoute *route, GError **error)
 {
@@ -316,12 +361,19 @@ static void
 handler (SoupServer *server, SoupServerMessage *msg, const char *path, GHashTable *query,
          gpointer user_data)
 {
+  BoxInsandbox *self = BOX_INSANDBOX (user_data);
   g_autoptr(BoxHttpRequest) req = g_object_steal_data (G_OBJECT (msg), REQUEST_KEY);
+  g_autoptr(GError) error = NULL;
+  ConnTag *tag = conn_tag_of (msg);
 
   /* again: a "100 Continue" in between clears the response headers */
   close_connection (msg);
-  if (req == NULL) {
+  if (req == NULL || tag == NULL) {
     box_http_reply_error_literal (msg, BOX_ERROR_INTERNAL, "request was not routed");
+    return;
+  }
+  if (!reserve_exec_run (self, tag, msg, &error)) {
+    box_http_reply_error (msg, error);
     return;
   }
   box_http_request_attach (req);
@@ -411,6 +463,16 @@ box_insandbox_abort_connection (SoupServerMessage *msg)
   return box_sandbox_connections_abort (stream);
 }
 
+gsize
+box_insandbox_get_answer_bytes (BoxInsandbox *self, const char *sandbox_id)
+{
+  Held *h;
+
+  g_return_val_if_fail (BOX_IS_INSANDBOX (self), 0);
+  h = g_hash_table_lookup (self->held, sandbox_id);
+  return h != NULL ? box_http_account_get_bytes (h->answers) : 0;
+}
+
 /* ---- object ------------------------------------------------------------- */
 
 BoxInsandbox *
@@ -479,5 +541,5 @@ box_insandbox_class_init (BoxInsandboxClass *klass)
 static void
 box_insandbox_init (BoxInsandbox *self)
 {
-  self->held = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+  self->held = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) held_free);
 }

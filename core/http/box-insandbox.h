@@ -21,6 +21,8 @@
  * BOX_ERROR_CONFLICT and the connection is broken).  Of those, at most
  * BOX_INSANDBOX_MAX_EXEC_RUNS may be exec/run calls and
  * BOX_INSANDBOX_MAX_DOWNLOADS downloads; one more is answered 409 conflict.
+ * And a sandbox's exec/run calls hold at most BOX_INSANDBOX_EXEC_RUN_BYTES
+ * (see box_insandbox_get_answer_bytes()); one more past it is 409 too.
  */
 #pragma once
 
@@ -32,8 +34,15 @@ G_BEGIN_DECLS
 /* connections one sandbox may hold at once (the agent's own bound too) */
 #define BOX_INSANDBOX_MAX_CONNECTIONS 256
 /* exec/run calls one sandbox may have at once, each until its connection
- * ends (its answer is built whole: up to 2 x 16 MiB of output, base64) */
+ * ends (its answer holds the raw output until read: up to 2 x 16 MiB) */
 #define BOX_INSANDBOX_MAX_EXEC_RUNS 4
+/* what an exec/run call is counted at from when its body was read until
+ * its command ended: its most (both streams at BOX_EXEC_OUTPUT_LIMIT, plus the
+ * base64 its answer may have made and not yet written) */
+#define BOX_INSANDBOX_EXEC_RUN_RESERVE (2 * BOX_EXEC_OUTPUT_LIMIT + (256u << 10))
+/* the bytes one sandbox's exec/run calls may hold at once: two at their
+ * most; a call that would go past it is 409 conflict */
+#define BOX_INSANDBOX_EXEC_RUN_BYTES (2 * BOX_INSANDBOX_EXEC_RUN_RESERVE)
 /* downloads (GET fs/file, fs/tar) one sandbox may have at once, each until
  * its connection ends (each holds ~1.4 MiB until the guest reads it) */
 #define BOX_INSANDBOX_MAX_DOWNLOADS 16
@@ -54,6 +63,9 @@ gboolean      box_insandbox_accept   (BoxInsandbox *self, const char *sandbox_id
  * channel to the agent closes; nothing more is written, not even what libsoup
  * writes when it lets go of the message): FALSE when it did not. */
 gboolean      box_insandbox_abort_connection (SoupServerMessage *msg);
+/* What @sandbox_id's exec/run calls hold now (their reservations while the
+ * commands run, then the output their answers have not yet written). */
+gsize         box_insandbox_get_answer_bytes (BoxInsandbox *self, const char *sandbox_id);
 /* Stops taking connections and closes those open.  Idempotent. */
 void          box_insandbox_shutdown (BoxInsandbox *self);
 

@@ -171,6 +171,23 @@ box_hypervisor_query (BoxHypervisor *self, const char *sandbox_id, gint64 *snaps
   return iface->query (self, sandbox_id, snapshot_at);
 }
 
+char **
+box_hypervisor_list_checkpoints (BoxHypervisor *self, const char *sandbox_id, GError **error)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_HYPERVISOR (self), NULL);
+  g_return_val_if_fail (sandbox_id != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  if (iface->list_checkpoints == NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                         "this hypervisor cannot list its checkpoints");
+    return NULL;
+  }
+  return iface->list_checkpoints (self, sandbox_id, error);
+}
+
 void
 box_hypervisor_emit_vm_lost (BoxHypervisor *self, const char *sandbox_id)
 {

@@ -197,6 +197,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxVmRequest, g_free)
  *   optional (without it the capabilities are derived from @get_accel: an
  *   accel other than "none" is taken to do everything); answers from
  *   memory, on the main thread
+ * @list_checkpoints: the IDs of the whole checkpoints the hypervisor keeps
+ *   for a sandbox (a new %NULL-terminated array); optional (without it
+ *   the engine cannot tell files without a record at start)
  *
  * The virtual methods of a hypervisor plugin; see the thread contract in
  * the #BoxHypervisor description.
@@ -256,9 +259,14 @@ struct _BoxHypervisorInterface {
    * other than "none" is taken to do everything).  May be called often;
    * answers from memory, on the main thread. */
   void         (*get_capabilities) (BoxHypervisor *self, BoxHypervisorCapabilities *caps);
+  /* The IDs of the whole checkpoints kept for @sandbox_id (a new
+   * NULL-terminated array, empty for none); NULL with @error when they
+   * cannot be listed.  Optional; called on the main thread at start
+   * (reconciliation), so it reads only what is local and small. */
+  char       **(*list_checkpoints) (BoxHypervisor *self, const char *sandbox_id, GError **error);
 
   /*< private >*/
-  gpointer padding[15];
+  gpointer padding[14];
 };
 
 /* caps->accel when the plugin has get_capabilities() */
@@ -327,6 +335,19 @@ BoxAgentClient *box_hypervisor_get_agent  (BoxHypervisor *self, const char *sand
 BOX_PLUGIN_API
 BoxVmState   box_hypervisor_query          (BoxHypervisor *self, const char *sandbox_id,
                                             gint64 *snapshot_at);
+/**
+ * box_hypervisor_list_checkpoints:
+ * @self: the hypervisor
+ * @sandbox_id: the sandbox
+ * @error: why they cannot be listed (%BOX_ERROR_UNSUPPORTED: the plugin
+ *   has no list_checkpoints())
+ *
+ * Returns: (transfer full) (nullable) (array zero-terminated=1): the IDs
+ *   of the whole checkpoints the hypervisor keeps for @sandbox_id
+ */
+BOX_PLUGIN_API
+char       **box_hypervisor_list_checkpoints (BoxHypervisor *self, const char *sandbox_id,
+                                              GError **error);
 BOX_PLUGIN_API
 const char  *box_vm_op_to_string           (BoxVmOp op);
 /* Emits ::vm-lost; for plugins. */

@@ -23,6 +23,13 @@
  *   script=               fault rules, ';'-separated (box-dummy-script.h)
  *   capabilities=memory-snapshots,checkpoints,fork
  *   accel=none
+ *   agent=                a program run as each running sandbox's guest agent
+ *                         (tests; adds the guest-agent capability); see
+ *                         box-dummy-agent.h
+ *   agent_args=--fd {fd}  its arguments; a sandbox's env variable
+ *                         BOX_DUMMY_AGENT_ARGS at create overrides them
+ *   agent_programs=       other programs (';'-separated paths) that variable
+ *                         may name as its first word
  */
 #include "config.h"
 
@@ -30,6 +37,7 @@
 #include <glib/gstdio.h>
 #include <string.h>
 
+#include "box-dummy-agent.h"
 #include "box-dummy-plugin.h"
 #include "box-dummy-script.h"
 #include "box-dummy-vm.h"
@@ -50,6 +58,7 @@ struct _BoxDummyPlugin {
   BoxHypervisorCaps caps;
   char       *accel;
   GHashTable *agents;          /* sandbox id -> GObject (a connected agent), set by tests */
+  BoxDummyAgents *agent_procs; /* [plugin.dummy] agent=: a process per running sandbox */
 };
 
 static void box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface);
@@ -182,6 +191,7 @@ typedef struct {
   gboolean      memory;
   char         *from_sandbox_id;
   char         *from_checkpoint_id;
+  char         *agent_args;     /* CREATE: BOX_DUMMY_AGENT_ARGS of the env */
   BoxDummyOutcome scripted;
 } BoxDummyOp;
 
@@ -192,6 +202,7 @@ box_dummy_op_free (BoxDummyOp *op)
   g_free (op->checkpoint_id);
   g_free (op->from_sandbox_id);
   g_free (op->from_checkpoint_id);
+  g_free (op->agent_args);
   g_free (op);
 }
 
@@ -237,6 +248,9 @@ box_dummy_create (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
                  "a VM for sandbox %s exists", op->sandbox_id);
     return FALSE;
   }
+  if (self->agent_procs != NULL &&
+      !box_dummy_agents_set_args (self->agent_procs, op->sandbox_id, op->agent_args, error))
+    return FALSE;
   if (op->from_sandbox_id != NULL) {
     BoxDummyVm *source = box_dummy_plugin_lookup (self, op->from_sandbox_id);
     if (source == NULL)
@@ -395,6 +409,34 @@ box_dummy_apply (BoxDummyPlugin *self, const BoxDummyOp *op, GError **error)
   return box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), error);
 }
 
+/* What an operation that succeeded does to the sandbox's agent process. */
+static void
+box_dummy_plugin_follow_agent (BoxDummyPlugin *self, const BoxDummyOp *op)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (self->agent_procs == NULL)
+    return;
+  switch (op->op) {
+  case BOX_VM_OP_CREATE:
+  case BOX_VM_OP_BOOT:
+  case BOX_VM_OP_RESTORE:
+    if (!box_dummy_agents_start (self->agent_procs, op->sandbox_id, &error))
+      g_warning ("dummy: %s", error->message);
+    break;
+  case BOX_VM_OP_SUSPEND:
+  case BOX_VM_OP_RESUME:
+    box_dummy_agents_pause (self->agent_procs, op->sandbox_id, op->op == BOX_VM_OP_SUSPEND);
+    break;
+  case BOX_VM_OP_SHUTDOWN:
+  case BOX_VM_OP_DESTROY:
+    box_dummy_agents_stop (self->agent_procs, op->sandbox_id, op->op == BOX_VM_OP_DESTROY);
+    break;
+  default:
+    break;
+  }
+}
+
 static gboolean
 box_dummy_plugin_run_cb (gpointer user_data)
 {
@@ -426,6 +468,7 @@ box_dummy_plugin_run_cb (gpointer user_data)
     g_task_return_error (task, g_steal_pointer (&error));
     return G_SOURCE_REMOVE;
   }
+  box_dummy_plugin_follow_agent (self, op);
   g_debug ("dummy: %s %s done", box_vm_op_to_string (op->op), op->sandbox_id);
   g_task_return_boolean (task, TRUE);
   return G_SOURCE_REMOVE;
@@ -466,6 +509,8 @@ box_dummy_plugin_run_async (BoxHypervisor *hypervisor, BoxVmOp vm_op, const BoxV
   op->memory = request->memory;
   op->from_sandbox_id = g_strdup (request->from_sandbox_id);
   op->from_checkpoint_id = g_strdup (request->from_checkpoint_id);
+  if (vm_op == BOX_VM_OP_CREATE && request->env != NULL)
+    op->agent_args = g_strdup (g_hash_table_lookup (request->env, BOX_DUMMY_AGENT_ARGS_VAR));
   box_dummy_script_match (self->script, vm_op, op->sandbox_id, &op->scripted);
   if (op->scripted.delay_ms > 0)
     delay_ms = op->scripted.delay_ms;
@@ -502,6 +547,8 @@ box_dummy_plugin_get_capabilities (BoxHypervisor *hypervisor, BoxHypervisorCapab
   names = box_plugin_get_config (BOX_PLUGIN (self), "capabilities", BOX_DUMMY_CAPS_DEFAULT);
   if (!box_dummy_caps_parse (names, &caps->flags, NULL))
     box_dummy_caps_parse (BOX_DUMMY_CAPS_DEFAULT, &caps->flags, NULL);
+  if (self->agent_procs != NULL)
+    caps->flags |= BOX_HYPERVISOR_CAP_GUEST_AGENT;
   accel = box_plugin_get_config (BOX_PLUGIN (self), "accel", "none");
   if (g_strcmp0 (accel, self->accel) != 0) {
     g_free (self->accel);
@@ -556,8 +603,20 @@ box_dummy_plugin_get_agent (BoxHypervisor *hypervisor, const char *sandbox_id, G
   BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
   GObject *agent = g_hash_table_lookup (self->agents, sandbox_id);
 
+  BoxDummyVm *vm;
+
   if (agent != NULL)
     return (BoxAgentClient *) g_object_ref (agent);
+  if (self->agent_procs != NULL) {
+    vm = box_dummy_id_is_valid (sandbox_id) ? box_dummy_plugin_lookup (self, sandbox_id) : NULL;
+    if (vm == NULL || vm->state != BOX_VM_STATE_RUNNING) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                   "sandbox %s has no running VM", sandbox_id);
+      return NULL;
+    }
+    /* the agent the context made: boxd's BoxAgentClient */
+    return (BoxAgentClient *) box_dummy_agents_get (self->agent_procs, sandbox_id, error);
+  }
   g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
                        "the dummy hypervisor runs no VM");
   return NULL;
@@ -587,6 +646,23 @@ box_dummy_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id, gint6
   return vm != NULL ? vm->state : BOX_VM_STATE_ABSENT;
 }
 
+static char **
+box_dummy_plugin_list_checkpoints (BoxHypervisor *hypervisor, const char *sandbox_id,
+                                   GError **error)
+{
+  BoxDummyVm *vm = NULL;
+  g_autoptr(GStrvBuilder) ids = g_strv_builder_new ();
+
+  if (box_dummy_id_is_valid (sandbox_id))
+    vm = box_dummy_plugin_lookup (BOX_DUMMY_PLUGIN (hypervisor), sandbox_id);
+  if (vm != NULL) {
+    g_autofree const char **keys = (const char **) g_hash_table_get_keys_as_array (vm->checkpoints,
+                                                                                  NULL);
+    g_strv_builder_addv (ids, keys);
+  }
+  return g_strv_builder_end (ids);
+}
+
 static gboolean
 lose (BoxDummyPlugin *self, const char *sandbox_id, gboolean keep_disk)
 {
@@ -607,6 +683,8 @@ lose (BoxDummyPlugin *self, const char *sandbox_id, gboolean keep_disk)
     vm->state = BOX_VM_STATE_SHUTOFF;
     vm->snapshot_at = g_get_real_time ();
   }
+  if (self->agent_procs != NULL)
+    box_dummy_agents_stop (self->agent_procs, sandbox_id, FALSE);
   if (!box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), &error))
     g_warning ("%s", error->message);
   box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (self), sandbox_id);
@@ -638,6 +716,7 @@ box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface)
   iface->run_finish = box_dummy_plugin_run_finish;
   iface->get_agent = box_dummy_plugin_get_agent;
   iface->query = box_dummy_plugin_query;
+  iface->list_checkpoints = box_dummy_plugin_list_checkpoints;
 }
 
 /* ---- scripting, for tests ---- */
@@ -702,6 +781,9 @@ box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **e
   gboolean fail = FALSE;
   g_autofree char *caps = NULL;
   g_autofree char *script = NULL;
+  g_autofree char *agent = NULL;
+  g_autofree char *agent_args = NULL;
+  g_autofree char *agent_programs = NULL;
   BoxHypervisorCaps flags = 0;
 
   /* refuse a bad configuration now rather than at the first operation */
@@ -719,6 +801,21 @@ box_dummy_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **e
   box_dummy_script_clear (self->script);
   if (!box_dummy_script_add (self->script, script, error))
     return FALSE;
+  agent = box_plugin_get_config (plugin, "agent", "");
+  agent_args = box_plugin_get_config (plugin, "agent_args", BOX_DUMMY_AGENT_ARGS_DEFAULT);
+  agent_programs = box_plugin_get_config (plugin, "agent_programs", "");
+  g_clear_pointer (&self->agent_procs, box_dummy_agents_free);
+  if (agent[0] != '\0') {
+    if (!g_path_is_absolute (agent) || !g_file_test (agent, G_FILE_TEST_IS_EXECUTABLE)) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                   "[plugin.dummy] agent: %s is not an executable's absolute path", agent);
+      return FALSE;
+    }
+    if (!box_dummy_agents_check_args (agent_args, error))
+      return FALSE;
+    self->agent_procs = box_dummy_agents_new (box_plugin_get_context (plugin), agent, agent_args,
+                                              agent_programs);
+  }
   box_dummy_plugin_ensure_loaded (self);
   return TRUE;
 }
@@ -737,6 +834,7 @@ box_dummy_plugin_finalize (GObject *object)
 
   g_hash_table_unref (self->vms);
   g_hash_table_unref (self->agents);
+  box_dummy_agents_free (self->agent_procs);
   box_dummy_script_free (self->script);
   g_free (self->accel);
   G_OBJECT_CLASS (box_dummy_plugin_parent_class)->finalize (object);

@@ -5,6 +5,7 @@
 #include <glib/gstdio.h>
 #include <sys/stat.h>
 
+#include "box-agent-client.h"
 #include "box-dummy-plugin.h"
 #include "box-engine.h"
 
@@ -582,6 +583,86 @@ test_dummy_capabilities (Fixture *fixture, gconstpointer user_data)
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
 }
 
+/* [plugin.dummy] agent=: a process per running sandbox; bad arguments fail
+ * the create and leave nothing behind */
+static void
+test_dummy_agent (Fixture *fixture, gconstpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GHashTable) env = g_hash_table_new (g_str_hash, g_str_equal);
+  g_autoptr(BoxAgentClient) agent = NULL;
+  BoxHypervisorCapabilities caps = { 0 };
+  BoxVmRequest request = {
+    .sandbox_id = "sb-a",
+    .hostname = "test",
+    .template_name = "base",
+    .image = "",
+    .resources = { 2, 2048, 20 },
+    .env = env,
+  };
+  const char *bad[] = { "/bin/sh -c true", "'unterminated", NULL };
+
+  set_config (fixture, "agent", "sleep");
+  g_assert_false (box_plugin_start (BOX_PLUGIN (fixture->hv), NULL, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+
+  /* an agent that never answers: enough for the connection's life */
+  set_config (fixture, "agent", "/bin/sleep");
+  set_config (fixture, "agent_args", "600");
+  set_config (fixture, "agent_programs", "/bin/true");
+  g_assert_true (box_plugin_start (BOX_PLUGIN (fixture->hv), NULL, &error));
+  g_assert_no_error (error);
+  box_hypervisor_get_capabilities (fixture->hv, &caps);
+  g_assert_true (caps.flags & BOX_HYPERVISOR_CAP_GUEST_AGENT);
+
+  for (guint i = 0; bad[i] != NULL; i++) {
+    g_hash_table_insert (env, (gpointer) "BOX_DUMMY_AGENT_ARGS", (gpointer) bad[i]);
+    g_assert_false (run_full (fixture->hv, BOX_VM_OP_CREATE, &request, &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+    g_clear_error (&error);
+    g_assert_cmpint (query (fixture->hv, "sb-a", NULL), ==, BOX_VM_STATE_ABSENT);
+  }
+
+  g_hash_table_remove (env, "BOX_DUMMY_AGENT_ARGS");
+  g_assert_true (run_full (fixture->hv, BOX_VM_OP_CREATE, &request, &error));
+  g_assert_no_error (error);
+  agent = box_hypervisor_get_agent (fixture->hv, "sb-a", &error);
+  g_assert_no_error (error);
+  g_assert_false (box_agent_client_is_closed (agent));
+  run_ok (fixture->hv, BOX_VM_OP_SHUTDOWN, "sb-a", NULL);
+  /* its process was killed with the VM: the connection is gone */
+  g_assert_true (box_agent_client_is_closed (agent));
+  g_clear_object (&agent);
+  g_assert_null (box_hypervisor_get_agent (fixture->hv, "sb-a", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE);
+  g_clear_error (&error);
+  run_ok (fixture->hv, BOX_VM_OP_BOOT, "sb-a", NULL);
+  agent = box_hypervisor_get_agent (fixture->hv, "sb-a", &error);
+  g_assert_no_error (error);
+  g_assert_false (box_agent_client_is_closed (agent));
+  g_clear_object (&agent);
+
+  /* a listed program of its own; one that ends closes its connection, and
+   * the next get_agent() starts another */
+  g_hash_table_insert (env, (gpointer) "BOX_DUMMY_AGENT_ARGS", (gpointer) "/bin/true");
+  request.sandbox_id = "sb-b";
+  g_assert_true (run_full (fixture->hv, BOX_VM_OP_CREATE, &request, &error));
+  g_assert_no_error (error);
+  agent = box_hypervisor_get_agent (fixture->hv, "sb-b", &error);
+  g_assert_no_error (error);
+  while (!box_agent_client_is_closed (agent))
+    g_main_context_iteration (NULL, TRUE);
+  {
+    g_autoptr(BoxAgentClient) again = box_hypervisor_get_agent (fixture->hv, "sb-b", &error);
+
+    g_assert_no_error (error);
+    g_assert_true (again != agent);
+  }
+  run_ok (fixture->hv, BOX_VM_OP_DESTROY, "sb-a", NULL);
+  run_ok (fixture->hv, BOX_VM_OP_DESTROY, "sb-b", NULL);
+}
+
 #define ADD(path, func) \
   g_test_add (path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
 
@@ -601,5 +682,6 @@ main (int argc, char **argv)
   ADD ("/dummy/vm-lost", test_dummy_vm_lost);
   ADD ("/dummy/script", test_dummy_script);
   ADD ("/dummy/capabilities", test_dummy_capabilities);
+  ADD ("/dummy/agent", test_dummy_agent);
   return g_test_run ();
 }

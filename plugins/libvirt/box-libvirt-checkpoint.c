@@ -55,8 +55,6 @@
 #define CKPT_MANIFEST        "manifest.json"
 #define CKPT_TMP             ".tmp-"
 #define CKPT_LOCK_SUFFIX     ".lock"
-/* what must stay free on vm_dir's file system after a checkpoint */
-#define CKPT_RESERVE_BYTES   (G_GUINT64_CONSTANT (256) << 20)
 #define CKPT_COPY_CHUNK      (G_GUINT64_CONSTANT (64) << 20)
 
 /* ---- names and files ---- */
@@ -162,16 +160,17 @@ gboolean
 box_libvirt_check_disk_room (BoxLibvirtPlugin *self, guint64 bytes, GError **error)
 {
   struct statvfs st;
-  guint64 free_bytes;
+  guint64 free_bytes, reserve;
 
   if (statvfs (self->config.vm_dir, &st) != 0)
     return set_errno_error (error, errno, "cannot read the free space of", self->config.vm_dir);
   free_bytes = (guint64) st.f_bavail * st.f_frsize;
-  if (free_bytes < bytes + CKPT_RESERVE_BYTES) {
+  /* (disk_reserve_mib is at most G_MAXUINT32: no overflow) */
+  reserve = self->config.disk_reserve_mib << 20;
+  if (free_bytes < bytes + reserve) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_CAPACITY,
                  "no room on this node's disk: %" G_GUINT64_FORMAT " MiB needed, %"
-                 G_GUINT64_FORMAT " MiB free", (bytes + CKPT_RESERVE_BYTES) >> 20,
-                 free_bytes >> 20);
+                 G_GUINT64_FORMAT " MiB free", (bytes + reserve) >> 20, free_bytes >> 20);
     return FALSE;
   }
   return TRUE;
@@ -543,6 +542,7 @@ checkpoint_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     close (lock_fd);
     return set_errno_error (error, saved_errno, "cannot create", tmp);
   }
+  box_libvirt_test_delay ("checkpoint", op);
   ok = checkpoint_files (self, op, tmp, error) &&
        write_manifest (op, tmp, error) &&
        (fsync_dir (tmp), rename_file (tmp, final, error));
@@ -700,6 +700,7 @@ restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     g_unlink (cold_tmp);
     return FALSE;
   }
+  box_libvirt_test_delay ("restore", op);
   conn = box_libvirt_conn_get (self->conn, error);
   ok = conn != NULL && box_libvirt_domain_destroy (conn, op->domain, error);
   if (conn != NULL)

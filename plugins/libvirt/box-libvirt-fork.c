@@ -123,7 +123,10 @@ fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
                  g_strerror (saved_errno));
     return FALSE;
   }
-  return box_libvirt_start_domain_work (self, op, !op->memory, error);
+  if (!box_libvirt_start_domain_work (self, op, !op->memory, error))
+    return FALSE;
+  box_libvirt_test_delay ("fork", op);
+  return TRUE;
 }
 
 void

@@ -128,6 +128,9 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!config_uint (plugin, "boot_timeout_s", "120", 3600, &value, error))
     return FALSE;
   config->boot_timeout_s = MAX (value, 1);
+  if (!config_uint (plugin, "disk_reserve_mib", "256", G_MAXUINT32, &config->disk_reserve_mib,
+                    error))
+    return FALSE;
   return TRUE;
 }
 

@@ -21,6 +21,8 @@
  *   cpu_overcommit=128
  *   tb_cache_mib=128       TCG translation cache per VM
  *   boot_timeout_s=120     cold boot to agent-ready
+ *   disk_reserve_mib=256   what a checkpoint, restore or fork leaves free on
+ *                          vm_dir's file system (503 capacity otherwise)
  *   disk_cache=writeback   QEMU's disk cache: writeback, none, or unsafe (guest
  *                          flushes dropped: faster pauses, unsafe at a host crash)
  */
@@ -426,6 +428,13 @@ box_libvirt_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id,
   return vm != NULL ? vm->state : BOX_VM_STATE_ABSENT;
 }
 
+static char **
+box_libvirt_plugin_list_checkpoints (BoxHypervisor *hypervisor, const char *sandbox_id,
+                                     GError **error)
+{
+  return box_libvirt_checkpoints_list (BOX_LIBVIRT_PLUGIN (hypervisor), sandbox_id, error);
+}
+
 static void
 box_libvirt_plugin_hypervisor_init (BoxHypervisorInterface *iface)
 {
@@ -437,6 +446,7 @@ box_libvirt_plugin_hypervisor_init (BoxHypervisorInterface *iface)
   iface->run_finish = box_libvirt_plugin_run_finish;
   iface->get_agent = box_libvirt_plugin_get_agent;
   iface->query = box_libvirt_plugin_query;
+  iface->list_checkpoints = box_libvirt_plugin_list_checkpoints;
 }
 
 /* ---- BoxPlugin ---- */

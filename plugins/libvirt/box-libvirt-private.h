@@ -66,6 +66,7 @@ typedef struct {
   gboolean allow_tcg;           /* TRUE: VMs may run without KVM */
   guint    pool_size;           /* 2 */
   guint    hot_pause_s;         /* 60 */
+  guint64  disk_reserve_mib;    /* 256: left free on vm_dir by checkpoints, restores, forks */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
   guint64  max_cpus;            /* 0: CPUs times cpu_overcommit */
   guint    cpu_overcommit;      /* 64 */
@@ -463,6 +464,9 @@ gboolean  box_libvirt_checkpoints_remove_all (BoxLibvirtPlugin *self, const char
 guint     box_libvirt_checkpoints_sweep      (BoxLibvirtPlugin *self);
 /* At start: removes the temporary files a killed operation left in @vm's directory. */
 void      box_libvirt_vm_sweep_temps         (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+/* The IDs of the whole checkpoints of @sandbox_id (box-libvirt-checkpoint-list.c). */
+char    **box_libvirt_checkpoints_list       (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                              GError **error);
 
 /* ---- operations (box-libvirt-ops.c) --------------------------------------- */
 

@@ -19,6 +19,7 @@ import threading
 import time
 
 import vmtest
+from boxtest import rss_kib  # noqa: F401  (hostiletest.rss_kib for the bench)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GUEST_PROGRAM = os.path.join(HERE, 'hostile_guest.py')
@@ -26,17 +27,6 @@ GUEST_PATH = '/root/hostile_guest.py'
 ATTACKER_USER = 'root'     # the guest's root: what it can do is the point
 MODES = ['conns', 'slowloris', 'endless', 'bigbody', 'flood', 'starve', 'halfclose', 'garbage']
 NEIGHBOUR_CMD = ['true']
-
-
-def rss_kib(pid):
-    try:
-        with open('/proc/%d/status' % pid) as f:
-            for line in f:
-                if line.startswith('VmRSS:'):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
 
 
 def push_program(d, key, sandbox):

@@ -8,12 +8,12 @@
 # test samples boxd's VmRSS every 50 ms and times the neighbour's exec/run.
 #
 # Each attack asserts: boxd stays up; its RSS peak stays within
-# RSS_BOUND_MIB (64 MiB; 256 for `starve`, whose unread downloads hold
-# up to ~1.4 MiB each in boxd, exec/run answers more: +169 MiB measured
-# for 68 downloads and 4 exec/runs) of
+# RSS_BOUND_MIB (64 MiB; 128 for `starve`, whose unread answers boxd
+# bounds per sandbox: at most 16 downloads of ~1.4 MiB each, and exec/run
+# answers holding at most 64.5 MiB, see doc/API.md "Slow clients") of
 # its RSS before the attack (the idle RSS, measured with both sandboxes
 # running, for the first; what an attack freed stays in boxd's heap and is
-# reused by the next), and after all of them within 256 MiB of idle; the
+# reused by the next), and after all of them within 128 MiB of idle; the
 # neighbour's exec/run never fails and its p50
 # stays under P50_FACTOR times the p50 without attack plus P50_SLACK_S;
 # the attacker's own exec/run answers (for `starve`: or fails because the
@@ -33,7 +33,7 @@ ATTACK_S = 12
 IDLE_S = 10
 HEAD_TIMEOUT_S = 5
 RSS_BOUND_MIB = 64
-STARVE_RSS_BOUND_MIB = 256
+STARVE_RSS_BOUND_MIB = 128
 P50_FACTOR = 3
 P50_SLACK_S = 0.25
 

@@ -93,6 +93,18 @@ def random_token():
     return 'admin-' + _secrets.token_hex(16)
 
 
+def rss_kib(pid):
+    """VmRSS of process @pid in KiB, or None."""
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            for line in f:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
 # ---------------------------------------------------------------- TAP ----
 
 class Tap:

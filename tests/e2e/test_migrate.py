@@ -40,6 +40,14 @@ def make_data_dir(d, fx, sql):
     dummy = os.path.join(d.data_dir, 'dummy')
     os.makedirs(dummy, mode=0o700)
     for entry, text in fx['dummy_state'].items():
+        if entry == fx['runner'] + '.json':
+            # The old release kept checkpoint records its hypervisor had no
+            # files for; a start now removes such records (reconciliation),
+            # so the dummy holds the runner's checkpoints as a hypervisor
+            # that took them would.
+            state = json.loads(text)
+            state['checkpoints'] = {c: {'memory': False, 'created_at': 0} for c in fx['checkpoints']}
+            text = json.dumps(state)
         path = os.path.join(dummy, entry)
         with open(path, 'w') as f:
             f.write(text)
@@ -109,10 +117,14 @@ def test_migrate(t):
                                             'from': {'sandbox': 'runner', 'checkpoint': 'v1'}}, token=a)
     t.error(r, 501, 'unsupported', 'a fork inheriting the stored egress rules is refused')
     for cid, (status, err) in sorted(fx['forks'].items()):
+        if cid in fx['checkpoints']:
+            # the old boxd's 404 came from its hypervisor, which had no
+            # files for it; here it has them (see make_data_dir)
+            status, err = 201, None
         r = d.request('POST', '/v1/sandboxes', {'name': 'fork-' + cid, 'network': {'egress': []},
                                                 'from': {'sandbox': 'runner', 'checkpoint': cid}}, token=a)
         t.eq([r[0], (r[2] or {}).get('error') if r[0] >= 400 else None], [status, err],
-             'fork from checkpoint %s answers as the old boxd did' % cid)
+             'fork from checkpoint %s answers as the old boxd did (or forks, files held)' % cid)
 
     t.status(d.admin('DELETE', '/v1/projects/bravo'), 204, 'delete a migrated project')
     t.error(d.request('GET', '/v1/whoami', token=b), 401, 'unauthorized', 'its key is gone with it')

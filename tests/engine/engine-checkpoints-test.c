@@ -7,13 +7,14 @@
  * twice (deletes, restores, a restart); the newest 5 automatic ones are
  * kept, the older ones go with their hypervisor files; another project's
  * checkpoints are not found, and a fork that names what a checkpoint gives
- * is refused before anything exists.  The request parsing (unknown fields)
- * is tests/engine/requests-test.c; the HTTP side tests/e2e/test_checkpoints.py. */
+ * is refused before anything exists; at start, a record without files goes
+ * (checkpoint.deleted) and files without a record are deleted.  The
+ * request parsing (unknown fields) is tests/engine/requests-test.c; the
+ * HTTP side tests/e2e/test_checkpoints.py. */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
-
-#include <json-glib/json-glib.h>
 
 #include "engine-fixture.h"
 
@@ -109,27 +110,22 @@ listed (Ef *ef, const char *id)
   return g_string_free (g_steal_pointer (&ids), FALSE);
 }
 
-/* The checkpoints the dummy hypervisor holds for @id (its state file), sorted. */
-static char *
-held (Ef *ef, const char *id)
+static int
+compare_strings (const void *a, const void *b)
 {
-  g_autofree char *name = g_strconcat (id, ".json", NULL);
-  g_autofree char *path = g_build_filename (ef->data_dir, "dummy", name, NULL);
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GList) members = NULL;
-  g_autoptr(GString) ids = g_string_new (NULL);
-  JsonObject *checkpoints;
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
 
-  g_assert_true (json_parser_load_from_file (parser, path, &error));
+/* The checkpoints the hypervisor keeps for @sandbox_id, sorted, joined by " ". */
+static char *
+held (Ef *ef, const char *sandbox_id)
+{
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) ids = box_hypervisor_list_checkpoints (ef->hv, sandbox_id, &error);
+
   g_assert_no_error (error);
-  checkpoints = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)),
-                                               "checkpoints");
-  g_assert_nonnull (checkpoints);
-  members = g_list_sort (json_object_get_members (checkpoints), (GCompareFunc) g_strcmp0);
-  for (GList *l = members; l != NULL; l = l->next)
-    g_string_append_printf (ids, "%s%s", l != members ? " " : "", (const char *) l->data);
-  return g_string_free (g_steal_pointer (&ids), FALSE);
+  qsort (ids, g_strv_length (ids), sizeof (char *), compare_strings);
+  return g_strjoinv (" ", ids);
 }
 
 static void
@@ -429,6 +425,60 @@ test_fork_rules (Ef *ef, gconstpointer user_data)
   g_assert_cmpint (fork->state, ==, BOX_SANDBOX_STATE_RUNNING);
 }
 
+static void
+vm_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_assert_true (box_hypervisor_run_finish (BOX_HYPERVISOR (source), result, NULL));
+  *(gboolean *) user_data = TRUE;
+}
+
+/* Files deleted by hand (the hypervisor forgets v2) and a record lost
+ * (v1's): the restart removes v2's record with checkpoint.deleted and
+ * deletes v1's files; v3, whole on both sides, stays. */
+static void
+test_reconcile_both_ways (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) left = NULL;
+  g_autofree char *before = NULL;
+  g_autofree char *after = NULL;
+  g_autofree char *expected = NULL;
+  BoxVmRequest vm = { .sandbox_id = sandbox->id, .checkpoint_id = "v2" };
+  gboolean done = FALSE;
+
+  for (guint i = 0; i < 3; i++) {
+    g_autoptr(BoxCheckpoint) made = take (ef, sandbox->id, FALSE, &error);
+    g_assert_no_error (error);
+  }
+  before = held (ef, sandbox->id);
+  g_assert_cmpstr (before, ==, "v1 v2 v3");
+  box_hypervisor_run_async (ef->hv, BOX_VM_OP_DELETE_CHECKPOINT, &vm, NULL, vm_done, &done);
+  ef_wait (ef, &done);
+  g_assert_true (box_storage_checkpoint_delete (box_engine_get_storage (ef->engine), sandbox->id,
+                                                "v1", &error));
+  g_assert_no_error (error);
+  ef_stop (ef);
+  ef_forget (ef);
+  ef_start (ef);
+  ef_settle (ef);
+
+  left = box_storage_checkpoint_list (box_engine_get_storage (ef->engine), sandbox->id, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (left->len, ==, 1);
+  g_assert_cmpstr (((BoxCheckpoint *) g_ptr_array_index (left, 0))->id, ==, "v3");
+  after = held (ef, sandbox->id);
+  g_assert_cmpstr (after, ==, "v3");
+  expected = g_strdup_printf ("checkpoint.deleted %s -", sandbox->id);
+  ef_assert_events (ef, expected);
+  /* the next checkpoint still takes a new number */
+  {
+    g_autoptr(BoxCheckpoint) next = take (ef, sandbox->id, FALSE, &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (next->id, ==, "v4");
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -439,5 +489,6 @@ main (int argc, char **argv)
   ADD ("/checkpoints/auto-retention", test_auto_retention);
   ADD ("/checkpoints/other-project", test_other_project);
   ADD ("/checkpoints/fork-rules", test_fork_rules);
+  ADD ("/checkpoints/reconcile-both-ways", test_reconcile_both_ways);
   return g_test_run ();
 }

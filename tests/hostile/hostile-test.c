@@ -16,7 +16,7 @@
  * - the neighbour's pings answer with a median under P50_BOUND_MS and none
  *   over MAX_BOUND_MS (both 4 times that under AddressSanitizer);
  * - what the mode is about (at most one 64 KiB control message parsed per
- *   main-loop turn, a channel closed for DATA beyond the window,
+ *   main-loop turn and such costly turns paced, a channel closed for DATA beyond the window,
  *   the connection closed for its budget, calls failing by timeout, writes
  *   held back when the agent stops reading ...).
  *
@@ -429,6 +429,9 @@ run_case (gconstpointer data)
      * turn (its cost is 16 times its size), not the 16 of a whole read
      * turn that the socket holds */
     g_assert_cmpuint (c.attacker->client->turn_max_cost, <=, (gsize) BOX_AGENT_CTRL_MAX * 16);
+    /* ... and such costly turns are paced: the attacker does not get
+     * every other turn of the loop */
+    g_assert_cmpuint (c.attacker->client->paced_turns, >, 0);
   } else if (g_str_equal (mode, "garbage") || g_str_equal (mode, "stray")) {
     /* resynchronised: the real replies get through */
     g_assert_cmpuint (c.calls_ok, >, 10);

@@ -3,7 +3,10 @@
  * completes is broken after [boxd] http_header_timeout_s with no answer,
  * a sandbox holds at most BOX_INSANDBOX_MAX_CONNECTIONS connections, and
  * at most BOX_INSANDBOX_MAX_EXEC_RUNS exec/run calls and
- * BOX_INSANDBOX_MAX_DOWNLOADS downloads at once.
+ * BOX_INSANDBOX_MAX_DOWNLOADS downloads at once; an exec/run answer is
+ * streamed (a guest that does not read it holds its raw output in boxd and
+ * no more), read slowly it is the spec's shape byte for byte, and a
+ * sandbox's exec/run calls stay within BOX_INSANDBOX_EXEC_RUN_BYTES.
  *
  * A real BoxEngine (dummy hypervisor, the build tree's plugins) and
  * BoxHttpServer as in http-test; the connections come over agent-opened
@@ -38,9 +41,11 @@ typedef struct {
   GString *data;          /* what the host wrote to the connection */
   gboolean eof;           /* the host's EOF on stream 0 */
   gboolean closed;        /* the host's CLOSE */
+  gsize    credit;        /* the host's CREDIT for it (an exec channel) */
 } Conn;
 
 static GHashTable *conns;   /* channel id -> Conn* */
+static GQueue exec_opens = G_QUEUE_INIT;   /* JsonObject*: the host's "exec" opens */
 
 static void
 conn_free (Conn *c)
@@ -81,10 +86,25 @@ pump (guint32 chan, gboolean (*done) (Conn *c), guint ms)
         g_string_append_len (c->data, g_bytes_get_data (p, NULL), (gssize) g_bytes_get_size (p));
       else if (h.type == BOX_AGENT_FRAME_EOF && !c->eof) {
         c->eof = TRUE;
-        fake_agent_send (fake, BOX_AGENT_FRAME_EOF, 1, h.channel, NULL, 0);
-        fake_agent_send (fake, BOX_AGENT_FRAME_CLOSE, 0, h.channel, NULL, 0);
-      } else if (h.type == BOX_AGENT_FRAME_CLOSE)
+        /* a connection (not an exec channel: its EOF is stdin's) */
+        if (h.channel >= FIRST_CHAN) {
+          fake_agent_send (fake, BOX_AGENT_FRAME_EOF, 1, h.channel, NULL, 0);
+          fake_agent_send (fake, BOX_AGENT_FRAME_CLOSE, 0, h.channel, NULL, 0);
+        }
+      } else if (h.type == BOX_AGENT_FRAME_CLOSE) {
         c->closed = TRUE;
+      } else if (h.type == BOX_AGENT_FRAME_CREDIT && g_bytes_get_size (p) == 4) {
+        const guint8 *b = g_bytes_get_data (p, NULL);
+
+        c->credit += (gsize) b[0] | ((gsize) b[1] << 8) | ((gsize) b[2] << 16) | ((gsize) b[3] << 24);
+      } else if (h.type == BOX_AGENT_FRAME_CTRL && h.channel == 0) {
+        JsonObject *req = box_agent_parse_ctrl (g_bytes_get_data (p, NULL), g_bytes_get_size (p), NULL);
+
+        if (req != NULL && g_strcmp0 (box_agent_json_get_string (req, "op"), "exec") == 0)
+          g_queue_push_tail (&exec_opens, req);
+        else if (req != NULL)
+          json_object_unref (req);
+      }
       g_clear_pointer (&p, g_bytes_unref);
     }
     if (done (conn_of (chan)))
@@ -374,6 +394,256 @@ test_max_downloads (void)
   settle (200);
 }
 
+/* ---- exec/run answers ----------------------------------------------------- */
+
+#define EXEC_RUN_REQUEST "POST /exec/run HTTP/1.1\r\nHost: box\r\nContent-Type: application/json\r\n" \
+                         "Content-Length: 17\r\n\r\n{\"cmd\": [\"true\"]}"
+/* what an answer may hold besides its raw output: the base64 made and not
+ * yet written (box-http-exec.c: BATCH_MAX + one piece) */
+#define ENCODED_SLACK (256u << 10)
+
+static gboolean
+has_exec_open (Conn *c)
+{
+  return !g_queue_is_empty (&exec_opens);
+}
+
+static gsize grow_from;   /* grew(): more than this, or the end */
+
+static gboolean
+grew (Conn *c)
+{
+  return c->eof || c->data->len > grow_from;
+}
+
+/* Output nobody would guess: every byte value, no run repeating. */
+static GBytes *
+output_of (gsize len, guint seed)
+{
+  guint8 *p = g_malloc (len);
+
+  for (gsize i = 0; i < len; i++)
+    p[i] = (guint8) (i * 131 + i / 251 + seed);
+  return g_bytes_new_take (p, len);
+}
+
+static void
+send_within_credit (guint32 chan, guint8 stream, GBytes *bytes)
+{
+  gsize len = 0, off = 0;
+  const guint8 *p = g_bytes_get_data (bytes, &len);
+  gsize credit = 1u << 20;   /* the host's window (fake_agent_reply_hello) */
+  gsize seen = 0;
+
+  while (off < len) {
+    gsize n = MIN (MIN (len - off, (gsize) BOX_AGENT_DATA_CHUNK), credit);
+
+    if (n == 0) {
+      Conn *c = conn_of (chan);
+
+      settle (5);
+      credit += c->credit - seen;
+      seen = c->credit;
+      continue;
+    }
+    fake_agent_send (fake, BOX_AGENT_FRAME_DATA, stream, chan, p + off, n);
+    off += n;
+    credit -= n;
+  }
+}
+
+/* The agent's side of the next exec: stdout @out, stderr @err, the exit
+ * event (with both streams cut at the limit, as the agent says). */
+static void
+serve_exec (GBytes *out, GBytes *err, int code)
+{
+  g_autoptr(JsonObject) open = NULL;
+  g_autofree char *reply = NULL;
+  g_autofree char *exit_event = NULL;
+  gint64 id = 0, chan = 0;
+
+  g_assert_true (pump (0, has_exec_open, 10000));
+  open = g_queue_pop_head (&exec_opens);
+  g_assert_true (box_agent_json_get_int (open, "id", &id));
+  g_assert_true (box_agent_json_get_int (open, "chan", &chan));
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true}", id);
+  fake_agent_send_json (fake, 0, reply);
+  send_within_credit ((guint32) chan, 1, out);
+  send_within_credit ((guint32) chan, 2, err);
+  exit_event = g_strdup_printf ("{\"event\":\"exit\",\"code\":%d,\"timed_out\":false,"
+                                "\"stdout_truncated\":true}", code);
+  fake_agent_send_json (fake, (guint32) chan, exit_event);
+  fake_agent_send (fake, BOX_AGENT_FRAME_EOF, 1, (guint32) chan, NULL, 0);
+  fake_agent_send (fake, BOX_AGENT_FRAME_EOF, 2, (guint32) chan, NULL, 0);
+  fake_agent_send (fake, BOX_AGENT_FRAME_CLOSE, 0, (guint32) chan, NULL, 0);
+}
+
+/* The dummy hypervisor hands out @agent as the sandbox's (NULL: none, and
+ * it says it runs no agent again: its default capabilities). */
+static void
+set_agent (BoxAgentClient *agent)
+{
+  BoxHypervisor *hv = box_engine_get_hypervisor (engine);
+  gboolean ok = FALSE;
+
+  g_signal_emit_by_name (hv, "set-capabilities", agent != NULL ? "memory-snapshots,checkpoints,fork,guest-agent" : "memory-snapshots,checkpoints,fork", "none", &ok);
+  g_assert_true (ok);
+  g_signal_emit_by_name (hv, "set-agent", sandbox_id, agent, &ok);
+  g_assert_true (ok);
+}
+
+static void
+give_credit (guint32 chan, guint32 n)
+{
+  g_autoptr(GBytes) frame = box_agent_frame_build_credit (chan, 0, n);
+
+  fake_agent_write (fake, g_bytes_get_data (frame, NULL), g_bytes_get_size (frame));
+}
+
+/* The answer's body, once the whole answer is in @c. */
+static const char *
+body_of (Conn *c, gsize *len)
+{
+  const char *end = strstr (c->data->str, "\r\n\r\n");
+  const char *cl = strstr (c->data->str, "Content-Length: ");
+
+  g_assert_nonnull (end);
+  g_assert_true (cl != NULL && cl < end);
+  *len = c->data->len - (gsize) (end + 4 - c->data->str);
+  g_assert_cmpuint (g_ascii_strtoull (cl + 16, NULL, 10), ==, *len);
+  return end + 4;
+}
+
+/* A guest that asks for 2 x 16 MiB of output and never reads: boxd holds
+ * the raw output and at most ENCODED_SLACK more, and writes no more than
+ * the connection's window.  Read slowly, the answer is the spec's shape
+ * byte for byte (base64, "truncated"), and each stream's output is let go
+ * once it is sent. */
+static void
+test_exec_run_streamed (void)
+{
+  const guint32 chan = FIRST_CHAN + 3000;
+  g_autoptr(GBytes) out = output_of (BOX_EXEC_OUTPUT_LIMIT, 1);
+  g_autoptr(GBytes) err = output_of (BOX_EXEC_OUTPUT_LIMIT - 1, 7);
+  g_autofree char *out64 = g_base64_encode (g_bytes_get_data (out, NULL), g_bytes_get_size (out));
+  g_autofree char *err64 = g_base64_encode (g_bytes_get_data (err, NULL), g_bytes_get_size (err));
+  g_autofree char *expected = g_strdup_printf ("{\"exit_code\":3,\"stdout\":\"%s\",\"stderr\":\"%s\","
+                                               "\"timed_out\":false,\"truncated\":true}", out64, err64);
+  const gsize raw = g_bytes_get_size (out) + g_bytes_get_size (err);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *status = NULL;
+  gsize held, written, len = 0;
+  gboolean stdout_let_go = FALSE;
+  const char *body;
+  Conn *c;
+
+  set_header_timeout (0);
+  set_agent (client);
+  open_conn (chan);
+  send_bytes (chan, EXEC_RUN_REQUEST);
+  g_assert_true (pump (0, has_exec_open, 10000));
+  /* reserved at its most while the command runs */
+  g_assert_cmpuint (box_insandbox_get_answer_bytes (insandbox, sandbox_id), ==,
+                    BOX_INSANDBOX_EXEC_RUN_RESERVE);
+  serve_exec (out, err, 3);
+
+  /* never read: the connection's window, no more, and the raw output */
+  settle (1000);
+  c = conn_of (chan);
+  written = c->data->len;
+  held = box_insandbox_get_answer_bytes (insandbox, sandbox_id);
+  g_test_message ("unread: %" G_GSIZE_FORMAT " bytes written, %" G_GSIZE_FORMAT " held", written, held);
+  g_assert_cmpuint (written, >, 0);
+  g_assert_cmpuint (written, <=, BOX_AGENT_DEFAULT_WINDOW);
+  g_assert_false (c->eof);
+  g_assert_cmpuint (held, >=, raw);
+  g_assert_cmpuint (held, <=, raw + ENCODED_SLACK);
+
+  /* read slowly: a window at a time */
+  while (!c->eof) {
+    grow_from = c->data->len;
+    give_credit (chan, 256u << 10);
+    g_assert_true (pump (chan, grew, 10000));
+    held = box_insandbox_get_answer_bytes (insandbox, sandbox_id);
+    /* once past stdout, its raw output is gone */
+    if (c->data->len > strlen (out64) + 64 + 4096) {
+      g_assert_cmpuint (held, <=, g_bytes_get_size (err) + ENCODED_SLACK);
+      stdout_let_go = TRUE;
+    }
+  }
+  g_assert_true (stdout_let_go);
+  g_assert_cmpuint (box_insandbox_get_answer_bytes (insandbox, sandbox_id), ==, 0);
+  status = status_line (c);
+  g_assert_cmpstr (status, ==, "HTTP/1.1 200 OK");
+  g_assert_nonnull (strstr (c->data->str, "Content-Type: application/json"));
+  body = body_of (c, &len);
+  g_assert_cmpuint (len, ==, strlen (expected));
+  g_assert_true (memcmp (body, expected, len) == 0);
+  g_assert_true (json_parser_load_from_data (parser, body, (gssize) len, NULL));
+
+  drop_conn (chan);
+  set_agent (NULL);
+  settle (200);
+}
+
+/* Two calls at their most fill a sandbox's exec/run budget: a third is
+ * 409 until one's answer is read. */
+static void
+test_exec_run_budget (void)
+{
+  const guint32 first = FIRST_CHAN + 4000, second = first + 1, third = first + 2, later = first + 3;
+  g_autoptr(GBytes) out = output_of (BOX_EXEC_OUTPUT_LIMIT, 3);
+  g_autoptr(GBytes) empty = g_bytes_new_static ("", 0);
+  g_autofree char *refused = NULL;
+  g_autofree char *again = NULL;
+  Conn *c;
+
+  G_STATIC_ASSERT (BOX_INSANDBOX_EXEC_RUN_BYTES >= 2 * BOX_INSANDBOX_EXEC_RUN_RESERVE);
+  G_STATIC_ASSERT (BOX_INSANDBOX_EXEC_RUN_BYTES < 3 * BOX_INSANDBOX_EXEC_RUN_RESERVE);
+  set_header_timeout (0);
+  set_agent (client);
+  open_conn (first);
+  send_bytes (first, EXEC_RUN_REQUEST);
+  serve_exec (out, empty, 0);
+  open_conn (second);
+  send_bytes (second, EXEC_RUN_REQUEST);
+  g_assert_true (pump (0, has_exec_open, 10000));
+  /* the first's answer unread (16 MiB), the second running (reserved) */
+  settle (300);
+  g_assert_cmpuint (box_insandbox_get_answer_bytes (insandbox, sandbox_id), >=,
+                    BOX_INSANDBOX_EXEC_RUN_RESERVE + BOX_EXEC_OUTPUT_LIMIT);
+  open_conn (third);
+  send_bytes (third, EXEC_RUN_REQUEST);
+  g_assert_true (pump (third, has_answer, 10000));
+  refused = status_line (conn_of (third));
+  g_assert_cmpstr (refused, ==, "HTTP/1.1 409 Conflict");
+  g_assert_nonnull (strstr (conn_of (third)->data->str, "too many exec/run answers held"));
+  g_assert_cmpuint (g_queue_get_length (&exec_opens), ==, 1);   /* the second's; the third ran nothing */
+  serve_exec (empty, empty, 0);
+
+  /* the first is read to its end: its bytes come back */
+  c = conn_of (first);
+  while (!c->eof) {
+    grow_from = c->data->len;
+    give_credit (first, 1u << 20);
+    g_assert_true (pump (first, grew, 10000));
+  }
+  settle (200);
+  open_conn (later);
+  send_bytes (later, EXEC_RUN_REQUEST);
+  serve_exec (empty, empty, 0);
+  g_assert_true (pump (later, has_answer, 10000));
+  again = status_line (conn_of (later));
+  g_assert_cmpstr (again, ==, "HTTP/1.1 200 OK");
+  g_assert_nonnull (strstr (conn_of (later)->data->str, "{\"exit_code\":0,\"stdout\":\"\",\"stderr\":\"\","
+                                                        "\"timed_out\":false,\"truncated\":true}"));
+  for (guint32 i = first; i <= later; i++)
+    drop_conn (i);
+  set_agent (NULL);
+  settle (200);
+  g_assert_cmpuint (box_insandbox_get_answer_bytes (insandbox, sandbox_id), ==, 0);
+}
+
 /* ---- set-up -------------------------------------------------------------- */
 
 static void
@@ -440,6 +710,8 @@ main (int argc, char **argv)
   g_test_add_func ("/insandbox/max-connections", test_max_connections);
   g_test_add_func ("/insandbox/max-exec-runs", test_max_exec_runs);
   g_test_add_func ("/insandbox/max-downloads", test_max_downloads);
+  g_test_add_func ("/insandbox/exec-run-streamed", test_exec_run_streamed);
+  g_test_add_func ("/insandbox/exec-run-budget", test_exec_run_budget);
   setup ();
   ret = g_test_run ();
   teardown ();

@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+# vm: checkpoints, restores and forks survive a kill -9 (issue 13 items 7,
+# 8 and 11), and a checkpoint that does not fit is 503 capacity.
+#
+# boxd runs with the libvirt plugin's test delay (BOX_LIBVIRT_TEST_DELAY_MS,
+# plugins/libvirt/README.md): every checkpoint, restore and fork waits in
+# its worker thread, midway, after logging "test delay: <what> of sandbox
+# <id> (domain <name>)".  The test waits for that line and kills boxd or
+# the QEMU then, so "while it runs" never races.  For each of a memory
+# checkpoint, a restore and a fork, once with boxd killed (then restarted
+# on the same data dir) and once with the QEMU killed:
+#   - every checkpoint acknowledged (201) before is listed and restorable;
+#   - the plugin's checkpoint directory holds exactly the recorded
+#     checkpoints of the sandbox (no temporaries, no files without a
+#     record, no record without files) once the reconcile is done;
+#   - the sandbox is running, paused or stopped (never a transition);
+#   - a fork killed midway is gone, or in error (the spec's "creating |
+#     first boot fails") with no VM left and deletable, or whole (running,
+#     runs commands).
+# Last, boxd restarts with disk_reserve_mib beyond the disk: a checkpoint
+# (memory or disk only), a restore and a fork are 503 capacity, write no
+# file and no record, and the sandbox runs on.
+
+import os
+import re
+import signal
+import threading
+import time
+
+import vmtest
+from vmtest import VmBoxd, Tap, sh, state
+
+DELAY_MS = 4000
+SETTLED = ('running', 'paused', 'stopped')
+CKPT_ROOT = os.path.join(vmtest.VM_DIR, 'checkpoints')
+
+t = Tap()
+clock = vmtest.Clock(t)
+vmtest.prepare(t)
+d = VmBoxd(t, env={'BOX_LIBVIRT_TEST_DELAY_MS': str(DELAY_MS)})
+with clock('boxd start'):
+    vmtest.setup_or_bail(d, d.start)
+KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('crash'))
+with clock('create the source'):
+    SRC = vmtest.setup_or_bail(d, lambda: d.create_sandbox(KEY, {'name': 'kc', 'env': {'E': 'kc'}}))
+SID = SRC['id']
+
+
+class Call(threading.Thread):
+    """One API request in the background: .result is (status, ...) or the exception's text."""
+
+    def __init__(self, method, path, body=None):
+        super().__init__(daemon=True)
+        self.args_ = (method, path, body)
+        self.result = None
+        self.start()
+
+    def run(self):
+        try:
+            self.result = d.request(self.args_[0], self.args_[1], self.args_[2], token=KEY, timeout=300)
+        except Exception as e:  # noqa: BLE001  (a killed boxd resets the connection)
+            self.result = ('no answer: %s' % e,)
+
+    def status(self, timeout=300):
+        self.join(timeout)
+        return self.result[0] if self.result else 'no answer (timed out)'
+
+
+def delays(what):
+    return d.log_lines('test delay: %s of sandbox' % what)
+
+
+def wait_delay(what, before, timeout=180):
+    """The log line of the next test delay of @what (its domain), None if none came."""
+    end = time.time() + timeout
+    while time.time() < end:
+        lines = delays(what)
+        if len(lines) > before:
+            m = re.search(r'\(domain (\S+)\)', lines[before])
+            return m.group(1) if m else '-'
+        time.sleep(0.05)
+    return None
+
+
+def kill_qemu(t, domain, desc):
+    pid = vmtest.qemu_pid(domain or '')
+    if not t.ok(pid is not None, '%s: the QEMU of %s found (pid %s)' % (desc, domain, pid)):
+        return
+    os.kill(pid, signal.SIGKILL)
+    end = time.time() + 15
+    while time.time() < end and os.path.exists('/proc/%d' % pid):
+        time.sleep(0.05)
+    t.ok(not os.path.exists('/proc/%d' % pid), '%s: QEMU killed with SIGKILL' % desc)
+
+
+def ids(sandbox='kc'):
+    r = d.request('GET', '/v1/sandboxes/%s/checkpoints' % sandbox, token=KEY)
+    return [c['id'] for c in (r[2] or {}).get('checkpoints', [])] if r[0] == 200 else r[0]
+
+
+def on_disk(sid):
+    try:
+        names = os.listdir(CKPT_ROOT)
+    except OSError:
+        names = []
+    return sorted(n[len(sid) + 1:] for n in names if n.startswith(sid + '.'))
+
+
+def files_match(t, desc, sid=None, timeout=30):
+    """The plugin's checkpoint directory holds exactly the sandbox's records
+    (the reconcile's deletes run in the background: waited for)."""
+    sid = sid or SID
+    end = time.time() + timeout
+    while True:
+        recorded, files = ids(), on_disk(sid)
+        if (isinstance(recorded, list) and sorted(recorded) == files) or time.time() > end:
+            break
+        time.sleep(0.2)
+    t.ok(isinstance(recorded, list) and files == sorted(recorded),
+         '%s: the checkpoint files are exactly the records (no temporary, no orphan)' % desc,
+         'files %r, records %r' % (files, recorded))
+    return recorded
+
+
+def settled(t, desc, sandbox='kc', allowed=SETTLED, timeout=60):
+    end = time.time() + timeout
+    st = state(d, KEY, sandbox)
+    while st not in allowed and time.time() < end:
+        time.sleep(0.2)
+        st = state(d, KEY, sandbox)
+    t.ok(st in allowed, '%s: %s is %s (one of %s)' % (desc, sandbox, st, '/'.join(allowed)))
+    return st
+
+
+def restorable(t, desc, checkpoint='v1'):
+    with clock('restore %s' % checkpoint):
+        r = d.request('POST', '/v1/sandboxes/kc/checkpoints/%s/restore' % checkpoint, token=KEY,
+                      timeout=300)
+    t.ok(r[0] == 200 and (r[2] or {}).get('state') == 'running',
+         '%s: %s restores (200 running)' % (desc, checkpoint), r[3][:300])
+    m = sh(d, KEY, 'kc', 'cat /tmp/mark')
+    t.eq((m.status, m.out.strip()), (200, 'one'), '%s: its /tmp file is back' % desc)
+
+
+def restart(desc):
+    with clock('boxd restart (%s)' % desc):
+        d.start()
+
+
+def test_acknowledged(t):
+    sh(d, KEY, 'kc', 'echo one > /tmp/mark; sync')
+    with clock('memory checkpoint (with the test delay)'):
+        r = d.request('POST', '/v1/sandboxes/kc/checkpoints', {'comment': 'acked'}, token=KEY, timeout=300)
+    t.status(r, 201, 'memory checkpoint v1 acknowledged')
+    t.eq(ids(), ['v1'], 'v1 listed')
+    files_match(t, 'after v1')
+
+
+def test_checkpoint_boxd_killed(t):
+    before = len(delays('checkpoint'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'comment': 'killed'})
+    t.ok(wait_delay('checkpoint', before) is not None, 'the checkpoint is under way (test delay)')
+    t.ok(any('.tmp-' in n for n in os.listdir(CKPT_ROOT) if n.startswith(SID + '.')),
+         'its temporary directory exists')
+    d.kill9()
+    t.ok(call.status() != 201, 'the checkpoint cut by the kill was not acknowledged', call.result[:1])
+    restart('boxd killed during a checkpoint')
+    t.eq(ids(), ['v1'], 'after the restart: v1 listed, the unacknowledged v2 not')
+    files_match(t, 'boxd killed during a checkpoint')
+    settled(t, 'boxd killed during a checkpoint')
+    r = sh(d, KEY, 'kc', 'cat /tmp/mark; printenv E')
+    t.eq((r.status, r.out), (200, 'one\nkc\n'), 'the sandbox runs commands with its files and env')
+
+
+def test_checkpoint_qemu_killed(t):
+    before = len(delays('checkpoint'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'comment': 'qemu killed'})
+    dom = wait_delay('checkpoint', before)
+    t.ok(dom is not None, 'the checkpoint is under way (test delay)')
+    kill_qemu(t, dom, 'during a memory checkpoint')
+    status = call.status()
+    t.comment('the checkpoint answered %s' % (call.result[3][:200] if len(call.result) > 3 else status))
+    t.ok(status != 201 or 'v3' in ids(), 'not acknowledged, or acknowledged and listed', status)
+    t.ok(status in (201, 500, 503), 'the answer is a status, not a hang', status)
+    settled(t, 'QEMU killed during a checkpoint')
+    recorded = files_match(t, 'QEMU killed during a checkpoint')
+    t.ok('v1' in recorded, 'v1 still listed', recorded)
+
+
+def test_restore_boxd_killed(t):
+    before = len(delays('restore'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints/v1/restore')
+    t.ok(wait_delay('restore', before) is not None, 'the restore is under way (test delay)')
+    d.kill9()
+    t.ok(call.status() != 200, 'the restore cut by the kill was not acknowledged', call.result[:1])
+    restart('boxd killed during a restore')
+    settled(t, 'boxd killed during a restore')
+    recorded = files_match(t, 'boxd killed during a restore')
+    t.ok('v1' in recorded, 'v1 still listed', recorded)
+    restorable(t, 'after boxd was killed during a restore')
+
+
+def test_restore_qemu_killed(t):
+    before = len(delays('restore'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints/v1/restore')
+    t.ok(wait_delay('restore', before) is not None, 'the restore is under way (test delay)')
+    kill_qemu(t, d.domain_of(SID), 'during a restore')
+    status = call.status()
+    t.ok(status in (200, 500, 503), 'the restore answers (%s)' % status, call.result[3][:300]
+         if len(call.result) > 3 else call.result)
+    st = settled(t, 'QEMU killed during a restore')
+    recorded = files_match(t, 'QEMU killed during a restore')
+    t.ok('v1' in recorded, 'v1 still listed', recorded)
+    if status == 200 and st == 'running':
+        m = sh(d, KEY, 'kc', 'cat /tmp/mark')
+        t.eq((m.status, m.out.strip()), (200, 'one'), 'restored: the /tmp file of v1 is there')
+    else:
+        restorable(t, 'after the QEMU was killed during a restore')
+
+
+def fork_left(t, name, dom, desc):
+    """A fork cut midway: gone, or error with no VM (then deleted), or whole."""
+    r = d.request('GET', '/v1/sandboxes/%s' % name, token=KEY)
+    st = (r[2] or {}).get('state') if r[0] == 200 else r[0]
+    t.comment('%s: the fork is %s' % (desc, st))
+    t.ok(st in (404, 'error', 'running'), '%s: the fork is gone, in error or whole' % desc, st)
+    if st == 'running':
+        x = sh(d, KEY, name, 'cat /tmp/mark')
+        t.eq((x.status, x.out.strip()), (200, 'one'), '%s: a whole fork runs with v1\'s files' % desc)
+        return
+    vm_id = (dom or 'box-')[4:]
+    end = time.time() + 30
+    while time.time() < end and (dom in vmtest.all_domains() or
+                                 os.path.exists(os.path.join(vmtest.VM_DIR, 'vms', vm_id))):
+        time.sleep(0.2)
+    t.ok(dom not in vmtest.all_domains(), '%s: no domain left of the fork' % desc, dom)
+    t.ok(not os.path.exists(os.path.join(vmtest.VM_DIR, 'vms', vm_id)),
+         '%s: no VM directory left of the fork' % desc, vm_id)
+    if st == 'error':
+        t.status(d.request('DELETE', '/v1/sandboxes/%s' % name, token=KEY), 204,
+                 '%s: the fork in error is deleted' % desc)
+
+
+def test_fork_boxd_killed(t):
+    before = len(delays('fork'))
+    call = Call('POST', '/v1/sandboxes', {'name': 'kf', 'from': {'sandbox': 'kc', 'checkpoint': 'v1'}})
+    dom = wait_delay('fork', before)
+    t.ok(dom is not None, 'the fork is under way (test delay)', dom)
+    d.kill9()
+    t.ok(call.status() != 201, 'the fork cut by the kill was not acknowledged', call.result[:1])
+    restart('boxd killed during a fork')
+    fork_left(t, 'kf', dom, 'boxd killed during a fork')
+    recorded = files_match(t, 'boxd killed during a fork')
+    t.ok('v1' in recorded, 'v1 still listed', recorded)
+    settled(t, 'boxd killed during a fork')
+
+
+def test_fork_qemu_killed(t):
+    before = len(delays('fork'))
+    call = Call('POST', '/v1/sandboxes', {'name': 'kq', 'from': {'sandbox': 'kc', 'checkpoint': 'v1'}})
+    dom = wait_delay('fork', before)
+    t.ok(dom is not None, 'the fork is under way (test delay)', dom)
+    kill_qemu(t, dom, 'the fork\'s, during the fork')
+    status = call.status()
+    t.comment('the fork answered %s' % (call.result[3][:300] if len(call.result) > 3 else status))
+    t.ok(status in (201, 500, 503), 'the fork answers (%s)' % status)
+    fork_left(t, 'kq', dom, 'QEMU killed during a fork')
+    files_match(t, 'QEMU killed during a fork')
+
+
+def test_capacity(t):
+    d.stop('boxd stops on SIGTERM (to change disk_reserve_mib)')
+    d.config['plugin.libvirt']['disk_reserve_mib'] = str(2 ** 32 - 1)
+    restart('disk_reserve_mib beyond the disk')
+    if settled(t, 'after the restart') != 'running':
+        t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'wake kc')
+    before, files_before = ids(), on_disk(SID)
+    for body in ({'comment': 'too big'}, {'memory': False}):
+        r = d.request('POST', '/v1/sandboxes/kc/checkpoints', body, token=KEY, timeout=300)
+        t.ok((r[0], ((r[2] or {}).get('error') or {}).get('code')) == (503, 'capacity'),
+             'a checkpoint %r that does not fit: 503 capacity' % body, r[3][:300])
+        t.ok(r[1].get('retry-after') is not None, 'with Retry-After', r[1])
+    t.eq(ids(), before, 'no record written')
+    t.eq(on_disk(SID), files_before, 'no checkpoint file written (not even a temporary)')
+    r = d.request('POST', '/v1/sandboxes/kc/checkpoints/v1/restore', token=KEY, timeout=300)
+    t.ok(r[0] == 503, 'a restore that does not fit (its auto-N first): 503', r[3][:300])
+    r = d.request('POST', '/v1/sandboxes', {'name': 'kb', 'from': {'sandbox': 'kc', 'checkpoint': 'v1'}},
+                  token=KEY, timeout=300)
+    t.ok(r[0] == 503, 'a fork that does not fit: 503', r[3][:300])
+    t.eq(d.request('GET', '/v1/sandboxes/kb', token=KEY)[0], 404, 'the refused fork is gone')
+    t.eq(ids(), before, 'still no new record')
+    t.eq(on_disk(SID), files_before, 'still no new file')
+    t.eq(state(d, KEY, 'kc'), 'running', 'the sandbox runs on')
+    r = sh(d, KEY, 'kc', 'cat /tmp/mark')
+    t.eq((r.status, r.out.strip()), (200, 'one'), 'and runs commands')
+
+
+def test_cleanup(t):
+    vmtest.delete_all_and_stop(t, d, KEY)
+    t.eq(on_disk(SID), [], 'the sandbox\'s checkpoints went with it')
+
+
+if __name__ == '__main__':
+    vmtest.main(t, clock, test_acknowledged, test_checkpoint_boxd_killed, test_checkpoint_qemu_killed,
+                test_restore_boxd_killed, test_restore_qemu_killed, test_fork_boxd_killed,
+                test_fork_qemu_killed, test_capacity, test_cleanup)
