@@ -93,6 +93,18 @@ JsonObject     *box_agent_client_call_finish    (BoxAgentClient *self,
                                                  GAsyncResult   *result,
                                                  GError        **error);
 
+/* A `ping` that the agent reads after every frame queued before it (other
+ * requests go ahead of the channels' frames): its reply means the agent
+ * handled them all, e.g. the CLOSE of the channels just ended, whose
+ * processes it sent SIGHUP then.  Errors as for call_async(). */
+void            box_agent_client_barrier_async  (BoxAgentClient      *self,
+                                                 GCancellable        *cancellable,
+                                                 GAsyncReadyCallback  callback,
+                                                 gpointer             user_data);
+gboolean        box_agent_client_barrier_finish (BoxAgentClient *self,
+                                                 GAsyncResult   *result,
+                                                 GError        **error);
+
 /* A request that opens a channel: like call_async() with a fresh "chan"
  * added to @args.  Completes with the channel once the reply arrived
  * (box_agent_channel_get_reply()); errors as for call_async().  Cancelling

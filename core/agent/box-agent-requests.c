@@ -313,8 +313,11 @@ allocate_channel_id (BoxAgentClient *self)
   return self->next_chan++;
 }
 
+/* A request goes ahead of the channels' frames (urgent), except an
+ * @ordered one, which the agent reads after everything queued before it. */
 static void
-start_call (BoxAgentClient *self, GTask *task, const char *op, JsonObject *args, gboolean open)
+start_call (BoxAgentClient *self, GTask *task, const char *op, JsonObject *args, gboolean open,
+            gboolean ordered)
 {
   g_autoptr(JsonObject) req = NULL;
   Call *call;
@@ -356,7 +359,7 @@ start_call (BoxAgentClient *self, GTask *task, const char *op, JsonObject *args,
   call->cancel_source = box_agent_watch_cancellable (self->context, g_task_get_cancellable (task),
                                                      call_cancelled, call);
   if (self->synced)
-    box_agent_client_send_frame_take (self, box_agent_frame_build_ctrl (0, req), TRUE);
+    box_agent_client_send_frame_take (self, box_agent_frame_build_ctrl (0, req), !ordered);
   else
     g_queue_push_tail (&self->held_requests, box_agent_frame_build_ctrl (0, req));
 }
@@ -372,7 +375,7 @@ box_agent_client_call_async (BoxAgentClient *self, const char *op, JsonObject *a
   g_return_if_fail (op != NULL);
   task = g_task_new (self, cancellable, callback, user_data);
   g_task_set_source_tag (task, box_agent_client_call_async);
-  start_call (self, task, op, args, FALSE);
+  start_call (self, task, op, args, FALSE, FALSE);
 }
 
 JsonObject *
@@ -380,6 +383,28 @@ box_agent_client_call_finish (BoxAgentClient *self, GAsyncResult *result, GError
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+void
+box_agent_client_barrier_async (BoxAgentClient *self, GCancellable *cancellable,
+                             GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_agent_client_barrier_async);
+  start_call (self, task, "ping", NULL, FALSE, TRUE);
+}
+
+gboolean
+box_agent_client_barrier_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  g_autoptr(JsonObject) reply = NULL;
+
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  reply = g_task_propagate_pointer (G_TASK (result), error);
+  return reply != NULL;
 }
 
 void
@@ -393,7 +418,7 @@ box_agent_client_open_channel_async (BoxAgentClient *self, const char *op, JsonO
   g_return_if_fail (op != NULL);
   task = g_task_new (self, cancellable, callback, user_data);
   g_task_set_source_tag (task, box_agent_client_open_channel_async);
-  start_call (self, task, op, args, TRUE);
+  start_call (self, task, op, args, TRUE, FALSE);
 }
 
 BoxAgentChannel *

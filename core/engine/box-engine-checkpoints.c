@@ -241,6 +241,25 @@ take_number (BoxEngine *self, BoxEngineOp *op, CheckpointOp *cp, gboolean auto_,
 
 static void checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data);
 
+static void
+snapshot_go (BoxEngine *self, GTask *task)
+{
+  BoxEngineOp *op = g_task_get_task_data (task);
+  CheckpointOp *cp = op->extra;
+
+  run_vm_op (self, task, BOX_VM_OP_CHECKPOINT, cp->made->id, cp->memory, checkpoint_done);
+}
+
+static void
+streams_ended (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = user_data;
+  BoxEngine *self = BOX_ENGINE (source);
+
+  box_engine_end_streams_finish (self, result);
+  snapshot_go (self, task);
+}
+
 /* Step 3 then the snapshot: what ends before the hypervisor snapshots a
  * running sandbox's memory: exec sockets, port streams, file watches
  * (1011) and other calls in flight; a non-detachable session ends with its
@@ -248,16 +267,25 @@ static void checkpoint_done (GObject *source, GAsyncResult *result, gpointer use
  * "restore").  As for a pause, the guest's presuspend hooks run first
  * (box-engine-presuspend.h, 5 s for all, never failing the snapshot)
  * while everything still runs, for every memory snapshot of a running
- * sandbox; then CHECKPOINT of cp->made. */
+ * sandbox; then the streams end, and the snapshot of a running sandbox
+ * waits (2 s at most) for the agent to have handled their channels'
+ * CLOSE, so that the SIGHUP of a non-detachable session is sent before the
+ * guest stops (the hypervisor's own requests to the agent go ahead of
+ * those frames); then CHECKPOINT of cp->made. */
 static void
 snapshot_now (BoxEngine *self, GTask *task)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
 
+  if (cp->why != NULL && op->sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
+    box_engine_end_streams_async (self, op->id, cp->why, streams_ended, task);
+    return;
+  }
+  /* a paused or stopped guest answers nothing: no wait */
   if (cp->why != NULL)
     box_engine_emit_interrupted (self, op->id, cp->why);
-  run_vm_op (self, task, BOX_VM_OP_CHECKPOINT, cp->made->id, cp->memory, checkpoint_done);
+  snapshot_go (self, task);
 }
 
 static void
@@ -383,24 +411,12 @@ woken (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = user_data;
   BoxEngine *self = g_task_get_source_object (task);
-  BoxEngineOp *op = g_task_get_task_data (task);
   GError *error = NULL;
 
-  if (!box_hypervisor_run_finish (self->hypervisor, result, &error)) {
-    finish_error (self, task, g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
-                                           "sandbox %s could not be woken: %s", op->sandbox->name,
-                                           error->message));
-    g_error_free (error);
-    return;
-  }
-  op->sandbox->state = BOX_SANDBOX_STATE_RUNNING;
-  op->sandbox->last_active_at = box_engine_now (self);
-  box_engine_runtime_get (self, op->id)->base.last_active = op->sandbox->last_active_at;
-  if (!box_engine_save_sandbox (self, op->sandbox, &error)) {
+  if (!box_engine_woken_finish (self, g_task_get_task_data (task), result, &error)) {
     finish_error (self, task, error);
     return;
   }
-  box_engine_emit_detail (self, "sandbox.running", op->sandbox, "from", "stopped");
   checkpoint_numbered (self, task);
 }
 
@@ -427,6 +443,7 @@ run_checkpoint (BoxEngine *self, GTask *task)
       finish_error (self, task, error);
       return;
     }
+    op->from = BOX_SANDBOX_STATE_STOPPED;
     box_engine_fill_vm_request (self, &vm, op);
     box_hypervisor_run_async (self->hypervisor, BOX_VM_OP_BOOT, &vm, NULL, woken, task);
     return;

@@ -85,6 +85,11 @@ void              box_engine_op_start           (BoxEngine *self, GTask *task,
                                                  const char *id_or_name);
 void              box_engine_op_finish_ok       (BoxEngine *self, GTask *task);
 void              box_engine_op_finish_error    (BoxEngine *self, GTask *task, GError *error);
+/* The end of a wake's BOOT or RESUME of @op->sandbox (from @op->from): the
+ * record becomes running and saved, sandbox.running is emitted.  A failure
+ * is 503 sandbox_unavailable (a capacity error stays itself). */
+gboolean          box_engine_woken_finish       (BoxEngine *self, BoxEngineOp *op,
+                                                 GAsyncResult *result, GError **error);
 
 /* box-engine-checkpoints.c: checkpoints left half-made by a crash
  * (recorded as pending, never written) are deleted from the hypervisor. */

@@ -1,5 +1,6 @@
 /* box-engine-presuspend.c: the guest's presuspend hooks before a pause or
- * a memory checkpoint; see box-engine-presuspend.h. */
+ * a memory checkpoint, and the end of the streams before a memory
+ * checkpoint's snapshot; see box-engine-presuspend.h. */
 #include "config.h"
 
 #include "box-agent-hooks.h"
@@ -31,6 +32,38 @@ wait_over (gpointer user_data)
 
   g_cancellable_cancel (ps->cancel);
   return G_SOURCE_REMOVE;
+}
+
+/* The agent of @sandbox_id's guest, or NULL (logged with @what when the
+ * hypervisor cannot give it): a hypervisor that runs no VM has none. */
+static BoxAgentClient *
+guest_agent (BoxEngine *self, const char *sandbox_id, const char *what)
+{
+  g_autoptr(GError) error = NULL;
+  BoxAgentClient *agent;
+
+  if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT))
+    return NULL;
+  agent = box_hypervisor_get_agent (self->hypervisor, sandbox_id, &error);
+  if (agent == NULL)
+    g_message ("sandbox %s: %s: %s", sandbox_id, what, error->message);
+  return agent;
+}
+
+/* @task's data: the guest's answer is awaited @wait_ms of real time at most
+ * (its cancellable is cancelled then). */
+static Presuspend *
+presuspend_wait (GTask *task, const char *sandbox_id, guint wait_ms)
+{
+  Presuspend *ps = g_new0 (Presuspend, 1);
+
+  ps->sandbox_id = g_strdup (sandbox_id);
+  ps->cancel = g_cancellable_new ();
+  g_task_set_task_data (task, ps, (GDestroyNotify) presuspend_free);
+  ps->timer = g_timeout_source_new (wait_ms);
+  g_source_set_callback (ps->timer, wait_over, ps, NULL);
+  g_source_attach (ps->timer, g_main_context_get_thread_default ());
+  return ps;
 }
 
 static void
@@ -69,7 +102,6 @@ box_engine_run_presuspend_hooks_async (BoxEngine *self, const char *sandbox_id,
 {
   g_autoptr(GTask) task = NULL;
   g_autoptr(BoxAgentClient) agent = NULL;
-  g_autoptr(GError) error = NULL;
   Presuspend *ps;
 
   g_return_if_fail (BOX_IS_ENGINE (self));
@@ -78,30 +110,72 @@ box_engine_run_presuspend_hooks_async (BoxEngine *self, const char *sandbox_id,
 
   task = g_task_new (self, NULL, callback, user_data);
   g_task_set_source_tag (task, box_engine_run_presuspend_hooks_async);
-  /* a hypervisor that runs no VM has no guest to ask */
-  if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT)) {
-    g_task_return_boolean (task, FALSE);
-    return;
-  }
-  agent = box_hypervisor_get_agent (self->hypervisor, sandbox_id, &error);
+  agent = guest_agent (self, sandbox_id, "no presuspend hooks");
   if (agent == NULL) {
-    g_message ("sandbox %s: no presuspend hooks: %s", sandbox_id, error->message);
     g_task_return_boolean (task, FALSE);
     return;
   }
-  ps = g_new0 (Presuspend, 1);
-  ps->sandbox_id = g_strdup (sandbox_id);
-  ps->cancel = g_cancellable_new ();
-  g_task_set_task_data (task, ps, (GDestroyNotify) presuspend_free);
-  ps->timer = g_timeout_source_new (BOX_ENGINE_PRESUSPEND_WAIT_MS);
-  g_source_set_callback (ps->timer, wait_over, ps, NULL);
-  g_source_attach (ps->timer, g_main_context_get_thread_default ());
+  ps = presuspend_wait (task, sandbox_id, BOX_ENGINE_PRESUSPEND_WAIT_MS);
   box_agent_client_presuspend_async (agent, BOX_ENGINE_PRESUSPEND_TIMEOUT_MS, ps->cancel,
                                      hooks_done, g_steal_pointer (&task));
 }
 
 gboolean
 box_engine_run_presuspend_hooks_finish (BoxEngine *self, GAsyncResult *result)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), NULL);
+}
+
+/* ---- the end of the streams --------------------------------------------- */
+
+static void
+barrier_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  Presuspend *ps = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+
+  if (!box_agent_client_barrier_finish (BOX_AGENT_CLIENT (source), result, &error)) {
+    if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+      g_warning ("sandbox %s: the guest agent did not confirm the end of the streams within %d ms; "
+                 "snapshotting anyway", ps->sandbox_id, BOX_ENGINE_END_STREAMS_WAIT_MS);
+    else
+      g_message ("sandbox %s: the end of the streams is not confirmed: %s", ps->sandbox_id,
+                 error->message);
+    g_task_return_boolean (task, FALSE);
+    return;
+  }
+  g_task_return_boolean (task, TRUE);
+}
+
+void
+box_engine_end_streams_async (BoxEngine *self, const char *sandbox_id, const char *why,
+                              GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(GTask) task = NULL;
+  g_autoptr(BoxAgentClient) agent = NULL;
+  Presuspend *ps;
+
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (sandbox_id != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
+
+  task = g_task_new (self, NULL, callback, user_data);
+  g_task_set_source_tag (task, box_engine_end_streams_async);
+  /* the streams close now, their channels' CLOSE queued for the agent */
+  box_engine_emit_interrupted (self, sandbox_id, why);
+  agent = guest_agent (self, sandbox_id, "the end of the streams is not confirmed");
+  if (agent == NULL) {
+    g_task_return_boolean (task, FALSE);
+    return;
+  }
+  ps = presuspend_wait (task, sandbox_id, BOX_ENGINE_END_STREAMS_WAIT_MS);
+  box_agent_client_barrier_async (agent, ps->cancel, barrier_done, g_steal_pointer (&task));
+}
+
+gboolean
+box_engine_end_streams_finish (BoxEngine *self, GAsyncResult *result)
 {
   g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
   return g_task_propagate_boolean (G_TASK (result), NULL);

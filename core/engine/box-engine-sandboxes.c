@@ -360,6 +360,33 @@ box_engine_list_sandboxes (BoxEngine *self, const char *project, GHashTable *lab
 
 /* ---- pause, stop, wake ------------------------------------------------- */
 
+gboolean
+box_engine_woken_finish (BoxEngine *self, BoxEngineOp *op, GAsyncResult *result, GError **error)
+{
+  BoxSandbox *sandbox = op->sandbox;
+  GError *local = NULL;
+
+  if (!box_hypervisor_run_finish (self->hypervisor, result, &local)) {
+    g_warning ("sandbox %s: wake failed: %s", sandbox->id, local->message);
+    if (g_error_matches (local, BOX_ERROR, BOX_ERROR_CAPACITY)) {
+      g_propagate_error (error, local);
+      return FALSE;
+    }
+    g_set_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                 "sandbox %s could not be woken: %s", sandbox->name, local->message);
+    g_error_free (local);
+    return FALSE;
+  }
+  sandbox->state = BOX_SANDBOX_STATE_RUNNING;
+  sandbox->last_active_at = box_engine_now (self);
+  box_engine_runtime_get (self, sandbox->id)->base.last_active = sandbox->last_active_at;
+  if (!box_engine_save_sandbox (self, sandbox, error))
+    return FALSE;
+  box_engine_emit_detail (self, "sandbox.running", sandbox, "from",
+                          box_sandbox_state_to_string (op->from));
+  return TRUE;
+}
+
 static void
 state_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -370,17 +397,16 @@ state_done (GObject *source, GAsyncResult *result, gpointer user_data)
   GError *error = NULL;
   const char *type;
 
+  if (op->request == BOX_STATE_REQUEST_WAKE) {
+    if (box_engine_woken_finish (self, op, result, &error))
+      box_engine_op_finish_ok (self, task);
+    else
+      box_engine_op_finish_error (self, task, error);
+    return;
+  }
   if (!box_hypervisor_run_finish (self->hypervisor, result, &error)) {
     g_warning ("sandbox %s: %s failed: %s", sandbox->id,
-               op->request == BOX_STATE_REQUEST_WAKE ? "wake" :
                op->request == BOX_STATE_REQUEST_PAUSE ? "pause" : "stop", error->message);
-    if (op->request == BOX_STATE_REQUEST_WAKE && !g_error_matches (error, BOX_ERROR, BOX_ERROR_CAPACITY)) {
-      GError *unavailable = g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
-                                         "sandbox %s could not be woken: %s", sandbox->name,
-                                         error->message);
-      g_error_free (error);
-      error = unavailable;
-    }
     box_engine_op_finish_error (self, task, error);
     return;
   }
@@ -388,33 +414,20 @@ state_done (GObject *source, GAsyncResult *result, gpointer user_data)
   /* A deadline fires once. */
   if (g_strcmp0 (op->reason, "deadline") == 0)
     sandbox->has_deadline = FALSE;
-  switch (op->request) {
-  case BOX_STATE_REQUEST_PAUSE:
+  if (op->request == BOX_STATE_REQUEST_PAUSE) {
     sandbox->state = BOX_SANDBOX_STATE_PAUSED;
     sandbox->snapshot_at = box_engine_now (self);
     type = "sandbox.paused";
-    break;
-  case BOX_STATE_REQUEST_STOP:
+  } else {
     sandbox->state = BOX_SANDBOX_STATE_STOPPED;
     sandbox->snapshot_at = 0;
     type = "sandbox.stopped";
-    break;
-  case BOX_STATE_REQUEST_WAKE:
-  default:
-    sandbox->state = BOX_SANDBOX_STATE_RUNNING;
-    sandbox->last_active_at = box_engine_now (self);
-    box_engine_runtime_get (self, sandbox->id)->base.last_active = sandbox->last_active_at;
-    type = "sandbox.running";
-    break;
   }
   if (!box_engine_save_sandbox (self, sandbox, &error)) {
     box_engine_op_finish_error (self, task, error);
     return;
   }
-  if (op->request == BOX_STATE_REQUEST_WAKE)
-    box_engine_emit_detail (self, type, sandbox, "from", box_sandbox_state_to_string (op->from));
-  else
-    box_engine_emit_detail (self, type, sandbox, "reason", op->reason);
+  box_engine_emit_detail (self, type, sandbox, "reason", op->reason);
   box_engine_op_finish_ok (self, task);
 }
 

@@ -2,7 +2,9 @@
  * the one parser every agent value goes through (caps before json-glib),
  * the text that reaches a log, the records built from replies, and the
  * client's limits (control messages over 64 KiB, the host's window, the
- * timeout of a call nobody answers) against the scripted fake agent. */
+ * timeout of a call nobody answers) and the order of what it sends (a
+ * barrier after the channels' frames, other requests ahead of them) against
+ * the scripted fake agent. */
 #include "config.h"
 
 #include <string.h>
@@ -371,6 +373,89 @@ test_presuspend_silent (Fake *f, gconstpointer data)
   g_assert_cmpint (g_get_monotonic_time () - start, <, 5 * G_USEC_PER_SEC);
 }
 
+/* A channel opened by the fake agent's reply. */
+static BoxAgentChannel *
+fake_open (Fake *f)
+{
+  g_autoptr(GAsyncResult) res = NULL;
+  g_autoptr(JsonObject) req = NULL;
+  g_autofree char *reply = NULL;
+  g_autoptr(GError) error = NULL;
+  BoxAgentChannel *channel;
+  gint64 id = 0;
+
+  box_agent_client_open_channel_async (f->client, "exec", NULL, NULL, agent_test_store_result, &res);
+  req = fake_agent_read_request (f->fake);
+  g_assert_true (box_agent_json_get_int (req, "id", &id));
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true,\"pid\":7}", id);
+  fake_agent_send_json (f->fake, 0, reply);
+  agent_test_wait_result (&res);
+  channel = box_agent_client_open_channel_finish (f->client, res, &error);
+  g_assert_no_error (error);
+  return channel;
+}
+
+/* With the output backed up (a channel's megabyte of stdin the agent does
+ * not read yet), a request goes ahead of the channels' frames, but a barrier
+ * comes after the CLOSE queued before it: its answer means the agent
+ * handled that CLOSE. */
+static void
+test_barrier_order (Fake *f, gconstpointer data)
+{
+  g_autoptr(BoxAgentChannel) busy = fake_open (f);
+  g_autoptr(BoxAgentChannel) ended = fake_open (f);
+  g_autoptr(GBytes) stdin_data = g_bytes_new_take (g_malloc0 (BOX_AGENT_DEFAULT_WINDOW),
+                                                   BOX_AGENT_DEFAULT_WINDOW);
+  g_autoptr(GAsyncResult) barrier_res = NULL;
+  g_autoptr(GAsyncResult) call_res = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *reply = NULL;
+  gint order = 0, call_at = 0, close_at = 0, barrier_at = 0;
+  gint64 barrier_id = 0, call_id = 0;
+
+  box_agent_channel_write_async (busy, 0, stdin_data, NULL, NULL, NULL);
+  agent_test_spin (100);
+  g_assert_cmpuint (box_agent_client_get_queued_bytes (f->client), >, 0);
+  box_agent_channel_close (ended);
+  box_agent_client_barrier_async (f->client, NULL, agent_test_store_result, &barrier_res);
+  box_agent_client_call_async (f->client, "ping", NULL, NULL, agent_test_store_result, &call_res);
+  while (barrier_at == 0) {
+    BoxAgentFrameHeader header;
+    g_autoptr(GBytes) payload = NULL;
+    g_autoptr(JsonObject) msg = NULL;
+
+    fake_agent_read (f->fake, &header, &payload);
+    order++;
+    if (header.type == BOX_AGENT_FRAME_CLOSE && header.channel == box_agent_channel_get_id (ended))
+      close_at = order;
+    if (header.type != BOX_AGENT_FRAME_CTRL || header.channel != 0)
+      continue;
+    msg = box_agent_parse_ctrl (g_bytes_get_data (payload, NULL), g_bytes_get_size (payload), &error);
+    g_assert_no_error (error);
+    g_assert_cmpstr (box_agent_json_get_string (msg, "op"), ==, "ping");
+    if (call_at == 0) {
+      call_at = order;
+      g_assert_true (box_agent_json_get_int (msg, "id", &call_id));
+    } else {
+      barrier_at = order;
+      g_assert_true (box_agent_json_get_int (msg, "id", &barrier_id));
+    }
+  }
+  g_test_message ("request at %d, CLOSE at %d, barrier at %d", call_at, close_at, barrier_at);
+  g_assert_cmpint (call_at, <, close_at);
+  g_assert_cmpint (close_at, <, barrier_at);
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true,\"uptime_ms\":1,\"channels\":1}",
+                           barrier_id);
+  fake_agent_send_json (f->fake, 0, reply);
+  agent_test_wait_result (&barrier_res);
+  g_assert_true (box_agent_client_barrier_finish (f->client, barrier_res, &error));
+  g_assert_no_error (error);
+  g_clear_pointer (&reply, g_free);
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true}", call_id);
+  fake_agent_send_json (f->fake, 0, reply);
+  agent_test_wait_result (&call_res);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -383,6 +468,7 @@ main (int argc, char **argv)
   g_test_add ("/agent-distrust/window", Fake, NULL, fake_setup, test_window, fake_teardown);
   g_test_add ("/agent-distrust/ctrl-cap", Fake, NULL, fake_setup, test_ctrl_cap, fake_teardown);
   g_test_add ("/agent-distrust/call-timeout", Fake, NULL, fake_setup, test_call_timeout, fake_teardown);
+  g_test_add ("/agent-distrust/barrier-order", Fake, NULL, fake_setup, test_barrier_order, fake_teardown);
   g_test_add ("/agent-distrust/presuspend", Fake, NULL, fake_setup, test_presuspend, fake_teardown);
   g_test_add ("/agent-distrust/presuspend-silent", Fake, NULL, fake_setup, test_presuspend_silent,
               fake_teardown);

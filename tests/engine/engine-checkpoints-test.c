@@ -3,9 +3,14 @@
  * checkpoint (the in-sandbox socket's 201) has its number but no record,
  * nothing is interrupted and nothing is snapshotted until the caller lets
  * it go; only memory checkpoints and restores end streams; a restore of a
- * stopped sandbox keeps a disk-only auto-N; at start, a record without
- * files goes (checkpoint.deleted) and files without a record are deleted.
- * The HTTP side is tests/e2e/test_checkpoints.py. */
+ * stopped sandbox keeps a disk-only auto-N; numbers are never handed out
+ * twice (deletes, restores, a restart); the newest 5 automatic ones are
+ * kept, the older ones go with their hypervisor files; another project's
+ * checkpoints are not found, and a fork that names what a checkpoint gives
+ * is refused before anything exists; at start, a record without files goes
+ * (checkpoint.deleted) and files without a record are deleted.  The
+ * request parsing (unknown fields) is tests/engine/requests-test.c; the
+ * HTTP side tests/e2e/test_checkpoints.py. */
 #include "config.h"
 
 #include <stdlib.h>
@@ -58,6 +63,69 @@ static BoxCheckpoint *
 stored (Ef *ef, const char *sandbox_id, const char *id)
 {
   return box_storage_checkpoint_get (box_engine_get_storage (ef->engine), sandbox_id, id, NULL);
+}
+
+
+static BoxSandbox *
+restore (Ef *ef, const char *project, const char *id, const char *checkpoint, GError **error)
+{
+  Taken taken = { 0 };
+  BoxSandbox *sandbox;
+
+  box_engine_restore_checkpoint_async (ef->engine, project, id, checkpoint, NULL, taken_cb,
+                                       &taken);
+  ef_wait (ef, &taken.done);
+  sandbox = box_engine_restore_checkpoint_finish (ef->engine, taken.result, error);
+  g_object_unref (taken.result);
+  return sandbox;
+}
+
+static gboolean
+delete (Ef *ef, const char *project, const char *id, const char *checkpoint, GError **error)
+{
+  Taken taken = { 0 };
+  gboolean ok;
+
+  box_engine_delete_checkpoint_async (ef->engine, project, id, checkpoint, NULL, taken_cb, &taken);
+  ef_wait (ef, &taken.done);
+  ok = box_engine_delete_checkpoint_finish (ef->engine, taken.result, error);
+  g_object_unref (taken.result);
+  return ok;
+}
+
+/* The IDs of @id's checkpoints, oldest first, joined by " ". */
+static char *
+listed (Ef *ef, const char *id)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GPtrArray) all = box_engine_list_checkpoints (ef->engine, ef->project, id, &error);
+  g_autoptr(GString) ids = g_string_new (NULL);
+
+  g_assert_no_error (error);
+  for (guint i = 0; i < all->len; i++) {
+    const BoxCheckpoint *checkpoint = g_ptr_array_index (all, i);
+
+    g_string_append_printf (ids, "%s%s", i > 0 ? " " : "", checkpoint->id);
+  }
+  return g_string_free (g_steal_pointer (&ids), FALSE);
+}
+
+static int
+compare_strings (const void *a, const void *b)
+{
+  return strcmp (*(char *const *) a, *(char *const *) b);
+}
+
+/* The checkpoints the hypervisor keeps for @sandbox_id, sorted, joined by " ". */
+static char *
+held (Ef *ef, const char *sandbox_id)
+{
+  g_autoptr(GError) error = NULL;
+  g_auto(GStrv) ids = box_hypervisor_list_checkpoints (ef->hv, sandbox_id, &error);
+
+  g_assert_no_error (error);
+  qsort (ids, g_strv_length (ids), sizeof (char *), compare_strings);
+  return g_strjoinv (" ", ids);
 }
 
 static void
@@ -157,29 +225,211 @@ test_interruptions (Ef *ef, gconstpointer user_data)
   g_assert_cmpint (ef_vm_state (ef, sandbox->id), ==, BOX_VM_STATE_RUNNING);
 }
 
+/* An ID is never handed out twice: not after deleting the newest, not
+ * after a restore to a checkpoint older than the counter, not after a
+ * restart; automatic IDs count on their own. */
+static void
+test_numbers_never_reused (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{}");
+  g_autoptr(GError) error = NULL;
+  g_autofree char *ids = NULL;
+  BoxCheckpoint *made;
+  BoxSandbox *back;
+
+  for (guint i = 0; i < 2; i++) {
+    made = take (ef, sandbox->id, TRUE, &error);
+    g_assert_no_error (error);
+    box_checkpoint_free (made);
+  }
+  g_assert_true (delete (ef, NULL, sandbox->id, "v2", &error));
+  g_assert_no_error (error);
+  back = restore (ef, NULL, sandbox->id, "v1", &error);
+  g_assert_no_error (error);
+  box_sandbox_free (back);
+  made = take (ef, sandbox->id, FALSE, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (made->id, ==, "v3");
+  box_checkpoint_free (made);
+  g_assert_true (delete (ef, NULL, sandbox->id, "auto-1", &error));
+  g_assert_no_error (error);
+  back = restore (ef, NULL, sandbox->id, "v3", &error);
+  g_assert_no_error (error);
+  box_sandbox_free (back);
+  ids = listed (ef, sandbox->id);
+  g_assert_cmpstr (ids, ==, "v1 v3 auto-2");
+  g_clear_pointer (&ids, g_free);
+  ids = held (ef, sandbox->id);
+  g_assert_cmpstr (ids, ==, "auto-2 v1 v3");
+  g_clear_pointer (&ids, g_free);
+
+  /* the counters are in the sandbox's record: a restart keeps them */
+  ef_stop (ef);
+  ef_start (ef);
+  g_assert_true (delete (ef, NULL, sandbox->id, "v3", &error));
+  g_assert_no_error (error);
+  made = take (ef, sandbox->id, TRUE, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (made->id, ==, "v4");
+  box_checkpoint_free (made);
+  back = restore (ef, NULL, sandbox->id, "v1", &error);
+  g_assert_no_error (error);
+  box_sandbox_free (back);
+  ids = listed (ef, sandbox->id);
+  g_assert_cmpstr (ids, ==, "v1 auto-2 v4 auto-3");
+}
+
+/* Six restores keep the newest 5 automatic checkpoints; the oldest goes
+ * from the records and from the hypervisor, announced deleted; the
+ * client's own checkpoints are never pruned. */
+static void
+test_auto_retention (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxCheckpoint) base = take (ef, sandbox->id, TRUE, &error);
+  g_autofree char *ids = NULL;
+  g_autofree char *events = NULL;
+
+  g_assert_no_error (error);
+  for (guint i = 1; i <= 5; i++) {
+    BoxSandbox *back = restore (ef, NULL, sandbox->id, "v1", &error);
+
+    g_assert_no_error (error);
+    box_sandbox_free (back);
+  }
+  ids = listed (ef, sandbox->id);
+  g_assert_cmpstr (ids, ==, "v1 auto-1 auto-2 auto-3 auto-4 auto-5");
+  g_clear_pointer (&ids, g_free);
+  ef_forget (ef);
+  box_sandbox_free (restore (ef, NULL, sandbox->id, "v1", &error));
+  g_assert_no_error (error);
+  ids = listed (ef, sandbox->id);
+  g_assert_cmpstr (ids, ==, "v1 auto-2 auto-3 auto-4 auto-5 auto-6");
+  g_clear_pointer (&ids, g_free);
+  ids = held (ef, sandbox->id);
+  g_assert_cmpstr (ids, ==, "auto-2 auto-3 auto-4 auto-5 auto-6 v1");
+  /* one was pruned, and announced */
+  events = ef_take_events (ef);
+  g_assert_nonnull (strstr (events, "checkpoint.deleted"));
+  g_assert_null (strstr (strstr (events, "checkpoint.deleted") + 1, "checkpoint.deleted"));
+}
+
+/* Another project's sandbox and checkpoints are not found by any
+ * operation, and nothing of them changes; a missing checkpoint of one's
+ * own is not found either. */
+static void
+test_other_project (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{\"name\": \"mine\"}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxCheckpoint) base = take (ef, sandbox->id, TRUE, &error);
+  g_autoptr(GPtrArray) list = NULL;
+  g_autofree char *body = NULL;
+  g_autofree char *ids = NULL;
+  Taken taken = { 0 };
+
+  g_assert_no_error (error);
+  ef_project (ef, "q");
+  ef_forget (ef);
+  for (guint i = 0; i < 2; i++) {
+    const char *by = i == 0 ? sandbox->id : "mine";
+
+    list = box_engine_list_checkpoints (ef->engine, "q", by, &error);
+    g_assert_null (list);
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    g_assert_null (box_engine_get_checkpoint (ef->engine, "q", by, "v1", &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    g_assert_false (delete (ef, "q", by, "v1", &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    g_assert_null (restore (ef, "q", by, "v1", &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    taken.done = FALSE;
+    box_engine_create_checkpoint_async (ef->engine, "q", by, NULL, TRUE, NULL, NULL, NULL,
+                                        taken_cb, &taken);
+    ef_wait (ef, &taken.done);
+    g_assert_null (box_engine_create_checkpoint_finish (ef->engine, taken.result, &error));
+    g_clear_object (&taken.result);
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    /* a fork of it too */
+    ef->project = "q";
+    body = g_strdup_printf ("{\"from\": {\"sandbox\": \"%s\", \"checkpoint\": \"v1\"}}", by);
+    g_assert_null (ef_create (ef, body, &error));
+    ef->project = "p";
+    g_clear_pointer (&body, g_free);
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+  }
+  /* one's own missing checkpoint */
+  g_assert_null (restore (ef, NULL, sandbox->id, "v9", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  g_assert_false (delete (ef, NULL, sandbox->id, "v9", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+  g_clear_error (&error);
+  ef_assert_events (ef, "");
+  ef_assert_interrupted (ef, "");
+  ids = listed (ef, sandbox->id);
+  g_assert_cmpstr (ids, ==, "v1");
+  g_assert_cmpint (ef_state (ef, sandbox->id), ==, BOX_SANDBOX_STATE_RUNNING);
+}
+
+/* A fork takes template, image and resources from the checkpoint: naming
+ * any of them, or a field `from` does not have, is 400 and creates
+ * nothing; a valid fork gets the source's resources. */
+static void
+test_fork_rules (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) source = ef_create_ok (ef, "{\"name\": \"src\", \"resources\": "
+                                                   "{\"cpus\": 1, \"memory_mib\": 512, \"disk_gib\": 3}}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxCheckpoint) base = take (ef, source->id, TRUE, &error);
+  g_autoptr(BoxSandbox) fork = NULL;
+  g_autoptr(GPtrArray) all = NULL;
+  static const char *const refused[] = {
+    "\"template\": \"base\"",
+    "\"image\": \"r.example/x@sha256:0000000000000000000000000000000000000000000000000000000000000000\"",
+    "\"resources\": {\"cpus\": 1}",
+  };
+
+  g_assert_no_error (error);
+  ef_forget (ef);
+  for (guint i = 0; i < G_N_ELEMENTS (refused); i++) {
+    g_autofree char *body = g_strdup_printf ("{\"from\": {\"sandbox\": \"src\", \"checkpoint\": "
+                                             "\"v1\"}, %s}", refused[i]);
+
+    g_assert_null (ef_create (ef, body, &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+    g_assert_nonnull (strstr (error->message, "come from the checkpoint"));
+    g_clear_error (&error);
+  }
+  g_assert_null (ef_create (ef, "{\"from\": {\"sandbox\": \"src\", \"checkpoint\": \"v1\", "
+                                "\"memory\": true}}", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_clear_error (&error);
+  ef_assert_events (ef, "");
+  all = box_engine_list_sandboxes (ef->engine, "p", NULL, NULL, &error);
+  g_assert_cmpuint (all->len, ==, 1);
+
+  fork = ef_create (ef, "{\"name\": \"fk\", \"from\": {\"sandbox\": \"src\", \"checkpoint\": \"v1\"}}",
+                    &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (fork->resources.cpus, ==, 1);
+  g_assert_cmpuint (fork->resources.memory_mib, ==, 512);
+  g_assert_cmpuint (fork->resources.disk_gib, ==, 3);
+  g_assert_cmpint (fork->state, ==, BOX_SANDBOX_STATE_RUNNING);
+}
+
 static void
 vm_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   g_assert_true (box_hypervisor_run_finish (BOX_HYPERVISOR (source), result, NULL));
   *(gboolean *) user_data = TRUE;
-}
-
-static int
-compare_strings (const void *a, const void *b)
-{
-  return strcmp (*(char *const *) a, *(char *const *) b);
-}
-
-/* The checkpoints the hypervisor keeps for @sandbox_id, sorted, joined by " ". */
-static char *
-held (Ef *ef, const char *sandbox_id)
-{
-  g_autoptr(GError) error = NULL;
-  g_auto(GStrv) ids = box_hypervisor_list_checkpoints (ef->hv, sandbox_id, &error);
-
-  g_assert_no_error (error);
-  qsort (ids, g_strv_length (ids), sizeof (char *), compare_strings);
-  return g_strjoinv (" ", ids);
 }
 
 /* Files deleted by hand (the hypervisor forgets v2) and a record lost
@@ -235,6 +485,10 @@ main (int argc, char **argv)
   ef_init (&argc, &argv);
   ADD ("/checkpoints/accepted-waits", test_accepted_waits);
   ADD ("/checkpoints/interruptions", test_interruptions);
+  ADD ("/checkpoints/numbers-never-reused", test_numbers_never_reused);
+  ADD ("/checkpoints/auto-retention", test_auto_retention);
+  ADD ("/checkpoints/other-project", test_other_project);
+  ADD ("/checkpoints/fork-rules", test_fork_rules);
   ADD ("/checkpoints/reconcile-both-ways", test_reconcile_both_ways);
   return g_test_run ();
 }

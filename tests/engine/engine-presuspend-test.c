@@ -3,7 +3,12 @@
  * ("set-agent"): the request comes before anything is interrupted or
  * snapshotted, for the API's pause and the idle rule's; failed hooks and a
  * guest that never answers do not hold the pause (the latter for
- * BOX_ENGINE_PRESUSPEND_WAIT_MS of real time). */
+ * BOX_ENGINE_PRESUSPEND_WAIT_MS of real time).  A memory checkpoint runs
+ * the hooks too, then ends the streams and snapshots only once the agent
+ * read the CLOSE of their channels (it sends a non-detachable session
+ * SIGHUP then): a `ping` queued after those frames must be answered first,
+ * and a silent agent holds the snapshot BOX_ENGINE_END_STREAMS_WAIT_MS at
+ * most. */
 #include "config.h"
 
 #include <string.h>
@@ -11,6 +16,8 @@
 #include "agent-test-util.h"
 #include "box-engine-presuspend.h"
 #include "engine-fixture.h"
+
+#define CHECKPOINT_CAPS "guest-agent,memory-snapshots,checkpoints"
 
 typedef struct {
   Ef              ef;
@@ -30,8 +37,8 @@ on_connected (GObject *source, GAsyncResult *result, gpointer user_data)
 static void
 set_up (Fixture *f, gconstpointer data)
 {
-  f->ef.dummy_caps = g_strdup ("guest-agent,memory-snapshots");
-  ef_set_up (&f->ef, data);
+  f->ef.dummy_caps = g_strdup (data != NULL ? data : "guest-agent,memory-snapshots");
+  ef_set_up (&f->ef, NULL);
 }
 
 static void
@@ -173,6 +180,129 @@ test_idle (Fixture *f, gconstpointer data)
   ef_assert_events (&f->ef, want);
 }
 
+/* ---- the end of the streams before a memory checkpoint ---- */
+
+typedef struct {
+  gboolean       done;
+  GAsyncResult  *result;
+} Done;
+
+static void
+store_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Done *done = user_data;
+
+  done->result = g_object_ref (result);
+  done->done = TRUE;
+}
+
+/* A channel of the fake agent's, as an exec stream holds one. */
+static BoxAgentChannel *
+open_channel (Fixture *f)
+{
+  g_autoptr(JsonObject) req = NULL;
+  g_autofree char *reply = NULL;
+  gint64 id = 0;
+  Done opened = { 0 };
+  BoxAgentChannel *channel;
+
+  box_agent_client_open_channel_async (f->client, "exec", NULL, NULL, store_done, &opened);
+  req = fake_agent_read_request (f->fake);
+  g_assert_cmpstr (box_agent_json_get_string (req, "op"), ==, "exec");
+  g_assert_true (box_agent_json_get_int (req, "id", &id));
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true,\"pid\":7}", id);
+  fake_agent_send_json (f->fake, 0, reply);
+  ef_wait (&f->ef, &opened.done);
+  channel = box_agent_client_open_channel_finish (f->client, opened.result, NULL);
+  g_object_unref (opened.result);
+  g_assert_nonnull (channel);
+  return channel;
+}
+
+/* What the exec bridge does on ::sandbox-interrupted: its socket closes,
+ * and with it the session's channel. */
+static void
+close_on_interrupt (BoxEngine *engine, const char *sandbox_id, const char *why, gpointer data)
+{
+  box_agent_channel_close (BOX_AGENT_CHANNEL (data));
+}
+
+static void
+test_checkpoint_streams (Fixture *f, gconstpointer data)
+{
+  g_autoptr(BoxSandbox) sb = create_with_agent (f, "{}");
+  g_autoptr(BoxAgentChannel) channel = open_channel (f);
+  g_autoptr(JsonObject) ping = NULL;
+  g_autoptr(BoxCheckpoint) made = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *reply = NULL;
+  g_autofree char *want = g_strdup_printf ("%s checkpoint", sb->id);
+  BoxAgentFrameHeader header;
+  GBytes *payload = NULL;
+  gint64 id = 0;
+  Done done = { 0 };
+  gulong handler;
+
+  handler = g_signal_connect (f->ef.engine, "sandbox-interrupted", G_CALLBACK (close_on_interrupt),
+                              channel);
+  ef_forget (&f->ef);
+  box_engine_create_checkpoint_async (f->ef.engine, "p", sb->id, NULL, TRUE, NULL, NULL, NULL,
+                                      store_done, &done);
+  reply_counts (f, read_presuspend (f, sb->id), "\"ran\":0,\"failed\":0,\"timed_out\":0,\"skipped\":0");
+  /* the channel's CLOSE, then the ping queued after it */
+  do {
+    g_clear_pointer (&payload, g_bytes_unref);
+    fake_agent_read (f->fake, &header, &payload);
+  } while (header.type == BOX_AGENT_FRAME_CREDIT);
+  g_assert_cmpint (header.type, ==, BOX_AGENT_FRAME_CLOSE);
+  g_assert_cmpuint (header.channel, ==, box_agent_channel_get_id (channel));
+  g_clear_pointer (&payload, g_bytes_unref);
+  ef_assert_interrupted (&f->ef, want);
+  ping = fake_agent_read_request (f->fake);
+  g_assert_cmpstr (box_agent_json_get_string (ping, "op"), ==, "ping");
+  g_assert_true (box_agent_json_get_int (ping, "id", &id));
+  /* not snapshotted before the agent answered */
+  agent_test_spin (200);
+  g_assert_false (done.done);
+  g_assert_null (box_storage_checkpoint_get (box_engine_get_storage (f->ef.engine), sb->id, "v1", NULL));
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true,\"uptime_ms\":1,\"channels\":0}", id);
+  fake_agent_send_json (f->fake, 0, reply);
+  ef_wait (&f->ef, &done.done);
+  made = box_engine_create_checkpoint_finish (f->ef.engine, done.result, &error);
+  g_clear_object (&done.result);
+  g_assert_no_error (error);
+  g_assert_cmpstr (made->id, ==, "v1");
+  g_signal_handler_disconnect (f->ef.engine, handler);
+}
+
+static void
+test_checkpoint_silent (Fixture *f, gconstpointer data)
+{
+  g_autoptr(BoxSandbox) sb = create_with_agent (f, "{}");
+  g_autoptr(JsonObject) ping = NULL;
+  g_autoptr(BoxCheckpoint) made = NULL;
+  g_autoptr(GError) error = NULL;
+  Done done = { 0 };
+  gint64 start, took;
+
+  box_engine_create_checkpoint_async (f->ef.engine, "p", sb->id, NULL, TRUE, NULL, NULL, NULL,
+                                      store_done, &done);
+  reply_counts (f, read_presuspend (f, sb->id), "\"ran\":0,\"failed\":0,\"timed_out\":0,\"skipped\":0");
+  ping = fake_agent_read_request (f->fake);
+  g_assert_cmpstr (box_agent_json_get_string (ping, "op"), ==, "ping");
+  start = g_get_monotonic_time ();
+  /* never answered: the snapshot goes on */
+  ef_wait (&f->ef, &done.done);
+  took = (g_get_monotonic_time () - start) / 1000;
+  g_test_message ("a silent guest held the checkpoint %" G_GINT64_FORMAT " ms", took);
+  g_assert_cmpint (took, >=, BOX_ENGINE_END_STREAMS_WAIT_MS - 500);
+  g_assert_cmpint (took, <, BOX_ENGINE_END_STREAMS_WAIT_MS + 3000);
+  made = box_engine_create_checkpoint_finish (f->ef.engine, done.result, &error);
+  g_clear_object (&done.result);
+  g_assert_no_error (error);
+  g_assert_cmpstr (made->id, ==, "v1");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -181,5 +311,9 @@ main (int argc, char **argv)
   g_test_add ("/engine/presuspend/malformed", Fixture, NULL, set_up, test_malformed, tear_down);
   g_test_add ("/engine/presuspend/silent", Fixture, NULL, set_up, test_silent, tear_down);
   g_test_add ("/engine/presuspend/idle", Fixture, NULL, set_up, test_idle, tear_down);
+  g_test_add ("/engine/presuspend/checkpoint-streams", Fixture, CHECKPOINT_CAPS, set_up,
+              test_checkpoint_streams, tear_down);
+  g_test_add ("/engine/presuspend/checkpoint-silent", Fixture, CHECKPOINT_CAPS, set_up,
+              test_checkpoint_silent, tear_down);
   return g_test_run ();
 }
