@@ -169,7 +169,12 @@ def run(t, modes=MODES, attack_s=ATTACK_S, idle_s=IDLE_S, report=None):
     os.makedirs(conf_dir, exist_ok=True)
     conf = os.path.join(conf_dir, 'boxd.conf')
     with open(conf, 'w') as f:
-        f.write('[plugin.dummy]\nagent=%s\nagent_programs=%s\n' % (BOX_AGENT, HOSTILE_AGENT))
+        # the neighbour's exec/runs go back to back (~200 a second on a
+        # quiet machine): the per-key rate (100/s, bursts of 1000) would
+        # answer it 429 after a few seconds; the rate limiter has its own
+        # tests, this one measures the agent path
+        f.write('[boxd]\nrate_per_s=0\n'
+                '[plugin.dummy]\nagent=%s\nagent_programs=%s\n' % (BOX_AGENT, HOSTILE_AGENT))
     d = Boxd(t, extra_args=['--config', conf]).start()
     pid = d.proc.pid
     asan = under_asan(pid)
