@@ -107,6 +107,8 @@ char    *box_libvirt_choose_accel (const char *setting, const BoxLibvirtImage *i
                                    char **how);
 guint64  box_libvirt_host_memory_mib (void);
 guint    box_libvirt_host_cpus        (void);
+char    *box_libvirt_console_tail      (const char *text, gsize max);
+char    *box_libvirt_console_file_tail (const char *path, gsize max);
 /* Memory a QEMU really holds (private RSS, MiB), 0 when unknown. */
 guint64  box_libvirt_qemu_rss_mib     (const char *domain_name);
 
