@@ -480,6 +480,7 @@ gboolean  box_libvirt_copy_sparse            (const char *src, const char *dst, 
 /* BOX_ERROR_CAPACITY unless @bytes (and a reserve) fit on vm_dir's file system. */
 gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 bytes,
                                               GError **error);
+void      box_libvirt_note_disk_full         (BoxLibvirtPlugin *self, GError **error);
 /* link(2) of @from as @to, whatever @to was; BOX_ERROR_CAPACITY when full. */
 gboolean  box_libvirt_link_file              (const char *from, const char *to, GError **error);
 /* rename(2), and @from unlinked when both were links of one file. */
