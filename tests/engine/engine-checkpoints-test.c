@@ -20,77 +20,26 @@
 
 #define ADD(path, func) g_test_add (path, Ef, NULL, ef_set_up, func, ef_tear_down)
 
+/* What the in-sandbox socket's caller gets: the checkpoint accepted, and
+ * the task that lets it go. */
 typedef struct {
-  gboolean       done;
-  GAsyncResult  *result;
   GTask         *go;
   BoxCheckpoint *accepted;
-} Taken;
-
-static void
-taken_cb (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Taken *taken = user_data;
-
-  taken->result = g_object_ref (result);
-  taken->done = TRUE;
-}
+} Accepted;
 
 static void
 on_accepted (BoxEngine *engine, const BoxCheckpoint *checkpoint, GTask *go, gpointer user_data)
 {
-  Taken *taken = user_data;
+  Accepted *accepted = user_data;
 
-  taken->accepted = box_checkpoint_copy (checkpoint);
-  taken->go = go;
-}
-
-static BoxCheckpoint *
-take (Ef *ef, const char *id, gboolean memory, GError **error)
-{
-  Taken taken = { 0 };
-  BoxCheckpoint *checkpoint;
-
-  box_engine_create_checkpoint_async (ef->engine, ef->project, id, NULL, memory, NULL, NULL, NULL,
-                                      taken_cb, &taken);
-  ef_wait (ef, &taken.done);
-  checkpoint = box_engine_create_checkpoint_finish (ef->engine, taken.result, error);
-  g_object_unref (taken.result);
-  return checkpoint;
+  accepted->accepted = box_checkpoint_copy (checkpoint);
+  accepted->go = go;
 }
 
 static BoxCheckpoint *
 stored (Ef *ef, const char *sandbox_id, const char *id)
 {
   return box_storage_checkpoint_get (box_engine_get_storage (ef->engine), sandbox_id, id, NULL);
-}
-
-
-static BoxSandbox *
-restore (Ef *ef, const char *project, const char *id, const char *checkpoint, GError **error)
-{
-  Taken taken = { 0 };
-  BoxSandbox *sandbox;
-
-  box_engine_restore_checkpoint_async (ef->engine, project, id, checkpoint, NULL, taken_cb,
-                                       &taken);
-  ef_wait (ef, &taken.done);
-  sandbox = box_engine_restore_checkpoint_finish (ef->engine, taken.result, error);
-  g_object_unref (taken.result);
-  return sandbox;
-}
-
-static gboolean
-delete (Ef *ef, const char *project, const char *id, const char *checkpoint, GError **error)
-{
-  Taken taken = { 0 };
-  gboolean ok;
-
-  box_engine_delete_checkpoint_async (ef->engine, project, id, checkpoint, NULL, taken_cb, &taken);
-  ef_wait (ef, &taken.done);
-  ok = box_engine_delete_checkpoint_finish (ef->engine, taken.result, error);
-  g_object_unref (taken.result);
-  return ok;
 }
 
 /* The IDs of @id's checkpoints, oldest first, joined by " ". */
@@ -137,16 +86,18 @@ test_accepted_waits (Ef *ef, gconstpointer user_data)
   g_autoptr(BoxCheckpoint) late = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *expected = NULL;
-  Taken taken = { 0 };
+  g_autoptr(GAsyncResult) result = NULL;
+  Accepted accepted = { 0 };
+  EfWait taken = { 0 };
 
   ef_forget (ef);
   box_engine_create_checkpoint_async (ef->engine, NULL, sandbox->id, "inside", TRUE, on_accepted,
-                                      &taken, NULL, taken_cb, &taken);
+                                      &accepted, NULL, ef_wait_cb, &taken);
   ef_settle (ef);
-  g_assert_nonnull (taken.go);
-  g_assert_cmpstr (taken.accepted->id, ==, "v1");
-  g_assert_cmpstr (taken.accepted->comment, ==, "inside");
-  g_assert_true (taken.accepted->memory);
+  g_assert_nonnull (accepted.go);
+  g_assert_cmpstr (accepted.accepted->id, ==, "v1");
+  g_assert_cmpstr (accepted.accepted->comment, ==, "inside");
+  g_assert_true (accepted.accepted->memory);
   /* accepted: numbered, but nothing written, ended or snapshotted yet */
   early = stored (ef, sandbox->id, "v1");
   g_assert_null (early);
@@ -154,11 +105,10 @@ test_accepted_waits (Ef *ef, gconstpointer user_data)
   ef_assert_interrupted (ef, "");
   ef_assert_events (ef, "");
 
-  g_task_return_boolean (taken.go, TRUE);
-  g_object_unref (taken.go);
-  ef_wait (ef, &taken.done);
-  made = box_engine_create_checkpoint_finish (ef->engine, taken.result, &error);
-  g_object_unref (taken.result);
+  g_task_return_boolean (accepted.go, TRUE);
+  g_object_unref (accepted.go);
+  result = ef_wait_result (ef, &taken);
+  made = box_engine_create_checkpoint_finish (ef->engine, result, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (made->id, ==, "v1");
   late = stored (ef, sandbox->id, "v1");
@@ -168,7 +118,7 @@ test_accepted_waits (Ef *ef, gconstpointer user_data)
   g_clear_pointer (&expected, g_free);
   expected = g_strdup_printf ("checkpoint.created %s -", sandbox->id);
   ef_assert_events (ef, expected);
-  box_checkpoint_free (taken.accepted);
+  box_checkpoint_free (accepted.accepted);
 }
 
 static void
@@ -184,23 +134,18 @@ test_interruptions (Ef *ef, gconstpointer user_data)
   g_autoptr(BoxCheckpoint) auto2 = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *expected = NULL;
-  Taken taken = { 0 };
 
   ef_forget (ef);
-  disk = take (ef, sandbox->id, FALSE, &error);
+  disk = ef_checkpoint (ef, sandbox->id, FALSE, &error);
   g_assert_no_error (error);
   ef_assert_interrupted (ef, "");          /* disk only: nothing ends */
-  memory = take (ef, sandbox->id, TRUE, &error);
+  memory = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_assert_no_error (error);
   expected = g_strdup_printf ("%s checkpoint", sandbox->id);
   ef_assert_interrupted (ef, expected);
   g_clear_pointer (&expected, g_free);
 
-  box_engine_restore_checkpoint_async (ef->engine, ef->project, sandbox->id, "v1", NULL, taken_cb,
-                                       &taken);
-  ef_wait (ef, &taken.done);
-  restored = box_engine_restore_checkpoint_finish (ef->engine, taken.result, &error);
-  g_clear_object (&taken.result);
+  restored = ef_restore (ef, sandbox->id, "v1", &error);
   g_assert_no_error (error);
   g_assert_cmpint (restored->state, ==, BOX_SANDBOX_STATE_RUNNING);
   expected = g_strdup_printf ("%s restore", sandbox->id);
@@ -211,12 +156,7 @@ test_interruptions (Ef *ef, gconstpointer user_data)
   /* a stopped sandbox has nothing in memory: its auto-N is its disk */
   stopped = ef_change (ef, sandbox->id, BOX_STATE_REQUEST_STOP, &error);
   g_assert_no_error (error);
-  taken.done = FALSE;
-  box_engine_restore_checkpoint_async (ef->engine, ef->project, sandbox->id, "v2", NULL, taken_cb,
-                                       &taken);
-  ef_wait (ef, &taken.done);
-  again = box_engine_restore_checkpoint_finish (ef->engine, taken.result, &error);
-  g_clear_object (&taken.result);
+  again = ef_restore (ef, sandbox->id, "v2", &error);
   g_assert_no_error (error);
   g_assert_cmpint (again->state, ==, BOX_SANDBOX_STATE_RUNNING);
   auto2 = stored (ef, sandbox->id, "auto-2");
@@ -238,22 +178,22 @@ test_numbers_never_reused (Ef *ef, gconstpointer user_data)
   BoxSandbox *back;
 
   for (guint i = 0; i < 2; i++) {
-    made = take (ef, sandbox->id, TRUE, &error);
+    made = ef_checkpoint (ef, sandbox->id, TRUE, &error);
     g_assert_no_error (error);
     box_checkpoint_free (made);
   }
-  g_assert_true (delete (ef, NULL, sandbox->id, "v2", &error));
+  g_assert_true (ef_delete_checkpoint (ef, sandbox->id, "v2", &error));
   g_assert_no_error (error);
-  back = restore (ef, NULL, sandbox->id, "v1", &error);
+  back = ef_restore (ef, sandbox->id, "v1", &error);
   g_assert_no_error (error);
   box_sandbox_free (back);
-  made = take (ef, sandbox->id, FALSE, &error);
+  made = ef_checkpoint (ef, sandbox->id, FALSE, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (made->id, ==, "v3");
   box_checkpoint_free (made);
-  g_assert_true (delete (ef, NULL, sandbox->id, "auto-1", &error));
+  g_assert_true (ef_delete_checkpoint (ef, sandbox->id, "auto-1", &error));
   g_assert_no_error (error);
-  back = restore (ef, NULL, sandbox->id, "v3", &error);
+  back = ef_restore (ef, sandbox->id, "v3", &error);
   g_assert_no_error (error);
   box_sandbox_free (back);
   ids = listed (ef, sandbox->id);
@@ -266,13 +206,13 @@ test_numbers_never_reused (Ef *ef, gconstpointer user_data)
   /* the counters are in the sandbox's record: a restart keeps them */
   ef_stop (ef);
   ef_start (ef);
-  g_assert_true (delete (ef, NULL, sandbox->id, "v3", &error));
+  g_assert_true (ef_delete_checkpoint (ef, sandbox->id, "v3", &error));
   g_assert_no_error (error);
-  made = take (ef, sandbox->id, TRUE, &error);
+  made = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (made->id, ==, "v4");
   box_checkpoint_free (made);
-  back = restore (ef, NULL, sandbox->id, "v1", &error);
+  back = ef_restore (ef, sandbox->id, "v1", &error);
   g_assert_no_error (error);
   box_sandbox_free (back);
   ids = listed (ef, sandbox->id);
@@ -287,13 +227,13 @@ test_auto_retention (Ef *ef, gconstpointer user_data)
 {
   g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{}");
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxCheckpoint) base = take (ef, sandbox->id, TRUE, &error);
+  g_autoptr(BoxCheckpoint) base = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_autofree char *ids = NULL;
   g_autofree char *events = NULL;
 
   g_assert_no_error (error);
   for (guint i = 1; i <= 5; i++) {
-    BoxSandbox *back = restore (ef, NULL, sandbox->id, "v1", &error);
+    BoxSandbox *back = ef_restore (ef, sandbox->id, "v1", &error);
 
     g_assert_no_error (error);
     box_sandbox_free (back);
@@ -302,7 +242,7 @@ test_auto_retention (Ef *ef, gconstpointer user_data)
   g_assert_cmpstr (ids, ==, "v1 auto-1 auto-2 auto-3 auto-4 auto-5");
   g_clear_pointer (&ids, g_free);
   ef_forget (ef);
-  box_sandbox_free (restore (ef, NULL, sandbox->id, "v1", &error));
+  box_sandbox_free (ef_restore (ef, sandbox->id, "v1", &error));
   g_assert_no_error (error);
   ids = listed (ef, sandbox->id);
   g_assert_cmpstr (ids, ==, "v1 auto-2 auto-3 auto-4 auto-5 auto-6");
@@ -323,11 +263,10 @@ test_other_project (Ef *ef, gconstpointer user_data)
 {
   g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{\"name\": \"mine\"}");
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxCheckpoint) base = take (ef, sandbox->id, TRUE, &error);
+  g_autoptr(BoxCheckpoint) base = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_autoptr(GPtrArray) list = NULL;
   g_autofree char *body = NULL;
   g_autofree char *ids = NULL;
-  Taken taken = { 0 };
 
   g_assert_no_error (error);
   ef_project (ef, "q");
@@ -342,22 +281,17 @@ test_other_project (Ef *ef, gconstpointer user_data)
     g_assert_null (box_engine_get_checkpoint (ef->engine, "q", by, "v1", &error));
     g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
     g_clear_error (&error);
-    g_assert_false (delete (ef, "q", by, "v1", &error));
-    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
-    g_clear_error (&error);
-    g_assert_null (restore (ef, "q", by, "v1", &error));
-    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
-    g_clear_error (&error);
-    taken.done = FALSE;
-    box_engine_create_checkpoint_async (ef->engine, "q", by, NULL, TRUE, NULL, NULL, NULL,
-                                        taken_cb, &taken);
-    ef_wait (ef, &taken.done);
-    g_assert_null (box_engine_create_checkpoint_finish (ef->engine, taken.result, &error));
-    g_clear_object (&taken.result);
-    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
-    g_clear_error (&error);
-    /* a fork of it too */
+    /* every operation, a fork of it too, as project q */
     ef->project = "q";
+    g_assert_false (ef_delete_checkpoint (ef, by, "v1", &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    g_assert_null (ef_restore (ef, by, "v1", &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    g_assert_null (ef_checkpoint (ef, by, TRUE, &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
     body = g_strdup_printf ("{\"from\": {\"sandbox\": \"%s\", \"checkpoint\": \"v1\"}}", by);
     g_assert_null (ef_create (ef, body, &error));
     ef->project = "p";
@@ -366,10 +300,10 @@ test_other_project (Ef *ef, gconstpointer user_data)
     g_clear_error (&error);
   }
   /* one's own missing checkpoint */
-  g_assert_null (restore (ef, NULL, sandbox->id, "v9", &error));
+  g_assert_null (ef_restore (ef, sandbox->id, "v9", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
   g_clear_error (&error);
-  g_assert_false (delete (ef, NULL, sandbox->id, "v9", &error));
+  g_assert_false (ef_delete_checkpoint (ef, sandbox->id, "v9", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
   g_clear_error (&error);
   ef_assert_events (ef, "");
@@ -388,7 +322,7 @@ test_fork_rules (Ef *ef, gconstpointer user_data)
   g_autoptr(BoxSandbox) source = ef_create_ok (ef, "{\"name\": \"src\", \"resources\": "
                                                    "{\"cpus\": 1, \"memory_mib\": 512, \"disk_gib\": 3}}");
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxCheckpoint) base = take (ef, source->id, TRUE, &error);
+  g_autoptr(BoxCheckpoint) base = ef_checkpoint (ef, source->id, TRUE, &error);
   g_autoptr(BoxSandbox) fork = NULL;
   g_autoptr(GPtrArray) all = NULL;
   static const char *const refused[] = {
@@ -448,7 +382,7 @@ test_reconcile_both_ways (Ef *ef, gconstpointer user_data)
   gboolean done = FALSE;
 
   for (guint i = 0; i < 3; i++) {
-    g_autoptr(BoxCheckpoint) made = take (ef, sandbox->id, FALSE, &error);
+    g_autoptr(BoxCheckpoint) made = ef_checkpoint (ef, sandbox->id, FALSE, &error);
     g_assert_no_error (error);
   }
   before = held (ef, sandbox->id);
@@ -473,7 +407,7 @@ test_reconcile_both_ways (Ef *ef, gconstpointer user_data)
   ef_assert_events (ef, expected);
   /* the next checkpoint still takes a new number */
   {
-    g_autoptr(BoxCheckpoint) next = take (ef, sandbox->id, FALSE, &error);
+    g_autoptr(BoxCheckpoint) next = ef_checkpoint (ef, sandbox->id, FALSE, &error);
     g_assert_no_error (error);
     g_assert_cmpstr (next->id, ==, "v4");
   }
