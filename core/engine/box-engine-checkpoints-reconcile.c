@@ -22,9 +22,13 @@
  * overlaps an operation on it.
  *
  * A memory snapshot never holds the env: the guest forgets it before one
- * and gets it back after.  A boxd killed between the two (a checkpoint, or
- * the auto-N of a restore, cut midway) leaves a running guest without its
- * env, so every running sandbox's env is pushed again at start.
+ * and gets it back before the hypervisor's CHECKPOINT completes.  A boxd
+ * killed between the two (a checkpoint, or the auto-N of a restore, cut
+ * midway) leaves a running guest without its env, and always a pending
+ * record without a checkpoint record: the env of each sandbox with such a
+ * record is pushed again, if it runs.  A delete cut midway leaves the
+ * same kind of record and gets a push too, which changes nothing.  Every
+ * other sandbox gets no agent call at start.
  */
 #include "config.h"
 
@@ -168,14 +172,20 @@ env_pushed (GObject *source, GAsyncResult *result, gpointer user_data)
                error->message);
 }
 
+/* The env of @sandbox_id, whose checkpoint was cut midway, pushed again
+ * to its guest when it runs (see the top). */
 static void
-push_env (BoxEngine *self, BoxSandbox *sandbox)
+push_env (BoxEngine *self, const char *sandbox_id)
 {
   g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sandbox = NULL;
   g_autoptr(BoxAgentClient) agent = NULL;
+  GHashTable *env;
 
-  if (sandbox->state != BOX_SANDBOX_STATE_RUNNING || sandbox->env == NULL ||
-      !box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT))
+  if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT))
+    return;
+  sandbox = box_storage_sandbox_get (self->storage, NULL, sandbox_id, NULL);
+  if (sandbox == NULL || sandbox->state != BOX_SANDBOX_STATE_RUNNING || sandbox->env == NULL)
     return;
   agent = box_hypervisor_get_agent (self->hypervisor, sandbox->id, &error);
   if (agent == NULL) {
@@ -183,8 +193,8 @@ push_env (BoxEngine *self, BoxSandbox *sandbox)
                error->message);
     return;
   }
-  box_agent_client_set_env_async (agent, sandbox->env, NULL, env_pushed,
-                                  box_sandbox_copy (sandbox));
+  env = sandbox->env;    /* the sandbox goes to env_pushed */
+  box_agent_client_set_env_async (agent, env, NULL, env_pushed, g_steal_pointer (&sandbox));
 }
 
 /* Records and files compared both ways (@swept holds
@@ -200,23 +210,23 @@ reconcile_files (BoxEngine *self, GHashTable *swept)
     g_warning ("checkpoints: not reconciled with the hypervisor's: %s", error->message);
     return;
   }
-  for (guint i = 0; i < sandboxes->len; i++) {
-    BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
-
-    listing = listing && reconcile_sandbox (self, sandbox, swept);
-    push_env (self, sandbox);
-  }
+  /* a hypervisor that cannot list checkpoints says so for the first one */
+  for (guint i = 0; listing && i < sandboxes->len; i++)
+    listing = reconcile_sandbox (self, g_ptr_array_index (sandboxes, i), swept);
 }
 
 void
 box_engine_reconcile_checkpoints (BoxEngine *self)
 {
   g_autoptr(GHashTable) swept = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_autoptr(GHashTable) cut = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   g_autoptr(GError) error = NULL;
   g_autoptr(GPtrArray) pending = box_storage_list (self->storage,
                                                    BOX_ENGINE_CHECKPOINT_PENDING_KIND, NULL,
                                                    BOX_STORAGE_BY_SCOPE, NULL,
                                                    BOX_STORAGE_ORDER_CREATED, &error);
+  GHashTableIter iter;
+  gpointer sandbox_id;
 
   if (pending == NULL) {
     g_warning ("checkpoints: cannot list the pending ones: %s", error->message);
@@ -237,6 +247,10 @@ box_engine_reconcile_checkpoints (BoxEngine *self)
     }
     sweep (self, record->scope, slash + 1, "left by a crash");
     g_hash_table_add (swept, g_strdup (record->id));
+    g_hash_table_add (cut, g_strdup (record->scope));
   }
+  g_hash_table_iter_init (&iter, cut);
+  while (g_hash_table_iter_next (&iter, &sandbox_id, NULL))
+    push_env (self, sandbox_id);
   reconcile_files (self, swept);
 }

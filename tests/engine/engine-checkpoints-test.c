@@ -8,7 +8,8 @@
  * kept, the older ones go with their hypervisor files; another project's
  * checkpoints are not found, and a fork that names what a checkpoint gives
  * is refused before anything exists; at start, a record without files goes
- * (checkpoint.deleted) and files without a record are deleted.  The
+ * (checkpoint.deleted) and files without a record are deleted, and only a
+ * sandbox whose checkpoint was cut midway gets its env pushed again.  The
  * request parsing (unknown fields) is tests/engine/requests-test.c; the
  * HTTP side tests/e2e/test_checkpoints.py. */
 #include "config.h"
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "box-engine-ops-private.h"
 #include "engine-fixture.h"
 
 #define ADD(path, func) g_test_add (path, Ef, NULL, ef_set_up, func, ef_tear_down)
@@ -413,6 +415,90 @@ test_reconcile_both_ways (Ef *ef, gconstpointer user_data)
   }
 }
 
+/* Nothing written to @fake for about @ms. */
+static void
+assert_nothing_sent (Ef *ef, FakeAgent *fake, guint ms)
+{
+  gint64 until = g_get_monotonic_time () + ms * 1000;
+
+  ef_settle (ef);
+  while (g_get_monotonic_time () < until)
+    g_assert_false (fake_agent_poll (fake));
+}
+
+static void
+insert_pending (Ef *ef, const char *sandbox_id, const char *checkpoint)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *id = g_strdup_printf ("%s/%s", sandbox_id, checkpoint);
+  g_autoptr(BoxStorageRecord) record = box_storage_record_new ("checkpoint-pending", sandbox_id,
+                                                               id, "{}");
+
+  g_assert_true (box_storage_insert (box_engine_get_storage (ef->engine), record, &error));
+  g_assert_no_error (error);
+}
+
+static gboolean
+pending_left (Ef *ef, const char *sandbox_id, const char *checkpoint)
+{
+  g_autofree char *id = g_strdup_printf ("%s/%s", sandbox_id, checkpoint);
+  g_autoptr(BoxStorageRecord) record = box_storage_get (box_engine_get_storage (ef->engine),
+                                                        "checkpoint-pending", sandbox_id,
+                                                        BOX_STORAGE_BY_ID, id, NULL);
+
+  return record != NULL;
+}
+
+/* A guest forgets its env before a memory snapshot and gets it back once
+ * the hypervisor's CHECKPOINT is done: at start, the sandbox whose
+ * checkpoint was cut midway (a pending record, no checkpoint record) gets
+ * its env pushed again; one whose pending record names a finished
+ * checkpoint, and one without any, get no agent call at all.  The start's
+ * reconciliation is called as box_engine_reconcile() calls it, with the
+ * fake agents in place (a restart would load a dummy without them). */
+static void
+test_env_after_cut (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) cut = ef_create_ok (ef, "{\"env\": {\"E\": \"cut\"}}");
+  g_autoptr(BoxSandbox) done = ef_create_ok (ef, "{\"env\": {\"E\": \"done\"}}");
+  g_autoptr(BoxSandbox) quiet = ef_create_ok (ef, "{\"env\": {\"E\": \"quiet\"}}");
+  g_autoptr(BoxCheckpoint) made = NULL;
+  g_autoptr(BoxCheckpoint) kept = NULL;
+  g_autoptr(JsonObject) request = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *reply = NULL;
+  FakeAgent *to_cut, *to_done, *to_quiet;
+  JsonObject *env;
+  gint64 id = 0;
+
+  to_cut = ef_fake_agent (ef, cut->id, NULL);
+  to_done = ef_fake_agent (ef, done->id, NULL);
+  to_quiet = ef_fake_agent (ef, quiet->id, NULL);
+  /* done's v1 was made and recorded; only its pending record was left */
+  made = ef_checkpoint (ef, done->id, FALSE, &error);
+  g_assert_no_error (error);
+  insert_pending (ef, done->id, made->id);
+  insert_pending (ef, cut->id, "v1");
+
+  box_engine_reconcile_checkpoints (ef->engine);
+  request = fake_agent_read_request (to_cut);
+  g_assert_cmpstr (box_agent_json_get_string (request, "op"), ==, "set-env");
+  env = json_object_get_object_member (request, "env");
+  g_assert_nonnull (env);
+  g_assert_cmpuint (json_object_get_size (env), ==, 1);
+  g_assert_cmpstr (json_object_get_string_member (env, "E"), ==, "cut");
+  g_assert_true (box_agent_json_get_int (request, "id", &id));
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true}", id);
+  fake_agent_send_json (to_cut, 0, reply);
+  assert_nothing_sent (ef, to_done, 200);
+  assert_nothing_sent (ef, to_quiet, 100);
+  assert_nothing_sent (ef, to_cut, 100);
+  g_assert_false (pending_left (ef, cut->id, "v1"));
+  g_assert_false (pending_left (ef, done->id, made->id));
+  kept = stored (ef, done->id, made->id);
+  g_assert_nonnull (kept);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -424,5 +510,7 @@ main (int argc, char **argv)
   ADD ("/checkpoints/other-project", test_other_project);
   ADD ("/checkpoints/fork-rules", test_fork_rules);
   ADD ("/checkpoints/reconcile-both-ways", test_reconcile_both_ways);
+  g_test_add ("/checkpoints/env-after-cut", Ef, "guest-agent,memory-snapshots,checkpoints",
+              ef_set_up, test_env_after_cut, ef_tear_down);
   return g_test_run ();
 }
