@@ -14,6 +14,10 @@
  * domain started, before the guest is set up) logs "test delay: <what> of
  * sandbox <id> (domain <name>)" and waits that long, so that a test can
  * kill boxd or the QEMU while the operation runs without racing it.
+ * BOX_LIBVIRT_TEST_DELAY_AT, a comma-separated list, picks other points
+ * than those three: "checkpoint-stopped" is a memory checkpoint of a
+ * running guest with its vCPUs stopped (QEMU's last pass done, before the
+ * disk copy and the resume).
  */
 #include "config.h"
 
@@ -23,6 +27,8 @@
 #include "box-libvirt-op.h"
 
 #define TEST_DELAY_ENV    "BOX_LIBVIRT_TEST_DELAY_MS"
+#define TEST_DELAY_AT_ENV "BOX_LIBVIRT_TEST_DELAY_AT"
+#define TEST_DELAY_POINTS "checkpoint,restore,fork"
 #define TEST_DELAY_MAX_MS 600000
 
 static gboolean
@@ -73,18 +79,21 @@ box_libvirt_test_delay (const char *what, const BoxLibvirtOp *op)
 {
   static gsize once = 0;
   static guint delay_ms = 0;
+  static char **points = NULL;
 
   if (g_once_init_enter (&once)) {
     const char *value = g_getenv (TEST_DELAY_ENV);
+    const char *at = g_getenv (TEST_DELAY_AT_ENV);
     guint64 ms = 0;
 
     if (value != NULL && !g_ascii_string_to_unsigned (value, 10, 0, TEST_DELAY_MAX_MS, &ms, NULL))
       g_warning ("libvirt: %s=%s is not a number of milliseconds up to %u; ignored",
                  TEST_DELAY_ENV, value, TEST_DELAY_MAX_MS);
     delay_ms = (guint) ms;
+    points = g_strsplit (at != NULL ? at : TEST_DELAY_POINTS, ",", -1);
     g_once_init_leave (&once, 1);
   }
-  if (delay_ms == 0)
+  if (delay_ms == 0 || !g_strv_contains ((const char * const *) points, what))
     return;
   g_message ("libvirt: test delay: %s of sandbox %s (domain %s) waits %u ms", what, op->id,
              op->domain != NULL ? op->domain : "-", delay_ms);

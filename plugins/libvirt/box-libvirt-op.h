@@ -100,8 +100,8 @@ void          box_libvirt_delete_checkpoint_start (GTask *task);
 /* CREATE from op->from_*: no VM lock (the VM is new) */
 void          box_libvirt_fork_start       (GTask *task);
 
-/* Worker threads, tests only: waits BOX_LIBVIRT_TEST_DELAY_MS, logged
- * (box-libvirt-checkpoint-list.c). */
+/* Worker threads, tests only: waits BOX_LIBVIRT_TEST_DELAY_MS at the points
+ * BOX_LIBVIRT_TEST_DELAY_AT names, logged (box-libvirt-checkpoint-list.c). */
 void      box_libvirt_test_delay   (const char *what, const BoxLibvirtOp *op);
 
 G_END_DECLS
