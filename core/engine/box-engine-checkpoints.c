@@ -662,6 +662,7 @@ restore_done (GObject *source, GAsyncResult *result, gpointer user_data)
     finish_error (self, task, error);
     return;
   }
+  box_engine_end_tasks (self, sandbox->id, "restored");
   target = g_new0 (BoxCheckpoint, 1);
   target->id = g_strdup (cp->target_id);
   emit_checkpoint (self, "checkpoint.restored", sandbox, target, cp->made->id);

@@ -24,6 +24,10 @@ typedef struct {
   BoxDeadlineAction deadline_action;
   guint             idle_timeout_s;
   BoxIdleAction     idle_action;
+  /* box-engine-tasks.c: the latest expiry of its live tasks (0: none),
+   * once read from the store */
+  gint64            tasks_until;
+  gboolean          tasks_known;
 } BoxEngineRuntime;
 
 typedef enum {
@@ -110,6 +114,14 @@ gboolean          box_engine_checkpoint_delete_record (BoxEngine *self, const Bo
  * by a crash (pending, never written) are deleted from the hypervisor, then
  * records and files are compared both ways. */
 void              box_engine_reconcile_checkpoints (BoxEngine *self);
+
+/* box-engine-tasks.c: whether a live task holds @rt's sandbox awake at
+ * @now (the idle rule asks); ends every task of @sandbox_id (a stop, a
+ * restore; @why is logged). */
+gboolean          box_engine_tasks_live         (BoxEngine *self, BoxEngineRuntime *rt,
+                                                 gint64 now);
+void              box_engine_end_tasks          (BoxEngine *self, const char *sandbox_id,
+                                                 const char *why);
 
 /* box-engine-update.c: the update op, under the lock */
 void              box_engine_run_update         (BoxEngine *self, GTask *task);

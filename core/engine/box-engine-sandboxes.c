@@ -427,6 +427,8 @@ state_done (GObject *source, GAsyncResult *result, gpointer user_data)
     box_engine_op_finish_error (self, task, error);
     return;
   }
+  if (sandbox->state == BOX_SANDBOX_STATE_STOPPED)
+    box_engine_end_tasks (self, sandbox->id, "stopped");
   box_engine_emit_detail (self, type, sandbox, "reason", op->reason);
   box_engine_op_finish_ok (self, task);
 }

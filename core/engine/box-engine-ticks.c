@@ -78,7 +78,8 @@ tick (gpointer user_data)
       g_ptr_array_add (due, g_strdup_printf ("d%d%s", rt->deadline_action, rt->base.id));
     } else if (rt->state == BOX_SANDBOX_STATE_RUNNING && rt->idle_action != BOX_IDLE_ACTION_NONE &&
                rt->base.holds == 0 &&
-               now - rt->base.last_active >= (gint64) rt->idle_timeout_s * G_USEC_PER_SEC) {
+               now - rt->base.last_active >= (gint64) rt->idle_timeout_s * G_USEC_PER_SEC &&
+               !box_engine_tasks_live (self, rt, now)) {
       rt->base.last_active = now;   /* not again before the next timeout */
       g_ptr_array_add (due, g_strdup_printf ("i%d%s", rt->idle_action, rt->base.id));
     }
@@ -137,6 +138,7 @@ mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
     sandbox->state = BOX_SANDBOX_STATE_STOPPED;
     sandbox->snapshot_at = 0;
     type = "sandbox.stopped";
+    box_engine_end_tasks (self, sandbox->id, "stopped");
   } else {
     /* No snapshot and no disk to go back to: the specification's "gone
      * with no snapshot". */

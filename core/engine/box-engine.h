@@ -37,6 +37,7 @@
 #include "box-network.h"
 #include "box-plugin-loader.h"
 #include "box-storage.h"
+#include "box-task.h"
 
 G_BEGIN_DECLS
 
@@ -181,6 +182,28 @@ void           box_engine_restore_checkpoint_async  (BoxEngine *self, const char
                                                      gpointer user_data);
 BoxSandbox    *box_engine_restore_checkpoint_finish (BoxEngine *self, GAsyncResult *result,
                                                      GError **error);
+
+/* ---- tasks (box-engine-tasks.c) ----
+ * Records of the service: they never wake the sandbox and are not its
+ * activity.  While one is live the idle rule leaves the sandbox alone; a
+ * stop or a restore ends them all, a pause does not.  @name is checked
+ * (1 to 128 bytes of UTF-8, else 400 invalid); an absent or expired task
+ * is 404 not_found; a new task beyond 64 live ones is 409 conflict. */
+
+/* BoxTask*, live ones only, oldest first */
+GPtrArray     *box_engine_list_tasks         (BoxEngine *self, const char *project,
+                                              const char *id_or_name, GError **error);
+BoxTask       *box_engine_get_task           (BoxEngine *self, const char *project,
+                                              const char *id_or_name, const char *name,
+                                              GError **error);
+/* Creates the task, or moves a live one's expiry to now + @expire_s (1 to
+ * 3600); started_at stays. */
+BoxTask       *box_engine_put_task           (BoxEngine *self, const char *project,
+                                              const char *id_or_name, const char *name,
+                                              guint expire_s, GError **error);
+gboolean       box_engine_delete_task        (BoxEngine *self, const char *project,
+                                              const char *id_or_name, const char *name,
+                                              GError **error);
 
 /* ---- the sandbox sub-API ----
  * Every call under /v1/sandboxes/{sandbox}/ (exec, files, ports, ...)

@@ -92,6 +92,14 @@ static const BoxHttpRoute routes[] = {
     box_http_checkpoint_delete },
   { "POST",   "/v1/sandboxes/{sandbox}/checkpoints/{checkpoint}/restore", K, TRUE,
     box_http_checkpoint_restore },
+  /* tasks (box-http-tasks.c): records, they do not wake the sandbox */
+  { "GET",    "/v1/sandboxes/{sandbox}/tasks",       K, FALSE, box_http_task_list, S },
+  { "PUT",    "/v1/sandboxes/{sandbox}/tasks/{name}", K, TRUE, box_http_task_put, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/tasks/{name}", K, FALSE, box_http_task_get, S },
+  { "DELETE", "/v1/sandboxes/{sandbox}/tasks/{name}", K, FALSE, box_http_task_delete, S },
+  { "PUT",    "/v1/sandboxes/{sandbox}/tasks/",      K, TRUE,  box_http_task_no_name, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/tasks/",      K, FALSE, box_http_task_no_name, S },
+  { "DELETE", "/v1/sandboxes/{sandbox}/tasks/",      K, FALSE, box_http_task_no_name, S },
   /* secrets */
   { "GET",    "/v1/secrets",                         K, FALSE, box_http_secret_list },
   { "PUT",    "/v1/secrets/{name}",                  K, TRUE,  box_http_secret_put },

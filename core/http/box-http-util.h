@@ -189,6 +189,13 @@ void box_http_checkpoint_get     (BoxHttpRequest *req);
 void box_http_checkpoint_delete  (BoxHttpRequest *req);
 void box_http_checkpoint_restore (BoxHttpRequest *req);
 
+/* box-http-tasks.c */
+void box_http_task_list       (BoxHttpRequest *req);
+void box_http_task_put        (BoxHttpRequest *req);
+void box_http_task_get        (BoxHttpRequest *req);
+void box_http_task_delete     (BoxHttpRequest *req);
+void box_http_task_no_name    (BoxHttpRequest *req);
+
 /* box-http-secrets.c */
 void box_http_secret_put      (BoxHttpRequest *req);
 void box_http_secret_list     (BoxHttpRequest *req);
