@@ -165,23 +165,7 @@ box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv)
                       G_MAXUINT, &status) ||
       !box_cli_ready (cli, &status))
     return status;
-  for (int i = 2; i < argc; i++) {
-    g_autofree char *escaped = g_uri_escape_string (argv[i], NULL, FALSE);
-    g_autofree char *suffix = g_strdup_printf ("/checkpoints/%s", escaped);
-    g_autofree char *path = box_cli_sandbox_path (argv[1], suffix);
-    g_autoptr(GError) error = NULL;
-    g_autoptr(JsonNode) answer = box_cli_call (cli, "DELETE", path, NULL, NULL, &error);
-
-    if (answer == NULL) {
-      int failed = box_cli_fail (cli, error);
-
-      if (status == BOX_CLI_EXIT_OK)
-        status = failed;
-      continue;
-    }
-    g_print ("%s\n", argv[i]);
-  }
-  return status;
+  return box_cli_delete_each (cli, argv[1], "checkpoints", argv + 2, argc - 2);
 }
 
 /* The newest checkpoint of @sandbox (NULL with no error when it has none). */

@@ -103,6 +103,11 @@ int         box_cli_fail            (BoxCli *cli, const GError *error);
 int         box_cli_exit_status     (BoxCli *cli, const GError *error);
 /* "/v1/sandboxes/<escaped name>" + @suffix */
 char       *box_cli_sandbox_path    (const char *sandbox, const char *suffix);
+/* DELETE "/v1/sandboxes/<sandbox>/<collection>/<escaped name>" for each
+ * of @names, printing each name deleted; goes on after a failure and
+ * returns the first failure's exit status. */
+int         box_cli_delete_each     (BoxCli *cli, const char *sandbox, const char *collection,
+                                     char **names, int n_names);
 /* Appends name=escaped(value) to a query string. */
 void        box_cli_query_add       (GString *query, const char *name, const char *value);
 
@@ -190,6 +195,9 @@ int box_cmd_checkpoints (BoxCli *cli, int argc, char **argv);
 int box_cmd_restore     (BoxCli *cli, int argc, char **argv);
 int box_cmd_fork        (BoxCli *cli, int argc, char **argv);
 int box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv);
+int box_cmd_tasks       (BoxCli *cli, int argc, char **argv);
+int box_cmd_task_put    (BoxCli *cli, int argc, char **argv);
+int box_cmd_task_delete (BoxCli *cli, int argc, char **argv);
 
 /* ---- box-stream.c: an attached exec session ---------------------------- */
 

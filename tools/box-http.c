@@ -122,6 +122,31 @@ box_cli_sandbox_path (const char *sandbox, const char *suffix)
   return g_strconcat ("/v1/sandboxes/", escaped, suffix, NULL);
 }
 
+int
+box_cli_delete_each (BoxCli *cli, const char *sandbox, const char *collection,
+                     char **names, int n_names)
+{
+  int status = BOX_CLI_EXIT_OK;
+
+  for (int i = 0; i < n_names; i++) {
+    g_autofree char *escaped = g_uri_escape_string (names[i], NULL, FALSE);
+    g_autofree char *suffix = g_strdup_printf ("/%s/%s", collection, escaped);
+    g_autofree char *path = box_cli_sandbox_path (sandbox, suffix);
+    g_autoptr(GError) error = NULL;
+    g_autoptr(JsonNode) answer = box_cli_call (cli, "DELETE", path, NULL, NULL, &error);
+
+    if (answer == NULL) {
+      int failed = box_cli_fail (cli, error);
+
+      if (status == BOX_CLI_EXIT_OK)
+        status = failed;
+      continue;
+    }
+    g_print ("%s\n", names[i]);
+  }
+  return status;
+}
+
 void
 box_cli_query_add (GString *query, const char *name, const char *value)
 {

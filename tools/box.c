@@ -53,6 +53,10 @@ static const BoxCliCommand commands[] = {
     N_("Create a sandbox from a checkpoint (default: the newest)"), box_cmd_fork },
   { "checkpoint-delete", N_("SANDBOX CHECKPOINT…"), N_("Delete checkpoints"),
     box_cmd_checkpoint_delete },
+  { "tasks", N_("SANDBOX"), N_("List a sandbox's live tasks"), box_cmd_tasks },
+  { "task-put", N_("SANDBOX NAME [--expire SECONDS]"),
+    N_("Declare a task that keeps a sandbox awake"), box_cmd_task_put },
+  { "task-delete", N_("SANDBOX NAME…"), N_("Delete tasks"), box_cmd_task_delete },
 };
 
 static char *

@@ -72,25 +72,8 @@ load_live (BoxEngine *self, const char *sandbox_id, GError **error)
   return g_steal_pointer (&live);
 }
 
-/* The sandbox (404 for another project's) and its live tasks. */
-static GPtrArray *
-sandbox_tasks (BoxEngine *self, const char *project, const char *id_or_name,
-               BoxSandbox **sandbox_out, GError **error)
-{
-  g_autoptr(BoxSandbox) sandbox = box_storage_sandbox_get (self->storage, project, id_or_name,
-                                                           error);
-  GPtrArray *live;
-
-  if (sandbox == NULL)
-    return NULL;
-  live = load_live (self, sandbox->id, error);
-  if (live != NULL && sandbox_out != NULL)
-    *sandbox_out = g_steal_pointer (&sandbox);
-  return live;
-}
-
-/* What a call on one task starts from: the name checked, the sandbox, its
- * live tasks and the task named (NULL when absent). */
+/* What a call on one task starts from: the sandbox (404 first), the name
+ * checked, the live tasks and the task named (NULL when absent). */
 typedef struct {
   BoxSandbox *sandbox;
   GPtrArray  *live;
@@ -110,9 +93,10 @@ task_call_open (BoxEngine *self, const char *project, const char *id_or_name, co
                 gboolean must_exist, TaskCall *call, GError **error)
 {
   BOX_ENGINE_ASSERT_OWNER (self);
-  if (!box_task_check_name (name, error))
+  call->sandbox = box_storage_sandbox_get (self->storage, project, id_or_name, error);
+  if (call->sandbox == NULL || !box_task_check_name (name, error))
     return FALSE;
-  call->live = sandbox_tasks (self, project, id_or_name, &call->sandbox, error);
+  call->live = load_live (self, call->sandbox->id, error);
   if (call->live == NULL)
     return FALSE;
   for (guint i = 0; i < call->live->len && call->task == NULL; i++) {
@@ -149,10 +133,15 @@ GPtrArray *
 box_engine_list_tasks (BoxEngine *self, const char *project, const char *id_or_name,
                        GError **error)
 {
+  g_autoptr(BoxSandbox) sandbox = NULL;
+
   g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   g_return_val_if_fail (id_or_name != NULL, NULL);
   BOX_ENGINE_ASSERT_OWNER (self);
-  return sandbox_tasks (self, project, id_or_name, NULL, error);
+  sandbox = box_storage_sandbox_get (self->storage, project, id_or_name, error);
+  if (sandbox == NULL)
+    return NULL;
+  return load_live (self, sandbox->id, error);
 }
 
 BoxTask *

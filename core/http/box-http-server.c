@@ -388,7 +388,10 @@ box_http_server_new (BoxEngine *engine)
   self = g_object_new (BOX_TYPE_HTTP_SERVER, NULL);
   self->engine = g_object_ref (engine);
   self->limits = box_http_limits_new (engine);
-  self->soup = soup_server_new ("server-header", "boxd/" PACKAGE_VERSION " ", NULL);
+  /* raw-paths: the path comes encoded, so that box_http_split_path()
+   * decodes each segment once and %2F stays inside its segment */
+  self->soup = soup_server_new ("server-header", "boxd/" PACKAGE_VERSION " ", "raw-paths", TRUE,
+                                NULL);
   /* connections stay open between requests; idle ones are closed there */
   self->keepalive = box_http_keepalive_new (self->soup,
                                             box_engine_get_config (engine)->http_idle_timeout_s,

@@ -4,7 +4,8 @@
  * never wake the sandbox and are not its activity.  All of them are also
  * served on the in-sandbox socket, for its own sandbox.  A name is one
  * path segment, URL-decoded (a slash comes as %2F); the empty name (a
- * path ending in "/tasks/") is 400 invalid, as a name over 128 bytes.
+ * path ending in "/tasks/") is 400 invalid, as a name over 128 bytes,
+ * once the sandbox was found (another project's is 404 first).
  */
 #include "config.h"
 
@@ -67,10 +68,6 @@ box_http_task_put (BoxHttpRequest *req)
   const char *name = box_http_request_param (req, 1);
   guint expire_s = 0;
 
-  if (!box_task_check_name (name, &error)) {
-    box_http_reply_error (req->msg, error);
-    return;
-  }
   body = box_http_request_body (req, TRUE, &error);
   if (body == NULL || !box_task_put_from_json (body, &expire_s, &error)) {
     box_http_reply_error (req->msg, error);
@@ -107,12 +104,15 @@ box_http_task_delete (BoxHttpRequest *req)
   box_http_reply_empty (req->msg, SOUP_STATUS_NO_CONTENT);
 }
 
-/* PUT, GET or DELETE .../tasks/ (the empty name) */
+/* PUT, GET or DELETE .../tasks/ (the empty name): 404 for a sandbox not
+ * found, else 400 for the name; nothing is written. */
 void
 box_http_task_no_name (BoxHttpRequest *req)
 {
   g_autoptr(GError) error = NULL;
+  g_autoptr(BoxTask) task = box_engine_get_task (req->engine, box_http_request_project (req),
+                                                 box_http_request_param (req, 0), "", &error);
 
-  box_task_check_name ("", &error);
+  g_assert (task == NULL);
   box_http_reply_error (req->msg, error);
 }

@@ -486,7 +486,10 @@ box_insandbox_new (BoxEngine *engine, BoxHttpServer *http)
   self = g_object_new (BOX_TYPE_INSANDBOX, NULL);
   self->engine = g_object_ref (engine);
   self->http = g_object_ref (http);
-  self->soup = soup_server_new ("server-header", "boxd/" PACKAGE_VERSION " ", NULL);
+  /* raw-paths: the path comes encoded, so that box_http_split_path()
+   * decodes each segment once and %2F stays inside its segment */
+  self->soup = soup_server_new ("server-header", "boxd/" PACKAGE_VERSION " ", "raw-paths", TRUE,
+                                NULL);
   soup_server_add_early_handler (self->soup, NULL, early_handler, self, NULL);
   soup_server_add_handler (self->soup, NULL, handler, self, NULL);
   self->connections = box_sandbox_connections_new (engine);

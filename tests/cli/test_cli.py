@@ -32,7 +32,8 @@ def test_help_and_usage(t):
     check(t, r, 0, 'box --help exits 0')
     for cmd in ('create', 'list', 'get', 'delete', 'pause', 'stop', 'wake', 'exec', 'attach',
                 'sessions', 'signal', 'cp', 'ports', 'port-forward', 'events', 'checkpoint',
-                'checkpoints', 'restore', 'fork', 'checkpoint-delete'):
+                'checkpoints', 'restore', 'fork', 'checkpoint-delete', 'tasks', 'task-put',
+                'task-delete'):
         t.ok(re.search(r'^  %s\b' % re.escape(cmd), r.out, re.M) is not None,
              'box --help lists %s' % cmd, r.out)
     t.ok('BOX_URL' in r.out and 'BOX_KEY' in r.out, 'box --help names BOX_URL and BOX_KEY', r.out)
@@ -524,5 +525,38 @@ def test_checkpoints(t):
         d.request('DELETE', '/v1/sandboxes/%s' % n, token=KEY)
 
 
+def test_tasks(t):
+    check(t, c('create', '--name', 'tsk'), 0, 'create tsk')
+    r = c('task-put', 'tsk', 'build/all 1', '--expire', '120')
+    check(t, r, 0, 'task-put a name with a slash and a space')
+    t.ok(r.out.startswith('build/all 1 expires at '), 'task-put says when it expires', r.out)
+    r = c('task-put', 'tsk', 'long', '--json')
+    check(t, r, 0, 'task-put --json')
+    try:
+        task = json.loads(r.out)
+        t.eq(sorted(task), ['expires_at', 'name', 'started_at'], '--json prints the Task')
+    except ValueError:
+        t.ok(False, 'task-put --json prints JSON', r.out)
+    names = [x['name'] for x in api_get('/v1/sandboxes/tsk/tasks')[2]['tasks']]
+    t.eq(sorted(names), ['build/all 1', 'long'], 'the API lists both, the name decoded')
+    r = c('tasks', 'tsk')
+    check(t, r, 0, 'tasks')
+    lines = r.out.splitlines()
+    t.eq(lines[0].split(), ['NAME', 'STARTED', 'EXPIRES', 'IN'], 'the table\'s header')
+    t.eq(len(lines), 3, 'one row a task')
+    t.ok(any(ln.startswith('build/all 1') and '1 minute' in ln for ln in lines[1:]),
+         'the 120 s task expires in about 2 minutes', r.out)
+    r = c('task-put', 'tsk', 'x', '--expire', '3601')
+    check(t, r, 1, 'task-put --expire 3601: the API refuses it', err_contains='(invalid)')
+    r = c('task-delete', 'tsk', 'build/all 1', 'ghost')
+    check(t, r, 1, 'task-delete of a task and an unknown one: exit 1', out='build/all 1\n',
+          err_contains='(not_found)')
+    names = [x['name'] for x in api_get('/v1/sandboxes/tsk/tasks')[2]['tasks']]
+    t.eq(names, ['long'], 'the deleted one is gone')
+    r = c('tasks')
+    check(t, r, 2, 'tasks without a sandbox: usage, exit 2')
+    d.request('DELETE', '/v1/sandboxes/tsk', token=KEY)
+
+
 boxtest.main(t, test_help_and_usage, test_configuration, test_create, test_list_get, test_lifecycle,
-             test_checkpoints, test_events)
+             test_checkpoints, test_tasks, test_events)

@@ -183,15 +183,7 @@ def test_watch_holds(t):
 
 def api(script_args, sandbox='in-box', user='box'):
     """curl on the in-sandbox socket inside the guest: (status, json or text)."""
-    r = guest(d, KEY, sandbox, 'curl -s -w "\\n%%{http_code}" --unix-socket /run/box/api.sock %s' % script_args,
-              user=user)
-    if r.status != 200 or r.exit_code != 0:
-        return (None, r.describe())
-    body, _, code = r.out.rpartition('\n')
-    try:
-        return (int(code), json.loads(body) if body else None)
-    except ValueError:
-        return (int(code) if code.isdigit() else None, body)
+    return vmtest.insandbox_api(d, KEY, sandbox, script_args, user=user)
 
 
 def not_found(t, res, route, desc):

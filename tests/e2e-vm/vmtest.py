@@ -544,6 +544,20 @@ def sh(d, key, sandbox, script, **fields):
     return run(d, key, sandbox, ['sh', '-c', script], **fields)
 
 
+def insandbox_api(d, key, sandbox, curl_args, user='box'):
+    """curl on the in-sandbox socket /run/box/api.sock inside the guest, as
+    @user: (status, json or text), or (None, what failed)."""
+    r = sh(d, key, sandbox, 'curl -s -w "\\n%%{http_code}" --unix-socket /run/box/api.sock %s' % curl_args,
+           user=user)
+    if r.status != 200 or r.exit_code != 0:
+        return (None, r.describe())
+    body, _, code = r.out.rpartition('\n')
+    try:
+        return (int(code), json.loads(body) if body else None)
+    except ValueError:
+        return (int(code) if code.isdigit() else None, body)
+
+
 def ok_run(t, d, key, sandbox, cmd, desc, **fields):
     """An exec/run that must answer 200 with exit code 0."""
     r = run(d, key, sandbox, cmd, **fields)

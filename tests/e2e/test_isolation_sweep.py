@@ -133,6 +133,10 @@ SWEEP = {
     ('PUT', '/v1/sandboxes/{sandbox}/tasks/{name}'): {'kind': 'sandbox', 'body': {'expire_s': 60}},
     ('GET', '/v1/sandboxes/{sandbox}/tasks/{name}'): {'kind': 'sandbox'},
     ('DELETE', '/v1/sandboxes/{sandbox}/tasks/{name}'): {'kind': 'sandbox'},
+    # the empty task name: 400 on one's own sandbox, 404 on another's
+    ('PUT', '/v1/sandboxes/{sandbox}/tasks/'): {'kind': 'sandbox', 'body': {'expire_s': 60}},
+    ('GET', '/v1/sandboxes/{sandbox}/tasks/'): {'kind': 'sandbox'},
+    ('DELETE', '/v1/sandboxes/{sandbox}/tasks/'): {'kind': 'sandbox'},
     ('GET', '/v1/sandboxes/{sandbox}/stats'): {'kind': 'sandbox', 'query': {'days': '7'}},
     ('POST', '/v1/sandboxes/{sandbox}/checkpoints'): {'kind': 'sandbox', 'body': {'comment': 'b'}},
     ('GET', '/v1/sandboxes/{sandbox}/checkpoints'): {'kind': 'sandbox'},

@@ -42,6 +42,19 @@ http_test_start (const char *admin_token, char **data_dir, BoxEngine **engine,
   g_assert_cmpuint (box_http_server_get_port (*server), >, 0);
 }
 
+char *
+http_test_make_key (const char *admin_token, const char *project)
+{
+  g_autofree char *body = g_strdup_printf ("{\"name\": \"%s\"}", project);
+  g_autofree char *path = g_strdup_printf ("/v1/projects/%s/keys", project);
+  g_autoptr(Reply) created = call ("POST", "/v1/projects", admin_token, body);
+  g_autoptr(Reply) key = call ("POST", path, admin_token, "{\"name\": \"ci\"}");
+
+  g_assert_cmpuint (created->status, ==, 201);
+  g_assert_cmpuint (key->status, ==, 201);
+  return g_strdup (json_object_get_string_member (reply_object (key), "secret"));
+}
+
 void
 http_test_stop (char **data_dir, BoxEngine **engine, BoxHttpServer **server)
 {

@@ -38,6 +38,9 @@ void         http_test_start    (const char     *admin_token,
                                  char          **data_dir,
                                  BoxEngine     **engine,
                                  BoxHttpServer **server);
+/* A new project @project and a key of it (its secret), made with the
+ * operator's @admin_token on the client's server. */
+char        *http_test_make_key (const char *admin_token, const char *project);
 /* Stops and drops them, runs what is pending, removes the directory. */
 void         http_test_stop     (char          **data_dir,
                                  BoxEngine     **engine,

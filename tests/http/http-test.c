@@ -640,26 +640,13 @@ test_events_shutdown (void)
 
 /* ---- set-up ------------------------------------------------------------ */
 
-static char *
-make_key (const char *project)
-{
-  g_autofree char *body = g_strdup_printf ("{\"name\": \"%s\"}", project);
-  g_autofree char *path = g_strdup_printf ("/v1/projects/%s/keys", project);
-  g_autoptr(Reply) created = call ("POST", "/v1/projects", ADMIN_TOKEN, body);
-  g_autoptr(Reply) key = call ("POST", path, ADMIN_TOKEN, "{\"name\": \"ci\"}");
-
-  g_assert_cmpuint (created->status, ==, 201);
-  g_assert_cmpuint (key->status, ==, 201);
-  return g_strdup (json_object_get_string_member (reply_object (key), "secret"));
-}
-
 static void
 setup (void)
 {
   http_test_start (ADMIN_TOKEN, &data_dir, &engine, &server);
   http_client_init (server);
-  key_alpha = make_key ("alpha");
-  key_beta = make_key ("beta");
+  key_alpha = http_test_make_key (ADMIN_TOKEN, "alpha");
+  key_beta = http_test_make_key (ADMIN_TOKEN, "beta");
 }
 
 static void

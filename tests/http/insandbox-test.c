@@ -614,6 +614,61 @@ test_exec_run_budget (void)
 
 /* ---- set-up -------------------------------------------------------------- */
 
+/* The task routes from inside: the same bodies and errors, for the
+ * sandbox itself (its own tasks, under its own paths). */
+static void
+test_tasks (void)
+{
+  static const struct {
+    const char *method, *path, *body;
+    const char *status;     /* the status line's start */
+    const char *has;        /* in the answer, or NULL */
+  } steps[] = {
+    { "PUT", "/tasks/job%2F1", "{\"expire_s\": 60}", "HTTP/1.1 200", "\"job/1\"" },
+    { "GET", "/tasks", NULL, "HTTP/1.1 200", "{\"tasks\":[{\"name\":\"job/1\"" },
+    { "GET", "/tasks/job%2F1", NULL, "HTTP/1.1 200", "\"expires_at\"" },
+    { "PUT", "/tasks/job%2F1", "{\"expire_s\": 0}", "HTTP/1.1 400", "must be 1 to 3600" },
+    { "PUT", "/tasks/x", "{\"bogus\": 1}", "HTTP/1.1 400", "unknown field bogus" },
+    { "PUT", "/tasks/", NULL, "HTTP/1.1 400", "invalid task name" },
+    { "DELETE", "/tasks/job%2F1", NULL, "HTTP/1.1 204", NULL },
+    { "GET", "/tasks/job%2F1", NULL, "HTTP/1.1 404", "no live task job/1" },
+    { "DELETE", "/tasks/job%2F1", NULL, "HTTP/1.1 404", "not_found" },
+    /* the prefixed path is not served inside */
+    { "GET", "/v1/sandboxes/in/tasks", NULL, "HTTP/1.1 404", NULL },
+  };
+  g_autoptr(BoxTask) task = NULL;
+  g_autoptr(GError) error = NULL;
+
+  for (guint i = 0; i < G_N_ELEMENTS (steps); i++) {
+    const guint32 chan = FIRST_CHAN + 5000 + i;
+    g_autofree char *request = g_strdup_printf ("%s %s HTTP/1.1\r\nHost: box\r\n"
+                                                "Content-Type: application/json\r\n"
+                                                "Content-Length: %zu\r\n\r\n%s",
+                                                steps[i].method, steps[i].path,
+                                                steps[i].body != NULL ? strlen (steps[i].body) : 0,
+                                                steps[i].body != NULL ? steps[i].body : "");
+    g_autofree char *status = NULL;
+    Conn *c;
+
+    open_conn (chan);
+    send_bytes (chan, request);
+    g_assert_true (pump (chan, has_answer, 10000));
+    c = conn_of (chan);
+    status = status_line (c);
+    g_test_message ("%s %s: %s", steps[i].method, steps[i].path, c->data->str);
+    g_assert_true (g_str_has_prefix (status, steps[i].status));
+    if (steps[i].has != NULL)
+      g_assert_nonnull (strstr (c->data->str, steps[i].has));
+    if (i == 0) {
+      /* written as the sandbox's own task */
+      task = box_engine_get_task (engine, NULL, sandbox_id, "job/1", &error);
+      g_assert_no_error (error);
+      g_assert_cmpint (task->expires_at - task->started_at, ==, 60 * G_USEC_PER_SEC);
+    }
+  }
+  settle (200);
+}
+
 static void
 setup (void)
 {
@@ -680,6 +735,7 @@ main (int argc, char **argv)
   g_test_add_func ("/insandbox/max-downloads", test_max_downloads);
   g_test_add_func ("/insandbox/exec-run-streamed", test_exec_run_streamed);
   g_test_add_func ("/insandbox/exec-run-budget", test_exec_run_budget);
+  g_test_add_func ("/insandbox/tasks", test_tasks);
   setup ();
   ret = g_test_run ();
   teardown ();
