@@ -39,7 +39,7 @@ def test_socket_and_idle(t):
         sb = d.create_sandbox(KEY, {'name': 'tk', 'idle': {'timeout_s': IDLE_S, 'action': 'pause'}})
 
     status, body = inside('-X PUT -d \'{"expire_s": 600}\' "http://x/tasks/job%2F1"')
-    t.eq(status, 200, 'PUT /tasks/job%2F1 from inside: 200', body)
+    t.eq((status, body if status != 200 else None), (200, None), 'PUT /tasks/job%2F1 from inside: 200')
     t.ok(isinstance(body, dict) and sorted(body) == ['expires_at', 'name', 'started_at']
          and body.get('name') == 'job/1', 'the Task, its name decoded', body)
     status, body = inside('"http://x/tasks"')
@@ -49,13 +49,13 @@ def test_socket_and_idle(t):
     t.eq((status, (body or {}).get('name')), (200, 'job/1'), 'GET /tasks/job%2F1 from inside')
     status, body = inside('-X PUT -d \'{"expire_s": 0}\' "http://x/tasks/other"')
     t.eq((status, ((body or {}).get('error') or {}).get('code')), (400, 'invalid'),
-         'expire_s 0 from inside: 400 invalid', body)
+         'expire_s 0 from inside: 400 invalid')
     status, body = inside('-X PUT "http://x/tasks/"')
     t.eq((status, ((body or {}).get('error') or {}).get('code')), (400, 'invalid'),
-         'the empty name from inside: 400 invalid', body)
+         'the empty name from inside: 400 invalid')
     status, body = inside('-X DELETE "http://x/tasks/nope"')
     t.eq((status, ((body or {}).get('error') or {}).get('code')), (404, 'not_found'),
-         'DELETE of an absent task from inside: 404', body)
+         'DELETE of an absent task from inside: 404')
     t.eq(names(d.request('GET', TASKS, token=KEY)), ['job/1'], 'the API sees the task made inside')
     last_use = time.time()   # the exec/run above was the last activity
 
