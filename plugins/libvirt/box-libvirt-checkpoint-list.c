@@ -11,7 +11,8 @@
  * plugins/libvirt/README.md): when set to a number of milliseconds, the
  * worker thread of every checkpoint (its temporary directory made, before
  * the files), restore (the copy made, before the QEMU ends) and fork (its
- * domain started, before the guest is set up) logs "test delay: <what> of
+ * domain started, before the guest is set up) and materialisation (the
+ * helper domain started, before the state is loaded) logs "test delay: <what> of
  * sandbox <id> (domain <name>)" and waits that long, so that a test can
  * kill boxd or the QEMU while the operation runs without racing it.
  */
@@ -71,6 +72,12 @@ box_libvirt_checkpoints_list (BoxLibvirtPlugin *self, const char *sandbox_id, GE
 void
 box_libvirt_test_delay (const char *what, const BoxLibvirtOp *op)
 {
+  box_libvirt_test_delay_named (what, op->id, op->domain);
+}
+
+void
+box_libvirt_test_delay_named (const char *what, const char *id, const char *domain)
+{
   static gsize once = 0;
   static guint delay_ms = 0;
 
@@ -86,7 +93,7 @@ box_libvirt_test_delay (const char *what, const BoxLibvirtOp *op)
   }
   if (delay_ms == 0)
     return;
-  g_message ("libvirt: test delay: %s of sandbox %s (domain %s) waits %u ms", what, op->id,
-             op->domain != NULL ? op->domain : "-", delay_ms);
+  g_message ("libvirt: test delay: %s of sandbox %s (domain %s) waits %u ms", what, id,
+             domain != NULL ? domain : "-", delay_ms);
   g_usleep ((gulong) delay_ms * 1000);
 }

@@ -19,6 +19,7 @@
 #include <libvirt/virterror.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +102,26 @@ domain_pid (const char *name)
       return (pid_t) pid;
   }
   return 0;
+}
+
+void
+box_libvirt_domain_renice (const char *name, int nice_value)
+{
+  pid_t pid = domain_pid (name);
+  g_autofree char *tasks_path = NULL;
+  g_autoptr(GDir) tasks = NULL;
+  const char *entry;
+
+  if (pid == 0)
+    return;
+  /* nice is per thread on Linux; threads made later inherit the main one's */
+  tasks_path = g_strdup_printf ("/proc/%d/task", (int) pid);
+  tasks = g_dir_open (tasks_path, 0, NULL);
+  while (tasks != NULL && (entry = g_dir_read_name (tasks)) != NULL) {
+    guint64 tid = 0;
+    if (g_ascii_string_to_unsigned (entry, 10, 1, G_MAXINT32, &tid, NULL))
+      setpriority (PRIO_PROCESS, (id_t) tid, nice_value);
+  }
 }
 
 guint64

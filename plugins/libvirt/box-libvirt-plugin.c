@@ -531,6 +531,7 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   box_libvirt_templates_prune (self);
   box_libvirt_adopt (self);
   self->started = TRUE;
+  box_libvirt_materialise_kick (self);
 
   tmpl = box_libvirt_template_get (self, self->image->resources.cpus,
                                    self->image->resources.memory_mib);
@@ -566,6 +567,7 @@ box_libvirt_plugin_stop (BoxPlugin *plugin)
   /* pool domains are cheap to make again; sandboxes' VMs keep running and
    * are adopted at the next start */
   box_libvirt_templates_drain (self);
+  box_libvirt_materialise_stop (self);
   g_hash_table_iter_init (&iter, self->vms);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     box_libvirt_set_agent (self, value, NULL);
@@ -615,6 +617,7 @@ box_libvirt_plugin_finalize (GObject *object)
 
   g_hash_table_unref (self->vms);
   g_hash_table_unref (self->templates);
+  g_queue_clear_full (&self->materialise_queue, g_free);
   box_libvirt_conn_free (self->conn);
   box_libvirt_image_free (self->image);
   box_libvirt_config_clear (&self->config);

@@ -205,6 +205,8 @@ gboolean     box_libvirt_migrate_save   (virDomainPtr dom, const char *path,
 /* The reverse into a domain started paused with -incoming defer. */
 gboolean     box_libvirt_migrate_load   (virDomainPtr dom, const char *path,
                                          gboolean ignore_shared, GError **error);
+/* Sets the nice value of every thread of the domain's QEMU (best effort). */
+void         box_libvirt_domain_renice  (const char *name, int nice_value);
 gboolean     box_libvirt_run_command    (const char *const *argv, GError **error);
 gboolean     box_libvirt_create_overlay (const char *path, const char *backing,
                                          const char *backing_format, guint64 size_bytes,
@@ -272,6 +274,9 @@ struct _BoxLibvirtPlugin {
 
   GHashTable        *vms;            /* sandbox id -> BoxLibvirtVm* */
   GHashTable        *templates;      /* key -> BoxLibvirtTemplate* */
+  /* memory checkpoints to materialise ("<sandbox>\n<checkpoint>"), the job under way */
+  GQueue             materialise_queue;
+  struct _BoxLibvirtMaterialise *materialising;
 };
 
 typedef gboolean (*BoxLibvirtWorkFunc) (BoxLibvirtPlugin *self, gpointer data, GError **error);
@@ -437,6 +442,7 @@ char     *box_libvirt_checkpoint_dir         (BoxLibvirtPlugin *self, const char
 /* What a checkpoint was taken of (its manifest). */
 typedef struct {
   gboolean      memory;
+  gboolean      ram;            /* materialised: ram and devstate (box-libvirt-materialise.c) */
   BoxResources  resources;
   gboolean      nic;
   char         *template_key;
@@ -453,6 +459,9 @@ gboolean  box_libvirt_checkpoint_info_load   (BoxLibvirtPlugin *self, const char
 gboolean  box_libvirt_copy_sparse            (const char *src, const char *dst, GError **error);
 /* BOX_ERROR_CAPACITY unless @bytes (and a reserve) fit on vm_dir's file system. */
 gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 bytes,
+                                              GError **error);
+/* @contents into @path, 0600, synced and renamed into place. */
+gboolean  box_libvirt_write_file             (const char *path, const char *contents,
                                               GError **error);
 /* link(2) of @from as @to, whatever @to was; BOX_ERROR_CAPACITY when full. */
 gboolean  box_libvirt_link_file              (const char *from, const char *to, GError **error);
@@ -471,6 +480,26 @@ void      box_libvirt_vm_sweep_temps         (BoxLibvirtPlugin *self, BoxLibvirt
 /* The IDs of the whole checkpoints of @sandbox_id (box-libvirt-checkpoint-list.c). */
 char    **box_libvirt_checkpoints_list       (BoxLibvirtPlugin *self, const char *sandbox_id,
                                               GError **error);
+
+/* ---- memory checkpoints made template-like (box-libvirt-materialise.c) --- */
+
+typedef struct _BoxLibvirtMaterialise BoxLibvirtMaterialise;
+/* Queues a background job that gives the memory checkpoint a RAM file and
+ * its device state alone; one job runs at a time. */
+void      box_libvirt_materialise_queue (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                         const char *checkpoint_id);
+/* Starts the queued jobs (after start); ends the queue and the job (at stop). */
+void      box_libvirt_materialise_kick  (BoxLibvirtPlugin *self);
+void      box_libvirt_materialise_stop  (BoxLibvirtPlugin *self);
+/* The VM ID of the job's helper domain, NULL when no job runs (tests). */
+const char *box_libvirt_materialise_helper (BoxLibvirtPlugin *self);
+/* At start, for the whole checkpoint in @ckpt: removes what a job killed
+ * midway left (*.tmp; ram and devstate without "ram" in the manifest) and
+ * queues a memory checkpoint that is not materialised. */
+void      box_libvirt_materialise_sweep (BoxLibvirtPlugin *self, const char *ckpt,
+                                         const char *sandbox_id, const char *checkpoint_id);
+/* Worker threads: "ram": true in the manifest in @dir. */
+gboolean  box_libvirt_checkpoint_manifest_set_ram (const char *dir, GError **error);
 
 /* ---- checkpoint disks as backing files (box-libvirt-layers.c) ------------ */
 

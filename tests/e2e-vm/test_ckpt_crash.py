@@ -17,10 +17,14 @@
 #   - a fork killed midway is gone, or in error (the spec's "creating |
 #     first boot fails") with no VM left and deletable, or whole (running,
 #     runs commands).
+# Then boxd is killed while a memory checkpoint is materialised in the
+# background: no helper domain or file is left, the next start materialises
+# it, and a restore maps its RAM file.
 # Last, boxd restarts with disk_reserve_mib beyond the disk: a checkpoint
 # (memory or disk only), a restore and a fork are 503 capacity, write no
 # file and no record, and the sandbox runs on.
 
+import json
 import os
 import re
 import signal
@@ -268,6 +272,53 @@ def test_fork_qemu_killed(t):
     files_match(t, 'QEMU killed during a fork')
 
 
+def test_materialise_boxd_killed(t):
+    """boxd killed while a memory checkpoint is materialised in the
+    background (box-libvirt-materialise.c): nothing lost, no helper domain
+    or file left, the next start materialises it, and a restore of it maps
+    its RAM file."""
+    sh(d, KEY, 'kc', 'echo one > /tmp/mark; sync')
+    r = d.request('POST', '/v1/sandboxes/kc/checkpoints', {'comment': 'materialise'}, token=KEY,
+                  timeout=300)
+    t.status(r, 201, 'a memory checkpoint to materialise')
+    cp = (r[2] or {}).get('id')
+    what = 'materialise of checkpoint %s' % cp
+    dom = wait_delay(what, 0, timeout=300)
+    t.ok(dom is not None, 'its materialisation is under way (test delay), helper %s' % dom)
+    d.kill9()
+    cdir = os.path.join(CKPT_ROOT, '%s.%s' % (SID, cp))
+    restart('boxd killed while materialising')
+    vm_id = (dom or 'box-')[4:]
+    end = time.time() + 30
+    while time.time() < end and (dom in vmtest.all_domains() or
+                                 os.path.exists(os.path.join(vmtest.VM_DIR, 'vms', vm_id))):
+        time.sleep(0.2)
+    t.ok(dom not in vmtest.all_domains(), 'no helper domain left', dom)
+    t.ok(not os.path.exists(os.path.join(vmtest.VM_DIR, 'vms', vm_id)), 'no helper directory left')
+    recorded = files_match(t, 'boxd killed while materialising')
+    t.ok(cp in recorded, '%s still listed' % cp, recorded)
+    settled(t, 'boxd killed while materialising')
+    # queued again at start (a second test delay of it), then committed
+    manifest = os.path.join(cdir, 'manifest.json')
+    end = time.time() + 300
+    ram = False
+    while time.time() < end and not ram:
+        try:
+            with open(manifest) as f:
+                ram = json.load(f).get('ram') is True
+        except (OSError, ValueError):
+            pass
+        time.sleep(0.5)
+    t.ok(ram, '%s materialised after the restart' % cp)
+    t.eq(sorted(n for n in os.listdir(cdir) if n.endswith('.tmp')), [], 'no temporary file in it')
+    t.ok(os.path.getsize(os.path.join(cdir, 'devstate')) < (64 << 20), 'its devstate is devices only')
+    sh(d, KEY, 'kc', 'rm /tmp/mark')
+    restorable(t, 'the materialised checkpoint', cp)
+    vm_ram = d.vm_path(SID, 'ram')
+    t.ok(os.path.exists(vm_ram) and os.stat(vm_ram).st_ino == os.stat(os.path.join(cdir, 'ram')).st_ino,
+         'the restored VM maps the checkpoint\'s RAM file (a link of it)')
+
+
 def test_capacity(t):
     d.stop('boxd stops on SIGTERM (to change disk_reserve_mib)')
     d.config['plugin.libvirt']['disk_reserve_mib'] = str(2 ** 32 - 1)
@@ -303,4 +354,4 @@ def test_cleanup(t):
 if __name__ == '__main__':
     vmtest.main(t, clock, test_acknowledged, test_checkpoint_boxd_killed, test_checkpoint_qemu_killed,
                 test_restore_boxd_killed, test_restore_qemu_killed, test_fork_boxd_killed,
-                test_fork_qemu_killed, test_capacity, test_cleanup)
+                test_fork_qemu_killed, test_materialise_boxd_killed, test_capacity, test_cleanup)
