@@ -316,10 +316,16 @@ job_done (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxLibvirtMaterialise *job = user_data;
   g_autoptr(GError) error = NULL;
 
+  g_autofree char *dir = box_libvirt_checkpoint_dir (job->self, job->sandbox_id,
+                                                     job->checkpoint_id);
+
   if (box_libvirt_run_finish (result, &error))
     g_message ("libvirt: sandbox %s: memory checkpoint %s materialised (RAM file and device "
                "state) in %.0f ms", job->sandbox_id, job->checkpoint_id,
                (g_get_monotonic_time () - job->started) / 1e3);
+  else if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
+    g_message ("libvirt: sandbox %s: memory checkpoint %s deleted while it was materialised",
+               job->sandbox_id, job->checkpoint_id);
   else
     g_warning ("libvirt: sandbox %s: memory checkpoint %s not materialised (forks and restores "
                "of it load its whole state): %s", job->sandbox_id, job->checkpoint_id,
