@@ -98,6 +98,13 @@ while True:
 '
 
 $sudo mkdir -p /var/log/libvirt /run/libvirt
+# The daemons outlive this script: they must not keep what it inherited
+# open (a caller's `flock LOCK cmd` lock fd would stay held by libvirtd for
+# good, and every later taker of that lock would wait forever).
+for fd in /proc/$$/fd/*; do
+  fd="${fd##*/}"
+  [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-"
+done
 # pgrep -x matches the process name exactly: never another program's.
 if ! pgrep -x virtlogd >/dev/null; then
   $sudo virtlogd -d

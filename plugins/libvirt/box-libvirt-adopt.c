@@ -4,8 +4,9 @@
  * VM: a running domain is adopted (the agent connection is opened again,
  * its hello goes out at once), a paused one stays hot-paused and gets its
  * cold timer back, a cold snapshot must still be on disk, and a domain
- * that is gone leaves its disk (SHUTOFF).  The engine's reconciliation
- * then compares its records with query().
+ * that is gone leaves its disk (SHUTOFF).  A migration the previous run
+ * left behind (a checkpoint or a cold pause cut midway) is ended first.
+ * The engine's reconciliation then compares its records with query().
  */
 #include "config.h"
 
@@ -13,6 +14,32 @@
 #include <string.h>
 
 #include "box-libvirt-op.h"
+
+/* A checkpoint or a cold pause cut by the end of the previous run left its
+ * migration to QEMU: cancelled if it runs, and a guest its end stopped
+ * runs again (a sandbox that was running), or runs for a moment and is
+ * paused again (one that was paused: QEMU gets its disk images back only
+ * by running), so that the next migration out of it is safe. */
+static void
+end_migration (virDomainPtr dom, BoxLibvirtVm *vm, int *state)
+{
+  g_autoptr(GError) error = NULL;
+  gboolean resumed = FALSE;
+  int reason = 0;
+
+  if (!box_libvirt_domain_end_migration (dom, &resumed, &error)) {
+    g_warning ("libvirt: sandbox %s: %s", vm->id, error->message);
+    return;
+  }
+  if (!resumed)
+    return;
+  if (vm->state == BOX_VM_STATE_SUSPENDED && virDomainSuspend (dom) != 0)
+    g_warning ("libvirt: sandbox %s: cannot pause its VM again after a cut migration", vm->id);
+  g_message ("libvirt: sandbox %s: a migration of its VM cut by the previous run ended; "
+             "the VM %s", vm->id, vm->state == BOX_VM_STATE_SUSPENDED ? "stays paused" : "runs again");
+  if (virDomainGetState (dom, state, &reason, 0) < 0)
+    *state = VIR_DOMAIN_NOSTATE;
+}
 
 void
 box_libvirt_adopt (BoxLibvirtPlugin *self)
@@ -60,6 +87,8 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
     if (dom != NULL && (virDomainIsActive (dom) != 1 ||
                         virDomainGetState (dom, &state, &reason, 0) < 0))
       state = VIR_DOMAIN_NOSTATE;
+    if (state == VIR_DOMAIN_RUNNING || state == VIR_DOMAIN_PAUSED)
+      end_migration (dom, vm, &state);
     if (dom != NULL)
       virDomainFree (dom);
     virResetLastError ();

@@ -525,8 +525,10 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
      * the last pass only; the migration ends with the vCPUs stopped */
     ok = box_libvirt_migrate_save (dom, tmp_state, FALSE, error);
     stopped_at = g_get_monotonic_time ();
-    if (ok && was_running)
+    if (ok && was_running) {
       downtime = log_downtime (dom, op);
+      box_libvirt_test_delay ("checkpoint-stopped", op);
+    }
   } else {
     stopped_at = g_get_monotonic_time ();
     ok = !was_running || virDomainSuspend (dom) == 0 ||

@@ -26,6 +26,8 @@
 #include "box-libvirt-private.h"
 
 #define BOX_LIBVIRT_MIGRATION_TIMEOUT_US (600 * G_USEC_PER_SEC)
+/* a cancelled migration, or the last pass of one, ends in well under this */
+#define END_MIGRATION_TIMEOUT_US         (30 * G_USEC_PER_SEC)
 #define BOX_LIBVIRT_FD_NAME              "box-mig"
 
 /* What QEMU needs beyond the guest's RAM: its own heap, the TCG translation
@@ -310,6 +312,80 @@ wait_migration (virDomainPtr dom, const char *what, GError **error)
     g_usleep (sleep_us);
     sleep_us = MIN (sleep_us * 2, 20000);
   }
+}
+
+/* The "status" of a QMP query's reply ("" when it has none). */
+static char *
+qmp_status (virDomainPtr dom, const char *command, GError **error)
+{
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autofree char *reply = box_libvirt_qmp (dom, command, -1, error);
+  JsonNode *root;
+
+  if (reply == NULL)
+    return NULL;
+  if (!json_parser_load_from_data (parser, reply, -1, NULL) ||
+      !JSON_NODE_HOLDS_OBJECT (root = json_parser_get_root (parser))) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "QEMU answered %s with %s", command, reply);
+    return NULL;
+  }
+  return g_strdup (json_object_get_string_member_with_default (json_node_get_object (root),
+                                                               "status", ""));
+}
+
+static gboolean
+migration_is_over (const char *status)
+{
+  return status[0] == '\0' || g_str_equal (status, "none") || g_str_equal (status, "completed") ||
+         g_str_equal (status, "failed") || g_str_equal (status, "cancelled");
+}
+
+gboolean
+box_libvirt_domain_end_migration (virDomainPtr dom, gboolean *resumed, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + END_MIGRATION_TIMEOUT_US;
+  g_autofree char *migration = qmp_status (dom, "{\"execute\":\"query-migrate\"}", error);
+  g_autofree char *run = NULL;
+
+  *resumed = FALSE;
+  if (migration == NULL)
+    return FALSE;
+  if (!migration_is_over (migration)) {
+    g_autofree char *reply = box_libvirt_qmp (dom, "{\"execute\":\"migrate_cancel\"}", -1,
+                                              error);
+    if (reply == NULL)
+      return FALSE;
+  }
+  for (;;) {
+    if (migration_is_over (migration)) {
+      g_free (run);
+      run = qmp_status (dom, "{\"execute\":\"query-status\"}", error);
+      if (run == NULL)
+        return FALSE;
+      /* finish-migrate: the last pass, the vCPUs stopped; it ends alone */
+      if (!g_str_equal (run, "finish-migrate"))
+        break;
+    }
+    if (g_get_monotonic_time () > deadline) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                   "a migration left by a previous run did not end within %d s",
+                   (int) (END_MIGRATION_TIMEOUT_US / G_USEC_PER_SEC));
+      return FALSE;
+    }
+    g_usleep (20000);
+    g_free (migration);
+    migration = qmp_status (dom, "{\"execute\":\"query-migrate\"}", error);
+    if (migration == NULL)
+      return FALSE;
+  }
+  if (g_str_equal (run, "postmigrate")) {
+    g_autofree char *reply = box_libvirt_qmp (dom, "{\"execute\":\"cont\"}", -1, error);
+
+    if (reply == NULL)
+      return FALSE;
+    *resumed = TRUE;
+  }
+  return TRUE;
 }
 
 static gboolean

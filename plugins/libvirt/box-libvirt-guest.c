@@ -15,6 +15,7 @@
 #include "box-libvirt-private.h"
 
 #define BOX_LIBVIRT_RESEED_BYTES 64
+#define CONSOLE_TAIL_MAX         300
 
 typedef struct {
   char               *socket_path;
@@ -97,10 +98,24 @@ setup_return (GTask *task)
 
   g_debug ("libvirt: guest %s answered in %.1f ms", setup->socket_path,
            (g_get_monotonic_time () - setup->started) / 1e3);
-  if (setup->error != NULL)
+  if (setup->error != NULL) {
+    /* a guest that died (a panic reboots it, and the domain ends) says why
+     * on its console, next to the socket */
+    g_autofree char *dir = g_path_get_dirname (setup->socket_path);
+    g_autofree char *console = g_build_filename (dir, "console.log", NULL);
+    g_autofree char *tail = box_libvirt_console_file_tail (console, CONSOLE_TAIL_MAX);
+
+    if (tail[0] != '\0') {
+      GError *error = setup->error;
+      char *message = g_strdup_printf ("%s (the VM's console ends: %s)", error->message, tail);
+
+      g_free (error->message);
+      error->message = message;
+    }
     g_task_return_error (task, g_steal_pointer (&setup->error));
-  else
+  } else {
     g_task_return_pointer (task, g_object_ref (setup->agent), g_object_unref);
+  }
   g_object_unref (task);
 }
 

@@ -10,6 +10,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <glib/gstdio.h>
 #include <grp.h>
 #include <poll.h>
@@ -229,9 +230,10 @@ box_libvirt_host_cpus (void)
 
 /* TRUE when QEMU with KVM got the guest kernel to user space in time. */
 /* The end of a console log as one readable line: terminal escape
- * sequences dropped, control characters and runs of blanks folded. */
-static char *
-console_tail (const char *text, gsize max)
+ * sequences dropped, control characters and runs of blanks folded.  (What
+ * a guest wrote: bounded, printable, never more than @max bytes.) */
+char *
+box_libvirt_console_tail (const char *text, gsize max)
 {
   GString *clean = g_string_new (NULL);
   const char *p;
@@ -263,6 +265,31 @@ console_tail (const char *text, gsize max)
   p = g_strdup (start);
   g_string_free (clean, TRUE);
   return (char *) p;
+}
+
+/* The end of a VM's console log file (virtlogd's, at most 2 MiB), or ""
+ * when there is none. */
+char *
+box_libvirt_console_file_tail (const char *path, gsize max)
+{
+  char buf[4096];
+  ssize_t n = 0;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+  if (fd >= 0) {
+    off_t size = lseek (fd, 0, SEEK_END);
+
+    if (size > 0)
+      n = pread (fd, buf, sizeof buf - 1, MAX (size - (off_t) (sizeof buf - 1), 0));
+    close (fd);
+  }
+  n = MAX (n, 0);
+  buf[n] = '\0';
+  /* a NUL from the guest would end the text before its end */
+  for (ssize_t i = 0; i < n; i++)
+    if (buf[i] == '\0')
+      buf[i] = ' ';
+  return box_libvirt_console_tail (buf, max);
 }
 
 static gboolean
@@ -314,7 +341,7 @@ probe_kvm (const BoxLibvirtImage *image, char **how)
     *how = g_strdup_printf ("KVM booted the guest kernel in %.1f s",
                             (g_get_monotonic_time () - start) / 1e6);
   } else {
-    g_autofree char *tail = console_tail (output->str, 100);
+    g_autofree char *tail = box_libvirt_console_tail (output->str, 100);
     *how = g_strdup_printf ("KVM did not boot the guest kernel within %d s%s%s%s",
                             BOX_LIBVIRT_PROBE_TIMEOUT_S, tail[0] != '\0' ? " (console: " : "",
                             tail, tail[0] != '\0' ? ")" : "");

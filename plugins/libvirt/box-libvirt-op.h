@@ -113,8 +113,9 @@ void          box_libvirt_fork_start       (GTask *task);
 gboolean      box_libvirt_link_ram_state   (const char *ckpt_dir, const char *vm_dir,
                                             const char *suffix);
 
-/* Worker threads, tests only: waits BOX_LIBVIRT_TEST_DELAY_MS, logged
- * (box-libvirt-checkpoint-list.c). */
+/* Worker threads, tests only: waits BOX_LIBVIRT_TEST_DELAY_MS at the points
+ * BOX_LIBVIRT_TEST_DELAY_AT names (a point is @what up to its first
+ * space), logged (box-libvirt-checkpoint-list.c). */
 void      box_libvirt_test_delay   (const char *what, const BoxLibvirtOp *op);
 void      box_libvirt_test_delay_named (const char *what, const char *id, const char *domain);
 

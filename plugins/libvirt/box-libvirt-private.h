@@ -107,6 +107,8 @@ char    *box_libvirt_choose_accel (const char *setting, const BoxLibvirtImage *i
                                    char **how);
 guint64  box_libvirt_host_memory_mib (void);
 guint    box_libvirt_host_cpus        (void);
+char    *box_libvirt_console_tail      (const char *text, gsize max);
+char    *box_libvirt_console_file_tail (const char *path, gsize max);
 /* Memory a QEMU really holds (private RSS, MiB), 0 when unknown. */
 guint64  box_libvirt_qemu_rss_mib     (const char *domain_name);
 
@@ -198,6 +200,13 @@ gboolean     box_libvirt_domain_wait_gone (virConnectPtr conn, const char *name,
  * "return" member as JSON text. */
 char        *box_libvirt_qmp            (virDomainPtr dom, const char *command, int fd,
                                          GError **error);
+/* What a boxd killed in the middle of a migration to a file (a checkpoint,
+ * a cold pause) left, which QEMU carried on alone: a migration still
+ * running is cancelled; a guest its end stopped (QEMU's "postmigrate",
+ * its disk images handed over) is started again (*resumed), which gives
+ * QEMU its images back; a later migration out of it is then safe. */
+gboolean     box_libvirt_domain_end_migration (virDomainPtr dom, gboolean *resumed,
+                                               GError **error);
 /* Device state (and RAM unless it is shared and @ignore_shared) into
  * @path: QEMU migrates to an fd: it may not spawn (seccomp). */
 gboolean     box_libvirt_migrate_save   (virDomainPtr dom, const char *path,

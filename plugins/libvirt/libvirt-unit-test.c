@@ -548,6 +548,38 @@ test_copy_sparse (void)
   g_rmdir (dir);
 }
 
+/* The end of a VM's console, as errors quote it: the last bytes of the
+ * file only, escapes and control bytes (NULs too) folded, bounded. */
+static void
+test_console_tail (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("box-console-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "console.log", NULL);
+  g_autofree char *missing = box_libvirt_console_file_tail (path, 300);
+  g_autofree char *tail = NULL;
+  g_autofree char *short_tail = NULL;
+  g_autoptr(GString) text = g_string_new (NULL);
+
+  g_assert_cmpstr (missing, ==, "");
+  /* 100 KiB of boot noise, then the panic with a colour escape, a NUL and
+   * line ends */
+  for (guint i = 0; i < 2000; i++)
+    g_string_append (text, "[    1.000000] boot line that scrolls away\r\n");
+  g_string_append (text, "\033[1;31mKernel panic\033[0m - not syncing:");
+  g_string_append_len (text, "\0\t Attempted to kill init!\r\n", 30);
+  g_assert_true (g_file_set_contents (path, text->str, (gssize) text->len, NULL));
+
+  tail = box_libvirt_console_file_tail (path, 300);
+  g_assert_cmpuint (strlen (tail), <=, 300);
+  g_assert_true (g_str_has_suffix (tail, "Kernel panic - not syncing: Attempted to kill init!"));
+  for (const char *p = tail; *p != '\0'; p++)
+    g_assert_true (g_ascii_isprint (*p));
+  short_tail = box_libvirt_console_file_tail (path, 20);
+  g_assert_cmpstr (short_tail, ==, "Attempted to kill init!" + 3);
+  g_unlink (path);
+  g_rmdir (dir);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -565,5 +597,6 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/tcg-refused", test_tcg_refused);
   g_test_add_func ("/libvirt/checkpoint-ids", test_checkpoint_ids);
   g_test_add_func ("/libvirt/copy-sparse", test_copy_sparse);
+  g_test_add_func ("/libvirt/console-tail", test_console_tail);
   return g_test_run ();
 }

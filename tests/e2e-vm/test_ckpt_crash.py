@@ -17,6 +17,9 @@
 #   - a fork killed midway is gone, or in error (the spec's "creating |
 #     first boot fails") with no VM left and deletable, or whole (running,
 #     runs commands).
+# Then boxd is killed while a memory checkpoint holds the guest's vCPUs
+# stopped (BOX_LIBVIRT_TEST_DELAY_AT=checkpoint-stopped): the sandbox comes
+# back running, and the same QEMU checkpoints and cold-pauses again.
 # Then boxd is killed while a memory checkpoint is materialised in the
 # background: no helper domain or file is left, the next start materialises
 # it, and a restore maps its RAM file.
@@ -283,7 +286,7 @@ def test_materialise_boxd_killed(t):
     t.status(r, 201, 'a memory checkpoint to materialise')
     cp = (r[2] or {}).get('id')
     what = 'materialise of checkpoint %s' % cp
-    dom = wait_delay(what, 0, timeout=300)
+    dom = wait_delay(what, 0, timeout=600)
     t.ok(dom is not None, 'its materialisation is under way (test delay), helper %s' % dom)
     d.kill9()
     cdir = os.path.join(CKPT_ROOT, '%s.%s' % (SID, cp))
@@ -300,7 +303,7 @@ def test_materialise_boxd_killed(t):
     settled(t, 'boxd killed while materialising')
     # queued again at start (a second test delay of it), then committed
     manifest = os.path.join(cdir, 'manifest.json')
-    end = time.time() + 300
+    end = time.time() + 600
     ram = False
     while time.time() < end and not ram:
         try:
@@ -317,6 +320,53 @@ def test_materialise_boxd_killed(t):
     vm_ram = d.vm_path(SID, 'ram')
     t.ok(os.path.exists(vm_ram) and os.stat(vm_ram).st_ino == os.stat(os.path.join(cdir, 'ram')).st_ino,
          'the restored VM maps the checkpoint\'s RAM file (a link of it)')
+
+
+def test_stopped_boxd_killed(t):
+    """boxd killed while a memory checkpoint holds the guest's vCPUs
+    stopped (QEMU's last pass done, the disk copy not yet): the restart
+    finds a QEMU that ended a migration and waits; the sandbox must come
+    back running, and later migrations out of that QEMU (a checkpoint, a
+    cold pause) must work."""
+    d.stop('boxd stops on SIGTERM (to hold checkpoints with the guest stopped)')
+    d.extra_env['BOX_LIBVIRT_TEST_DELAY_AT'] = 'checkpoint-stopped'
+    d.config['plugin.libvirt']['hot_pause_s'] = '0'
+    restart('test delay with the guest stopped, cold pauses')
+    if settled(t, 'after the restart') != 'running':
+        t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'wake kc')
+    before_ids = ids()
+    before = len(delays('checkpoint-stopped'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'comment': 'stopped'})
+    dom = wait_delay('checkpoint-stopped', before)
+    t.ok(dom is not None, 'the checkpoint holds the guest stopped (test delay)', dom)
+    _rc, dom_state = vmtest.virsh('domstate', dom or '-')
+    t.eq(dom_state.strip(), 'paused', 'the guest\'s vCPUs are stopped (libvirt: paused)')
+    d.kill9()
+    t.ok(call.status() != 201, 'the checkpoint cut by the kill was not acknowledged', call.result[:1])
+    d.extra_env.pop('BOX_LIBVIRT_TEST_DELAY_AT')
+    restart('boxd killed with the guest stopped by a checkpoint')
+    t.eq(ids(), before_ids, 'after the restart: the cut checkpoint is not listed')
+    files_match(t, 'boxd killed with the guest stopped')
+    t.eq(settled(t, 'boxd killed with the guest stopped'), 'running',
+         'the sandbox runs again (it was running; nobody paused it)')
+    r = sh(d, KEY, 'kc', 'cat /tmp/mark; printenv E')
+    t.eq((r.status, r.out), (200, 'one\nkc\n'), 'it runs commands with its files and env')
+    # the same QEMU migrates again: a memory checkpoint, then a cold pause
+    sh(d, KEY, 'kc', 'echo two > /tmp/mark2')
+    r = d.request('POST', '/v1/sandboxes/kc/checkpoints', {'comment': 'after'}, token=KEY, timeout=300)
+    t.status(r, 201, 'a memory checkpoint of that QEMU works')
+    after = (r[2] or {}).get('id')
+    t.status(d.request('POST', '/v1/sandboxes/kc/pause', token=KEY, timeout=300), 200,
+             'a cold pause of it (hot_pause_s=0) works')
+    t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'and it wakes')
+    r = sh(d, KEY, 'kc', 'cat /tmp/mark /tmp/mark2')
+    t.eq((r.status, r.out), (200, 'one\ntwo\n'), 'with its /tmp files')
+    r = d.request('POST', '/v1/sandboxes/kc/checkpoints/%s/restore' % after, token=KEY, timeout=300)
+    t.ok(r[0] == 200 and (r[2] or {}).get('state') == 'running',
+         'the checkpoint taken after the restart restores', r[3][:300])
+    r = sh(d, KEY, 'kc', 'cat /tmp/mark2')
+    t.eq((r.status, r.out), (200, 'two\n'), 'to its /tmp files')
+    d.config['plugin.libvirt'].pop('hot_pause_s')
 
 
 def test_capacity(t):
@@ -354,4 +404,5 @@ def test_cleanup(t):
 if __name__ == '__main__':
     vmtest.main(t, clock, test_acknowledged, test_checkpoint_boxd_killed, test_checkpoint_qemu_killed,
                 test_restore_boxd_killed, test_restore_qemu_killed, test_fork_boxd_killed,
-                test_fork_qemu_killed, test_materialise_boxd_killed, test_capacity, test_cleanup)
+                test_fork_qemu_killed, test_stopped_boxd_killed, test_materialise_boxd_killed,
+                test_capacity, test_cleanup)
