@@ -64,6 +64,8 @@
 #include "box-libvirt-op.h"
 
 #define CKPT_MANIFEST        "manifest.json"
+/* less free than this (and the reserve) after a failure: the disk filled */
+#define DISK_FULL_SLACK      ((guint64) 1 << 20)
 #define CKPT_TMP             ".tmp-"
 #define CKPT_LOCK_SUFFIX     ".lock"
 #define CKPT_COPY_CHUNK      (G_GUINT64_CONSTANT (64) << 20)
@@ -186,6 +188,24 @@ box_libvirt_check_disk_room (BoxLibvirtPlugin *self, guint64 bytes, GError **err
     return FALSE;
   }
   return TRUE;
+}
+
+/* After a failure: a node disk that filled up meanwhile (another writer, or
+ * more to write than estimated: the guest's RAM as it is) makes it 503
+ * capacity, as if it had not fitted from the start. */
+void
+box_libvirt_note_disk_full (BoxLibvirtPlugin *self, GError **error)
+{
+  g_autoptr(GError) room = NULL;
+  GError *full;
+
+  if (error == NULL || *error == NULL ||
+      g_error_matches (*error, BOX_ERROR, BOX_ERROR_CAPACITY) ||
+      box_libvirt_check_disk_room (self, DISK_FULL_SLACK, &room))
+    return;
+  full = g_error_new (BOX_ERROR, BOX_ERROR_CAPACITY, "%s (%s)", room->message, (*error)->message);
+  g_clear_error (error);
+  *error = full;
 }
 
 static gboolean
@@ -603,10 +623,12 @@ checkpoint_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
                                 error) &&
        write_manifest (op, tmp, error) &&
        (fsync_dir (tmp), box_libvirt_rename_file (tmp, final, error));
-  if (ok)
+  if (ok) {
     fsync_dir (root);
-  else
+  } else {
+    box_libvirt_note_disk_full (self, error);
     box_libvirt_remove_tree (tmp, NULL);
+  }
   g_unlink (lock);
   close (lock_fd);
   return ok;

@@ -47,6 +47,20 @@ config_uint (BoxPlugin *plugin, const char *key, const char *fallback, guint64 m
                                       g_ascii_strtoull (fallback, NULL, 10), max, value, error);
 }
 
+static gboolean
+config_uint_positive (BoxPlugin *plugin, const char *key, const char *fallback, guint64 max,
+                      guint64 *value, GError **error)
+{
+  if (!config_uint (plugin, key, fallback, max, value, error))
+    return FALSE;
+  if (*value == 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "[plugin.%s] %s: must be at least 1",
+                 box_plugin_get_name (plugin), key);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean
 box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **error)
 {
@@ -54,6 +68,7 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   struct passwd *pw;
   struct group *gr;
   guint64 value = 0;
+  char fallback[16];
   g_autofree char *uid_range = NULL;
   g_autoptr(GError) local_error = NULL;
 
@@ -114,6 +129,28 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!config_uint (plugin, "pool_size", "2", 64, &value, error))
     return FALSE;
   config->pool_size = value;
+  /* the pool grows with demand up to pool_max_size (default: 32, or
+   * pool_size when larger) within pool_memory_mib (0: an eighth of the
+   * node's memory capacity), and shrinks after pool_idle_s without creates */
+  g_snprintf (fallback, sizeof fallback, "%u", MAX (config->pool_size, 32));
+  if (!config_uint (plugin, "pool_max_size", fallback, 256, &value, error))
+    return FALSE;
+  config->pool_max_size = value;
+  if (config->pool_max_size < config->pool_size) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "[plugin.%s] pool_max_size: %u is below pool_size (%u)",
+                 box_plugin_get_name (plugin), config->pool_max_size, config->pool_size);
+    return FALSE;
+  }
+  if (!config_uint (plugin, "pool_memory_mib", "0", G_MAXUINT32, &config->pool_memory_mib,
+                    error))
+    return FALSE;
+  if (!config_uint_positive (plugin, "pool_idle_s", "120", 24 * 3600, &value, error))
+    return FALSE;
+  config->pool_idle_s = value;
+  if (!config_uint_positive (plugin, "pool_fill_jobs", "2", 16, &value, error))
+    return FALSE;
+  config->pool_fill_jobs = value;
   if (!config_uint (plugin, "hot_pause_s", "60", 7 * 24 * 3600, &value, error))
     return FALSE;
   config->hot_pause_s = value;

@@ -14,7 +14,11 @@
  *                          made before uid_range
  *   uid_range=1879048192-1879113727   one uid per VM's QEMU (box-libvirt-uids.c)
  *   allow_tcg=true         false: without KVM no sandbox starts (TCG is no boundary)
- *   pool_size=2            warm (restored, paused) domains per template snapshot
+ *   pool_size=2            warm (restored, paused) domains per template snapshot, at least
+ *   pool_max_size=32       at most (the pool grows with the creates of the last minute)
+ *   pool_memory_mib=0      every pool's domains together (0: max_memory_mib / 8)
+ *   pool_idle_s=120        no create for this long: pools shrink, a domain at a time
+ *   pool_fill_jobs=2       pool domains made at once, per template
  *   hot_pause_s=60         a pause turns into a cold snapshot after this (0: at once)
  *   max_memory_mib=0       0: the host's memory minus a reserve
  *   max_cpus=0             0: the host's CPUs times cpu_overcommit
@@ -257,6 +261,15 @@ count_usage (BoxLibvirtPlugin *self, guint64 *memory_mib, guint64 *hot_mib, guin
     else
       *hot_mib += rss;
   }
+}
+
+guint64
+box_libvirt_memory_held_mib (BoxLibvirtPlugin *self)
+{
+  guint64 memory, hot, cpus;
+
+  count_usage (self, &memory, &hot, &cpus);
+  return memory - hot;
 }
 
 static gint
@@ -515,6 +528,8 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   self->max_memory_mib = self->config.max_memory_mib;
   if (self->max_memory_mib == 0 && host_memory > BOX_LIBVIRT_MEMORY_RESERVE_MIB)
     self->max_memory_mib = host_memory - BOX_LIBVIRT_MEMORY_RESERVE_MIB - host_memory / 20;
+  self->pool_budget_mib = self->config.pool_memory_mib != 0 ? self->config.pool_memory_mib :
+                          self->max_memory_mib / 8;
   self->max_cpus = self->config.max_cpus;
   if (self->max_cpus == 0)
     self->max_cpus = (guint64) box_libvirt_host_cpus () * self->config.cpu_overcommit;
@@ -536,11 +551,13 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   tmpl = box_libvirt_template_get (self, self->image->resources.cpus,
                                    self->image->resources.memory_mib);
   g_message ("libvirt: %s (%s), QEMU %s, %s; template base (%u CPUs, %u MiB) snapshot %s; "
-             "warm pool %u per template; hot pause %u s; room for %" G_GUINT64_FORMAT
+             "warm pool %u-%u per template within %" G_GUINT64_FORMAT " MiB, idle %u s; "
+             "hot pause %u s; room for %" G_GUINT64_FORMAT
              " MiB and %" G_GUINT64_FORMAT " vCPUs; %u sandbox VMs known",
              self->accel, how, self->qemu_version, self->config.uri,
              self->image->resources.cpus, self->image->resources.memory_mib,
              box_libvirt_template_describe (tmpl), self->config.pool_size,
+             self->config.pool_max_size, self->pool_budget_mib, self->config.pool_idle_s,
              self->config.hot_pause_s, self->max_memory_mib, self->max_cpus,
              g_hash_table_size (self->vms));
   /* make the default template's snapshot and pool now, in the background */
@@ -579,13 +596,12 @@ box_libvirt_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
   BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (plugin);
   GHashTableIter iter;
   gpointer value;
-  guint pooled = 0;
+  guint pooled = 0, target = 0, filling = 0;
+  guint64 pool_mib = 0;
   guint running = 0;
   guint hot = 0;
 
-  g_hash_table_iter_init (&iter, self->templates);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    pooled += g_queue_get_length (&((BoxLibvirtTemplate *) value)->slots);
+  box_libvirt_templates_count (self, &target, &pooled, &filling, &pool_mib);
   g_hash_table_iter_init (&iter, self->vms);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
     BoxLibvirtVm *vm = value;
@@ -608,6 +624,11 @@ box_libvirt_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
   g_variant_builder_add (dict, "{sv}", "vms-running", g_variant_new_uint32 (running));
   g_variant_builder_add (dict, "{sv}", "vms-hot-paused", g_variant_new_uint32 (hot));
   g_variant_builder_add (dict, "{sv}", "pool-ready", g_variant_new_uint32 (pooled));
+  g_variant_builder_add (dict, "{sv}", "pool-filling", g_variant_new_uint32 (filling));
+  g_variant_builder_add (dict, "{sv}", "pool-target", g_variant_new_uint32 (target));
+  g_variant_builder_add (dict, "{sv}", "pool-memory-mib", g_variant_new_uint64 (pool_mib));
+  g_variant_builder_add (dict, "{sv}", "pool-budget-mib",
+                         g_variant_new_uint64 (self->pool_budget_mib));
 }
 
 static void

@@ -2,9 +2,16 @@
  *
  * libvirt's domain start costs ~300-500 ms (most of it libvirt checking the
  * guest CPU over hundreds of monitor calls), too much for a create, so each
- * template snapshot keeps pool_size domains started, restored and paused
+ * template snapshot keeps domains started, restored and paused
  * (box-libvirt-template.c has the snapshots).  A pool domain is attached to
  * the network under a pool ID, rebound to the sandbox when taken.
+ *
+ * How many: at least pool_size, more while creates come often, fewer again
+ * once they stop (box-libvirt-pool-policy.h), within pool_memory_mib for
+ * all pools (each domain counted at its QEMU's measured private memory) and
+ * the node's memory capacity.  Fills run pool_fill_jobs (2) at a time:
+ * each costs a libvirt domain start, a restore and a TCG warm-up, and
+ * shares the host's CPUs with the creates being served (doc/PERFORMANCE.md).
  */
 #include "config.h"
 
@@ -184,6 +191,12 @@ fill_done (Fill *fill)
   } else if (!self->started) {
     slot_discard (self, fill->slot);
   } else {
+    g_autofree char *domain = box_libvirt_vm_domain_name (fill->slot->vm_id);
+    guint64 rss = box_libvirt_qemu_rss_mib (domain);
+
+    /* what the budget counts a pool domain at: its QEMU's private memory */
+    if (rss != 0)
+      tmpl->slot_mib = tmpl->slot_mib == 0 ? rss : (3 * tmpl->slot_mib + rss) / 4;
     g_queue_push_tail (&tmpl->slots, g_steal_pointer (&fill->slot));
     box_libvirt_template_refill (self, tmpl);
   }
@@ -367,14 +380,126 @@ box_libvirt_template_prepare (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
     box_libvirt_template_build (self, tmpl);
 }
 
+/* ---- the pool's size ---- */
+
+/* A pool domain's cost: measured, else (before the first fill) its RAM. */
+static guint64
+slot_cost_mib (BoxLibvirtTemplate *tmpl)
+{
+  return tmpl->slot_mib != 0 ? tmpl->slot_mib : tmpl->memory_mib;
+}
+
+static guint64
+pool_mib (BoxLibvirtTemplate *tmpl)
+{
+  return (g_queue_get_length (&tmpl->slots) + tmpl->filling) * slot_cost_mib (tmpl);
+}
+
+void
+box_libvirt_templates_count (BoxLibvirtPlugin *self, guint *target, guint *ready,
+                             guint *filling, guint64 *memory_mib)
+{
+  GHashTableIter iter;
+  gpointer value;
+
+  *target = *ready = *filling = 0;
+  *memory_mib = 0;
+  g_hash_table_iter_init (&iter, self->templates);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    BoxLibvirtTemplate *tmpl = value;
+
+    if (!tmpl->ready)
+      continue;
+    *target += tmpl->demand.target;
+    *ready += g_queue_get_length (&tmpl->slots);
+    *filling += tmpl->filling;
+    *memory_mib += pool_mib (tmpl);
+  }
+}
+
+static void
+pool_limits (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, BoxLibvirtPoolLimits *limits)
+{
+  guint target, ready, filling;
+  guint64 all_mib, others_mib, held_mib;
+
+  box_libvirt_templates_count (self, &target, &ready, &filling, &all_mib);
+  others_mib = all_mib - (tmpl->ready ? pool_mib (tmpl) : 0);
+  held_mib = box_libvirt_memory_held_mib (self) + others_mib;
+  *limits = (BoxLibvirtPoolLimits) {
+    .floor = self->config.pool_size,
+    .ceiling = self->config.pool_max_size,
+    .budget_mib = self->pool_budget_mib > others_mib ? self->pool_budget_mib - others_mib : 0,
+    .room_mib = self->max_memory_mib > held_mib ? self->max_memory_mib - held_mib : 0,
+    .slot_mib = slot_cost_mib (tmpl),
+    .idle_us = (gint64) self->config.pool_idle_s * G_USEC_PER_SEC,
+  };
+}
+
+static gboolean
+slot_discard_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  slot_discard (self, data);
+  return TRUE;
+}
+
+static void
+slot_discarded (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  box_libvirt_run_finish (result, NULL);
+}
+
+static gboolean
+shrink_step (gpointer data)
+{
+  BoxLibvirtTemplate *tmpl = data;
+
+  tmpl->shrink_source = 0;
+  box_libvirt_template_refill (tmpl->plugin, tmpl);
+  return G_SOURCE_REMOVE;
+}
+
 void
 box_libvirt_template_refill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
 {
-  /* at most two at a time: a fill costs a libvirt domain start and a
-   * warm-up, and foreground operations share the host's CPUs with it */
-  while (self->started && tmpl->ready && tmpl->filling < 2 &&
-         g_queue_get_length (&tmpl->slots) + tmpl->filling < self->config.pool_size)
+  BoxLibvirtPoolLimits limits;
+  guint target, before = tmpl->demand.target;
+  gint64 now = g_get_monotonic_time (), next;
+
+  if (!self->started || !tmpl->ready)
+    return;
+  pool_limits (self, tmpl, &limits);
+  target = box_libvirt_pool_target (&tmpl->demand, &limits, now);
+  if (target != before)
+    g_debug ("libvirt: pool of template %s: target %u (was %u; %u ready, %u filling, "
+             "%" G_GUINT64_FORMAT " MiB a domain)", tmpl->key, target, before,
+             g_queue_get_length (&tmpl->slots), tmpl->filling, limits.slot_mib);
+  /* beyond the target (idle, or memory short): paused domains end, the
+   * most recently filled first (blocking libvirt calls: in a worker) */
+  while (g_queue_get_length (&tmpl->slots) + tmpl->filling > target &&
+         !g_queue_is_empty (&tmpl->slots)) {
+    BoxLibvirtSlot *slot = g_queue_pop_tail (&tmpl->slots);
+
+    g_debug ("libvirt: pool of template %s: ending pool VM %s (target %u)", tmpl->key,
+             slot->vm_id, target);
+    if (slot->agent != NULL) {
+      box_agent_close (slot->agent);
+      g_clear_object (&slot->agent);
+    }
+    box_libvirt_run_in_thread (self, slot_discard_work, slot,
+                               (GDestroyNotify) box_libvirt_slot_free, NULL, slot_discarded,
+                               NULL);
+  }
+  while (tmpl->filling < self->config.pool_fill_jobs &&
+         g_queue_get_length (&tmpl->slots) + tmpl->filling < target)
     box_libvirt_pool_fill (self, tmpl, NULL, 0);
+  /* the next shrink step */
+  g_clear_handle_id (&tmpl->shrink_source, g_source_remove);
+  next = box_libvirt_pool_next_shrink (&tmpl->demand, &limits);
+  if (next != 0)
+    tmpl->shrink_source = g_timeout_add_full (G_PRIORITY_DEFAULT,
+                                              (guint) ((MAX (next - now, 0) + 999) / 1000),
+                                              shrink_step, tmpl, NULL);
 }
 
 void
@@ -387,6 +512,9 @@ box_libvirt_template_take_slot_async (BoxLibvirtPlugin *self, BoxLibvirtTemplate
 
   g_task_set_source_tag (task, box_libvirt_template_take_slot_async);
   g_object_set_data (G_OBJECT (task), "box-disk-bytes", GSIZE_TO_POINTER (disk_bytes));
+  /* the demand the pool's size follows: a create that finds the pool
+   * empty says it is too small for the rate it refills at */
+  box_libvirt_pool_demand_note (&tmpl->demand, g_get_monotonic_time (), slot == NULL);
   /* a pool disk has the default size: a smaller disk needs its own domain */
   if (slot != NULL && slot->disk_bytes <= disk_bytes) {
     g_queue_pop_head (&tmpl->slots);
@@ -401,6 +529,7 @@ box_libvirt_template_take_slot_async (BoxLibvirtPlugin *self, BoxLibvirtTemplate
     return;
   }
   box_libvirt_pool_fill (self, tmpl, task, disk_bytes);
+  box_libvirt_template_refill (self, tmpl);
 }
 
 BoxLibvirtSlot *
@@ -432,6 +561,7 @@ box_libvirt_templates_drain (BoxLibvirtPlugin *self)
     BoxLibvirtTemplate *tmpl = value;
     BoxLibvirtSlot *slot;
 
+    g_clear_handle_id (&tmpl->shrink_source, g_source_remove);
     while ((slot = g_queue_pop_head (&tmpl->slots)) != NULL) {
       slot_discard (self, slot);
       box_libvirt_slot_free (slot);

@@ -22,6 +22,7 @@
 #include "box-plugin-context.h"
 #include "box-state-store.h"
 #include "box-libvirt-plugin.h"
+#include "box-libvirt-pool-policy.h"
 
 G_BEGIN_DECLS
 
@@ -64,7 +65,11 @@ typedef struct {
   guint    uid_first;           /* uid_range: one uid per VM from here */
   guint    uid_last;
   gboolean allow_tcg;           /* TRUE: VMs may run without KVM */
-  guint    pool_size;           /* 2 */
+  guint    pool_size;           /* 2: the pool's floor */
+  guint    pool_max_size;       /* 32: its ceiling (box-libvirt-pool-policy.h) */
+  guint64  pool_memory_mib;     /* 0: an eighth of max_memory_mib, for all pools */
+  guint    pool_idle_s;         /* 120: no create for this long, and pools shrink */
+  guint    pool_fill_jobs;      /* 2: pool fills at once, per template */
   guint    hot_pause_s;         /* 60 */
   guint64  disk_reserve_mib;    /* 256: left free on vm_dir by checkpoints, restores, forks */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
@@ -109,6 +114,9 @@ guint64  box_libvirt_host_memory_mib (void);
 guint    box_libvirt_host_cpus        (void);
 char    *box_libvirt_console_tail      (const char *text, gsize max);
 char    *box_libvirt_console_file_tail (const char *path, gsize max);
+/* Memory the sandboxes' VMs hold and will not let go of (hot pauses
+ * excepted: they turn cold when memory is short), MiB. */
+guint64  box_libvirt_memory_held_mib  (BoxLibvirtPlugin *self);
 /* Memory a QEMU really holds (private RSS, MiB), 0 when unknown. */
 guint64  box_libvirt_qemu_rss_mib     (const char *domain_name);
 
@@ -276,6 +284,7 @@ struct _BoxLibvirtPlugin {
   char              *qemu_version;   /* "7.2.22" */
   guint64            max_memory_mib;
   guint64            max_cpus;
+  guint64            pool_budget_mib; /* every pool's domains together, at most */
   gboolean           started;
   GCancellable      *cancellable;    /* cancelled at stop */
   GThreadPool       *workers;        /* box_libvirt_run_in_thread(), BOX_LIBVIRT_WORKERS at most */
@@ -362,6 +371,7 @@ gboolean        box_libvirt_guest_call_finish  (GAsyncResult *result, GError **e
 /* ---- templates and the warm pool (box-libvirt-template.c) ------------------ */
 
 struct _BoxLibvirtTemplate {
+  BoxLibvirtPlugin *plugin;      /* borrowed: it holds the template */
   char          *key;
   guint          cpus;
   guint          memory_mib;
@@ -373,6 +383,9 @@ struct _BoxLibvirtTemplate {
   GQueue         slots;          /* BoxLibvirtSlot*, restored and paused */
   guint          filling;        /* pool fills under way */
   GList         *in_flight;      /* every fill under way (Fill*, box-libvirt-pool.c) */
+  BoxLibvirtPoolDemand demand;   /* recent creates and the pool's target */
+  guint64        slot_mib;       /* a pool domain's private memory, measured (0: not yet) */
+  guint          shrink_source;  /* the next shrink step, or 0 */
   int            hold_fd;        /* manifest.json under a shared flock while ready, or -1 */
 };
 
@@ -405,8 +418,12 @@ void      box_libvirt_template_slot_claimed (BoxLibvirtPlugin *self, BoxLibvirtS
 void      box_libvirt_template_slot_discard (BoxLibvirtPlugin *self, BoxLibvirtSlot *slot);
 /* Makes the snapshot in the background when it is missing. */
 void      box_libvirt_template_prepare (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
-/* Starts filling the pools up to pool_size in the background. */
+/* Brings the pool to its target (box-libvirt-pool-policy.h): fills in the
+ * background, ends paused domains beyond it, arms the next shrink step. */
 void      box_libvirt_template_refill  (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
+/* The pools' state for the status: targets, domains, their memory (MiB). */
+void      box_libvirt_templates_count  (BoxLibvirtPlugin *self, guint *target, guint *ready,
+                                        guint *filling, guint64 *memory_mib);
 /* Ends every pool domain (at stop) and removes the leftovers of a previous run. */
 void      box_libvirt_templates_drain  (BoxLibvirtPlugin *self);
 void      box_libvirt_templates_sweep  (BoxLibvirtPlugin *self);
@@ -472,6 +489,7 @@ gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 by
 /* @contents into @path, 0600, synced and renamed into place. */
 gboolean  box_libvirt_write_file             (const char *path, const char *contents,
                                               GError **error);
+void      box_libvirt_note_disk_full         (BoxLibvirtPlugin *self, GError **error);
 /* link(2) of @from as @to, whatever @to was; BOX_ERROR_CAPACITY when full. */
 gboolean  box_libvirt_link_file              (const char *from, const char *to, GError **error);
 /* rename(2), and @from unlinked when both were links of one file. */

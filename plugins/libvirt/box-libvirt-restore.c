@@ -62,6 +62,7 @@ restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
       virConnectClose (conn);
   }
   if (!ok) {
+    box_libvirt_note_disk_full (self, error);
     g_unlink (disk_tmp);
     g_unlink (cold_tmp);
     g_unlink (ram_tmp);

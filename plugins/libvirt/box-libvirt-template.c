@@ -12,8 +12,9 @@
  * by every fork until written), whose disk is a new overlay on the
  * template's, started paused with `-incoming defer` and given the device
  * state.  libvirt's domain start costs ~300-500 ms, most of a create, so a
- * warm pool keeps pool_size such domains per template started, restored and
- * paused; a create takes one, resumes it and tells the guest who it is
+ * warm pool keeps such domains per template started, restored and paused
+ * (from pool_size up, as many as the recent creates ask for: see
+ * box-libvirt-pool.c); a create takes one, resumes it and tells the guest who it is
  * (box-libvirt-ops.c).  Pool domains get a network attachment under a pool
  * ID, rebound to the sandbox when taken.
  *
@@ -121,6 +122,7 @@ box_libvirt_template_free (BoxLibvirtTemplate *tmpl)
   g_assert (tmpl->in_flight == NULL);
   g_ptr_array_unref (tmpl->waiters);
   g_queue_clear_full (&tmpl->slots, (GDestroyNotify) box_libvirt_slot_free);
+  g_clear_handle_id (&tmpl->shrink_source, g_source_remove);
   if (tmpl->hold_fd >= 0)
     close (tmpl->hold_fd);
   g_free (tmpl->key);
@@ -151,6 +153,7 @@ box_libvirt_template_get (BoxLibvirtPlugin *self, guint cpus, guint memory_mib)
   if (tmpl != NULL)
     return tmpl;
   tmpl = g_new0 (BoxLibvirtTemplate, 1);
+  tmpl->plugin = self;
   tmpl->key = g_strdup (key);
   tmpl->cpus = cpus;
   tmpl->memory_mib = memory_mib;
@@ -159,6 +162,7 @@ box_libvirt_template_get (BoxLibvirtPlugin *self, guint cpus, guint memory_mib)
   tmpl->waiters = g_ptr_array_new ();
   tmpl->hold_fd = -1;
   g_queue_init (&tmpl->slots);
+  box_libvirt_pool_demand_init (&tmpl->demand, self->config.pool_size);
   tmpl->ready = template_hold (tmpl);
   g_hash_table_insert (self->templates, tmpl->key, tmpl);
   return tmpl;

@@ -4,12 +4,16 @@
 #include "config.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <glib/gstdio.h>
 #include <linux/fs.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "box-config.h"
+#include "box-engine.h"
 #include "box-libvirt-private.h"
 
 static void
@@ -483,6 +487,74 @@ test_tcg_refused (void)
   plugin->started = FALSE;
 }
 
+/* [plugin.libvirt] as @pairs ("key", "value", ..., NULL), loaded. */
+static gboolean
+load_config (BoxLibvirtConfig *config, GError **error, ...)
+{
+  g_autoptr(BoxEngine) engine = box_engine_new (box_config_new ());
+  g_autoptr(BoxPluginContext) context = NULL;
+  g_autoptr(BoxLibvirtPlugin) plugin = NULL;
+  const char *key;
+  va_list ap;
+
+  va_start (ap, error);
+  while ((key = va_arg (ap, const char *)) != NULL)
+    g_key_file_set_string (box_engine_get_config (engine)->keyfile, "plugin.libvirt", key,
+                           va_arg (ap, const char *));
+  va_end (ap);
+  context = box_engine_new_plugin_context (engine, "libvirt");
+  plugin = g_object_new (BOX_TYPE_LIBVIRT_PLUGIN, "name", "libvirt", "context", context, NULL);
+  return box_libvirt_config_load (BOX_PLUGIN (plugin), config, error);
+}
+
+/* The warm pool's settings: defaults, and bad values refused at start. */
+static void
+test_pool_config (void)
+{
+  const char *bad[][2] = {
+    { "pool_max_size", "1" },        /* below pool_size (2) */
+    { "pool_max_size", "257" },
+    { "pool_idle_s", "0" },
+    { "pool_idle_s", "86401" },
+    { "pool_fill_jobs", "0" },
+    { "pool_fill_jobs", "17" },
+    { "pool_memory_mib", "-1" },
+    { "pool_memory_mib", "lots" },
+  };
+  BoxLibvirtConfig config = { 0 };
+  g_autoptr(GError) error = NULL;
+
+  if (getpwnam ("libvirt-qemu") == NULL || getgrnam ("kvm") == NULL) {
+    g_test_skip ("no libvirt-qemu user or kvm group (libvirt is not installed)");
+    return;
+  }
+  g_assert_true (load_config (&config, &error, NULL));
+  g_assert_no_error (error);
+  g_assert_cmpuint (config.pool_size, ==, 2);
+  g_assert_cmpuint (config.pool_max_size, ==, 32);
+  g_assert_cmpuint (config.pool_memory_mib, ==, 0);
+  g_assert_cmpuint (config.pool_idle_s, ==, 120);
+  g_assert_cmpuint (config.pool_fill_jobs, ==, 2);
+  /* a floor above the default ceiling raises it */
+  g_assert_true (load_config (&config, &error, "pool_size", "40", NULL));
+  g_assert_cmpuint (config.pool_max_size, ==, 40);
+  g_assert_true (load_config (&config, &error, "pool_size", "0", "pool_max_size", "0",
+                              "pool_memory_mib", "512", "pool_idle_s", "2",
+                              "pool_fill_jobs", "1", NULL));
+  g_assert_no_error (error);
+  g_assert_cmpuint (config.pool_max_size, ==, 0);
+  g_assert_cmpuint (config.pool_memory_mib, ==, 512);
+  g_assert_cmpuint (config.pool_idle_s, ==, 2);
+  g_assert_cmpuint (config.pool_fill_jobs, ==, 1);
+  for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
+    g_assert_false (load_config (&config, &error, bad[i][0], bad[i][1], NULL));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+    g_assert_nonnull (strstr (error->message, bad[i][0]));
+    g_clear_error (&error);
+  }
+  box_libvirt_config_clear (&config);
+}
+
 /* Checkpoint IDs become file names: nothing that could leave the directory. */
 static void
 test_checkpoint_ids (void)
@@ -595,6 +667,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/uids/pool", test_uid_pool);
   g_test_add_func ("/libvirt/uids/record-last", test_uid_record_last);
   g_test_add_func ("/libvirt/tcg-refused", test_tcg_refused);
+  g_test_add_func ("/libvirt/pool-config", test_pool_config);
   g_test_add_func ("/libvirt/checkpoint-ids", test_checkpoint_ids);
   g_test_add_func ("/libvirt/copy-sparse", test_copy_sparse);
   g_test_add_func ("/libvirt/console-tail", test_console_tail);

@@ -374,6 +374,120 @@ test_orphans (void)
 }
 
 static void
+take_slot_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GPtrArray *taken = user_data;
+  g_autoptr(GError) error = NULL;
+  BoxLibvirtSlot *slot = box_libvirt_template_take_slot_finish (result, &error);
+
+  g_assert_no_error (error);
+  g_ptr_array_add (taken, slot);
+}
+
+static guint
+status_uint (BoxHypervisor *hv, const char *key)
+{
+  g_auto(GVariantBuilder) builder = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+  g_autoptr(GVariant) status = NULL;
+  g_autoptr(GVariant) value = NULL;
+
+  box_plugin_add_status (BOX_PLUGIN (hv), &builder);
+  status = g_variant_ref_sink (g_variant_builder_end (&builder));
+  value = g_variant_lookup_value (status, key, NULL);
+  g_assert_nonnull (value);
+  return g_variant_is_of_type (value, G_VARIANT_TYPE_UINT64) ?
+         (guint) g_variant_get_uint64 (value) : g_variant_get_uint32 (value);
+}
+
+/* A burst drains the pool: its target grows (within pool_max_size) and it
+ * fills up to it; after pool_idle_s without a create it shrinks back to
+ * pool_size, a domain per step. */
+static void
+test_pool_adaptive (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *data_dir = g_dir_make_tmp ("box-libvirt-pool-XXXXXX", &error);
+  g_autoptr(BoxEngine) engine = NULL;
+  g_autoptr(BoxHypervisor) hv = NULL;
+  g_autoptr(GPtrArray) taken = g_ptr_array_new ();
+  BoxLibvirtPlugin *self;
+  BoxLibvirtTemplate *tmpl;
+  guint timeout, most = 0, len;
+  gint64 burst_at, shrunk_at = 0;
+
+  g_assert_no_error (error);
+  /* the suite's plugin makes the template snapshot (when run alone): two
+   * plugins building one at once replace each other's */
+  tmpl = box_libvirt_template_get (BOX_LIBVIRT_PLUGIN (suite.hv), 2, 2048);
+  timeout = g_timeout_add_seconds (300, timeout_cb, "the template snapshot");
+  while (!tmpl->ready)
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
+  engine = new_engine (data_dir);
+  set_config (engine, "pool_size", "1");
+  set_config (engine, "pool_max_size", "3");
+  set_config (engine, "pool_idle_s", "40");       /* shrink steps of 4 s */
+  set_config (engine, "accel", box_hypervisor_get_accel (suite.hv));
+  hv = new_plugin (engine);
+  self = BOX_LIBVIRT_PLUGIN (hv);
+  tmpl = box_libvirt_template_get (self, 2, 2048);
+  timeout = g_timeout_add_seconds (120, timeout_cb, "the pool's floor");
+  while (g_queue_is_empty (&tmpl->slots))
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
+  g_assert_cmpuint (tmpl->demand.target, ==, 1);
+  g_assert_cmpuint (status_uint (hv, "pool-target"), ==, 1);
+  g_assert_cmpuint (tmpl->slot_mib, >, 0);         /* measured: the budget counts it */
+  g_assert_cmpuint (tmpl->slot_mib, <, 2048);
+  g_assert_cmpuint (status_uint (hv, "pool-budget-mib"), ==, self->max_memory_mib / 8);
+
+  /* a burst of 4: one from the pool, three that find it empty */
+  burst_at = g_get_monotonic_time ();
+  for (guint i = 0; i < 4; i++)
+    box_libvirt_template_take_slot_async (self, tmpl, 20ull << 30, NULL, take_slot_cb, taken);
+  g_assert_cmpuint (tmpl->demand.target, ==, 3);  /* 4 creates, pool_max_size 3 */
+  timeout = g_timeout_add_seconds (180, timeout_cb, "the pool grown to 3");
+  while (taken->len < 4 || g_queue_get_length (&tmpl->slots) < 3) {
+    g_main_context_iteration (NULL, TRUE);
+    g_assert_cmpuint (g_queue_get_length (&tmpl->slots) + tmpl->filling, <=, 3);
+  }
+  g_source_remove (timeout);
+  g_assert_cmpuint (status_uint (hv, "pool-ready"), ==, 3);
+  g_assert_cmpuint (status_uint (hv, "pool-target"), ==, 3);
+  g_assert_cmpuint (status_uint (hv, "pool-memory-mib"), ==, 3 * tmpl->slot_mib);
+  for (guint i = 0; i < taken->len; i++) {
+    box_libvirt_template_slot_discard (self, g_ptr_array_index (taken, i));
+    box_libvirt_slot_free (g_ptr_array_index (taken, i));
+  }
+
+  /* idle: back to the floor, one domain at a time */
+  timeout = g_timeout_add_seconds (120, timeout_cb, "the pool shrunk to 1");
+  len = g_queue_get_length (&tmpl->slots);
+  while (len > 1 || tmpl->demand.target > 1) {
+    g_main_context_iteration (NULL, TRUE);
+    most = MAX (most, len);
+    if (g_queue_get_length (&tmpl->slots) < len) {
+      gint64 now = g_get_monotonic_time ();
+
+      /* one at a time: not before pool_idle_s after the last create,
+       * then a step (a tenth of it) apart */
+      g_assert_cmpuint (g_queue_get_length (&tmpl->slots), ==, len - 1);
+      g_assert_cmpint (now - burst_at, >=, 40 * G_USEC_PER_SEC);
+      if (shrunk_at != 0)
+        g_assert_cmpint (now - shrunk_at, >=, 4 * G_USEC_PER_SEC - 100000);
+      shrunk_at = now;
+    }
+    len = g_queue_get_length (&tmpl->slots);
+  }
+  g_source_remove (timeout);
+  g_assert_cmpuint (most, ==, 3);
+  g_assert_cmpint (shrunk_at - burst_at, >=, (40 + 4) * G_USEC_PER_SEC);
+  g_assert_cmpuint (status_uint (hv, "pool-target"), ==, 1);
+  box_plugin_stop (BOX_PLUGIN (hv));
+  box_libvirt_remove_tree (data_dir, NULL);
+}
+
+static void
 test_bench (void)
 {
   guint n = 5;
@@ -460,6 +574,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt-vm/destroy", test_destroy);
   g_test_add_func ("/libvirt-vm/capacity", test_capacity);
   g_test_add_func ("/libvirt-vm/orphans", test_orphans);
+  g_test_add_func ("/libvirt-vm/pool-adaptive", test_pool_adaptive);
   status = g_test_run ();
 
   /* nothing of ours may stay behind, whatever failed */

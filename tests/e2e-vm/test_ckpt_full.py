@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+# vm: the node's disk fills up in the middle of a checkpoint (issue 13
+# item 8): the checkpoint is 503 capacity with Retry-After, leaves no file
+# and no record, and the sandbox runs on; with room again, checkpoints and
+# restores work.
+#
+# boxd gets a vm_dir of its own on a tmpfs of 3 GiB (so that filling it
+# disturbs nothing else on the host; the sandbox has 512 MiB of RAM, which
+# a memory checkpoint's room check counts in full), and the libvirt plugin's test delay at
+# the start of every checkpoint (BOX_LIBVIRT_TEST_DELAY_AT=checkpoint,
+# plugins/libvirt/README.md): the room check has passed, nothing is written
+# yet.  The test then fills the tmpfs up to FREE_LEFT with a file, so the
+# memory checkpoint's RAM (64 MiB of it written by the guest just before)
+# or the disk-only checkpoint's overlay copy (16 MiB written to the guest's
+# disk) meets a full disk midway.
+
+import errno
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import vmtest
+from vmtest import VmBoxd, Tap, sh, state
+
+DELAY_MS = 5000
+FREE_LEFT = 4 << 20
+FULL_DIR = '/var/tmp/box-e2e-vm-full-%d' % os.getpid()
+
+t = Tap()
+clock = vmtest.Clock(t)
+if os.geteuid() == 0:
+    os.makedirs(FULL_DIR, mode=0o711, exist_ok=True)
+    r = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=3g,mode=0711', 'box-e2e-full', FULL_DIR],
+                       stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        vmtest.skip_all('cannot mount a tmpfs for the vm_dir: %s' % r.stderr.decode().strip())
+    # the suite's KVM probe answer, as the other files find it
+    probe = os.path.join(vmtest.VM_DIR, 'accel-probe')
+    if os.path.isdir(probe):
+        shutil.copytree(probe, os.path.join(FULL_DIR, 'accel-probe'))
+    vmtest.VM_DIR = FULL_DIR
+FILLER = os.path.join(FULL_DIR, 'filler')
+CKPT_ROOT = os.path.join(FULL_DIR, 'checkpoints')
+vmtest.prepare(t)
+d = VmBoxd(t, config={'plugin.libvirt': {'vm_dir': FULL_DIR, 'pool_size': '1'}},
+           env={'BOX_LIBVIRT_TEST_DELAY_MS': str(DELAY_MS), 'BOX_LIBVIRT_TEST_DELAY_AT': 'checkpoint'})
+with clock('boxd start'):
+    vmtest.setup_or_bail(d, d.start)
+KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('full'))
+with clock('create the sandbox (a template snapshot of its own first)'):
+    # 512 MiB of RAM: a memory checkpoint's room check counts all of it
+    SRC = vmtest.setup_or_bail(d, lambda: d.create_sandbox(KEY, {'name': 'kf',
+                                                                 'resources': {'memory_mib': 512}}))
+SID = SRC['id']
+
+
+def free_bytes():
+    st = os.statvfs(FULL_DIR)
+    return st.f_bavail * st.f_frsize
+
+
+def fill():
+    """The tmpfs full but FREE_LEFT: one fallocate (quick, where writing a
+    gigabyte would race the checkpoint once its delay is over)."""
+    fd = os.open(FILLER, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, max(free_bytes() - FREE_LEFT, 1))
+    except OSError as e:
+        if e.errno != errno.ENOSPC:   # (the checkpoint wrote meanwhile: full anyway)
+            raise
+    finally:
+        os.close(fd)
+
+
+def unfill():
+    if os.path.exists(FILLER):
+        os.unlink(FILLER)
+
+
+def ids():
+    r = d.request('GET', '/v1/sandboxes/kf/checkpoints', token=KEY)
+    return [c['id'] for c in (r[2] or {}).get('checkpoints', [])] if r[0] == 200 else r[0]
+
+
+def on_disk():
+    try:
+        return sorted(n[len(SID) + 1:] for n in os.listdir(CKPT_ROOT) if n.startswith(SID + '.'))
+    except OSError:
+        return []
+
+
+def checkpoint_on_full_disk(t, body, what):
+    before_ids, before_files = ids(), on_disk()
+    delays = len(d.log_lines('test delay: checkpoint of sandbox'))
+    result = []
+    call = threading.Thread(target=lambda: result.append(
+        d.request('POST', '/v1/sandboxes/kf/checkpoints', body, token=KEY, timeout=300)), daemon=True)
+    call.start()
+    end = time.time() + 60
+    while time.time() < end and len(d.log_lines('test delay: checkpoint of sandbox')) <= delays:
+        time.sleep(0.05)
+    t.ok(len(d.log_lines('test delay: checkpoint of sandbox')) > delays,
+         '%s: under way (the room check passed)' % what)
+    try:
+        fill()
+        t.ok(free_bytes() <= FREE_LEFT + (1 << 20), '%s: the disk filled up meanwhile' % what,
+             '%d bytes free' % free_bytes())
+        call.join(300)
+    finally:
+        unfill()
+    r = result[0] if result else (0, {}, None, 'no answer')
+    code = ((r[2] or {}).get('error') or {}).get('code')
+    t.ok((r[0], code) == (503, 'capacity'), '%s on a disk that filled midway: 503 capacity' % what,
+         r[3][:300])
+    t.ok(r[1].get('retry-after') is not None if r[0] else False, '%s: with Retry-After' % what)
+    t.eq(ids(), before_ids, '%s: no record' % what)
+    t.eq(on_disk(), before_files, '%s: no checkpoint file, not even a temporary' % what)
+    t.eq(state(d, KEY, 'kf'), 'running', '%s: the sandbox runs on' % what)
+    m = sh(d, KEY, 'kf', 'cat /tmp/mark')
+    t.eq((m.status, m.out), (200, 'one\n'), '%s: and runs commands with its files' % what)
+
+
+def test_memory_checkpoint(t):
+    r = sh(d, KEY, 'kf', 'echo one > /tmp/mark; head -c 64M /dev/urandom > /dev/shm/ram; echo ok')
+    t.eq((r.status, r.out), (200, 'ok\n'), '64 MiB of the guest\'s RAM written')
+    checkpoint_on_full_disk(t, {'comment': 'too big'}, 'a memory checkpoint')
+
+
+def test_disk_checkpoint(t):
+    r = sh(d, KEY, 'kf', 'head -c 16M /dev/urandom > /var/tmp/big; sync; echo ok')
+    t.eq((r.status, r.out), (200, 'ok\n'), '16 MiB written to the guest\'s disk')
+    checkpoint_on_full_disk(t, {'memory': False}, 'a disk-only checkpoint')
+
+
+def test_room_again(t):
+    r = d.request('POST', '/v1/sandboxes/kf/checkpoints', {'comment': 'fits'}, token=KEY, timeout=300)
+    t.status(r, 201, 'with room again: a memory checkpoint')
+    ckpt = (r[2] or {}).get('id')
+    t.eq(on_disk(), sorted(ids()) if isinstance(ids(), list) else None,
+         'its files are exactly the records')
+    sh(d, KEY, 'kf', 'rm /tmp/mark')
+    r = d.request('POST', '/v1/sandboxes/kf/checkpoints/%s/restore' % ckpt, token=KEY, timeout=300)
+    t.ok(r[0] == 200 and (r[2] or {}).get('state') == 'running', 'it restores', r[3][:300])
+    m = sh(d, KEY, 'kf', 'cat /tmp/mark; test -s /var/tmp/big && echo big')
+    t.eq((m.status, m.out), (200, 'one\nbig\n'), 'to its /tmp and disk files')
+
+
+def test_cleanup(t):
+    vmtest.delete_all_and_stop(t, d, KEY)
+    t.eq(on_disk(), [], 'the sandbox\'s checkpoints went with it')
+
+
+if __name__ == '__main__':
+    try:
+        vmtest.main(t, clock, test_memory_checkpoint, test_disk_checkpoint, test_room_again,
+                    test_cleanup)
+    finally:
+        # (boxd's VMs are destroyed at exit, vmtest.prepare's handler)
+        subprocess.run(['umount', '-l', FULL_DIR], stderr=subprocess.DEVNULL)
+        shutil.rmtree(FULL_DIR, ignore_errors=True)
