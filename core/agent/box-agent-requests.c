@@ -387,7 +387,7 @@ box_agent_client_call_finish (BoxAgentClient *self, GAsyncResult *result, GError
 
 void
 box_agent_client_barrier_async (BoxAgentClient *self, GCancellable *cancellable,
-                             GAsyncReadyCallback callback, gpointer user_data)
+                                GAsyncReadyCallback callback, gpointer user_data)
 {
   g_autoptr(GTask) task = NULL;
 

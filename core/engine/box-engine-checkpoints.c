@@ -1,5 +1,5 @@
-/* box-engine-checkpoints.c: checkpoints, restore, and what a crash in the
- * middle of one leaves behind.
+/* box-engine-checkpoints.c: checkpoints, restore and delete, and the
+ * pending records that make them crash-safe.
  *
  * Every operation here runs under the sandbox's lock like pause or delete
  * (box-engine-sandboxes.c runs op->run), since the hypervisor's operations
@@ -17,22 +17,18 @@
  *      of a running sandbox), then the hypervisor op;
  *   4. the checkpoint record is written, then the pending record deleted.
  * A failed op deletes what the hypervisor may have left (DELETE_CHECKPOINT
- * is idempotent).  At start box_engine_reconcile_checkpoints() finds the
- * pending records: one whose checkpoint record exists was finished; any
- * other is deleted from the hypervisor.  Deleting a checkpoint marks it
- * pending, deletes its record, then asks the hypervisor, so a crash there
- * too is finished at the next start.
+ * is idempotent).  Deleting a checkpoint marks it pending, deletes its
+ * record, then asks the hypervisor, so a crash there too is finished at
+ * the next start: what a crash left is found then by
+ * box-engine-checkpoints-reconcile.c.
  */
 #include "config.h"
-
-#include <string.h>
 
 #include "box-engine-ops-private.h"
 #include "box-engine-presuspend.h"
 #include "box-storage-records.h"
 
 #define AUTO_KEPT    5
-#define PENDING_KIND "checkpoint-pending"
 
 typedef struct {
   char                       *checkpoint;   /* the target (restore, delete) */
@@ -70,28 +66,31 @@ static gboolean
 pending_mark (BoxEngine *self, const char *sandbox_id, const char *checkpoint, GError **error)
 {
   g_autofree char *id = pending_id (sandbox_id, checkpoint);
-  g_autoptr(BoxStorageRecord) record = box_storage_record_new (PENDING_KIND, sandbox_id, id, "{}");
+  g_autoptr(BoxStorageRecord) record = box_storage_record_new (BOX_ENGINE_CHECKPOINT_PENDING_KIND,
+                                                               sandbox_id, id, "{}");
 
   record->created_at = box_engine_now (self);
   return box_storage_insert (self->storage, record, error);
 }
 
-static void
-pending_clear (BoxEngine *self, const char *sandbox_id, const char *checkpoint)
+void
+box_engine_checkpoint_pending_clear (BoxEngine *self, const char *sandbox_id,
+                                     const char *checkpoint)
 {
   g_autofree char *id = pending_id (sandbox_id, checkpoint);
   g_autoptr(GError) error = NULL;
 
-  if (!box_storage_delete (self->storage, PENDING_KIND, sandbox_id, id, 0, &error) &&
+  if (!box_storage_delete (self->storage, BOX_ENGINE_CHECKPOINT_PENDING_KIND, sandbox_id, id, 0,
+                           &error) &&
       !g_error_matches (error, BOX_ERROR, BOX_ERROR_NOT_FOUND))
     g_warning ("sandbox %s: checkpoint %s: %s", sandbox_id, checkpoint, error->message);
 }
 
 /* The end of a DELETE_CHECKPOINT of @checkpoint: its pending record goes
  * with its files, or stays for the next start's reconciliation. */
-static gboolean
-files_deleted (BoxEngine *self, const char *sandbox_id, const char *checkpoint,
-               GAsyncResult *result)
+gboolean
+box_engine_checkpoint_files_deleted (BoxEngine *self, const char *sandbox_id,
+                                     const char *checkpoint, GAsyncResult *result)
 {
   g_autoptr(GError) error = NULL;
 
@@ -100,7 +99,7 @@ files_deleted (BoxEngine *self, const char *sandbox_id, const char *checkpoint,
                error->message);
     return FALSE;
   }
-  pending_clear (self, sandbox_id, checkpoint);
+  box_engine_checkpoint_pending_clear (self, sandbox_id, checkpoint);
   return TRUE;
 }
 
@@ -324,7 +323,7 @@ cleanup_done (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
 
-  files_deleted (self, op->id, cp->made->id, result);
+  box_engine_checkpoint_files_deleted (self, op->id, cp->made->id, result);
   finish_error (self, task, g_steal_pointer (&cp->failure));
 }
 
@@ -355,7 +354,7 @@ checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
     checkpoint_failed (self, task, error);
     return;
   }
-  pending_clear (self, op->id, cp->made->id);
+  box_engine_checkpoint_pending_clear (self, op->id, cp->made->id);
   emit_checkpoint (self, "checkpoint.created", op->sandbox, cp->made, NULL);
   if (cp->restoring) {
     restore_after_auto (self, task);
@@ -504,7 +503,7 @@ delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
   CheckpointOp *cp = op->extra;
 
   /* the record is gone: a failure here is finished at the next start */
-  files_deleted (self, op->id, cp->checkpoint, result);
+  box_engine_checkpoint_files_deleted (self, op->id, cp->checkpoint, result);
   box_engine_unlock_sandbox (self, op->id);
   g_task_return_boolean (task, TRUE);
   g_object_unref (task);
@@ -521,7 +520,7 @@ box_engine_checkpoint_delete_record (BoxEngine *self, const BoxSandbox *sandbox,
   if (found == NULL || !pending_mark (self, sandbox->id, checkpoint, error))
     return FALSE;
   if (!box_storage_checkpoint_delete (self->storage, sandbox->id, checkpoint, error)) {
-    pending_clear (self, sandbox->id, checkpoint);
+    box_engine_checkpoint_pending_clear (self, sandbox->id, checkpoint);
     return FALSE;
   }
   emit_checkpoint (self, "checkpoint.deleted", sandbox, found, NULL);
@@ -597,7 +596,7 @@ prune_done (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
 
-  files_deleted (self, op->id, cp->checkpoint, result);
+  box_engine_checkpoint_files_deleted (self, op->id, cp->checkpoint, result);
   restore_after_auto (self, task);
 }
 
@@ -734,91 +733,4 @@ box_engine_restore_checkpoint_finish (BoxEngine *self, GAsyncResult *result, GEr
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);
-}
-
-/* ---- reconciliation ----------------------------------------------------- */
-
-typedef struct {
-  BoxEngine *self;
-  char      *sandbox_id;
-  char      *checkpoint;
-  const char *why;
-} Orphan;
-
-static void
-orphan_free (Orphan *orphan)
-{
-  g_object_unref (orphan->self);
-  g_free (orphan->sandbox_id);
-  g_free (orphan->checkpoint);
-  g_free (orphan);
-}
-
-static void
-orphan_deleted (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Orphan *orphan = user_data;
-
-  if (files_deleted (orphan->self, orphan->sandbox_id, orphan->checkpoint, result))
-    g_message ("sandbox %s: checkpoint %s %s deleted", orphan->sandbox_id, orphan->checkpoint,
-               orphan->why);
-  box_engine_unlock_sandbox (orphan->self, orphan->sandbox_id);
-  orphan_free (orphan);
-}
-
-static void
-orphan_locked (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Orphan *orphan = user_data;
-  BoxVmRequest vm = { 0 };
-
-  vm.sandbox_id = orphan->sandbox_id;
-  vm.checkpoint_id = orphan->checkpoint;
-  box_hypervisor_run_async (orphan->self->hypervisor, BOX_VM_OP_DELETE_CHECKPOINT, &vm, NULL,
-                            orphan_deleted, orphan);
-}
-
-void
-box_engine_checkpoint_sweep (BoxEngine *self, const char *sandbox_id, const char *checkpoint,
-                             const char *why)
-{
-  Orphan *orphan = g_new0 (Orphan, 1);
-
-  orphan->why = why;
-  orphan->self = g_object_ref (self);
-  orphan->sandbox_id = g_strdup (sandbox_id);
-  orphan->checkpoint = g_strdup (checkpoint);
-  box_engine_lock_sandbox_async (self, orphan->sandbox_id, orphan_locked, orphan);
-}
-
-void
-box_engine_reconcile_checkpoints (BoxEngine *self)
-{
-  g_autoptr(GHashTable) swept = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
-  g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) pending = box_storage_list (self->storage, PENDING_KIND, NULL,
-                                                   BOX_STORAGE_BY_SCOPE, NULL,
-                                                   BOX_STORAGE_ORDER_CREATED, &error);
-
-  if (pending == NULL) {
-    g_warning ("checkpoints: cannot list the pending ones: %s", error->message);
-    return;
-  }
-  for (guint i = 0; i < pending->len; i++) {
-    const BoxStorageRecord *record = g_ptr_array_index (pending, i);
-    const char *slash = strchr (record->id, '/');
-    g_autoptr(BoxCheckpoint) written = NULL;
-
-    if (slash == NULL)
-      continue;
-    written = box_storage_checkpoint_get (self->storage, record->scope, slash + 1, NULL);
-    if (written != NULL) {
-      /* made and recorded; only the pending record was left */
-      pending_clear (self, record->scope, slash + 1);
-      continue;
-    }
-    box_engine_checkpoint_sweep (self, record->scope, slash + 1, "left by a crash");
-    g_hash_table_add (swept, g_strdup (record->id));
-  }
-  box_engine_reconcile_checkpoint_files (self, swept);
 }

@@ -91,22 +91,25 @@ void              box_engine_op_finish_error    (BoxEngine *self, GTask *task, G
 gboolean          box_engine_woken_finish       (BoxEngine *self, BoxEngineOp *op,
                                                  GAsyncResult *result, GError **error);
 
-/* box-engine-checkpoints.c: checkpoints left half-made by a crash
- * (recorded as pending, never written) are deleted from the hypervisor. */
-void              box_engine_reconcile_checkpoints (BoxEngine *self);
+/* box-engine-checkpoints.c: the kind of the records that name a
+ * checkpoint being made or deleted (scope the sandbox, ID
+ * "<sandbox>/<checkpoint>"), gone once it is finished. */
+#define BOX_ENGINE_CHECKPOINT_PENDING_KIND "checkpoint-pending"
+void              box_engine_checkpoint_pending_clear (BoxEngine *self, const char *sandbox_id,
+                                                       const char *checkpoint);
+/* The end of a DELETE_CHECKPOINT of @checkpoint (@result): its pending
+ * record goes with its files (TRUE), or stays for the next start. */
+gboolean          box_engine_checkpoint_files_deleted (BoxEngine *self, const char *sandbox_id,
+                                                       const char *checkpoint,
+                                                       GAsyncResult *result);
 /* Marks @checkpoint pending, deletes its record and emits
  * checkpoint.deleted; the files are the caller's to delete. */
 gboolean          box_engine_checkpoint_delete_record (BoxEngine *self, const BoxSandbox *sandbox,
                                                        const char *checkpoint, GError **error);
-/* Under the sandbox's lock, DELETE_CHECKPOINT of @checkpoint and then its
- * pending record (kept for the next start when the delete fails); logged
- * as "checkpoint <id> <@why, a static string> deleted". */
-void              box_engine_checkpoint_sweep   (BoxEngine *self, const char *sandbox_id,
-                                                 const char *checkpoint, const char *why);
-/* box-engine-checkpoints-reconcile.c: records and files compared both
- * ways at start (@swept holds "<sandbox>/<checkpoint>" already being
- * deleted), and the env pushed again to every running guest. */
-void              box_engine_reconcile_checkpoint_files (BoxEngine *self, GHashTable *swept);
+/* box-engine-checkpoints-reconcile.c: at start, checkpoints left half-made
+ * by a crash (pending, never written) are deleted from the hypervisor, then
+ * records and files are compared both ways. */
+void              box_engine_reconcile_checkpoints (BoxEngine *self);
 
 /* box-engine-update.c: the update op, under the lock */
 void              box_engine_run_update         (BoxEngine *self, GTask *task);

@@ -34,36 +34,39 @@ wait_over (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
-/* The agent of @sandbox_id's guest, or NULL (logged with @what when the
- * hypervisor cannot give it): a hypervisor that runs no VM has none. */
-static BoxAgentClient *
-guest_agent (BoxEngine *self, const char *sandbox_id, const char *what)
+/* The opening of both: a task of @tag for @callback, and the agent of
+ * @sandbox_id's guest in *@agent, whose answer the task awaits @wait_ms of
+ * real time at most (its data's cancellable is cancelled then).  NULL when
+ * there is no agent to ask (a hypervisor that runs no VM has none; one that
+ * cannot give it is logged with @what): the task answered FALSE then. */
+static GTask *
+guest_wait_start (BoxEngine *self, const char *sandbox_id, gpointer tag, const char *what,
+                  guint wait_ms, GAsyncReadyCallback callback, gpointer user_data,
+                  BoxAgentClient **agent)
 {
+  g_autoptr(GTask) task = g_task_new (self, NULL, callback, user_data);
   g_autoptr(GError) error = NULL;
-  BoxAgentClient *agent;
+  Presuspend *ps;
 
-  if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT))
+  g_task_set_source_tag (task, tag);
+  *agent = NULL;
+  if (box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT)) {
+    *agent = box_hypervisor_get_agent (self->hypervisor, sandbox_id, &error);
+    if (*agent == NULL)
+      g_message ("sandbox %s: %s: %s", sandbox_id, what, error->message);
+  }
+  if (*agent == NULL) {
+    g_task_return_boolean (task, FALSE);
     return NULL;
-  agent = box_hypervisor_get_agent (self->hypervisor, sandbox_id, &error);
-  if (agent == NULL)
-    g_message ("sandbox %s: %s: %s", sandbox_id, what, error->message);
-  return agent;
-}
-
-/* @task's data: the guest's answer is awaited @wait_ms of real time at most
- * (its cancellable is cancelled then). */
-static Presuspend *
-presuspend_wait (GTask *task, const char *sandbox_id, guint wait_ms)
-{
-  Presuspend *ps = g_new0 (Presuspend, 1);
-
+  }
+  ps = g_new0 (Presuspend, 1);
   ps->sandbox_id = g_strdup (sandbox_id);
   ps->cancel = g_cancellable_new ();
   g_task_set_task_data (task, ps, (GDestroyNotify) presuspend_free);
   ps->timer = g_timeout_source_new (wait_ms);
   g_source_set_callback (ps->timer, wait_over, ps, NULL);
   g_source_attach (ps->timer, g_main_context_get_thread_default ());
-  return ps;
+  return g_steal_pointer (&task);
 }
 
 static void
@@ -100,24 +103,22 @@ void
 box_engine_run_presuspend_hooks_async (BoxEngine *self, const char *sandbox_id,
                                        GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_autoptr(GTask) task = NULL;
   g_autoptr(BoxAgentClient) agent = NULL;
+  GTask *task;
   Presuspend *ps;
 
   g_return_if_fail (BOX_IS_ENGINE (self));
   g_return_if_fail (sandbox_id != NULL);
   BOX_ENGINE_ASSERT_OWNER (self);
 
-  task = g_task_new (self, NULL, callback, user_data);
-  g_task_set_source_tag (task, box_engine_run_presuspend_hooks_async);
-  agent = guest_agent (self, sandbox_id, "no presuspend hooks");
-  if (agent == NULL) {
-    g_task_return_boolean (task, FALSE);
+  task = guest_wait_start (self, sandbox_id, box_engine_run_presuspend_hooks_async,
+                           "no presuspend hooks", BOX_ENGINE_PRESUSPEND_WAIT_MS, callback,
+                           user_data, &agent);
+  if (task == NULL)
     return;
-  }
-  ps = presuspend_wait (task, sandbox_id, BOX_ENGINE_PRESUSPEND_WAIT_MS);
+  ps = g_task_get_task_data (task);
   box_agent_client_presuspend_async (agent, BOX_ENGINE_PRESUSPEND_TIMEOUT_MS, ps->cancel,
-                                     hooks_done, g_steal_pointer (&task));
+                                     hooks_done, task);
 }
 
 gboolean
@@ -153,25 +154,23 @@ void
 box_engine_end_streams_async (BoxEngine *self, const char *sandbox_id, const char *why,
                               GAsyncReadyCallback callback, gpointer user_data)
 {
-  g_autoptr(GTask) task = NULL;
   g_autoptr(BoxAgentClient) agent = NULL;
+  GTask *task;
   Presuspend *ps;
 
   g_return_if_fail (BOX_IS_ENGINE (self));
   g_return_if_fail (sandbox_id != NULL);
   BOX_ENGINE_ASSERT_OWNER (self);
 
-  task = g_task_new (self, NULL, callback, user_data);
-  g_task_set_source_tag (task, box_engine_end_streams_async);
   /* the streams close now, their channels' CLOSE queued for the agent */
   box_engine_emit_interrupted (self, sandbox_id, why);
-  agent = guest_agent (self, sandbox_id, "the end of the streams is not confirmed");
-  if (agent == NULL) {
-    g_task_return_boolean (task, FALSE);
+  task = guest_wait_start (self, sandbox_id, box_engine_end_streams_async,
+                           "the end of the streams is not confirmed",
+                           BOX_ENGINE_END_STREAMS_WAIT_MS, callback, user_data, &agent);
+  if (task == NULL)
     return;
-  }
-  ps = presuspend_wait (task, sandbox_id, BOX_ENGINE_END_STREAMS_WAIT_MS);
-  box_agent_client_barrier_async (agent, ps->cancel, barrier_done, g_steal_pointer (&task));
+  ps = g_task_get_task_data (task);
+  box_agent_client_barrier_async (agent, ps->cancel, barrier_done, task);
 }
 
 gboolean

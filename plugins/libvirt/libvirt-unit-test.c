@@ -638,7 +638,11 @@ test_console_tail (void)
   for (guint i = 0; i < 2000; i++)
     g_string_append (text, "[    1.000000] boot line that scrolls away\r\n");
   g_string_append (text, "\033[1;31mKernel panic\033[0m - not syncing:");
-  g_string_append_len (text, "\0\t Attempted to kill init!\r\n", 30);
+  {
+    static const char end[] = "\0\t Attempted to kill init!\r\n";
+
+    g_string_append_len (text, end, sizeof end - 1);
+  }
   g_assert_true (g_file_set_contents (path, text->str, (gssize) text->len, NULL));
 
   tail = box_libvirt_console_file_tail (path, 300);

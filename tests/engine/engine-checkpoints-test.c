@@ -8,7 +8,8 @@
  * kept, the older ones go with their hypervisor files; another project's
  * checkpoints are not found, and a fork that names what a checkpoint gives
  * is refused before anything exists; at start, a record without files goes
- * (checkpoint.deleted) and files without a record are deleted.  The
+ * (checkpoint.deleted) and files without a record are deleted, and only a
+ * sandbox whose checkpoint was cut midway gets its env pushed again.  The
  * request parsing (unknown fields) is tests/engine/requests-test.c; the
  * HTTP side tests/e2e/test_checkpoints.py. */
 #include "config.h"
@@ -16,81 +17,31 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "box-engine-ops-private.h"
 #include "engine-fixture.h"
 
 #define ADD(path, func) g_test_add (path, Ef, NULL, ef_set_up, func, ef_tear_down)
 
+/* What the in-sandbox socket's caller gets: the checkpoint accepted, and
+ * the task that lets it go. */
 typedef struct {
-  gboolean       done;
-  GAsyncResult  *result;
   GTask         *go;
   BoxCheckpoint *accepted;
-} Taken;
-
-static void
-taken_cb (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Taken *taken = user_data;
-
-  taken->result = g_object_ref (result);
-  taken->done = TRUE;
-}
+} Accepted;
 
 static void
 on_accepted (BoxEngine *engine, const BoxCheckpoint *checkpoint, GTask *go, gpointer user_data)
 {
-  Taken *taken = user_data;
+  Accepted *accepted = user_data;
 
-  taken->accepted = box_checkpoint_copy (checkpoint);
-  taken->go = go;
-}
-
-static BoxCheckpoint *
-take (Ef *ef, const char *id, gboolean memory, GError **error)
-{
-  Taken taken = { 0 };
-  BoxCheckpoint *checkpoint;
-
-  box_engine_create_checkpoint_async (ef->engine, ef->project, id, NULL, memory, NULL, NULL, NULL,
-                                      taken_cb, &taken);
-  ef_wait (ef, &taken.done);
-  checkpoint = box_engine_create_checkpoint_finish (ef->engine, taken.result, error);
-  g_object_unref (taken.result);
-  return checkpoint;
+  accepted->accepted = box_checkpoint_copy (checkpoint);
+  accepted->go = go;
 }
 
 static BoxCheckpoint *
 stored (Ef *ef, const char *sandbox_id, const char *id)
 {
   return box_storage_checkpoint_get (box_engine_get_storage (ef->engine), sandbox_id, id, NULL);
-}
-
-
-static BoxSandbox *
-restore (Ef *ef, const char *project, const char *id, const char *checkpoint, GError **error)
-{
-  Taken taken = { 0 };
-  BoxSandbox *sandbox;
-
-  box_engine_restore_checkpoint_async (ef->engine, project, id, checkpoint, NULL, taken_cb,
-                                       &taken);
-  ef_wait (ef, &taken.done);
-  sandbox = box_engine_restore_checkpoint_finish (ef->engine, taken.result, error);
-  g_object_unref (taken.result);
-  return sandbox;
-}
-
-static gboolean
-delete (Ef *ef, const char *project, const char *id, const char *checkpoint, GError **error)
-{
-  Taken taken = { 0 };
-  gboolean ok;
-
-  box_engine_delete_checkpoint_async (ef->engine, project, id, checkpoint, NULL, taken_cb, &taken);
-  ef_wait (ef, &taken.done);
-  ok = box_engine_delete_checkpoint_finish (ef->engine, taken.result, error);
-  g_object_unref (taken.result);
-  return ok;
 }
 
 /* The IDs of @id's checkpoints, oldest first, joined by " ". */
@@ -137,16 +88,18 @@ test_accepted_waits (Ef *ef, gconstpointer user_data)
   g_autoptr(BoxCheckpoint) late = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *expected = NULL;
-  Taken taken = { 0 };
+  g_autoptr(GAsyncResult) result = NULL;
+  Accepted accepted = { 0 };
+  EfWait taken = { 0 };
 
   ef_forget (ef);
   box_engine_create_checkpoint_async (ef->engine, NULL, sandbox->id, "inside", TRUE, on_accepted,
-                                      &taken, NULL, taken_cb, &taken);
+                                      &accepted, NULL, ef_wait_cb, &taken);
   ef_settle (ef);
-  g_assert_nonnull (taken.go);
-  g_assert_cmpstr (taken.accepted->id, ==, "v1");
-  g_assert_cmpstr (taken.accepted->comment, ==, "inside");
-  g_assert_true (taken.accepted->memory);
+  g_assert_nonnull (accepted.go);
+  g_assert_cmpstr (accepted.accepted->id, ==, "v1");
+  g_assert_cmpstr (accepted.accepted->comment, ==, "inside");
+  g_assert_true (accepted.accepted->memory);
   /* accepted: numbered, but nothing written, ended or snapshotted yet */
   early = stored (ef, sandbox->id, "v1");
   g_assert_null (early);
@@ -154,11 +107,10 @@ test_accepted_waits (Ef *ef, gconstpointer user_data)
   ef_assert_interrupted (ef, "");
   ef_assert_events (ef, "");
 
-  g_task_return_boolean (taken.go, TRUE);
-  g_object_unref (taken.go);
-  ef_wait (ef, &taken.done);
-  made = box_engine_create_checkpoint_finish (ef->engine, taken.result, &error);
-  g_object_unref (taken.result);
+  g_task_return_boolean (accepted.go, TRUE);
+  g_object_unref (accepted.go);
+  result = ef_wait_result (ef, &taken);
+  made = box_engine_create_checkpoint_finish (ef->engine, result, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (made->id, ==, "v1");
   late = stored (ef, sandbox->id, "v1");
@@ -168,7 +120,7 @@ test_accepted_waits (Ef *ef, gconstpointer user_data)
   g_clear_pointer (&expected, g_free);
   expected = g_strdup_printf ("checkpoint.created %s -", sandbox->id);
   ef_assert_events (ef, expected);
-  box_checkpoint_free (taken.accepted);
+  box_checkpoint_free (accepted.accepted);
 }
 
 static void
@@ -184,23 +136,18 @@ test_interruptions (Ef *ef, gconstpointer user_data)
   g_autoptr(BoxCheckpoint) auto2 = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *expected = NULL;
-  Taken taken = { 0 };
 
   ef_forget (ef);
-  disk = take (ef, sandbox->id, FALSE, &error);
+  disk = ef_checkpoint (ef, sandbox->id, FALSE, &error);
   g_assert_no_error (error);
   ef_assert_interrupted (ef, "");          /* disk only: nothing ends */
-  memory = take (ef, sandbox->id, TRUE, &error);
+  memory = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_assert_no_error (error);
   expected = g_strdup_printf ("%s checkpoint", sandbox->id);
   ef_assert_interrupted (ef, expected);
   g_clear_pointer (&expected, g_free);
 
-  box_engine_restore_checkpoint_async (ef->engine, ef->project, sandbox->id, "v1", NULL, taken_cb,
-                                       &taken);
-  ef_wait (ef, &taken.done);
-  restored = box_engine_restore_checkpoint_finish (ef->engine, taken.result, &error);
-  g_clear_object (&taken.result);
+  restored = ef_restore (ef, sandbox->id, "v1", &error);
   g_assert_no_error (error);
   g_assert_cmpint (restored->state, ==, BOX_SANDBOX_STATE_RUNNING);
   expected = g_strdup_printf ("%s restore", sandbox->id);
@@ -211,12 +158,7 @@ test_interruptions (Ef *ef, gconstpointer user_data)
   /* a stopped sandbox has nothing in memory: its auto-N is its disk */
   stopped = ef_change (ef, sandbox->id, BOX_STATE_REQUEST_STOP, &error);
   g_assert_no_error (error);
-  taken.done = FALSE;
-  box_engine_restore_checkpoint_async (ef->engine, ef->project, sandbox->id, "v2", NULL, taken_cb,
-                                       &taken);
-  ef_wait (ef, &taken.done);
-  again = box_engine_restore_checkpoint_finish (ef->engine, taken.result, &error);
-  g_clear_object (&taken.result);
+  again = ef_restore (ef, sandbox->id, "v2", &error);
   g_assert_no_error (error);
   g_assert_cmpint (again->state, ==, BOX_SANDBOX_STATE_RUNNING);
   auto2 = stored (ef, sandbox->id, "auto-2");
@@ -238,22 +180,22 @@ test_numbers_never_reused (Ef *ef, gconstpointer user_data)
   BoxSandbox *back;
 
   for (guint i = 0; i < 2; i++) {
-    made = take (ef, sandbox->id, TRUE, &error);
+    made = ef_checkpoint (ef, sandbox->id, TRUE, &error);
     g_assert_no_error (error);
     box_checkpoint_free (made);
   }
-  g_assert_true (delete (ef, NULL, sandbox->id, "v2", &error));
+  g_assert_true (ef_delete_checkpoint (ef, sandbox->id, "v2", &error));
   g_assert_no_error (error);
-  back = restore (ef, NULL, sandbox->id, "v1", &error);
+  back = ef_restore (ef, sandbox->id, "v1", &error);
   g_assert_no_error (error);
   box_sandbox_free (back);
-  made = take (ef, sandbox->id, FALSE, &error);
+  made = ef_checkpoint (ef, sandbox->id, FALSE, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (made->id, ==, "v3");
   box_checkpoint_free (made);
-  g_assert_true (delete (ef, NULL, sandbox->id, "auto-1", &error));
+  g_assert_true (ef_delete_checkpoint (ef, sandbox->id, "auto-1", &error));
   g_assert_no_error (error);
-  back = restore (ef, NULL, sandbox->id, "v3", &error);
+  back = ef_restore (ef, sandbox->id, "v3", &error);
   g_assert_no_error (error);
   box_sandbox_free (back);
   ids = listed (ef, sandbox->id);
@@ -266,13 +208,13 @@ test_numbers_never_reused (Ef *ef, gconstpointer user_data)
   /* the counters are in the sandbox's record: a restart keeps them */
   ef_stop (ef);
   ef_start (ef);
-  g_assert_true (delete (ef, NULL, sandbox->id, "v3", &error));
+  g_assert_true (ef_delete_checkpoint (ef, sandbox->id, "v3", &error));
   g_assert_no_error (error);
-  made = take (ef, sandbox->id, TRUE, &error);
+  made = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_assert_no_error (error);
   g_assert_cmpstr (made->id, ==, "v4");
   box_checkpoint_free (made);
-  back = restore (ef, NULL, sandbox->id, "v1", &error);
+  back = ef_restore (ef, sandbox->id, "v1", &error);
   g_assert_no_error (error);
   box_sandbox_free (back);
   ids = listed (ef, sandbox->id);
@@ -287,13 +229,13 @@ test_auto_retention (Ef *ef, gconstpointer user_data)
 {
   g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{}");
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxCheckpoint) base = take (ef, sandbox->id, TRUE, &error);
+  g_autoptr(BoxCheckpoint) base = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_autofree char *ids = NULL;
   g_autofree char *events = NULL;
 
   g_assert_no_error (error);
   for (guint i = 1; i <= 5; i++) {
-    BoxSandbox *back = restore (ef, NULL, sandbox->id, "v1", &error);
+    BoxSandbox *back = ef_restore (ef, sandbox->id, "v1", &error);
 
     g_assert_no_error (error);
     box_sandbox_free (back);
@@ -302,7 +244,7 @@ test_auto_retention (Ef *ef, gconstpointer user_data)
   g_assert_cmpstr (ids, ==, "v1 auto-1 auto-2 auto-3 auto-4 auto-5");
   g_clear_pointer (&ids, g_free);
   ef_forget (ef);
-  box_sandbox_free (restore (ef, NULL, sandbox->id, "v1", &error));
+  box_sandbox_free (ef_restore (ef, sandbox->id, "v1", &error));
   g_assert_no_error (error);
   ids = listed (ef, sandbox->id);
   g_assert_cmpstr (ids, ==, "v1 auto-2 auto-3 auto-4 auto-5 auto-6");
@@ -323,11 +265,10 @@ test_other_project (Ef *ef, gconstpointer user_data)
 {
   g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{\"name\": \"mine\"}");
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxCheckpoint) base = take (ef, sandbox->id, TRUE, &error);
+  g_autoptr(BoxCheckpoint) base = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_autoptr(GPtrArray) list = NULL;
   g_autofree char *body = NULL;
   g_autofree char *ids = NULL;
-  Taken taken = { 0 };
 
   g_assert_no_error (error);
   ef_project (ef, "q");
@@ -342,22 +283,17 @@ test_other_project (Ef *ef, gconstpointer user_data)
     g_assert_null (box_engine_get_checkpoint (ef->engine, "q", by, "v1", &error));
     g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
     g_clear_error (&error);
-    g_assert_false (delete (ef, "q", by, "v1", &error));
-    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
-    g_clear_error (&error);
-    g_assert_null (restore (ef, "q", by, "v1", &error));
-    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
-    g_clear_error (&error);
-    taken.done = FALSE;
-    box_engine_create_checkpoint_async (ef->engine, "q", by, NULL, TRUE, NULL, NULL, NULL,
-                                        taken_cb, &taken);
-    ef_wait (ef, &taken.done);
-    g_assert_null (box_engine_create_checkpoint_finish (ef->engine, taken.result, &error));
-    g_clear_object (&taken.result);
-    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
-    g_clear_error (&error);
-    /* a fork of it too */
+    /* every operation, a fork of it too, as project q */
     ef->project = "q";
+    g_assert_false (ef_delete_checkpoint (ef, by, "v1", &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    g_assert_null (ef_restore (ef, by, "v1", &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
+    g_assert_null (ef_checkpoint (ef, by, TRUE, &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+    g_clear_error (&error);
     body = g_strdup_printf ("{\"from\": {\"sandbox\": \"%s\", \"checkpoint\": \"v1\"}}", by);
     g_assert_null (ef_create (ef, body, &error));
     ef->project = "p";
@@ -366,10 +302,10 @@ test_other_project (Ef *ef, gconstpointer user_data)
     g_clear_error (&error);
   }
   /* one's own missing checkpoint */
-  g_assert_null (restore (ef, NULL, sandbox->id, "v9", &error));
+  g_assert_null (ef_restore (ef, sandbox->id, "v9", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
   g_clear_error (&error);
-  g_assert_false (delete (ef, NULL, sandbox->id, "v9", &error));
+  g_assert_false (ef_delete_checkpoint (ef, sandbox->id, "v9", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
   g_clear_error (&error);
   ef_assert_events (ef, "");
@@ -388,7 +324,7 @@ test_fork_rules (Ef *ef, gconstpointer user_data)
   g_autoptr(BoxSandbox) source = ef_create_ok (ef, "{\"name\": \"src\", \"resources\": "
                                                    "{\"cpus\": 1, \"memory_mib\": 512, \"disk_gib\": 3}}");
   g_autoptr(GError) error = NULL;
-  g_autoptr(BoxCheckpoint) base = take (ef, source->id, TRUE, &error);
+  g_autoptr(BoxCheckpoint) base = ef_checkpoint (ef, source->id, TRUE, &error);
   g_autoptr(BoxSandbox) fork = NULL;
   g_autoptr(GPtrArray) all = NULL;
   static const char *const refused[] = {
@@ -448,7 +384,7 @@ test_reconcile_both_ways (Ef *ef, gconstpointer user_data)
   gboolean done = FALSE;
 
   for (guint i = 0; i < 3; i++) {
-    g_autoptr(BoxCheckpoint) made = take (ef, sandbox->id, FALSE, &error);
+    g_autoptr(BoxCheckpoint) made = ef_checkpoint (ef, sandbox->id, FALSE, &error);
     g_assert_no_error (error);
   }
   before = held (ef, sandbox->id);
@@ -473,10 +409,94 @@ test_reconcile_both_ways (Ef *ef, gconstpointer user_data)
   ef_assert_events (ef, expected);
   /* the next checkpoint still takes a new number */
   {
-    g_autoptr(BoxCheckpoint) next = take (ef, sandbox->id, FALSE, &error);
+    g_autoptr(BoxCheckpoint) next = ef_checkpoint (ef, sandbox->id, FALSE, &error);
     g_assert_no_error (error);
     g_assert_cmpstr (next->id, ==, "v4");
   }
+}
+
+/* Nothing written to @fake for about @ms. */
+static void
+assert_nothing_sent (Ef *ef, FakeAgent *fake, guint ms)
+{
+  gint64 until = g_get_monotonic_time () + ms * 1000;
+
+  ef_settle (ef);
+  while (g_get_monotonic_time () < until)
+    g_assert_false (fake_agent_poll (fake));
+}
+
+static void
+insert_pending (Ef *ef, const char *sandbox_id, const char *checkpoint)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *id = g_strdup_printf ("%s/%s", sandbox_id, checkpoint);
+  g_autoptr(BoxStorageRecord) record = box_storage_record_new ("checkpoint-pending", sandbox_id,
+                                                               id, "{}");
+
+  g_assert_true (box_storage_insert (box_engine_get_storage (ef->engine), record, &error));
+  g_assert_no_error (error);
+}
+
+static gboolean
+pending_left (Ef *ef, const char *sandbox_id, const char *checkpoint)
+{
+  g_autofree char *id = g_strdup_printf ("%s/%s", sandbox_id, checkpoint);
+  g_autoptr(BoxStorageRecord) record = box_storage_get (box_engine_get_storage (ef->engine),
+                                                        "checkpoint-pending", sandbox_id,
+                                                        BOX_STORAGE_BY_ID, id, NULL);
+
+  return record != NULL;
+}
+
+/* A guest forgets its env before a memory snapshot and gets it back once
+ * the hypervisor's CHECKPOINT is done: at start, the sandbox whose
+ * checkpoint was cut midway (a pending record, no checkpoint record) gets
+ * its env pushed again; one whose pending record names a finished
+ * checkpoint, and one without any, get no agent call at all.  The start's
+ * reconciliation is called as box_engine_reconcile() calls it, with the
+ * fake agents in place (a restart would load a dummy without them). */
+static void
+test_env_after_cut (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) cut = ef_create_ok (ef, "{\"env\": {\"E\": \"cut\"}}");
+  g_autoptr(BoxSandbox) done = ef_create_ok (ef, "{\"env\": {\"E\": \"done\"}}");
+  g_autoptr(BoxSandbox) quiet = ef_create_ok (ef, "{\"env\": {\"E\": \"quiet\"}}");
+  g_autoptr(BoxCheckpoint) made = NULL;
+  g_autoptr(BoxCheckpoint) kept = NULL;
+  g_autoptr(JsonObject) request = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *reply = NULL;
+  FakeAgent *to_cut, *to_done, *to_quiet;
+  JsonObject *env;
+  gint64 id = 0;
+
+  to_cut = ef_fake_agent (ef, cut->id, NULL);
+  to_done = ef_fake_agent (ef, done->id, NULL);
+  to_quiet = ef_fake_agent (ef, quiet->id, NULL);
+  /* done's v1 was made and recorded; only its pending record was left */
+  made = ef_checkpoint (ef, done->id, FALSE, &error);
+  g_assert_no_error (error);
+  insert_pending (ef, done->id, made->id);
+  insert_pending (ef, cut->id, "v1");
+
+  box_engine_reconcile_checkpoints (ef->engine);
+  request = fake_agent_read_request (to_cut);
+  g_assert_cmpstr (box_agent_json_get_string (request, "op"), ==, "set-env");
+  env = json_object_get_object_member (request, "env");
+  g_assert_nonnull (env);
+  g_assert_cmpuint (json_object_get_size (env), ==, 1);
+  g_assert_cmpstr (json_object_get_string_member (env, "E"), ==, "cut");
+  g_assert_true (box_agent_json_get_int (request, "id", &id));
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true}", id);
+  fake_agent_send_json (to_cut, 0, reply);
+  assert_nothing_sent (ef, to_done, 200);
+  assert_nothing_sent (ef, to_quiet, 100);
+  assert_nothing_sent (ef, to_cut, 100);
+  g_assert_false (pending_left (ef, cut->id, "v1"));
+  g_assert_false (pending_left (ef, done->id, made->id));
+  kept = stored (ef, done->id, made->id);
+  g_assert_nonnull (kept);
 }
 
 int
@@ -490,5 +510,7 @@ main (int argc, char **argv)
   ADD ("/checkpoints/other-project", test_other_project);
   ADD ("/checkpoints/fork-rules", test_fork_rules);
   ADD ("/checkpoints/reconcile-both-ways", test_reconcile_both_ways);
+  g_test_add ("/checkpoints/env-after-cut", Ef, "guest-agent,memory-snapshots,checkpoints",
+              ef_set_up, test_env_after_cut, ef_tear_down);
   return g_test_run ();
 }

@@ -61,12 +61,16 @@ ef_set_up (Ef *ef, gconstpointer user_data)
   g_autoptr(GError) error = NULL;
 
   ef->project = "p";
+  if (user_data != NULL)
+    ef->dummy_caps = g_strdup (user_data);
   ef->data_dir = g_dir_make_tmp ("box-engine-test-XXXXXX", &error);
   g_assert_no_error (error);
   ef->clock = box_clock_new_manual (EF_T0);
   ef->events = g_ptr_array_new_with_free_func (g_free);
   ef->event_times = g_ptr_array_new_with_free_func (g_free);
   ef->interrupted = g_ptr_array_new_with_free_func (g_free);
+  ef->fakes = g_ptr_array_new_with_free_func ((GDestroyNotify) fake_agent_free);
+  ef->clients = g_ptr_array_new_with_free_func (g_object_unref);
   ef_start (ef);
   ef_project (ef, "p");
 }
@@ -125,6 +129,8 @@ ef_tear_down (Ef *ef, gconstpointer user_data)
   g_ptr_array_unref (ef->events);
   g_ptr_array_unref (ef->event_times);
   g_ptr_array_unref (ef->interrupted);
+  g_ptr_array_unref (ef->clients);
+  g_ptr_array_unref (ef->fakes);
   remove_tree (ef->data_dir);
   g_free (ef->data_dir);
   g_free (ef->dummy_script);
@@ -214,22 +220,17 @@ ef_project (Ef *ef, const char *name)
 
 /* ---- async calls, waited for ---- */
 
-typedef struct {
-  gboolean      done;
-  GAsyncResult *result;
-} Wait;
-
-static void
-wait_cb (GObject *source, GAsyncResult *result, gpointer user_data)
+void
+ef_wait_cb (GObject *source, GAsyncResult *result, gpointer user_data)
 {
-  Wait *wait = user_data;
+  EfWait *wait = user_data;
 
   wait->result = g_object_ref (result);
   wait->done = TRUE;
 }
 
-static GAsyncResult *
-wait_result (Ef *ef, Wait *wait)
+GAsyncResult *
+ef_wait_result (Ef *ef, EfWait *wait)
 {
   ef_wait (ef, &wait->done);
   return wait->result;
@@ -251,13 +252,13 @@ ef_create (Ef *ef, const char *json, GError **error)
   g_autoptr(JsonNode) body = parse (json);
   g_autoptr(BoxSandboxCreate) request = NULL;
   g_autoptr(GAsyncResult) result = NULL;
-  Wait wait = { 0 };
+  EfWait wait = { 0 };
 
   request = box_sandbox_create_from_json (body, error);
   if (request == NULL)
     return NULL;
-  box_engine_create_sandbox_async (ef->engine, ef->project, request, NULL, wait_cb, &wait);
-  result = wait_result (ef, &wait);
+  box_engine_create_sandbox_async (ef->engine, ef->project, request, NULL, ef_wait_cb, &wait);
+  result = ef_wait_result (ef, &wait);
   return box_engine_create_sandbox_finish (ef->engine, result, error);
 }
 
@@ -277,10 +278,10 @@ BoxSandbox *
 ef_change (Ef *ef, const char *id, BoxStateRequest request, GError **error)
 {
   g_autoptr(GAsyncResult) result = NULL;
-  Wait wait = { 0 };
+  EfWait wait = { 0 };
 
-  box_engine_change_state_async (ef->engine, ef->project, id, request, NULL, wait_cb, &wait);
-  result = wait_result (ef, &wait);
+  box_engine_change_state_async (ef->engine, ef->project, id, request, NULL, ef_wait_cb, &wait);
+  result = ef_wait_result (ef, &wait);
   return box_engine_change_state_finish (ef->engine, result, error);
 }
 
@@ -290,13 +291,13 @@ ef_update (Ef *ef, const char *id, const char *json, GError **error)
   g_autoptr(JsonNode) body = parse (json);
   g_autoptr(BoxSandboxUpdate) update = NULL;
   g_autoptr(GAsyncResult) result = NULL;
-  Wait wait = { 0 };
+  EfWait wait = { 0 };
 
   update = box_sandbox_update_from_json (body, error);
   if (update == NULL)
     return NULL;
-  box_engine_update_sandbox_async (ef->engine, ef->project, id, update, NULL, wait_cb, &wait);
-  result = wait_result (ef, &wait);
+  box_engine_update_sandbox_async (ef->engine, ef->project, id, update, NULL, ef_wait_cb, &wait);
+  result = ef_wait_result (ef, &wait);
   return box_engine_update_sandbox_finish (ef->engine, result, error);
 }
 
@@ -304,10 +305,10 @@ gboolean
 ef_delete (Ef *ef, const char *id, GError **error)
 {
   g_autoptr(GAsyncResult) result = NULL;
-  Wait wait = { 0 };
+  EfWait wait = { 0 };
 
-  box_engine_delete_sandbox_async (ef->engine, ef->project, id, NULL, wait_cb, &wait);
-  result = wait_result (ef, &wait);
+  box_engine_delete_sandbox_async (ef->engine, ef->project, id, NULL, ef_wait_cb, &wait);
+  result = ef_wait_result (ef, &wait);
   return box_engine_delete_sandbox_finish (ef->engine, result, error);
 }
 
@@ -315,10 +316,10 @@ gboolean
 ef_delete_project (Ef *ef, const char *name, GError **error)
 {
   g_autoptr(GAsyncResult) result = NULL;
-  Wait wait = { 0 };
+  EfWait wait = { 0 };
 
-  box_engine_delete_project_async (ef->engine, name, NULL, wait_cb, &wait);
-  result = wait_result (ef, &wait);
+  box_engine_delete_project_async (ef->engine, name, NULL, ef_wait_cb, &wait);
+  result = ef_wait_result (ef, &wait);
   return box_engine_delete_project_finish (ef->engine, result, error);
 }
 
@@ -326,11 +327,78 @@ BoxSandbox *
 ef_hold (Ef *ef, const char *id, GError **error)
 {
   g_autoptr(GAsyncResult) result = NULL;
-  Wait wait = { 0 };
+  EfWait wait = { 0 };
 
-  box_engine_hold_async (ef->engine, ef->project, id, NULL, wait_cb, &wait);
-  result = wait_result (ef, &wait);
+  box_engine_hold_async (ef->engine, ef->project, id, NULL, ef_wait_cb, &wait);
+  result = ef_wait_result (ef, &wait);
   return box_engine_hold_finish (ef->engine, result, error);
+}
+
+BoxCheckpoint *
+ef_checkpoint (Ef *ef, const char *id, gboolean memory, GError **error)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  EfWait wait = { 0 };
+
+  box_engine_create_checkpoint_async (ef->engine, ef->project, id, NULL, memory, NULL, NULL, NULL,
+                                      ef_wait_cb, &wait);
+  result = ef_wait_result (ef, &wait);
+  return box_engine_create_checkpoint_finish (ef->engine, result, error);
+}
+
+BoxSandbox *
+ef_restore (Ef *ef, const char *id, const char *checkpoint, GError **error)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  EfWait wait = { 0 };
+
+  box_engine_restore_checkpoint_async (ef->engine, ef->project, id, checkpoint, NULL, ef_wait_cb,
+                                       &wait);
+  result = ef_wait_result (ef, &wait);
+  return box_engine_restore_checkpoint_finish (ef->engine, result, error);
+}
+
+gboolean
+ef_delete_checkpoint (Ef *ef, const char *id, const char *checkpoint, GError **error)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  EfWait wait = { 0 };
+
+  box_engine_delete_checkpoint_async (ef->engine, ef->project, id, checkpoint, NULL, ef_wait_cb,
+                                      &wait);
+  result = ef_wait_result (ef, &wait);
+  return box_engine_delete_checkpoint_finish (ef->engine, result, error);
+}
+
+/* ---- fake agents ---- */
+
+static void
+on_connected (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_assert_true (box_agent_client_connect_finish (BOX_AGENT_CLIENT (source), result, NULL));
+  *(gboolean *) user_data = TRUE;
+}
+
+FakeAgent *
+ef_fake_agent (Ef *ef, const char *sandbox_id, BoxAgentClient **client)
+{
+  g_autoptr(GIOStream) stream = NULL;
+  g_autoptr(JsonObject) hello = NULL;
+  FakeAgent *fake = fake_agent_new (&stream);
+  BoxAgentClient *agent = box_agent_client_new (stream);
+  gboolean connected = FALSE, ok = FALSE;
+
+  g_ptr_array_add (ef->fakes, fake);
+  g_ptr_array_add (ef->clients, agent);
+  box_agent_client_connect_async (agent, NULL, on_connected, &connected);
+  hello = fake_agent_read_request (fake);
+  fake_agent_reply_hello (fake, hello);
+  ef_wait (ef, &connected);
+  g_signal_emit_by_name (ef->hv, "set-agent", sandbox_id, agent, &ok);
+  g_assert_true (ok);
+  if (client != NULL)
+    *client = agent;
+  return fake;
 }
 
 int

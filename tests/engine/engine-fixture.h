@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include "agent-test-util.h"
 #include "box-engine.h"
 #include "box-storage-records.h"
 
@@ -27,12 +28,22 @@ typedef struct {
   GPtrArray     *events;         /* char*: "<type> <sandbox id> <reason or from or ->" */
   GPtrArray     *event_times;    /* gint64* (event->at) parallel to events */
   GPtrArray     *interrupted;    /* char*: "<sandbox id> <why>" */
+  GPtrArray     *fakes;          /* FakeAgent*: of ef_fake_agent() */
+  GPtrArray     *clients;        /* BoxAgentClient*: their clients */
 } Ef;
+
+/* An asynchronous call waited for: ef_wait_cb with &wait as its callback,
+ * then ef_wait_result(). */
+typedef struct {
+  gboolean      done;
+  GAsyncResult *result;
+} EfWait;
 
 /* g_test_init(), with warnings not fatal: the engine warns about the
  * failures the tests inject. */
 void        ef_init          (int *argc, char ***argv);
-/* A started engine (ef_start()) with a project "p". */
+/* A started engine (ef_start()) with a project "p"; @user_data, when not
+ * NULL, is the dummy's capabilities (ef->dummy_caps). */
 void        ef_set_up        (Ef *ef, gconstpointer user_data);
 void        ef_tear_down     (Ef *ef, gconstpointer user_data);
 /* Starts an engine on ef->data_dir (also after ef_stop: a restart). */
@@ -44,6 +55,10 @@ void        ef_stop          (Ef *ef);
 void        ef_settle        (Ef *ef);
 /* Runs the main loop until *@done (real time, a few seconds at most). */
 void        ef_wait          (Ef *ef, gboolean *done);
+void          ef_wait_cb     (GObject *source, GAsyncResult *result, gpointer user_data);
+/* Runs the main loop until @wait's call completed (ef_wait()); its result
+ * (yours). */
+GAsyncResult *ef_wait_result (Ef *ef, EfWait *wait);
 /* Moves the clock @seconds forward, one second at a time, settling between. */
 void        ef_advance       (Ef *ef, guint seconds);
 
@@ -75,6 +90,18 @@ void        ef_assert_events (Ef *ef, const char *expected);
 void        ef_assert_interrupted (Ef *ef, const char *expected);
 /* Forgets the events and interruptions recorded so far. */
 void        ef_forget        (Ef *ef);
+/* Checkpoints of sandbox @id of ef->project, waited for. */
+BoxCheckpoint *ef_checkpoint (Ef *ef, const char *id, gboolean memory, GError **error);
+BoxSandbox    *ef_restore    (Ef *ef, const char *id, const char *checkpoint, GError **error);
+gboolean       ef_delete_checkpoint (Ef *ef, const char *id, const char *checkpoint,
+                                     GError **error);
+
+/* Gives sandbox @sandbox_id a scripted fake agent (tests/agent-client),
+ * connected: the dummy hypervisor hands out its client from now on (the
+ * engine asks it with the guest-agent capability).  Both stay the
+ * fixture's until the tear-down; *@client (may be NULL) is borrowed. */
+FakeAgent  *ef_fake_agent    (Ef *ef, const char *sandbox_id, BoxAgentClient **client);
+
 /* RFC 3339 of the clock's now + @seconds */
 char       *ef_future        (Ef *ef, gint64 seconds);
 

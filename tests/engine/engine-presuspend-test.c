@@ -1,6 +1,6 @@
 /* engine-presuspend-test.c: the guest's presuspend hooks before a pause,
  * asked of a scripted fake agent that the dummy hypervisor hands out
- * ("set-agent"): the request comes before anything is interrupted or
+ * (ef_fake_agent()): the request comes before anything is interrupted or
  * snapshotted, for the API's pause and the idle rule's; failed hooks and a
  * guest that never answers do not hold the pause (the latter for
  * BOX_ENGINE_PRESUSPEND_WAIT_MS of real time).  A memory checkpoint runs
@@ -17,36 +17,25 @@
 #include "box-engine-presuspend.h"
 #include "engine-fixture.h"
 
+#define AGENT_CAPS      "guest-agent,memory-snapshots"
 #define CHECKPOINT_CAPS "guest-agent,memory-snapshots,checkpoints"
 
 typedef struct {
   Ef              ef;
-  FakeAgent      *fake;
+  FakeAgent      *fake;     /* the fixture's */
   BoxAgentClient *client;
 } Fixture;
 
 static void
-on_connected (GObject *source, GAsyncResult *result, gpointer user_data)
+set_up (Fixture *f, gconstpointer caps)
 {
-  gboolean *done = user_data;
-
-  g_assert_true (box_agent_client_connect_finish (BOX_AGENT_CLIENT (source), result, NULL));
-  *done = TRUE;
+  ef_set_up (&f->ef, caps);
 }
 
 static void
-set_up (Fixture *f, gconstpointer data)
+tear_down (Fixture *f, gconstpointer caps)
 {
-  f->ef.dummy_caps = g_strdup (data != NULL ? data : "guest-agent,memory-snapshots");
-  ef_set_up (&f->ef, NULL);
-}
-
-static void
-tear_down (Fixture *f, gconstpointer data)
-{
-  ef_tear_down (&f->ef, data);
-  g_clear_object (&f->client);
-  g_clear_pointer (&f->fake, fake_agent_free);
+  ef_tear_down (&f->ef, caps);
 }
 
 /* A sandbox whose agent is the fake one, connected. */
@@ -54,18 +43,8 @@ static BoxSandbox *
 create_with_agent (Fixture *f, const char *json)
 {
   BoxSandbox *sb = ef_create_ok (&f->ef, json);
-  g_autoptr(GIOStream) stream = NULL;
-  g_autoptr(JsonObject) hello = NULL;
-  gboolean connected = FALSE, ok = FALSE;
 
-  f->fake = fake_agent_new (&stream);
-  f->client = box_agent_client_new (stream);
-  box_agent_client_connect_async (f->client, NULL, on_connected, &connected);
-  hello = fake_agent_read_request (f->fake);
-  fake_agent_reply_hello (f->fake, hello);
-  ef_wait (&f->ef, &connected);
-  g_signal_emit_by_name (f->ef.hv, "set-agent", sb->id, f->client, &ok);
-  g_assert_true (ok);
+  f->fake = ef_fake_agent (&f->ef, sb->id, &f->client);
   return sb;
 }
 
@@ -182,20 +161,6 @@ test_idle (Fixture *f, gconstpointer data)
 
 /* ---- the end of the streams before a memory checkpoint ---- */
 
-typedef struct {
-  gboolean       done;
-  GAsyncResult  *result;
-} Done;
-
-static void
-store_done (GObject *source, GAsyncResult *result, gpointer user_data)
-{
-  Done *done = user_data;
-
-  done->result = g_object_ref (result);
-  done->done = TRUE;
-}
-
 /* A channel of the fake agent's, as an exec stream holds one. */
 static BoxAgentChannel *
 open_channel (Fixture *f)
@@ -203,10 +168,10 @@ open_channel (Fixture *f)
   g_autoptr(JsonObject) req = NULL;
   g_autofree char *reply = NULL;
   gint64 id = 0;
-  Done opened = { 0 };
+  EfWait opened = { 0 };
   BoxAgentChannel *channel;
 
-  box_agent_client_open_channel_async (f->client, "exec", NULL, NULL, store_done, &opened);
+  box_agent_client_open_channel_async (f->client, "exec", NULL, NULL, ef_wait_cb, &opened);
   req = fake_agent_read_request (f->fake);
   g_assert_cmpstr (box_agent_json_get_string (req, "op"), ==, "exec");
   g_assert_true (box_agent_json_get_int (req, "id", &id));
@@ -240,14 +205,14 @@ test_checkpoint_streams (Fixture *f, gconstpointer data)
   BoxAgentFrameHeader header;
   GBytes *payload = NULL;
   gint64 id = 0;
-  Done done = { 0 };
+  EfWait done = { 0 };
   gulong handler;
 
   handler = g_signal_connect (f->ef.engine, "sandbox-interrupted", G_CALLBACK (close_on_interrupt),
                               channel);
   ef_forget (&f->ef);
   box_engine_create_checkpoint_async (f->ef.engine, "p", sb->id, NULL, TRUE, NULL, NULL, NULL,
-                                      store_done, &done);
+                                      ef_wait_cb, &done);
   reply_counts (f, read_presuspend (f, sb->id), "\"ran\":0,\"failed\":0,\"timed_out\":0,\"skipped\":0");
   /* the channel's CLOSE, then the ping queued after it */
   do {
@@ -282,11 +247,11 @@ test_checkpoint_silent (Fixture *f, gconstpointer data)
   g_autoptr(JsonObject) ping = NULL;
   g_autoptr(BoxCheckpoint) made = NULL;
   g_autoptr(GError) error = NULL;
-  Done done = { 0 };
+  EfWait done = { 0 };
   gint64 start, took;
 
   box_engine_create_checkpoint_async (f->ef.engine, "p", sb->id, NULL, TRUE, NULL, NULL, NULL,
-                                      store_done, &done);
+                                      ef_wait_cb, &done);
   reply_counts (f, read_presuspend (f, sb->id), "\"ran\":0,\"failed\":0,\"timed_out\":0,\"skipped\":0");
   ping = fake_agent_read_request (f->fake);
   g_assert_cmpstr (box_agent_json_get_string (ping, "op"), ==, "ping");
@@ -307,10 +272,10 @@ int
 main (int argc, char **argv)
 {
   ef_init (&argc, &argv);
-  g_test_add ("/engine/presuspend/pause", Fixture, NULL, set_up, test_pause, tear_down);
-  g_test_add ("/engine/presuspend/malformed", Fixture, NULL, set_up, test_malformed, tear_down);
-  g_test_add ("/engine/presuspend/silent", Fixture, NULL, set_up, test_silent, tear_down);
-  g_test_add ("/engine/presuspend/idle", Fixture, NULL, set_up, test_idle, tear_down);
+  g_test_add ("/engine/presuspend/pause", Fixture, AGENT_CAPS, set_up, test_pause, tear_down);
+  g_test_add ("/engine/presuspend/malformed", Fixture, AGENT_CAPS, set_up, test_malformed, tear_down);
+  g_test_add ("/engine/presuspend/silent", Fixture, AGENT_CAPS, set_up, test_silent, tear_down);
+  g_test_add ("/engine/presuspend/idle", Fixture, AGENT_CAPS, set_up, test_idle, tear_down);
   g_test_add ("/engine/presuspend/checkpoint-streams", Fixture, CHECKPOINT_CAPS, set_up,
               test_checkpoint_streams, tear_down);
   g_test_add ("/engine/presuspend/checkpoint-silent", Fixture, CHECKPOINT_CAPS, set_up,

@@ -26,6 +26,8 @@
 #define ADMIN_TOKEN "insandbox-test-admin-token"
 #define FIRST_CHAN  0x80000001u
 #define HEAD_TIMEOUT_S 1
+#define EXEC_RUN_REQUEST "POST /exec/run HTTP/1.1\r\nHost: box\r\nContent-Type: application/json\r\n" \
+                         "Content-Length: 17\r\n\r\n{\"cmd\": [\"true\"]}"
 
 static char *data_dir;
 static BoxEngine *engine;
@@ -284,120 +286,86 @@ status_line (Conn *c)
   return end != NULL ? g_strndup (c->data->str, (gsize) (end - c->data->str)) : g_strdup (c->data->str);
 }
 
-/* exec/run answers are built whole: at most BOX_INSANDBOX_MAX_EXEC_RUNS at
- * once per sandbox, each counted until its connection ends; one more is
- * 409 conflict, other routes are served meanwhile. */
+/* The places of one kind of call: @max connections whose requests never
+ * end (@held, or @held and @held_odd by turns) hold them all, each from
+ * its head on; one more, @whole, is 409 conflict with @refusal, and other
+ * routes are served meanwhile.  When one ends, its place comes back (past
+ * the head, the timeout is not what ends the others) and @whole is served,
+ * not refused. */
 static void
-test_max_exec_runs (void)
+check_places (guint32 base, guint max, const char *held, const char *held_odd,
+              const char *whole, const char *refusal)
 {
-  const guint32 base = FIRST_CHAN + 1000;
-  const guint32 extra = base + BOX_INSANDBOX_MAX_EXEC_RUNS;
+  const guint32 extra = base + max;
   const guint32 self_chan = extra + 1, later = extra + 2;
-  const char *stuck = "POST /exec/run HTTP/1.1\r\nHost: box\r\nContent-Type: application/json\r\n"
-                      "Content-Length: 100\r\n\r\n{\"cmd\"";
-  const char *whole = "POST /exec/run HTTP/1.1\r\nHost: box\r\nContent-Type: application/json\r\n"
-                      "Content-Length: 17\r\n\r\n{\"cmd\": [\"true\"]}";
   g_autofree char *refused = NULL;
   g_autofree char *served = NULL;
   g_autofree char *again = NULL;
 
   set_header_timeout (HEAD_TIMEOUT_S);
   settle (200);
-  /* bodies that never come: each holds its place */
-  for (guint32 i = 0; i < BOX_INSANDBOX_MAX_EXEC_RUNS; i++) {
+  for (guint32 i = 0; i < max; i++) {
     open_conn (base + i);
-    send_bytes (base + i, stuck);
+    send_bytes (base + i, i % 2 == 1 && held_odd != NULL ? held_odd : held);
   }
-  settle (200);
+  settle (300);
   open_conn (extra);
   send_bytes (extra, whole);
   g_assert_true (pump (extra, has_answer, 10000));
   refused = status_line (conn_of (extra));
   g_assert_cmpstr (refused, ==, "HTTP/1.1 409 Conflict");
-  g_assert_nonnull (strstr (conn_of (extra)->data->str, "too many exec/run calls"));
+  g_assert_nonnull (strstr (conn_of (extra)->data->str, refusal));
   open_conn (self_chan);
   send_bytes (self_chan, "GET /self HTTP/1.1\r\nHost: box\r\n\r\n");
   g_assert_true (pump (self_chan, has_answer, 10000));
   served = status_line (conn_of (self_chan));
   g_assert_cmpstr (served, ==, "HTTP/1.1 200 OK");
 
-  /* one ends: its place comes back (past the head, the timeout is not
-   * what ends them) */
   drop_conn (base);
   settle (200);
-  for (guint32 i = 1; i < BOX_INSANDBOX_MAX_EXEC_RUNS; i++)
+  for (guint32 i = 1; i < max; i++)
     g_assert_false (conn_of (base + i)->closed);
   open_conn (later);
   send_bytes (later, whole);
   g_assert_true (pump (later, has_answer, 10000));
   again = status_line (conn_of (later));
-  g_test_message ("exec/run once a place is back: %s", again);
+  g_test_message ("%s once a place is back: %s", whole, again);
+  g_assert_true (g_str_has_prefix (again, "HTTP/1.1 "));
   g_assert_cmpstr (again, !=, "HTTP/1.1 409 Conflict");
   g_assert_cmpstr (again, !=, "HTTP/1.1 400 Bad Request");
-  for (guint32 i = 1; i < BOX_INSANDBOX_MAX_EXEC_RUNS; i++)
+  for (guint32 i = 1; i < max; i++)
     drop_conn (base + i);
   settle (200);
 }
 
+/* exec/run answers are built whole: at most BOX_INSANDBOX_MAX_EXEC_RUNS at
+ * once per sandbox, each counted until its connection ends (here bodies
+ * that never come). */
+static void
+test_max_exec_runs (void)
+{
+  check_places (FIRST_CHAN + 1000, BOX_INSANDBOX_MAX_EXEC_RUNS,
+                "POST /exec/run HTTP/1.1\r\nHost: box\r\nContent-Type: application/json\r\n"
+                "Content-Length: 100\r\n\r\n{\"cmd\"", NULL,
+                EXEC_RUN_REQUEST, "too many exec/run calls");
+}
+
 /* A download holds its buffers in boxd until the guest reads it: at most
- * BOX_INSANDBOX_MAX_DOWNLOADS at once per sandbox (GET fs/file and fs/tar
- * together, each until its connection ends); one more is 409 conflict. */
+ * BOX_INSANDBOX_MAX_DOWNLOADS at once per sandbox, GET fs/file and fs/tar
+ * together (here requests with a body announced, never sent); once a
+ * place is back the next one is served (501: the dummy hypervisor runs no
+ * agent). */
 static void
 test_max_downloads (void)
 {
-  const guint32 base = FIRST_CHAN + 2000;
-  const guint32 extra = base + BOX_INSANDBOX_MAX_DOWNLOADS;
-  const guint32 self_chan = extra + 1, later = extra + 2;
-  g_autofree char *refused = NULL;
-  g_autofree char *served = NULL;
-  g_autofree char *again = NULL;
-
-  set_header_timeout (HEAD_TIMEOUT_S);
-  settle (200);
-  /* downloads whose request never ends (a body announced, never sent):
-   * each holds its place from its head on */
-  for (guint32 i = 0; i < BOX_INSANDBOX_MAX_DOWNLOADS; i++) {
-    open_conn (base + i);
-    send_bytes (base + i, i % 2 == 0
-                ? "GET /fs/file?path=/big HTTP/1.1\r\nHost: box\r\nContent-Length: 10\r\n\r\n"
-                : "GET /fs/tar?path=/srv HTTP/1.1\r\nHost: box\r\nContent-Length: 10\r\n\r\n");
-  }
-  settle (300);
-  open_conn (extra);
-  send_bytes (extra, "GET /fs/tar?path=/srv HTTP/1.1\r\nHost: box\r\n\r\n");
-  g_assert_true (pump (extra, has_answer, 10000));
-  refused = status_line (conn_of (extra));
-  g_assert_cmpstr (refused, ==, "HTTP/1.1 409 Conflict");
-  g_assert_nonnull (strstr (conn_of (extra)->data->str, "too many downloads"));
-  /* other routes are served meanwhile */
-  open_conn (self_chan);
-  send_bytes (self_chan, "GET /self HTTP/1.1\r\nHost: box\r\n\r\n");
-  g_assert_true (pump (self_chan, has_answer, 10000));
-  served = status_line (conn_of (self_chan));
-  g_assert_cmpstr (served, ==, "HTTP/1.1 200 OK");
-
-  /* one ends: its place comes back, and the next download is served
-   * (here 501: the dummy hypervisor runs no agent), not refused */
-  drop_conn (base);
-  settle (200);
-  for (guint32 i = 1; i < BOX_INSANDBOX_MAX_DOWNLOADS; i++)
-    g_assert_false (conn_of (base + i)->closed);
-  open_conn (later);
-  send_bytes (later, "GET /fs/file?path=/big HTTP/1.1\r\nHost: box\r\n\r\n");
-  g_assert_true (pump (later, has_answer, 10000));
-  again = status_line (conn_of (later));
-  g_test_message ("a download once a place is back: %s", again);
-  g_assert_cmpstr (again, !=, "HTTP/1.1 409 Conflict");
-  g_assert_true (g_str_has_prefix (again, "HTTP/1.1 "));
-  for (guint32 i = 1; i < BOX_INSANDBOX_MAX_DOWNLOADS; i++)
-    drop_conn (base + i);
-  settle (200);
+  check_places (FIRST_CHAN + 2000, BOX_INSANDBOX_MAX_DOWNLOADS,
+                "GET /fs/file?path=/big HTTP/1.1\r\nHost: box\r\nContent-Length: 10\r\n\r\n",
+                "GET /fs/tar?path=/srv HTTP/1.1\r\nHost: box\r\nContent-Length: 10\r\n\r\n",
+                "GET /fs/tar?path=/srv HTTP/1.1\r\nHost: box\r\n\r\n", "too many downloads");
 }
 
 /* ---- exec/run answers ----------------------------------------------------- */
 
-#define EXEC_RUN_REQUEST "POST /exec/run HTTP/1.1\r\nHost: box\r\nContent-Type: application/json\r\n" \
-                         "Content-Length: 17\r\n\r\n{\"cmd\": [\"true\"]}"
 /* what an answer may hold besides its raw output: the base64 made and not
  * yet written (box-http-exec.c: BATCH_MAX + one piece) */
 #define ENCODED_SLACK (256u << 10)
