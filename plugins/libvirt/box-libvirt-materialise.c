@@ -21,12 +21,20 @@
  *      commit: without it ram and devstate are not used, and the start's
  *      sweep removes them, with any *.tmp).
  * The `state` stays: a checkpoint of a checkpoint-restored VM, a lost QEMU
- * and a failed fast start still use it.  One job at a time, its QEMU at
- * nice 10, bounded by BOX_LIBVIRT_MATERIALISE_TIMEOUT_S; a failure (a full
- * disk, the checkpoint deleted meanwhile, a timeout) leaves the checkpoint
- * as it was, logged.  The RAM file is sparse: only pages the guest had
- * (the room for them is checked first).  The start queues again every
- * memory checkpoint that is not materialised.
+ * and a failed fast start still use it.  One job at a time, bounded by
+ * BOX_LIBVIRT_MATERIALISE_TIMEOUT_S; a failure (a full disk, the checkpoint
+ * deleted meanwhile, a timeout) leaves the checkpoint as it was, logged.
+ * The RAM file is sparse: only pages the guest had (the room for them is
+ * checked first).  The start queues again every memory checkpoint that is
+ * not materialised.  [plugin.libvirt] checkpoint_materialise=false queues
+ * none.
+ *
+ * The job yields to the sandboxes' own work: it starts no helper while a
+ * create, fork, wake, checkpoint or restore is under way
+ * (self->heavy_ops, counted by box-libvirt-dispatch.c), its QEMU runs
+ * SCHED_IDLE at nice 19 in the idle I/O class, and it waits (at most
+ * BOX_LIBVIRT_MATERIALISE_YIELD_S) before its fsyncs while such an
+ * operation runs.
  *
  * libvirt (not a bare QEMU) runs the helper: its domain start is the same
  * as a pool domain's, and the orphan sweep and the per-VM uids already
@@ -45,7 +53,7 @@
 #include "box-libvirt-op.h"
 
 #define BOX_LIBVIRT_MATERIALISE_TIMEOUT_S 300
-#define BOX_LIBVIRT_MATERIALISE_NICE      10
+#define BOX_LIBVIRT_MATERIALISE_YIELD_S    30
 
 struct _BoxLibvirtMaterialise {
   BoxLibvirtPlugin *self;         /* a reference */
@@ -188,7 +196,7 @@ helper_run (BoxLibvirtPlugin *self, BoxLibvirtMaterialise *job, const char *xml,
   dom = box_libvirt_domain_start (conn, xml, TRUE, memory_mib, self->config.tb_cache_mib, error);
   ok = dom != NULL;
   if (ok)
-    box_libvirt_domain_renice (job->domain, BOX_LIBVIRT_MATERIALISE_NICE);
+    box_libvirt_domain_background (job->domain);
   {
     g_autofree char *what = g_strconcat ("materialise of checkpoint ", job->checkpoint_id, NULL);
     box_libvirt_test_delay_named (what, job->sandbox_id, job->domain);
@@ -207,6 +215,20 @@ helper_run (BoxLibvirtPlugin *self, BoxLibvirtMaterialise *job, const char *xml,
                  BOX_LIBVIRT_MATERIALISE_TIMEOUT_S);
   }
   return ok;
+}
+
+/* Worker thread: until no create, fork, wake, checkpoint or restore runs
+ * (BOX_LIBVIRT_MATERIALISE_YIELD_S at most), so that the fsyncs of the RAM
+ * file do not hold up their disk writes. */
+static gboolean
+yield_to_operations (BoxLibvirtPlugin *self, BoxLibvirtMaterialise *job)
+{
+  gint64 end = g_get_monotonic_time () + BOX_LIBVIRT_MATERIALISE_YIELD_S * G_USEC_PER_SEC;
+
+  while (g_atomic_int_get (&self->heavy_ops) > 0 && !g_atomic_int_get (&job->stopped) &&
+         g_get_monotonic_time () < end)
+    g_usleep (50 * 1000);
+  return TRUE;
 }
 
 /* The helper's RAM file and devstate into @ckpt, then the manifest. */
@@ -268,7 +290,7 @@ materialise_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
        (xml = helper_prepare (self, job, ckpt, hdir, uid, &info, error)) != NULL &&
        helper_run (self, job, xml, state, devstate, info.resources.memory_mib, error) &&
        !g_atomic_int_get (&job->stopped) &&
-       move_in (hdir, ckpt, error);
+       yield_to_operations (self, job) && move_in (hdir, ckpt, error);
   box_libvirt_checkpoint_info_clear (&info);
   return ok;
 }
@@ -379,7 +401,9 @@ job_next (BoxLibvirtPlugin *self)
   BoxLibvirtMaterialise *job;
   char *entry;
 
-  if (self->materialising != NULL || !self->started || box_libvirt_tcg_refused (self))
+  /* box_libvirt_materialise_kick() again once the operations ended */
+  if (self->materialising != NULL || !self->started || box_libvirt_tcg_refused (self) ||
+      g_atomic_int_get (&self->heavy_ops) > 0)
     return;
   entry = g_queue_pop_head (&self->materialise_queue);
   if (entry == NULL)
@@ -404,8 +428,11 @@ void
 box_libvirt_materialise_queue (BoxLibvirtPlugin *self, const char *sandbox_id,
                                const char *checkpoint_id)
 {
-  char *entry = g_strconcat (sandbox_id, "\n", checkpoint_id, NULL);
+  char *entry;
 
+  if (!self->config.checkpoint_materialise)
+    return;
+  entry = g_strconcat (sandbox_id, "\n", checkpoint_id, NULL);
   for (GList *l = self->materialise_queue.head; l != NULL; l = l->next) {
     if (g_str_equal (l->data, entry)) {
       g_free (entry);

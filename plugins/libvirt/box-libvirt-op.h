@@ -33,6 +33,7 @@ typedef struct {
   gboolean          graceful;    /* the guest was asked to power off */
   gboolean          set_owner;   /* resume_work makes the domain the sandbox's */
   gboolean          locked;
+  gboolean          heavy;       /* counted in self->heavy_ops until it returns */
   gint64            started;
   /* checkpoints (box-libvirt-checkpoint.c) and forks (box-libvirt-fork.c) */
   char             *checkpoint_id;     /* CHECKPOINT, RESTORE, DELETE_CHECKPOINT */

@@ -36,6 +36,9 @@
 void
 box_libvirt_op_free (BoxLibvirtOp *op)
 {
+  /* (box_libvirt_op_return() uncounts it, on the main thread) */
+  if (op->heavy)
+    g_atomic_int_add (&op->self->heavy_ops, -1);
   g_object_unref (op->self);
   g_free (op->id);
   g_free (op->hostname);
@@ -68,6 +71,11 @@ box_libvirt_op_return (GTask *task, GError *error)
   if (op->locked) {
     op->locked = FALSE;
     box_libvirt_vm_unlock (op->self, op->vm);
+  }
+  if (op->heavy) {
+    op->heavy = FALSE;
+    if (g_atomic_int_dec_and_test (&op->self->heavy_ops))
+      box_libvirt_materialise_kick (op->self);
   }
   if (error != NULL)
     g_task_return_error (task, error);

@@ -27,6 +27,8 @@
  *   boot_timeout_s=120     cold boot to agent-ready
  *   disk_reserve_mib=256   what a checkpoint, restore or fork leaves free on
  *                          vm_dir's file system (503 capacity otherwise)
+ *   checkpoint_materialise=true   memory checkpoints made template-like in the
+ *                          background (box-libvirt-materialise.c); false: never
  *   disk_cache=writeback   QEMU's disk cache: writeback, none, or unsafe (guest
  *                          flushes dropped: faster pauses, unsafe at a host crash)
  */

@@ -72,6 +72,7 @@ typedef struct {
   guint    pool_fill_jobs;      /* 2: pool fills at once, per template */
   guint    hot_pause_s;         /* 60 */
   guint64  disk_reserve_mib;    /* 256: left free on vm_dir by checkpoints, restores, forks */
+  gboolean checkpoint_materialise; /* TRUE: memory checkpoints materialised in the background */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
   guint64  max_cpus;            /* 0: CPUs times cpu_overcommit */
   guint    cpu_overcommit;      /* 64 */
@@ -222,8 +223,10 @@ gboolean     box_libvirt_migrate_save   (virDomainPtr dom, const char *path,
 /* The reverse into a domain started paused with -incoming defer. */
 gboolean     box_libvirt_migrate_load   (virDomainPtr dom, const char *path,
                                          gboolean ignore_shared, GError **error);
-/* Sets the nice value of every thread of the domain's QEMU (best effort). */
-void         box_libvirt_domain_renice  (const char *name, int nice_value);
+/* Every thread of the domain's QEMU (and those it makes later) yields the
+ * CPUs and the disk to everything else: SCHED_IDLE, nice 19, the idle I/O
+ * class (best effort). */
+void         box_libvirt_domain_background (const char *name);
 gboolean     box_libvirt_run_command    (const char *const *argv, GError **error);
 gboolean     box_libvirt_create_overlay (const char *path, const char *backing,
                                          const char *backing_format, guint64 size_bytes,
@@ -295,6 +298,9 @@ struct _BoxLibvirtPlugin {
   /* memory checkpoints to materialise ("<sandbox>\n<checkpoint>"), the job under way */
   GQueue             materialise_queue;
   struct _BoxLibvirtMaterialise *materialising;
+  /* atomic (worker threads read it): creates, forks, wakes, checkpoints and
+   * restores under way; a materialisation yields to them */
+  gint               heavy_ops;
 };
 
 typedef gboolean (*BoxLibvirtWorkFunc) (BoxLibvirtPlugin *self, gpointer data, GError **error);

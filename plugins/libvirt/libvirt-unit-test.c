@@ -507,7 +507,8 @@ load_config (BoxLibvirtConfig *config, GError **error, ...)
   return box_libvirt_config_load (BOX_PLUGIN (plugin), config, error);
 }
 
-/* The warm pool's settings: defaults, and bad values refused at start. */
+/* The warm pool's settings (and checkpoint_materialise): defaults, and bad
+ * values refused at start. */
 static void
 test_pool_config (void)
 {
@@ -520,6 +521,7 @@ test_pool_config (void)
     { "pool_fill_jobs", "17" },
     { "pool_memory_mib", "-1" },
     { "pool_memory_mib", "lots" },
+    { "checkpoint_materialise", "maybe" },
   };
   BoxLibvirtConfig config = { 0 };
   g_autoptr(GError) error = NULL;
@@ -535,6 +537,9 @@ test_pool_config (void)
   g_assert_cmpuint (config.pool_memory_mib, ==, 0);
   g_assert_cmpuint (config.pool_idle_s, ==, 120);
   g_assert_cmpuint (config.pool_fill_jobs, ==, 2);
+  g_assert_true (config.checkpoint_materialise);
+  g_assert_true (load_config (&config, &error, "checkpoint_materialise", "false", NULL));
+  g_assert_false (config.checkpoint_materialise);
   /* a floor above the default ceiling raises it */
   g_assert_true (load_config (&config, &error, "pool_size", "40", NULL));
   g_assert_cmpuint (config.pool_max_size, ==, 40);
