@@ -17,9 +17,10 @@
  * <name>)" and waits that long, so that a test can kill boxd or the QEMU
  * while the operation runs without racing it.
  * BOX_LIBVIRT_TEST_DELAY_AT, a comma-separated list, picks other points
- * than those four (the point is <what> up to its first space): "checkpoint-stopped" is a memory checkpoint of a
- * running guest with its vCPUs stopped (QEMU's last pass done, before the
- * disk copy and the resume).
+ * than those four (the point is <what> up to its first space):
+ * "checkpoint-stopped" is a memory checkpoint of a running guest with its
+ * vCPUs stopped (QEMU's last pass done, before the disk copy and the
+ * resume); "fork-files" a fork whose room check passed, before its files.
  */
 #include "config.h"
 

@@ -101,7 +101,7 @@ box_libvirt_link_ram_state (const char *ckpt_dir, const char *vm_dir, const char
 }
 
 static gboolean
-fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+fork_files_and_start (BoxLibvirtPlugin *self, gpointer data, GError **error)
 {
   BoxLibvirtOp *op = data;
   g_autofree char *dir = box_libvirt_checkpoint_dir (self, op->from_sandbox_id,
@@ -119,8 +119,10 @@ fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
    * file (mapped privately) and device state are linked too; a link that
    * fails (the checkpoint deleted meanwhile) leaves the full state, which
    * the start falls back to (box-libvirt-start.c) */
-  if (!box_libvirt_check_disk_room (self, 0, error) ||
-      !box_libvirt_layers_overlay (ckpt_disk, vm_dir, disk, NULL, error) ||
+  if (!box_libvirt_check_disk_room (self, 0, error))
+    return FALSE;
+  box_libvirt_test_delay ("fork-files", op);
+  if (!box_libvirt_layers_overlay (ckpt_disk, vm_dir, disk, NULL, error) ||
       !box_libvirt_give_to_qemu (self, disk, box_libvirt_vm_uid (self, vm_dir), error))
     return FALSE;
   if (op->memory && link (ckpt_state, cold) != 0) {
@@ -143,6 +145,18 @@ fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   if (ok)
     box_libvirt_test_delay ("fork", op);
   return ok;
+}
+
+/* A fork that filled the disk midway (the overlay, a link, its QEMU's
+ * files) is 503 capacity, as if it had not fitted; fork_fail() removes
+ * what it wrote. */
+static gboolean
+fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  if (fork_files_and_start (self, data, error))
+    return TRUE;
+  box_libvirt_note_disk_full (self, error);
+  return FALSE;
 }
 
 void
