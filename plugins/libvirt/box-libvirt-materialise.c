@@ -25,8 +25,8 @@
  * BOX_LIBVIRT_MATERIALISE_TIMEOUT_S; a failure (a full disk, the checkpoint
  * deleted meanwhile, a timeout) leaves the checkpoint as it was, logged.
  * The RAM file is sparse: only pages the guest had (the room for them is
- * checked first).  The start queues again every memory checkpoint that is
- * not materialised.  [plugin.libvirt] checkpoint_materialise=false queues
+ * checked first).  The start queues again every memory checkpoint of its
+ * own sandboxes that is not materialised.  [plugin.libvirt] checkpoint_materialise=false queues
  * none.
  *
  * The job yields to the sandboxes' own work: it starts no helper while a
@@ -467,6 +467,23 @@ box_libvirt_materialise_helper (BoxLibvirtPlugin *self)
 
 /* ---- at start ---- */
 
+/* Whether @sandbox_id's VM is this boxd's (its state file exists; always
+ * without a data directory).  vm_dir may be shared with other boxds (the
+ * VM tests share one, and a test cut short leaves checkpoints there):
+ * their checkpoints are not ours to touch or materialise. */
+static gboolean
+sandbox_is_ours (BoxLibvirtPlugin *self, const char *sandbox_id)
+{
+  g_autofree char *name = NULL;
+  g_autofree char *path = NULL;
+
+  if (self->state_dir == NULL)
+    return TRUE;
+  name = g_strconcat (sandbox_id, ".json", NULL);
+  path = g_build_filename (self->state_dir, name, NULL);
+  return g_file_test (path, G_FILE_TEST_IS_REGULAR);
+}
+
 void
 box_libvirt_materialise_sweep (BoxLibvirtPlugin *self, const char *ckpt, const char *sandbox_id,
                                const char *checkpoint_id)
@@ -475,6 +492,8 @@ box_libvirt_materialise_sweep (BoxLibvirtPlugin *self, const char *ckpt, const c
   static const char *const uncommitted[] = { "ram", "devstate" };
   BoxLibvirtCheckpointInfo info = { 0 };
 
+  if (!sandbox_is_ours (self, sandbox_id))
+    return;
   for (guint i = 0; i < G_N_ELEMENTS (temps); i++) {
     g_autofree char *path = g_build_filename (ckpt, temps[i], NULL);
     if (g_unlink (path) == 0)

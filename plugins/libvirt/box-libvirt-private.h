@@ -526,9 +526,10 @@ void      box_libvirt_materialise_kick  (BoxLibvirtPlugin *self);
 void      box_libvirt_materialise_stop  (BoxLibvirtPlugin *self);
 /* The VM ID of the job's helper domain, NULL when no job runs (tests). */
 const char *box_libvirt_materialise_helper (BoxLibvirtPlugin *self);
-/* At start, for the whole checkpoint in @ckpt: removes what a job killed
- * midway left (*.tmp; ram and devstate without "ram" in the manifest) and
- * queues a memory checkpoint that is not materialised. */
+/* At start, for the whole checkpoint in @ckpt of one of this boxd's
+ * sandboxes (another boxd's sharing vm_dir are left alone): removes what a
+ * job killed midway left (*.tmp; ram and devstate without "ram" in the
+ * manifest) and queues a memory checkpoint that is not materialised. */
 void      box_libvirt_materialise_sweep (BoxLibvirtPlugin *self, const char *ckpt,
                                          const char *sandbox_id, const char *checkpoint_id);
 /* Worker threads: "ram": true in the manifest in @dir. */

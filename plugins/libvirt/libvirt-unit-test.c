@@ -487,6 +487,43 @@ test_tcg_refused (void)
   plugin->started = FALSE;
 }
 
+/* The start sweeps and queues (to materialise) only the checkpoints of this
+ * boxd's own sandboxes: another boxd's in a shared vm_dir are left alone. */
+static void
+test_materialise_sweep_own (void)
+{
+  g_autoptr(BoxLibvirtPlugin) plugin = g_object_new (BOX_TYPE_LIBVIRT_PLUGIN, NULL);
+  g_autofree char *root = g_dir_make_tmp ("box-libvirt-sweep-XXXXXX", NULL);
+  g_autofree char *ours = g_build_filename (root, "state", "sb-aaaaaaaaaaaa.json", NULL);
+  const char *const ids[] = { "sb-aaaaaaaaaaaa", "sb-bbbbbbbbbbbb" };   /* ours, another's */
+  gboolean ram_left[2];
+
+  plugin->config.vm_dir = g_strdup (root);
+  plugin->config.checkpoint_materialise = TRUE;
+  plugin->state_dir = g_build_filename (root, "state", NULL);
+  g_assert_cmpint (g_mkdir (plugin->state_dir, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (ours, "{}", -1, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (ids); i++) {
+    g_autofree char *dir = box_libvirt_checkpoint_dir (plugin, ids[i], "v1");
+    g_autofree char *manifest = g_build_filename (dir, "manifest.json", NULL);
+    g_autofree char *ram = g_build_filename (dir, "ram", NULL);
+
+    g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+    g_assert_true (g_file_set_contents (manifest, "{\"memory\": true, \"cpus\": 1, "
+                                        "\"memory_mib\": 256}", -1, NULL));
+    /* a RAM file without "ram" in the manifest: a job cut midway, or
+     * another boxd's job under way */
+    g_assert_true (g_file_set_contents (ram, "x", -1, NULL));
+    box_libvirt_materialise_sweep (plugin, dir, ids[i], "v1");
+    ram_left[i] = g_file_test (ram, G_FILE_TEST_EXISTS);
+  }
+  g_assert_false (ram_left[0]);
+  g_assert_true (ram_left[1]);
+  g_assert_cmpuint (g_queue_get_length (&plugin->materialise_queue), ==, 1);
+  g_assert_cmpstr (g_queue_peek_head (&plugin->materialise_queue), ==, "sb-aaaaaaaaaaaa\nv1");
+  g_assert_true (box_libvirt_remove_tree (root, NULL));
+}
+
 /* [plugin.libvirt] as @pairs ("key", "value", ..., NULL), loaded. */
 static gboolean
 load_config (BoxLibvirtConfig *config, GError **error, ...)
@@ -676,6 +713,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/uids/pool", test_uid_pool);
   g_test_add_func ("/libvirt/uids/record-last", test_uid_record_last);
   g_test_add_func ("/libvirt/tcg-refused", test_tcg_refused);
+  g_test_add_func ("/libvirt/materialise-sweep-own", test_materialise_sweep_own);
   g_test_add_func ("/libvirt/pool-config", test_pool_config);
   g_test_add_func ("/libvirt/checkpoint-ids", test_checkpoint_ids);
   g_test_add_func ("/libvirt/copy-sparse", test_copy_sparse);
