@@ -570,7 +570,9 @@ ba_services_child_exited (pid_t pid, int status)
     if (!s->used || s->pid != pid)
       continue;
     kill (-pid, SIGKILL); /* what is left of its group */
-    on_output (s, 0, 0);  /* what it wrote last */
+    /* what it wrote last: the pipe holds at most BA_PIPE_SIZE */
+    for (int k = 0; k < (int) (BA_PIPE_SIZE / COPY_PER_TURN) + 1 && s->out_fd >= 0; k++)
+      on_output (s, 0, 0);
     if (s->out_fd >= 0)
       close (s->out_fd);
     s->out_fd = -1;

@@ -103,6 +103,11 @@ int         box_cli_fail            (BoxCli *cli, const GError *error);
 int         box_cli_exit_status     (BoxCli *cli, const GError *error);
 /* "/v1/sandboxes/<escaped name>" + @suffix */
 char       *box_cli_sandbox_path    (const char *sandbox, const char *suffix);
+/* "K=V" strings -> a JSON object member of @builder named @member (none
+ * when @pairs is NULL); a pair without "=" or key is a usage error naming
+ * @option. */
+gboolean    box_cli_add_map         (JsonBuilder *builder, const char *member, char **pairs,
+                                     const char *option, GError **error);
 /* Appends name=escaped(value) to a query string. */
 void        box_cli_query_add       (GString *query, const char *name, const char *value);
 
@@ -190,6 +195,8 @@ int box_cmd_checkpoints (BoxCli *cli, int argc, char **argv);
 int box_cmd_restore     (BoxCli *cli, int argc, char **argv);
 int box_cmd_fork        (BoxCli *cli, int argc, char **argv);
 int box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv);
+int box_cmd_services    (BoxCli *cli, int argc, char **argv);
+int box_cmd_service     (BoxCli *cli, int argc, char **argv);
 
 /* ---- box-stream.c: an attached exec session ---------------------------- */
 

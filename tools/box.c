@@ -53,6 +53,10 @@ static const BoxCliCommand commands[] = {
     N_("Create a sandbox from a checkpoint (default: the newest)"), box_cmd_fork },
   { "checkpoint-delete", N_("SANDBOX CHECKPOINT…"), N_("Delete checkpoints"),
     box_cmd_checkpoint_delete },
+  { "services", N_("SANDBOX"), N_("List a sandbox's services"), box_cmd_services },
+  { "service", N_("put SANDBOX NAME [OPTION…] -- COMMAND…"),
+    N_("Define and start a service (also start, stop, restart, delete SANDBOX NAME)"),
+    box_cmd_service },
 };
 
 static char *

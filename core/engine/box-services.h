@@ -32,8 +32,8 @@ gboolean    box_service_needs_check       (const char *name, JsonObject *def,
 /* The Service record the API answers, {name, cmd, cwd?, env?, user,
  * needs, http_port?, state, pid?, restarts, started_at?}, from the
  * agent's (hostile: every member's type and size checked, started_at
- * from unix ms to RFC 3339); NULL with BOX_ERROR_INTERNAL when it is
- * not one. */
+ * from unix ms to RFC 3339; other members dropped); NULL with
+ * BOX_ERROR_INTERNAL when it is not one. */
 JsonObject *box_service_record_from_agent (JsonObject *raw, GError **error);
 
 G_END_DECLS

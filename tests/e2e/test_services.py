@@ -8,12 +8,17 @@
 # sandbox 404, a stop then wake starting the services again with new PIDs.
 # Needs root (the agent switches to the service's user).
 
+import json
 import os
 import tempfile
-import time
+
+import sys
 
 import boxtest
 from boxtest import Boxd, Tap
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'cli'))
+import clitest  # noqa: E402
 
 BOX_AGENT = os.environ.get('BOX_AGENT', '')
 FIELDS = {'name', 'cmd', 'user', 'needs', 'state', 'restarts'}
@@ -111,6 +116,30 @@ def test_services(t):
          'after stop and wake (a sub-API call wakes it) db runs again with a new pid', r[2])
     t.eq(((d.request('GET', '/v1/sandboxes/sv', token=key)[2]) or {}).get('state'), 'running',
          'the call woke the sandbox')
+
+    # the CLI
+    box = clitest.Client(d, key)
+    r = box('service', 'put', 'sv', 'cli', '--needs', 'db', '--port', '8080', '--env', 'K=V',
+            '--user', 'root', '--', 'sleep', '60')
+    t.ok(r.rc == 0 and 'running' in r.out and 'sleep 60' in r.out, 'box service put', r.describe())
+    rec = (d.request('GET', base + '/cli', token=key)[2]) or {}
+    t.eq((rec.get('cmd'), rec.get('needs'), rec.get('http_port'), rec.get('env'), rec.get('user')),
+         (['sleep', '60'], ['db'], 8080, {'K': 'V'}, 'root'), 'what box service put defined')
+    r = box('services', 'sv')
+    t.ok(r.rc == 0 and r.out.splitlines()[0].split()[:3] == ['NAME', 'STATE', 'PID'] and
+         any(line.split()[:2] == ['cli', 'running'] for line in r.out.splitlines()),
+         'box services lists it', r.describe())
+    r = box('service', 'stop', 'sv', 'cli', '--json')
+    t.ok(r.rc == 0 and json.loads(r.out or '{}').get('state') == 'stopped', 'box service stop --json',
+         r.describe())
+    r = box('service', 'delete', 'sv', 'cli')
+    t.eq((r.rc, r.out), (0, ''), 'box service delete')
+    r = box('service', 'frob', 'sv', 'cli')
+    t.eq(r.rc, 2, 'box service with an unknown action is a usage error')
+    r = box('service', 'put', 'sv', 'x')
+    t.eq(r.rc, 2, 'box service put without a command is a usage error')
+    r = box('service', 'start', 'sv', 'nope')
+    t.ok(r.rc == 1 and 'not_found' in r.err, 'box service start of an absent service', r.describe())
 
     for name in ('web', 'db'):
         pid = ((d.request('GET', base + '/' + name, token=key)[2]) or {}).get('pid', 0)
