@@ -191,6 +191,21 @@ write_value (BaBuf *b, const BaJson *v)
   }
 }
 
+/* mkdir -p (mode 0755) */
+static void
+make_dirs (const char *dir)
+{
+  char p[512];
+  snprintf (p, sizeof p, "%s", dir);
+  for (char *c = p + 1; *c != 0; c++)
+    if (*c == '/') {
+      *c = 0;
+      mkdir (p, 0755);
+      *c = '/';
+    }
+  mkdir (p, 0755);
+}
+
 static void
 path_of (char *out, size_t n, const char *name, const char *suffix)
 {
@@ -205,7 +220,7 @@ def_save (const char *name, const BaJson *def)
   BaBuf b = { 0 };
   int fd;
   bool ok;
-  mkdir (ba_services_dir, 0755);
+  make_dirs (ba_services_dir);
   path_of (path, sizeof path, name, ".json");
   snprintf (tmp, sizeof tmp, "%s.tmp", path);
   write_value (&b, def);
@@ -299,7 +314,7 @@ log_open (Svc *s)
   struct stat st;
   if (s->log_fd >= 0 || ba_services_log_dir == NULL)
     return;
-  mkdir (ba_services_log_dir, 0755);
+  make_dirs (ba_services_log_dir);
   log_path (path, sizeof path, s->name, 0);
   s->log_fd = open (path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   s->log_size = s->log_fd >= 0 && fstat (s->log_fd, &st) == 0 ? (uint64_t) st.st_size : 0;

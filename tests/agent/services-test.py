@@ -58,7 +58,7 @@ def make_setup(base):
         pre = tempfile.mkdtemp(prefix="box-svc-test-")
         self.addCleanup(__import__("shutil").rmtree, pre, ignore_errors=True)
         self.svc_dir = os.path.join(pre, "services")
-        self.log_dir = os.path.join(pre, "logs")
+        self.log_dir = os.path.join(pre, "var", "log", "box")  # made by the agent
         os.mkdir(self.svc_dir)
         self.prepare(self.svc_dir)
         self.extra_args = ["--services-dir", self.svc_dir, "--service-logs-dir", self.log_dir,
