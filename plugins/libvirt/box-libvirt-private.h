@@ -227,6 +227,10 @@ gboolean     box_libvirt_create_overlay (const char *path, const char *backing,
                                          const char *backing_format, guint64 size_bytes,
                                          GError **error);
 gboolean     box_libvirt_remove_tree    (const char *path, GError **error);
+/* Moves a finished template build from @tmp_dir to @dir, unless another
+ * boxd finished the same snapshot first: then @tmp_dir is removed. */
+gboolean     box_libvirt_template_install (const char *tmp_dir, const char *dir,
+                                           GError **error);
 
 /* ---- sandboxes' VMs ------------------------------------------------------- */
 

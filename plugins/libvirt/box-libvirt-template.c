@@ -25,7 +25,9 @@
  * upgrade) is removed at start once no disk under <vm_dir>/vms backs onto
  * it; several boxds may share a vm_dir, so each holds a shared flock on the
  * manifest of every template it uses and the pruner needs the exclusive
- * one.
+ * one.  Two boxds may also build the same snapshot at once: each builds in
+ * a directory of its own, and under an flock on <key>.lock the first to
+ * finish installs its build and the later ones drop theirs.
  */
 #include "config.h"
 
@@ -352,15 +354,44 @@ build_snapshot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot write %s", manifest);
     return FALSE;
   }
-  if (!box_libvirt_remove_tree (build->tmpl->dir, error))
-    return FALSE;
-  if (g_rename (build->tmp_dir, build->tmpl->dir) != 0) {
+  return box_libvirt_template_install (build->tmp_dir, build->tmpl->dir, error);
+}
+
+gboolean
+box_libvirt_template_install (const char *tmp_dir, const char *dir, GError **error)
+{
+  g_autofree char *lock_path = g_strconcat (dir, ".lock", NULL);
+  g_autofree char *manifest = g_build_filename (dir, "manifest.json", NULL);
+  int fd = open (lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  gboolean ok;
+
+  /* several boxds may build the same snapshot at once into directories of
+   * their own: the first to finish keeps it, and the others drop theirs,
+   * since forks of the first may already back onto its files.  A directory
+   * without a manifest is a half-removed one. */
+  if (fd < 0 || flock (fd, LOCK_EX) != 0) {
     int saved_errno = errno;
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot keep the template in %s: %s",
-                 build->tmpl->dir, g_strerror (saved_errno));
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot lock %s: %s", lock_path,
+                 g_strerror (saved_errno));
+    if (fd >= 0)
+      close (fd);
     return FALSE;
   }
-  return TRUE;
+  if (g_file_test (manifest, G_FILE_TEST_IS_REGULAR)) {
+    g_message ("libvirt: template snapshot %s was built by another boxd meanwhile; keeping it",
+               dir);
+    ok = box_libvirt_remove_tree (tmp_dir, error);
+  } else {
+    ok = box_libvirt_remove_tree (dir, error);
+    if (ok && g_rename (tmp_dir, dir) != 0) {
+      int saved_errno = errno;
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot keep the template in %s: %s",
+                   dir, g_strerror (saved_errno));
+      ok = FALSE;
+    }
+  }
+  close (fd);
+  return ok;
 }
 
 static gboolean
@@ -639,6 +670,9 @@ box_libvirt_templates_prune (BoxLibvirtPlugin *self)
     if (flock (fd, LOCK_EX | LOCK_NB) != 0) {
       g_debug ("libvirt: template snapshot %s is held by another boxd", key);
     } else if (box_libvirt_remove_tree (path, &error)) {
+      g_autofree char *lock = g_strconcat (path, ".lock", NULL);
+
+      g_unlink (lock);
       g_message ("libvirt: removed the template snapshot %s of image %s: no VM's disk backs onto it",
                  key, image);
       removed++;

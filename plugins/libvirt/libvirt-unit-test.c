@@ -656,6 +656,43 @@ test_console_tail (void)
   g_rmdir (dir);
 }
 
+/* Two boxds that built the same template snapshot at once: the first to
+ * finish keeps it; the second drops its own build rather than replace
+ * files that forks of the first may already back onto. */
+static void
+test_template_install (void)
+{
+  g_autofree char *root = g_dir_make_tmp ("box-tmpl-XXXXXX", NULL);
+  g_autofree char *dir = g_build_filename (root, "k", NULL);
+  g_autofree char *first = g_build_filename (root, "k.tmp-aaa", NULL);
+  g_autofree char *second = g_build_filename (root, "k.tmp-bbb", NULL);
+  g_autofree char *manifest = g_build_filename (dir, "manifest.json", NULL);
+  g_autofree char *lock = g_strconcat (dir, ".lock", NULL);
+  g_autofree char *kept = NULL;
+  g_autoptr(GError) error = NULL;
+  const char *builds[] = { first, second };
+
+  for (guint i = 0; i < G_N_ELEMENTS (builds); i++) {
+    g_autofree char *m = g_build_filename (builds[i], "manifest.json", NULL);
+
+    g_assert_cmpint (g_mkdir (builds[i], 0700), ==, 0);
+    g_assert_true (g_file_set_contents (m, i == 0 ? "first" : "second", -1, NULL));
+  }
+  /* a half-removed directory (no manifest) is replaced */
+  g_assert_cmpint (g_mkdir (dir, 0700), ==, 0);
+  g_assert_true (box_libvirt_template_install (first, dir, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (first, G_FILE_TEST_EXISTS));
+  g_assert_true (box_libvirt_template_install (second, dir, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (second, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_get_contents (manifest, &kept, NULL, NULL));
+  g_assert_cmpstr (kept, ==, "first");
+  g_assert_true (box_libvirt_remove_tree (dir, NULL));
+  g_unlink (lock);
+  g_rmdir (root);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -675,5 +712,6 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/checkpoint-ids", test_checkpoint_ids);
   g_test_add_func ("/libvirt/copy-sparse", test_copy_sparse);
   g_test_add_func ("/libvirt/console-tail", test_console_tail);
+  g_test_add_func ("/libvirt/template-install", test_template_install);
   return g_test_run ();
 }
