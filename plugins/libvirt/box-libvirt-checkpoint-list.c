@@ -10,14 +10,17 @@
  * BOX_LIBVIRT_TEST_DELAY_MS (tests only, documented in
  * plugins/libvirt/README.md): when set to a number of milliseconds, the
  * worker thread of every checkpoint (its temporary directory made, before
- * the files), restore (the copy made, before the QEMU ends) and fork (its
- * domain started, before the guest is set up) logs "test delay: <what> of
- * sandbox <id> (domain <name>)" and waits that long, so that a test can
- * kill boxd or the QEMU while the operation runs without racing it.
+ * the files), restore (the copy made, before the QEMU ends), fork (its
+ * domain started, before the guest is set up) and materialisation (the
+ * helper domain started, before the state is loaded: "materialise of
+ * checkpoint <id>") logs "test delay: <what> of sandbox <id> (domain
+ * <name>)" and waits that long, so that a test can kill boxd or the QEMU
+ * while the operation runs without racing it.
  * BOX_LIBVIRT_TEST_DELAY_AT, a comma-separated list, picks other points
- * than those three: "checkpoint-stopped" is a memory checkpoint of a
- * running guest with its vCPUs stopped (QEMU's last pass done, before the
- * disk copy and the resume).
+ * than those four (the point is <what> up to its first space):
+ * "checkpoint-stopped" is a memory checkpoint of a running guest with its
+ * vCPUs stopped (QEMU's last pass done, before the disk copy and the
+ * resume); "fork-files" a fork whose room check passed, before its files.
  */
 #include "config.h"
 
@@ -28,7 +31,7 @@
 
 #define TEST_DELAY_ENV    "BOX_LIBVIRT_TEST_DELAY_MS"
 #define TEST_DELAY_AT_ENV "BOX_LIBVIRT_TEST_DELAY_AT"
-#define TEST_DELAY_POINTS "checkpoint,restore,fork"
+#define TEST_DELAY_POINTS "checkpoint,restore,fork,materialise"
 #define TEST_DELAY_MAX_MS 600000
 
 static gboolean
@@ -77,6 +80,12 @@ box_libvirt_checkpoints_list (BoxLibvirtPlugin *self, const char *sandbox_id, GE
 void
 box_libvirt_test_delay (const char *what, const BoxLibvirtOp *op)
 {
+  box_libvirt_test_delay_named (what, op->id, op->domain);
+}
+
+void
+box_libvirt_test_delay_named (const char *what, const char *id, const char *domain)
+{
   static gsize once = 0;
   static guint delay_ms = 0;
   static char **points = NULL;
@@ -93,9 +102,15 @@ box_libvirt_test_delay (const char *what, const BoxLibvirtOp *op)
     points = g_strsplit (at != NULL ? at : TEST_DELAY_POINTS, ",", -1);
     g_once_init_leave (&once, 1);
   }
-  if (delay_ms == 0 || !g_strv_contains ((const char * const *) points, what))
+  if (delay_ms == 0)
     return;
-  g_message ("libvirt: test delay: %s of sandbox %s (domain %s) waits %u ms", what, op->id,
-             op->domain != NULL ? op->domain : "-", delay_ms);
+  {
+    /* the point: "materialise of checkpoint v4" is "materialise" */
+    g_autofree char *point = g_strndup (what, strcspn (what, " "));
+    if (!g_strv_contains ((const char * const *) points, point))
+      return;
+  }
+  g_message ("libvirt: test delay: %s of sandbox %s (domain %s) waits %u ms", what, id,
+             domain != NULL ? domain : "-", delay_ms);
   g_usleep ((gulong) delay_ms * 1000);
 }

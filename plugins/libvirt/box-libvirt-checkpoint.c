@@ -9,12 +9,18 @@
  *                  restore of a checkpoint (box-libvirt-layers.c)
  *   state          memory checkpoints: device state and RAM (a migration
  *                  to an fd, as a cold pause writes cold.mig)
- *   manifest.json  what it was taken of (memory, sizes, NIC, template)
+ *   ram, devstate  memory checkpoints, once materialised in the background
+ *                  (box-libvirt-materialise.c): a sparse RAM file and the
+ *                  device state alone, which forks and restores map and
+ *                  load like a template's (box-libvirt-start.c)
+ *   manifest.json  what it was taken of (memory, sizes, NIC, template,
+ *                  "ram" once materialised)
  * Restores and forks copy nothing: their disk is a new overlay on the
  * checkpoint's, which they hard-link as a read-only layer with the layers
  * under it (box-libvirt-layers.c), and they hard-link the state as their
  * cold.mig (never written in place: a cold pause writes a new file and
- * renames it).  Deleting a checkpoint, or its sandbox, unlinks names only:
+ * renames it), and a materialised one's ram and devstate as ram and
+ * cold.dev.  Deleting a checkpoint, or its sandbox, unlinks names only:
  * the files stay while a VM links them, so forks and restored VMs are
  * independent of the checkpoint from the moment they exist.
  *
@@ -128,6 +134,7 @@ box_libvirt_checkpoint_info_load (BoxLibvirtPlugin *self, const char *sandbox_id
   }
   object = json_node_get_object (json_parser_get_root (parser));
   info->memory = json_object_get_boolean_member_with_default (object, "memory", FALSE);
+  info->ram = info->memory && json_object_get_boolean_member_with_default (object, "ram", FALSE);
   info->resources.cpus = json_object_get_int_member_with_default (object, "cpus", 0);
   info->resources.memory_mib = json_object_get_int_member_with_default (object, "memory_mib", 0);
   info->resources.disk_gib = json_object_get_int_member_with_default (object, "disk_gib", 0);
@@ -292,6 +299,19 @@ box_libvirt_copy_sparse (const char *src, const char *dst, GError **error)
 }
 
 gboolean
+box_libvirt_write_file (const char *path, const char *contents, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+
+  if (!g_file_set_contents_full (path, contents, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
+                                 &local_error)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s", local_error->message);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
 box_libvirt_link_file (const char *from, const char *to, GError **error)
 {
   g_unlink (to);
@@ -346,8 +366,16 @@ box_libvirt_checkpoints_sweep (BoxLibvirtPlugin *self)
     g_autofree char *path = g_build_filename (root, entry, NULL);
     g_autofree char *tmp = NULL;
 
-    if (strstr (entry, CKPT_TMP) == NULL)
+    if (strstr (entry, CKPT_TMP) == NULL) {
+      g_autofree char *sandbox_id = g_strdup (entry);
+      char *dot = strchr (sandbox_id, '.');
+
+      if (dot != NULL && !g_str_has_suffix (entry, CKPT_LOCK_SUFFIX)) {
+        *dot = '\0';
+        box_libvirt_materialise_sweep (self, path, sandbox_id, dot + 1);
+      }
       continue;
+    }
     if (g_str_has_suffix (entry, CKPT_LOCK_SUFFIX)) {
       /* a lock whose directory is gone */
       tmp = g_strndup (path, strlen (path) - strlen (CKPT_LOCK_SUFFIX));
@@ -369,7 +397,8 @@ box_libvirt_checkpoints_sweep (BoxLibvirtPlugin *self)
 void
 box_libvirt_vm_sweep_temps (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
 {
-  static const char *const temps[] = { "disk.qcow2.tmp", "cold.mig.tmp" };
+  static const char *const temps[] = { "disk.qcow2.tmp", "cold.mig.tmp", "cold.dev.tmp",
+                                       "ram.tmp" };
 
   for (guint i = 0; i < G_N_ELEMENTS (temps); i++) {
     g_autofree char *path = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, temps[i]);
@@ -434,14 +463,8 @@ write_manifest (BoxLibvirtOp *op, const char *dir, GError **error)
                      op->vm->resources.cpus, op->vm->resources.memory_mib,
                      op->vm->resources.disk_gib, op->vm->nic ? "true" : "false",
                      op->vm->template_key, g_get_real_time ());
-  g_autoptr(GError) local_error = NULL;
 
-  if (!g_file_set_contents_full (path, contents, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
-                                 &local_error)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s", local_error->message);
-    return FALSE;
-  }
-  return TRUE;
+  return box_libvirt_write_file (path, contents, error);
 }
 
 /* The vCPUs run again after a checkpoint.  A migration QEMU ended stopped
@@ -662,6 +685,10 @@ checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_message ("libvirt: sandbox %s: %s checkpoint %s in %.0f ms", op->id,
              op->memory ? "memory" : "disk-only", op->checkpoint_id,
              (g_get_monotonic_time () - op->started) / 1e3);
+  /* in the background, after the answer: forks and restores of it then
+   * map its RAM instead of loading it */
+  if (op->memory)
+    box_libvirt_materialise_queue (op->self, op->id, op->checkpoint_id);
   if (vm->state != BOX_VM_STATE_RUNNING || !op->memory || vm->agent == NULL ||
       box_agent_is_closed (vm->agent)) {
     box_libvirt_op_return (task, NULL);

@@ -190,6 +190,12 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
   op->memory = request->memory;
   op->from_sandbox_id = g_strdup (request->from_sandbox_id);
   op->from_checkpoint_id = g_strdup (request->from_checkpoint_id);
+  /* a background materialisation yields to these (box-libvirt-materialise.c) */
+  op->heavy = vm_op == BOX_VM_OP_CREATE || vm_op == BOX_VM_OP_RESUME ||
+              vm_op == BOX_VM_OP_BOOT || vm_op == BOX_VM_OP_CHECKPOINT ||
+              vm_op == BOX_VM_OP_RESTORE;
+  if (op->heavy)
+    g_atomic_int_inc (&self->heavy_ops);
 
   if (!self->started) {
     box_libvirt_op_fail (task, BOX_ERROR_SANDBOX_UNAVAILABLE,

@@ -10,6 +10,9 @@
  * reset afterwards (libvirt's own save would break with it).  QEMU throttles
  * migration to 128 MiB/s unless max-bandwidth is raised.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* SCHED_IDLE */
+#endif
 #include "config.h"
 
 #include <errno.h>
@@ -17,9 +20,12 @@
 #include <glib/gstdio.h>
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "box-libvirt-private.h"
@@ -103,6 +109,33 @@ domain_pid (const char *name)
       return (pid_t) pid;
   }
   return 0;
+}
+
+void
+box_libvirt_domain_background (const char *name)
+{
+  /* <linux/ioprio.h>: class in the top bits, data 0 */
+  const int ioprio_idle = 3 << 13, ioprio_who_process = 1;
+  const struct sched_param param = { 0 };
+  pid_t pid = domain_pid (name);
+  g_autofree char *tasks_path = NULL;
+  g_autoptr(GDir) tasks = NULL;
+  const char *entry;
+
+  if (pid == 0)
+    return;
+  /* all three are per thread on Linux; threads made later inherit those of
+   * the thread that makes them */
+  tasks_path = g_strdup_printf ("/proc/%d/task", (int) pid);
+  tasks = g_dir_open (tasks_path, 0, NULL);
+  while (tasks != NULL && (entry = g_dir_read_name (tasks)) != NULL) {
+    guint64 tid = 0;
+    if (!g_ascii_string_to_unsigned (entry, 10, 1, G_MAXINT32, &tid, NULL))
+      continue;
+    sched_setscheduler ((pid_t) tid, SCHED_IDLE, &param);
+    setpriority (PRIO_PROCESS, (id_t) tid, 19);
+    syscall (SYS_ioprio_set, ioprio_who_process, (int) tid, ioprio_idle);
+  }
 }
 
 guint64

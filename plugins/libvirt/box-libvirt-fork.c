@@ -5,7 +5,10 @@
  * own; its disk is a new qcow2 overlay on the checkpoint's, which is
  * hard-linked into its directory as a read-only layer (box-libvirt-layers.c),
  * and a memory checkpoint's state is hard-linked as its cold.mig: both
- * outlive the checkpoint and its sandbox (box-libvirt-checkpoint.c).
+ * outlive the checkpoint and its sandbox (box-libvirt-checkpoint.c).  A
+ * materialised checkpoint's RAM file and device state are linked as its
+ * ram and cold.dev, and its first start maps the RAM privately and loads
+ * only the devices, like a create from the template (box-libvirt-start.c).
  * Then it is a cold resume (memory: processes carry on) or a boot (disk
  * only), and the guest gets its own identity: the clock, fresh entropy,
  * its hostname, its address and MAC, its env.  Its sizes, NIC and template
@@ -80,8 +83,25 @@ fork_started (GObject *source, GAsyncResult *result, gpointer user_data)
                               fork_fail);
 }
 
+gboolean
+box_libvirt_link_ram_state (const char *ckpt_dir, const char *vm_dir, const char *suffix)
+{
+  g_autofree char *ram = g_build_filename (ckpt_dir, "ram", NULL);
+  g_autofree char *dev = g_build_filename (ckpt_dir, "devstate", NULL);
+  g_autofree char *ram_name = g_strconcat ("ram", suffix, NULL);
+  g_autofree char *dev_name = g_strconcat ("cold.dev", suffix, NULL);
+  g_autofree char *vm_ram = g_build_filename (vm_dir, ram_name, NULL);
+  g_autofree char *vm_dev = g_build_filename (vm_dir, dev_name, NULL);
+
+  if (box_libvirt_link_file (ram, vm_ram, NULL) && box_libvirt_link_file (dev, vm_dev, NULL))
+    return TRUE;
+  g_unlink (vm_ram);
+  g_unlink (vm_dev);
+  return FALSE;
+}
+
 static gboolean
-fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+fork_files_and_start (BoxLibvirtPlugin *self, gpointer data, GError **error)
 {
   BoxLibvirtOp *op = data;
   g_autofree char *dir = box_libvirt_checkpoint_dir (self, op->from_sandbox_id,
@@ -95,11 +115,15 @@ fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   gboolean ok;
 
   /* the checkpoint's disk becomes a read-only layer under a new overlay
-   * (box-libvirt-layers.c): nothing is copied */
-  if (!box_libvirt_check_disk_room (self, 0, error) ||
-      !box_libvirt_layers_overlay (ckpt_disk, vm_dir, disk, NULL, error) ||
-      !box_libvirt_give_to_qemu (self, disk, box_libvirt_vm_uid (self, vm_dir), error) ||
-      !box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error))
+   * (box-libvirt-layers.c): nothing is copied.  Materialised, its RAM
+   * file (mapped privately) and device state are linked too; a link that
+   * fails (the checkpoint deleted meanwhile) leaves the full state, which
+   * the start falls back to (box-libvirt-start.c) */
+  if (!box_libvirt_check_disk_room (self, 0, error))
+    return FALSE;
+  box_libvirt_test_delay ("fork-files", op);
+  if (!box_libvirt_layers_overlay (ckpt_disk, vm_dir, disk, NULL, error) ||
+      !box_libvirt_give_to_qemu (self, disk, box_libvirt_vm_uid (self, vm_dir), error))
     return FALSE;
   if (op->memory && link (ckpt_state, cold) != 0) {
     int saved_errno = errno;
@@ -107,14 +131,32 @@ fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
                  g_strerror (saved_errno));
     return FALSE;
   }
+  if (op->memory && op->ram && !box_libvirt_link_ram_state (dir, vm_dir, ""))
+    g_message ("libvirt: fork %s: the RAM file of checkpoint %s of %s is gone: loading its "
+               "full state", op->id, op->from_checkpoint_id, op->from_sandbox_id);
+  if (!box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error))
+    return FALSE;
   files_done = g_get_monotonic_time ();
   ok = box_libvirt_start_domain_work (self, op, !op->memory, error);
   g_debug ("libvirt: fork %s: files in %.1f ms, domain %s in %.1f ms", op->id,
-           (files_done - start) / 1e3, op->memory ? "started and state loaded" : "started",
-           (g_get_monotonic_time () - files_done) / 1e3);
+           (files_done - start) / 1e3,
+           !op->memory ? "started" : op->ram ? "started from the RAM file" :
+           "started and state loaded", (g_get_monotonic_time () - files_done) / 1e3);
   if (ok)
     box_libvirt_test_delay ("fork", op);
   return ok;
+}
+
+/* A fork that filled the disk midway (the overlay, a link, its QEMU's
+ * files) is 503 capacity, as if it had not fitted; fork_fail() removes
+ * what it wrote. */
+static gboolean
+fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  if (fork_files_and_start (self, data, error))
+    return TRUE;
+  box_libvirt_note_disk_full (self, error);
+  return FALSE;
 }
 
 void
@@ -135,6 +177,7 @@ box_libvirt_fork_start (GTask *task)
     return;
   }
   op->memory = fork->info.memory;
+  op->ram = fork->info.ram;
   /* a restored guest needs the devices it was saved with */
   if (op->memory && fork->info.nic != (network != NULL)) {
     box_libvirt_op_fail (task, BOX_ERROR_UNSUPPORTED,

@@ -169,6 +169,9 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!config_uint (plugin, "disk_reserve_mib", "256", G_MAXUINT32, &config->disk_reserve_mib,
                     error))
     return FALSE;
+  if (!box_plugin_context_get_bool (box_plugin_get_context (plugin), "checkpoint_materialise",
+                                    TRUE, &config->checkpoint_materialise, error))
+    return FALSE;
   return TRUE;
 }
 

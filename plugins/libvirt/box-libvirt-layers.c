@@ -26,6 +26,12 @@
  * before its QEMU starts, after a VM's directory is removed (its uid's
  * grants go before the uid can be reused by a VM that starts), and at
  * start (a crash between the two).
+ *
+ * A materialised memory checkpoint's RAM file (`ram`, box-libvirt-
+ * materialise.c) is shared the same way: hard-linked as `ram` into the
+ * directories of the forks and restored VMs whose QEMU maps it, root's,
+ * 0600, with an ACL granting read and write (QEMU 7.2 opens the file
+ * read-write even for a private mapping) to exactly those VMs' uids.
  */
 #include "config.h"
 
@@ -42,6 +48,7 @@
 
 #define LAYER_PREFIX  "layer-"
 #define LAYER_SUFFIX  ".qcow2"
+#define RAM_NAME      "ram"        /* a materialised checkpoint's RAM file */
 #define ACL_XATTR     "system.posix_acl_access"
 /* linux/posix_acl_xattr.h */
 #define ACL_VERSION   0x0002
@@ -242,9 +249,10 @@ cmp_uid (gconstpointer a, gconstpointer b)
   return x < y ? -1 : x > y;
 }
 
-/* The ACL of @path: its owner rw, each of @uids read, nobody else. */
+/* The ACL of @path: its owner rw, each of @uids @perm (4: read, 6: read
+ * and write), nobody else. */
 static gboolean
-set_readers (const char *path, GArray *uids, GError **error)
+set_readers (const char *path, GArray *uids, guint16 perm, GError **error)
 {
   g_autoptr(GByteArray) acl = g_byte_array_new ();
   guint8 version[4] = { ACL_VERSION, 0, 0, 0 };
@@ -261,10 +269,10 @@ set_readers (const char *path, GArray *uids, GError **error)
     for (guint i = 0; i < uids->len; i++) {
       if (i > 0 && g_array_index (uids, guint, i) == g_array_index (uids, guint, i - 1))
         continue;
-      put_entry (acl, ACL_USER, 4, g_array_index (uids, guint, i));
+      put_entry (acl, ACL_USER, perm, g_array_index (uids, guint, i));
     }
     put_entry (acl, ACL_GROUP_OBJ, 0, ACL_NO_ID);
-    put_entry (acl, ACL_MASK, 4, ACL_NO_ID);
+    put_entry (acl, ACL_MASK, perm, ACL_NO_ID);
     put_entry (acl, ACL_OTHER, 0, ACL_NO_ID);
     rc = setxattr (path, ACL_XATTR, acl->data, acl->len, 0);
     if (rc == 0)
@@ -297,7 +305,8 @@ scan (const char *root, gboolean vms, guint fallback_uid, GHashTable *users, GHa
       Inode key;
       GArray *uids;
 
-      if (!g_str_has_prefix (name, LAYER_PREFIX) && !g_str_equal (name, "disk.qcow2"))
+      if (!g_str_has_prefix (name, LAYER_PREFIX) && !g_str_equal (name, "disk.qcow2") &&
+          !g_str_equal (name, RAM_NAME))
         continue;
       path = g_build_filename (dir, name, NULL);
       if (uid == 0)
@@ -309,7 +318,7 @@ scan (const char *root, gboolean vms, guint fallback_uid, GHashTable *users, GHa
       if (!g_hash_table_contains (files, &key))
         g_hash_table_insert (files, g_memdup2 (&key, sizeof key), g_strdup (path));
       /* a VM's own disk.qcow2 is its QEMU's already (box_libvirt_give_to_qemu) */
-      if (!vms || uid == 0 || !g_str_has_prefix (name, LAYER_PREFIX))
+      if (!vms || uid == 0 || g_str_equal (name, "disk.qcow2"))
         continue;
       uids = g_hash_table_lookup (users, &key);
       if (uids == NULL) {
@@ -347,15 +356,19 @@ box_libvirt_layers_sync (const char *vm_dir, guint fallback_uid, GError **error)
   scan (ckpts, FALSE, 0, users, files);
   g_hash_table_iter_init (&iter, files);
   while (g_hash_table_iter_next (&iter, &key, &path)) {
+    const char *name = strrchr (path, '/') + 1;
     GStatBuf st;
 
     /* a VM's own overlay (not linked anywhere) is left as it is */
-    if (g_str_has_prefix (path, vms) && !g_str_has_prefix (strrchr (path, '/') + 1, LAYER_PREFIX))
+    if (g_str_has_prefix (path, vms) && g_str_equal (name, "disk.qcow2"))
       continue;
     if (g_lstat (path, &st) == 0 && st.st_nlink == 1 && !g_hash_table_contains (users, key) &&
         getxattr (path, ACL_XATTR, NULL, 0) < 0)
       continue;   /* never shared: nothing to take back */
-    if (!set_readers (path, g_hash_table_lookup (users, key), ok ? error : NULL))
+    /* QEMU 7.2 opens a memory-backend-file read-write even when it maps
+     * it privately (doc/ARCHITECTURE.md) */
+    if (!set_readers (path, g_hash_table_lookup (users, key), g_str_equal (name, RAM_NAME) ? 6 : 4,
+                      ok ? error : NULL))
       ok = FALSE;
   }
   close (fd);

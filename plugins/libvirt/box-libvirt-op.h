@@ -33,10 +33,12 @@ typedef struct {
   gboolean          graceful;    /* the guest was asked to power off */
   gboolean          set_owner;   /* resume_work makes the domain the sandbox's */
   gboolean          locked;
+  gboolean          heavy;       /* counted in self->heavy_ops until it returns */
   gint64            started;
   /* checkpoints (box-libvirt-checkpoint.c) and forks (box-libvirt-fork.c) */
   char             *checkpoint_id;     /* CHECKPOINT, RESTORE, DELETE_CHECKPOINT */
   gboolean          memory;            /* CHECKPOINT: with memory; RESTORE, fork: it has */
+  gboolean          ram;               /* RESTORE, fork: it is materialised */
   char             *from_sandbox_id;   /* CREATE as a fork */
   char             *from_checkpoint_id;
   gboolean          ended;             /* CHECKPOINT, RESTORE: this operation ended the QEMU */
@@ -55,11 +57,16 @@ void          box_libvirt_detach_network   (BoxLibvirtPlugin *self, const char *
 gboolean      box_libvirt_resume_work      (BoxLibvirtPlugin *self, gpointer data, GError **error);
 gboolean      box_libvirt_destroy_work     (BoxLibvirtPlugin *self, gpointer data, GError **error);
 /* Worker threads: starts the VM's domain, a boot (@boot) or a restore of
- * its cold.mig (then resumed); what is left of an earlier QEMU goes first. */
+ * its cold.dev + ram or cold.mig (then resumed); what is left of an
+ * earlier QEMU goes first (box-libvirt-start.c). */
 gboolean      box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op,
                                              gboolean boot, GError **error);
-/* The domain XML of the operation's VM: a boot (@boot) or a restore. */
+/* The domain XML of the operation's VM: a boot (@boot) or a restore.
+ * (box-libvirt-start.c, with the start) */
 char         *box_libvirt_vm_xml           (BoxLibvirtOp *op, gboolean boot);
+/* Worker threads: the VM's cold.dev goes, and its `ram` link unless
+ * @keep_ram (a QEMU maps it): a materialised checkpoint's state, used. */
+void          box_libvirt_vm_drop_ram_state (BoxLibvirtOp *op, gboolean keep_ram);
 /* The VM has no QEMU any more: agent, cold timer and network go. */
 void          box_libvirt_vm_ended         (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
 /* A create or fork that failed midway: the VM's domain and files go (a
@@ -100,8 +107,17 @@ void          box_libvirt_delete_checkpoint_start (GTask *task);
 /* CREATE from op->from_*: no VM lock (the VM is new) */
 void          box_libvirt_fork_start       (GTask *task);
 
+/* Worker threads: links the materialised checkpoint's ram and devstate in
+ * @ckpt_dir as ram@suffix and cold.dev@suffix in @vm_dir (FALSE, nothing
+ * linked, when it has none any more); box_libvirt_layers_sync() then
+ * grants the RAM file to the VM's QEMU (box-libvirt-fork.c). */
+gboolean      box_libvirt_link_ram_state   (const char *ckpt_dir, const char *vm_dir,
+                                            const char *suffix);
+
 /* Worker threads, tests only: waits BOX_LIBVIRT_TEST_DELAY_MS at the points
- * BOX_LIBVIRT_TEST_DELAY_AT names, logged (box-libvirt-checkpoint-list.c). */
+ * BOX_LIBVIRT_TEST_DELAY_AT names (a point is @what up to its first
+ * space), logged (box-libvirt-checkpoint-list.c). */
 void      box_libvirt_test_delay   (const char *what, const BoxLibvirtOp *op);
+void      box_libvirt_test_delay_named (const char *what, const char *id, const char *domain);
 
 G_END_DECLS

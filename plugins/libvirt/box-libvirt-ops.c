@@ -13,8 +13,9 @@
  *            stop (hot: QEMU keeps the RAM).  After hot_pause_s (or when
  *            memory is needed) the VM turns cold: device state and RAM go
  *            to cold.mig through a migration to an fd, QEMU ends.
- *   resume   hot: the vCPUs run again; cold: a new domain restores cold.mig.
- *            Then the clock and the env (and the network after cold).
+ *   resume   hot: the vCPUs run again; cold: a new domain restores cold.mig
+ *            (box-libvirt-start.c).  Then the clock and the env (and the
+ *            network after cold).
  *   shutdown the agent powers the guest off (a domain destroy when it does
  *            not); the disk stays.
  *   boot     a cold boot on the kept disk.
@@ -35,6 +36,9 @@
 void
 box_libvirt_op_free (BoxLibvirtOp *op)
 {
+  /* (box_libvirt_op_return() uncounts it, on the main thread) */
+  if (op->heavy)
+    g_atomic_int_add (&op->self->heavy_ops, -1);
   g_object_unref (op->self);
   g_free (op->id);
   g_free (op->hostname);
@@ -68,6 +72,11 @@ box_libvirt_op_return (GTask *task, GError *error)
     op->locked = FALSE;
     box_libvirt_vm_unlock (op->self, op->vm);
   }
+  if (op->heavy) {
+    op->heavy = FALSE;
+    if (g_atomic_int_dec_and_test (&op->self->heavy_ops))
+      box_libvirt_materialise_kick (op->self);
+  }
   if (error != NULL)
     g_task_return_error (task, error);
   else
@@ -91,45 +100,6 @@ char *
 box_libvirt_op_file (BoxLibvirtOp *op, const char *file)
 {
   return box_libvirt_vm_path (op->self->config.vm_dir, op->vm->vm_id, file);
-}
-
-/* The domain's XML for a boot (@boot) or a restore of cold.mig. */
-char *
-box_libvirt_vm_xml (BoxLibvirtOp *op, gboolean boot)
-{
-  BoxLibvirtPlugin *self = op->self;
-  BoxLibvirtDomainSpec spec = { 0 };
-  BoxLibvirtOwner owner = { .role = "sandbox", .state_dir = self->state_dir,
-                            .vm_dir = self->config.vm_dir, .sandbox = op->id };
-  g_autofree char *disk = box_libvirt_op_file (op, "disk.qcow2");
-  g_autofree char *socket = box_libvirt_op_file (op, "agent.sock");
-  g_autofree char *console = box_libvirt_op_file (op, "console.log");
-  g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
-  g_autofree char *cmdline = box_libvirt_kernel_cmdline (op->vm->hostname, op->net);
-
-  spec.name = op->domain;
-  spec.owner = &owner;
-  spec.accel = self->accel;
-  spec.cpus = op->vm->resources.cpus;
-  spec.memory_mib = op->vm->resources.memory_mib;
-  spec.kernel = self->image->kernel;
-  spec.initrd = self->image->initrd;
-  /* a restore ignores it; the kernel in the snapshot had its own */
-  spec.cmdline = boot ? cmdline : "console=ttyS0 panic=-1 quiet";
-  spec.disk = disk;
-  spec.agent_socket = socket;
-  spec.console_log = console;
-  spec.incoming = !boot;
-  if (op->net != NULL) {
-    spec.nic = BOX_LIBVIRT_NIC_TAP;
-    spec.tap = op->net->ifname;
-    spec.mac = op->net->mac;
-  }
-  spec.uid = box_libvirt_vm_uid (self, vm_dir);
-  spec.gid = self->config.qemu_gid;
-  spec.tb_cache_mib = self->config.tb_cache_mib;
-  spec.disk_cache = self->config.disk_cache;
-  return box_libvirt_domain_xml (&spec);
 }
 
 static gboolean
@@ -286,37 +256,6 @@ cold_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   return ok;
 }
 
-/* Starts the domain: a boot, or a restore of cold.mig (then resumed). */
-gboolean
-box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op, gboolean boot,
-                               GError **error)
-{
-  g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
-  virConnectPtr conn = box_libvirt_conn_get (self->conn, error);
-  virDomainPtr dom;
-  gboolean ok;
-
-  if (conn == NULL)
-    return FALSE;
-  /* whatever is left of an earlier QEMU of this VM */
-  box_libvirt_domain_destroy (conn, op->domain, NULL);
-  dom = box_libvirt_domain_start (conn, op->xml, !boot, op->vm->resources.memory_mib,
-                                  self->config.tb_cache_mib, error);
-  ok = dom != NULL;
-  if (ok && !boot) {
-    ok = box_libvirt_migrate_load (dom, cold, FALSE, error) &&
-         (virDomainResume (dom) == 0 || box_libvirt_set_error (error, "cannot resume the VM"));
-  }
-  if (dom != NULL)
-    virDomainFree (dom);
-  if (!ok)
-    box_libvirt_domain_destroy (conn, op->domain, NULL);
-  virConnectClose (conn);
-  if (ok && boot)
-    g_unlink (cold);
-  return ok;
-}
-
 static gboolean
 start_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
 {
@@ -343,6 +282,7 @@ stop_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     ok = box_libvirt_domain_destroy (conn, op->domain, error);
   virConnectClose (conn);
   g_unlink (cold);
+  box_libvirt_vm_drop_ram_state (op, FALSE);
   return ok;
 }
 

@@ -27,6 +27,8 @@
  *   boot_timeout_s=120     cold boot to agent-ready
  *   disk_reserve_mib=256   what a checkpoint, restore or fork leaves free on
  *                          vm_dir's file system (503 capacity otherwise)
+ *   checkpoint_materialise=true   memory checkpoints made template-like in the
+ *                          background (box-libvirt-materialise.c); false: never
  *   disk_cache=writeback   QEMU's disk cache: writeback, none, or unsafe (guest
  *                          flushes dropped: faster pauses, unsafe at a host crash)
  */
@@ -546,6 +548,7 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   box_libvirt_templates_prune (self);
   box_libvirt_adopt (self);
   self->started = TRUE;
+  box_libvirt_materialise_kick (self);
 
   tmpl = box_libvirt_template_get (self, self->image->resources.cpus,
                                    self->image->resources.memory_mib);
@@ -583,6 +586,7 @@ box_libvirt_plugin_stop (BoxPlugin *plugin)
   /* pool domains are cheap to make again; sandboxes' VMs keep running and
    * are adopted at the next start */
   box_libvirt_templates_drain (self);
+  box_libvirt_materialise_stop (self);
   g_hash_table_iter_init (&iter, self->vms);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     box_libvirt_set_agent (self, value, NULL);
@@ -636,6 +640,7 @@ box_libvirt_plugin_finalize (GObject *object)
 
   g_hash_table_unref (self->vms);
   g_hash_table_unref (self->templates);
+  g_queue_clear_full (&self->materialise_queue, g_free);
   box_libvirt_conn_free (self->conn);
   box_libvirt_image_free (self->image);
   box_libvirt_config_clear (&self->config);

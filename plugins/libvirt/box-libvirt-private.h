@@ -72,6 +72,7 @@ typedef struct {
   guint    pool_fill_jobs;      /* 2: pool fills at once, per template */
   guint    hot_pause_s;         /* 60 */
   guint64  disk_reserve_mib;    /* 256: left free on vm_dir by checkpoints, restores, forks */
+  gboolean checkpoint_materialise; /* TRUE: memory checkpoints materialised in the background */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
   guint64  max_cpus;            /* 0: CPUs times cpu_overcommit */
   guint    cpu_overcommit;      /* 64 */
@@ -222,6 +223,10 @@ gboolean     box_libvirt_migrate_save   (virDomainPtr dom, const char *path,
 /* The reverse into a domain started paused with -incoming defer. */
 gboolean     box_libvirt_migrate_load   (virDomainPtr dom, const char *path,
                                          gboolean ignore_shared, GError **error);
+/* Every thread of the domain's QEMU (and those it makes later) yields the
+ * CPUs and the disk to everything else: SCHED_IDLE, nice 19, the idle I/O
+ * class (best effort). */
+void         box_libvirt_domain_background (const char *name);
 gboolean     box_libvirt_run_command    (const char *const *argv, GError **error);
 gboolean     box_libvirt_create_overlay (const char *path, const char *backing,
                                          const char *backing_format, guint64 size_bytes,
@@ -294,6 +299,12 @@ struct _BoxLibvirtPlugin {
 
   GHashTable        *vms;            /* sandbox id -> BoxLibvirtVm* */
   GHashTable        *templates;      /* key -> BoxLibvirtTemplate* */
+  /* memory checkpoints to materialise ("<sandbox>\n<checkpoint>"), the job under way */
+  GQueue             materialise_queue;
+  struct _BoxLibvirtMaterialise *materialising;
+  /* atomic (worker threads read it): creates, forks, wakes, checkpoints and
+   * restores under way; a materialisation yields to them */
+  gint               heavy_ops;
 };
 
 typedef gboolean (*BoxLibvirtWorkFunc) (BoxLibvirtPlugin *self, gpointer data, GError **error);
@@ -467,6 +478,7 @@ char     *box_libvirt_checkpoint_dir         (BoxLibvirtPlugin *self, const char
 /* What a checkpoint was taken of (its manifest). */
 typedef struct {
   gboolean      memory;
+  gboolean      ram;            /* materialised: ram and devstate (box-libvirt-materialise.c) */
   BoxResources  resources;
   gboolean      nic;
   char         *template_key;
@@ -483,6 +495,9 @@ gboolean  box_libvirt_checkpoint_info_load   (BoxLibvirtPlugin *self, const char
 gboolean  box_libvirt_copy_sparse            (const char *src, const char *dst, GError **error);
 /* BOX_ERROR_CAPACITY unless @bytes (and a reserve) fit on vm_dir's file system. */
 gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 bytes,
+                                              GError **error);
+/* @contents into @path, 0600, synced and renamed into place. */
+gboolean  box_libvirt_write_file             (const char *path, const char *contents,
                                               GError **error);
 void      box_libvirt_note_disk_full         (BoxLibvirtPlugin *self, GError **error);
 /* link(2) of @from as @to, whatever @to was; BOX_ERROR_CAPACITY when full. */
@@ -502,6 +517,27 @@ void      box_libvirt_vm_sweep_temps         (BoxLibvirtPlugin *self, BoxLibvirt
 /* The IDs of the whole checkpoints of @sandbox_id (box-libvirt-checkpoint-list.c). */
 char    **box_libvirt_checkpoints_list       (BoxLibvirtPlugin *self, const char *sandbox_id,
                                               GError **error);
+
+/* ---- memory checkpoints made template-like (box-libvirt-materialise.c) --- */
+
+typedef struct _BoxLibvirtMaterialise BoxLibvirtMaterialise;
+/* Queues a background job that gives the memory checkpoint a RAM file and
+ * its device state alone; one job runs at a time. */
+void      box_libvirt_materialise_queue (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                         const char *checkpoint_id);
+/* Starts the queued jobs (after start); ends the queue and the job (at stop). */
+void      box_libvirt_materialise_kick  (BoxLibvirtPlugin *self);
+void      box_libvirt_materialise_stop  (BoxLibvirtPlugin *self);
+/* The VM ID of the job's helper domain, NULL when no job runs (tests). */
+const char *box_libvirt_materialise_helper (BoxLibvirtPlugin *self);
+/* At start, for the whole checkpoint in @ckpt of one of this boxd's
+ * sandboxes (another boxd's sharing vm_dir are left alone): removes what a
+ * job killed midway left (*.tmp; ram and devstate without "ram" in the
+ * manifest) and queues a memory checkpoint that is not materialised. */
+void      box_libvirt_materialise_sweep (BoxLibvirtPlugin *self, const char *ckpt,
+                                         const char *sandbox_id, const char *checkpoint_id);
+/* Worker threads: "ram": true in the manifest in @dir. */
+gboolean  box_libvirt_checkpoint_manifest_set_ram (const char *dir, GError **error);
 
 /* ---- checkpoint disks as backing files (box-libvirt-layers.c) ------------ */
 

@@ -3,7 +3,9 @@
  * Everything that can fail for want of room comes first, while the VM is
  * untouched: a new qcow2 overlay on the checkpoint's disk with the
  * checkpoint's layers linked under temporary names (box-libvirt-layers.c)
- * and, for memory, its state linked as cold.mig.tmp.  Then the QEMU ends,
+ * and, for memory, its state linked as cold.mig.tmp (and, materialised,
+ * its RAM file and device state as ram.tmp and cold.dev.tmp: the cold
+ * resume maps the RAM, box-libvirt-start.c).  Then the QEMU ends,
  * the temporaries are renamed into place and the VM becomes the
  * checkpoint: a cold pause of it (memory: resumed like a cold wake, clock,
  * env and network pushed) or a stopped disk (booted).  The checkpoint's
@@ -32,12 +34,16 @@ restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   g_autofree char *disk_tmp = box_libvirt_op_file (op, "disk.qcow2.tmp");
   g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
   g_autofree char *cold_tmp = box_libvirt_op_file (op, "cold.mig.tmp");
+  g_autofree char *ram_tmp = box_libvirt_op_file (op, "ram.tmp");
+  g_autofree char *dev_tmp = box_libvirt_op_file (op, "cold.dev.tmp");
   guint height = box_libvirt_layer_height (ckpt_disk) + 1;
   virConnectPtr conn;
-  gboolean ok;
+  gboolean ok, fast = FALSE;
 
   g_unlink (disk_tmp);
   g_unlink (cold_tmp);
+  g_unlink (ram_tmp);
+  g_unlink (dev_tmp);
   box_libvirt_layers_trim (vm_dir, BOX_LIBVIRT_LAYERS_MAX);
   /* everything that can fail for want of room first: the VM is untouched;
    * the checkpoint's disk and layers are linked under temporary names */
@@ -45,6 +51,9 @@ restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
        box_libvirt_layers_overlay (ckpt_disk, vm_dir, disk_tmp, ".tmp", error) &&
        box_libvirt_give_to_qemu (self, disk_tmp, box_libvirt_vm_uid (self, vm_dir), error) &&
        (!op->memory || box_libvirt_link_file (ckpt_state, cold_tmp, error));
+  /* materialised: its RAM file and device state too (without them, the
+   * full state is loaded) */
+  fast = ok && op->memory && op->ram && box_libvirt_link_ram_state (dir, vm_dir, ".tmp");
   if (ok) {
     box_libvirt_test_delay ("restore", op);
     conn = box_libvirt_conn_get (self->conn, error);
@@ -56,6 +65,8 @@ restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     box_libvirt_note_disk_full (self, error);
     g_unlink (disk_tmp);
     g_unlink (cold_tmp);
+    g_unlink (ram_tmp);
+    g_unlink (dev_tmp);
     box_libvirt_layers_trim (vm_dir, BOX_LIBVIRT_LAYERS_MAX);
     return FALSE;
   }
@@ -71,6 +82,16 @@ restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
       return FALSE;
   }
   box_libvirt_layers_trim (vm_dir, height);
+  /* the old QEMU's RAM file and unused device state go; the new ones come */
+  box_libvirt_vm_drop_ram_state (op, FALSE);
+  if (fast) {
+    g_autofree char *ram = box_libvirt_op_file (op, "ram");
+    g_autofree char *dev = box_libvirt_op_file (op, "cold.dev");
+
+    if (!box_libvirt_rename_file (ram_tmp, ram, error) ||
+        !box_libvirt_rename_file (dev_tmp, dev, error))
+      return FALSE;
+  }
   if (!box_libvirt_rename_file (disk_tmp, disk, error) ||
       !box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error))
     return FALSE;
@@ -150,6 +171,7 @@ box_libvirt_restore_start (GTask *task)
     return;
   }
   op->memory = restore->info.memory;
+  op->ram = restore->info.ram;
   op->vm->expect_stop = TRUE;
   box_libvirt_run_in_thread (op->self, restore_work, op, NULL, NULL, restore_files_done, task);
 }

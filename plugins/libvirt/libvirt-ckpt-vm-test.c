@@ -16,6 +16,7 @@
 #include "libvirt-vm-test-util.h"
 
 #define SANDBOX_C "sb-vmtestcccccc"
+#define SANDBOX_D "sb-vmtestdddddd"
 
 /* process and file kept by the source's memory checkpoint v1 */
 static char *source_pid;
@@ -113,6 +114,65 @@ timeout_cb (gpointer user_data)
 {
   g_error ("timed out: %s", (const char *) user_data);
   return G_SOURCE_REMOVE;
+}
+
+/* Waits (main loop running) until checkpoint @checkpoint of @id is
+ * materialised (box-libvirt-materialise.c); how long it took, in s. */
+static gdouble
+wait_materialised (const char *id, const char *checkpoint)
+{
+  gint64 start = g_get_monotonic_time ();
+  guint timeout = g_timeout_add_seconds (300, timeout_cb, "materialisation");
+
+  for (;;) {
+    BoxLibvirtCheckpointInfo info = { 0 };
+    gboolean ram = box_libvirt_checkpoint_info_load (BOX_LIBVIRT_PLUGIN (suite.hv), id,
+                                                     checkpoint, &info, NULL) && info.ram;
+
+    box_libvirt_checkpoint_info_clear (&info);
+    if (ram)
+      break;
+    g_main_context_iteration (NULL, FALSE);
+    g_usleep (20000);
+  }
+  g_source_remove (timeout);
+  return (g_get_monotonic_time () - start) / 1e6;
+}
+
+/* Whether @file of @id's VM is a link of @file2 in checkpoint @checkpoint of @from. */
+static gboolean
+same_file (const char *id, const char *file, const char *from, const char *checkpoint,
+           const char *file2)
+{
+  BoxLibvirtVm *vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), id);
+  g_autofree char *dir = checkpoint_path (from, checkpoint);
+  g_autofree char *a = g_build_filename (dir, file2, NULL);
+  g_autofree char *b = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, file);
+  GStatBuf sa, sb;
+
+  return g_stat (a, &sa) == 0 && g_stat (b, &sb) == 0 && sa.st_ino == sb.st_ino;
+}
+
+/* Whether the pid file names a process that runs QEMU (set in @pid). */
+static gboolean
+is_qemu (const char *pid_path, pid_t *pid)
+{
+  g_autofree char *contents = NULL;
+  g_autofree char *exe = NULL;
+  g_autofree char *link = NULL;
+  gint64 n;
+
+  if (!g_file_get_contents (pid_path, &contents, NULL, NULL))
+    return FALSE;
+  n = g_ascii_strtoll (contents, NULL, 10);
+  if (n <= 1)
+    return FALSE;
+  exe = g_strdup_printf ("/proc/%" G_GINT64_FORMAT "/exe", n);
+  link = g_file_read_link (exe, NULL);
+  if (link == NULL || strstr (link, "qemu-system") == NULL)
+    return FALSE;
+  *pid = (pid_t) n;
+  return TRUE;
 }
 
 /* ---- tests ---- */
@@ -285,6 +345,94 @@ test_fork_disk (void)
   g_assert_cmpstr (check, ==, "on-disk\nno-tmp\nvm-test-c\nfrom-the-fork");
 }
 
+/* A memory checkpoint materialised in the background: a fork of it maps
+ * its RAM file and loads the devices only, a restore too; processes,
+ * files, identity and independence as with the full state. */
+static void
+test_fork_materialised (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = checkpoint_path (SANDBOX_A, "v3");
+  g_autofree char *ram = g_build_filename (dir, "ram", NULL);
+  g_autofree char *script = NULL;
+  g_autofree char *check = NULL;
+  g_autofree char *rand_a = NULL;
+  g_autofree char *rand_d = NULL;
+  g_autofree char *a_sees = NULL;
+  g_autofree char *d_sees = NULL;
+  g_autofree char *pid = sh (suite.hv, SANDBOX_B, "pgrep -o -x sleep");
+  BoxLibvirtVm *vm;
+  gdouble waited;
+  gint64 start;
+
+  waited = wait_materialised (SANDBOX_A, "v3");
+  /* sparse: the pages the guest had, not its 2 GiB */
+  g_assert_cmpuint (box_libvirt_file_allocated (ram), >, 0);
+  g_assert_cmpuint (box_libvirt_file_allocated (ram), <, (guint64) 2048 << 20);
+  start = g_get_monotonic_time ();
+  if (!fork_op (SANDBOX_D, "vm-test-d", SANDBOX_A, "v3", &error))
+    g_error ("fork: %s", error->message);
+  g_test_message ("materialised after %.1f s; fork of it %.0f ms, RAM file %" G_GUINT64_FORMAT
+                  " MiB", waited, (g_get_monotonic_time () - start) / 1e3,
+                  box_libvirt_file_allocated (ram) >> 20);
+  vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_D);
+  /* the RAM file is the checkpoint's, mapped; its device state was used once */
+  g_assert_true (same_file (SANDBOX_D, "ram", SANDBOX_A, "v3", "ram"));
+  g_assert_true (same_file (SANDBOX_D, "cold.mig", SANDBOX_A, "v3", "state"));
+  {
+    g_autofree char *dev = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, "cold.dev");
+    g_assert_false (g_file_test (dev, G_FILE_TEST_EXISTS));
+  }
+
+  /* the source's process (B's fork of v3 has it too) and files, D's own identity */
+  script = g_strdup_printf ("kill -0 %s && cat /tmp/src-file && hostname && echo $BOX_TEST_VAR",
+                            pid);
+  check = sh (suite.hv, SANDBOX_D, script);
+  g_assert_cmpstr (check, ==, "src\nvm-test-d\nfrom-the-fork");
+  rand_a = sh (suite.hv, SANDBOX_A, "head -c 16 /dev/urandom | od -An -tx1");
+  rand_d = sh (suite.hv, SANDBOX_D, "head -c 16 /dev/urandom | od -An -tx1");
+  g_assert_cmpstr (rand_a, !=, rand_d);
+  /* independent both ways: memory (a private mapping) and disk */
+  g_free (sh (suite.hv, SANDBOX_D, "echo d > /tmp/only-d; echo d > /var/tmp/only-d; "
+              "echo changed > /tmp/src-file"));
+  a_sees = sh (suite.hv, SANDBOX_A, "ls /tmp/only-d /var/tmp/only-d 2>/dev/null | wc -l; "
+               "cat /tmp/src-file");
+  d_sees = sh (suite.hv, SANDBOX_D, "ls /tmp/only-a /var/tmp/only-a 2>/dev/null | wc -l");
+  g_assert_cmpstr (a_sees, ==, "0\nsrc");
+  g_assert_cmpstr (d_sees, ==, "0");
+
+  /* a restore of it maps the same file */
+  start = g_get_monotonic_time ();
+  ckpt_ok (BOX_VM_OP_RESTORE, SANDBOX_A, "v3", FALSE);
+  g_test_message ("restore of the materialised checkpoint %.0f ms",
+                  (g_get_monotonic_time () - start) / 1e3);
+  g_assert_true (same_file (SANDBOX_A, "ram", SANDBOX_A, "v3", "ram"));
+  g_free (check);
+  check = sh (suite.hv, SANDBOX_A, "pgrep -x sleep >/dev/null && cat /tmp/src-file && "
+              "ls /tmp/only-a 2>/dev/null | wc -l && hostname && echo $BOX_TEST_VAR");
+  g_assert_cmpstr (check, ==, "src\n0\nvm-test-a\nfrom-the-sandbox");
+  g_free (d_sees);
+  d_sees = sh (suite.hv, SANDBOX_D, "cat /tmp/src-file /tmp/only-d");
+  g_assert_cmpstr (d_sees, ==, "changed\nd");
+}
+
+/* A pause of @id turned cold (its QEMU gone, its RAM in cold.mig), then a wake. */
+static void
+cold_pause_and_wake (const char *id)
+{
+  BoxLibvirtPlugin *plugin = BOX_LIBVIRT_PLUGIN (suite.hv);
+  BoxLibvirtVm *vm;
+
+  run_ok (suite.hv, BOX_VM_OP_SUSPEND, id);
+  vm = box_libvirt_lookup_vm (plugin, id);
+  box_libvirt_vm_make_cold (plugin, vm);
+  while (!vm->cold)
+    g_main_context_iteration (NULL, TRUE);
+  while (vm->busy)
+    g_main_context_iteration (NULL, TRUE);
+  run_ok (suite.hv, BOX_VM_OP_RESUME, id);
+}
+
 /* Deleting the checkpoints and the source leaves the forks whole, also
  * across a cold pause and a stop and boot (which read their files again). */
 static void
@@ -313,16 +461,26 @@ test_delete_source (void)
   layer = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, backing);
   g_assert_true (g_file_test (layer, G_FILE_TEST_IS_REGULAR));
 
-  run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_B);
-  vm = box_libvirt_lookup_vm (plugin, SANDBOX_B);
-  box_libvirt_vm_make_cold (plugin, vm);
-  while (!vm->cold)
-    g_main_context_iteration (NULL, TRUE);
-  while (vm->busy)
-    g_main_context_iteration (NULL, TRUE);
-  run_ok (suite.hv, BOX_VM_OP_RESUME, SANDBOX_B);
+  cold_pause_and_wake (SANDBOX_B);
   check = sh (suite.hv, SANDBOX_B, "cat /tmp/src-file /var/tmp/only-b");
   g_assert_cmpstr (check, ==, "src\nb");
+
+  /* D maps v3's RAM file: gone by name, whole in D, which goes cold
+   * (its RAM into its cold.mig) and wakes without it */
+  {
+    g_autofree char *d_check = sh (suite.hv, SANDBOX_D, "cat /tmp/src-file /tmp/only-d");
+    g_autofree char *d_again = NULL;
+    BoxLibvirtVm *d = box_libvirt_lookup_vm (plugin, SANDBOX_D);
+    g_autofree char *d_ram = box_libvirt_vm_path (suite.vm_dir, d->vm_id, "ram");
+
+    g_assert_cmpstr (d_check, ==, "changed\nd");
+    g_assert_true (g_file_test (d_ram, G_FILE_TEST_IS_REGULAR));
+    cold_pause_and_wake (SANDBOX_D);
+    d_again = sh (suite.hv, SANDBOX_D, "cat /tmp/src-file /tmp/only-d; hostname");
+    g_assert_cmpstr (d_again, ==, "changed\nd\nvm-test-d");
+    g_assert_false (g_file_test (d_ram, G_FILE_TEST_EXISTS));
+    run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_D);
+  }
 
   run_ok (suite.hv, BOX_VM_OP_SHUTDOWN, SANDBOX_C);
   run_ok (suite.hv, BOX_VM_OP_BOOT, SANDBOX_C);
@@ -451,6 +609,88 @@ test_kill_during_checkpoint (void)
   g_assert_cmpstr (filler, ==, "paused");
 }
 
+/* The helper QEMU killed midway: the checkpoint stays as it was (and
+ * restores); what a boxd killed midway leaves (the helper's record and
+ * directory, *.tmp, uncommitted files) goes at the next start, which
+ * materialises the checkpoint again. */
+static void
+test_kill_during_materialise (void)
+{
+  BoxLibvirtPlugin *plugin = BOX_LIBVIRT_PLUGIN (suite.hv);
+  g_autofree char *dir = checkpoint_path (SANDBOX_B, "m1");
+  g_autofree char *ram = g_build_filename (dir, "ram", NULL);
+  g_autofree char *ram_tmp = g_build_filename (dir, "ram.tmp", NULL);
+  g_autofree char *dev = g_build_filename (dir, "devstate", NULL);
+  g_autofree char *helper = NULL;
+  g_autofree char *pid_path = NULL;
+  g_autofree char *helper_dir = NULL;
+  GLogLevelFlags fatal;
+  pid_t qemu_pid = 0;
+  g_autofree char *record = NULL;
+  g_autofree char *fake_dir = box_libvirt_vm_path (suite.vm_dir, "fakehelper0", NULL);
+  g_autofree char *fake_record = g_build_filename (plugin->state_dir, "pool", "fakehelper0",
+                                                   NULL);
+  g_autofree char *check = NULL;
+  BoxLibvirtCheckpointInfo info = { 0 };
+  guint timeout;
+
+  g_free (sh (suite.hv, SANDBOX_B, "echo m1 > /tmp/m1-file"));
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "m1", TRUE);
+  timeout = g_timeout_add_seconds (300, timeout_cb, "the helper domain");
+  while (box_libvirt_materialise_helper (plugin) == NULL) {
+    g_main_context_iteration (NULL, FALSE);
+    g_usleep (2000);
+  }
+  helper = g_strdup (box_libvirt_materialise_helper (plugin));
+  pid_path = g_strdup_printf ("/run/libvirt/qemu/box-%s.pid", helper);
+  helper_dir = box_libvirt_vm_path (suite.vm_dir, helper, NULL);
+  record = g_build_filename (plugin->state_dir, "pool", helper, NULL);
+  /* its QEMU, once exec'd (libvirt writes the pid file before) */
+  while (box_libvirt_materialise_helper (plugin) != NULL && !is_qemu (pid_path, &qemu_pid)) {
+    g_main_context_iteration (NULL, FALSE);
+    g_usleep (1000);
+  }
+  g_test_message ("killing the helper's QEMU, pid %d", (int) qemu_pid);
+  g_assert_cmpint (qemu_pid, >, 1);
+  /* the job's failure is a warning: expected here */
+  fatal = g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+  g_assert_cmpint (kill (qemu_pid, SIGKILL), ==, 0);
+  while (plugin->materialising != NULL)
+    g_main_context_iteration (NULL, TRUE);
+  g_log_set_always_fatal (fatal);
+  g_source_remove (timeout);
+  g_test_message ("the job ended");
+  g_assert_true (box_libvirt_checkpoint_info_load (plugin, SANDBOX_B, "m1", &info, NULL));
+  g_assert_false (info.ram);
+  box_libvirt_checkpoint_info_clear (&info);
+  g_assert_false (g_file_test (ram, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (ram_tmp, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (helper_dir, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (record, G_FILE_TEST_EXISTS));
+
+  /* what a killed boxd leaves */
+  g_assert_true (g_file_set_contents (ram_tmp, "x", -1, NULL));
+  g_assert_true (g_file_set_contents (ram, "x", -1, NULL));
+  g_assert_true (g_file_set_contents (dev, "x", -1, NULL));
+  g_assert_cmpint (g_mkdir (fake_dir, 0711), ==, 0);
+  g_assert_true (g_file_set_contents (fake_record, "", 0, NULL));
+  stop_plugin (&suite.hv);
+  suite.hv = new_plugin (suite.engine);
+  plugin = BOX_LIBVIRT_PLUGIN (suite.hv);
+  g_test_message ("restarted");
+  g_assert_false (g_file_test (ram_tmp, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (fake_dir, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (fake_record, G_FILE_TEST_EXISTS));
+  /* queued again at start: materialised for real this time */
+  wait_materialised (SANDBOX_B, "m1");
+  g_assert_cmpuint (box_libvirt_file_allocated (ram), >, 4096);
+  g_free (sh (suite.hv, SANDBOX_B, "rm /tmp/m1-file"));
+  ckpt_ok (BOX_VM_OP_RESTORE, SANDBOX_B, "m1", FALSE);
+  g_assert_true (same_file (SANDBOX_B, "ram", SANDBOX_B, "m1", "ram"));
+  check = sh (suite.hv, SANDBOX_B, "cat /tmp/m1-file");
+  g_assert_cmpstr (check, ==, "m1");
+}
+
 static void
 test_destroy (void)
 {
@@ -465,7 +705,7 @@ test_destroy (void)
 int
 main (int argc, char **argv)
 {
-  const char *const ids[] = { SANDBOX_A, SANDBOX_B, SANDBOX_C };
+  const char *const ids[] = { SANDBOX_A, SANDBOX_B, SANDBOX_C, SANDBOX_D };
   int status;
 
   g_test_init (&argc, &argv, NULL);
@@ -478,9 +718,11 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt-ckpt-vm/disk-restore", test_disk_restore);
   g_test_add_func ("/libvirt-ckpt-vm/fork-memory", test_fork_memory);
   g_test_add_func ("/libvirt-ckpt-vm/fork-disk", test_fork_disk);
+  g_test_add_func ("/libvirt-ckpt-vm/fork-materialised", test_fork_materialised);
   g_test_add_func ("/libvirt-ckpt-vm/delete-source", test_delete_source);
   g_test_add_func ("/libvirt-ckpt-vm/paused", test_paused);
   g_test_add_func ("/libvirt-ckpt-vm/kill-during-checkpoint", test_kill_during_checkpoint);
+  g_test_add_func ("/libvirt-ckpt-vm/kill-during-materialise", test_kill_during_materialise);
   g_test_add_func ("/libvirt-ckpt-vm/destroy", test_destroy);
   status = g_test_run ();
 

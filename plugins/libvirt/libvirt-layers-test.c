@@ -1,5 +1,6 @@
 /* libvirt-layers-test.c: checkpoint disks shared as backing files
- * (box-libvirt-layers.c) on real qcow2 images, no VM. */
+ * (box-libvirt-layers.c) on real qcow2 images, and materialised
+ * checkpoints' RAM files shared with the VMs that map them, no VM. */
 #include "config.h"
 
 #include <errno.h>
@@ -9,7 +10,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "box-libvirt-private.h"
+#include "box-libvirt-op.h"
 
 static char *
 path (const char *dir, const char *name)
@@ -17,9 +18,10 @@ path (const char *dir, const char *name)
   return g_build_filename (dir, name, NULL);
 }
 
-/* The uids an ACL grants read to, sorted; NULL when it has none. */
+/* The uids an ACL grants @want (4: read, 6: read and write) to; NULL when
+ * it has none. */
 static GArray *
-readers (const char *file)
+users_with (const char *file, guint want)
 {
   guint8 buf[1024];
   ssize_t n = getxattr (file, "system.posix_acl_access", buf, sizeof buf);
@@ -35,8 +37,10 @@ readers (const char *file)
     guint perm = buf[i + 2] | buf[i + 3] << 8;
     guint id = buf[i + 4] | buf[i + 5] << 8 | buf[i + 6] << 16 | (guint) buf[i + 7] << 24;
     if (tag == 0x02) {
-      g_assert_cmpuint (perm, ==, 4);    /* read, never write */
+      g_assert_cmpuint (perm, ==, want);
       g_array_append_val (uids, id);
+    } else if (tag == 0x10) {
+      g_assert_cmpuint (perm, ==, want);
     } else if (tag == 0x04 || tag == 0x20) {
       g_assert_cmpuint (perm, ==, 0);    /* nobody else */
     }
@@ -45,9 +49,9 @@ readers (const char *file)
 }
 
 static void
-assert_readers (const char *file, guint a, guint b)
+assert_users (const char *file, guint perm, guint a, guint b)
 {
-  g_autoptr(GArray) uids = readers (file);
+  g_autoptr(GArray) uids = users_with (file, perm);
   guint want[2] = { a, b };
   guint n = (a != 0) + (b != 0);
 
@@ -62,6 +66,32 @@ assert_readers (const char *file, guint a, guint b)
   g_assert_cmpuint (uids->len, ==, n);
   for (guint i = 0; i < n; i++)
     g_assert_cmpuint (g_array_index (uids, guint, i), ==, want[i]);
+}
+
+/* layers: read, never write */
+static void
+assert_readers (const char *file, guint a, guint b)
+{
+  assert_users (file, 4, a, b);
+}
+
+/* The first ACL sync of a test; FALSE (the test skipped, @root removed)
+ * on a file system without POSIX ACLs. */
+static gboolean
+first_sync (const char *root)
+{
+  g_autoptr(GError) error = NULL;
+
+  if (box_libvirt_layers_sync (root, 0, &error))
+    return TRUE;
+  if (g_error_matches (error, BOX_ERROR, BOX_ERROR_INTERNAL) &&
+      strstr (error->message, g_strerror (EOPNOTSUPP)) != NULL) {
+    g_test_skip ("no POSIX ACLs on this file system");
+    box_libvirt_remove_tree (root, NULL);
+    return FALSE;
+  }
+  g_assert_no_error (error);
+  return TRUE;
 }
 
 static guint64
@@ -143,15 +173,8 @@ test_layers (void)
   g_assert_cmpstr (backing, ==, "layer-1.qcow2");
   g_assert_cmpuint (box_libvirt_layer_height (f1_disk), ==, 1);
   assert_chain_opens (f1_disk, 4);
-  if (!box_libvirt_layers_sync (root, 0, &error)) {
-    if (g_error_matches (error, BOX_ERROR, BOX_ERROR_INTERNAL) &&
-        strstr (error->message, g_strerror (EOPNOTSUPP)) != NULL) {
-      g_test_skip ("no POSIX ACLs on this file system");
-      box_libvirt_remove_tree (root, NULL);
-      return;
-    }
-    g_assert_no_error (error);
-  }
+  if (!first_sync (root))
+    return;
   /* the fork's QEMU reads the checkpoint's disk; nobody else does */
   assert_readers (c1_disk, 501, 0);
   assert_readers (a_disk, 0, 0);
@@ -229,10 +252,79 @@ test_layers (void)
   g_assert_true (box_libvirt_remove_tree (root, &error));
 }
 
+/* A materialised checkpoint's RAM file: linked into the VMs that map it,
+ * read and write for exactly their uids (QEMU 7.2 opens it read-write). */
+static void
+test_ram (void)
+{
+  g_autofree char *root = g_dir_make_tmp ("box-ram-XXXXXX", NULL);
+  g_autofree char *vms = path (root, "vms");
+  g_autofree char *ckpts = path (root, "checkpoints");
+  g_autofree char *c = g_build_filename (ckpts, "sbx.v1", NULL);
+  g_autofree char *c_ram = path (c, "ram");
+  g_autofree char *c_dev = path (c, "devstate");
+  g_autofree char *f1 = g_build_filename (vms, "f1", NULL);
+  g_autofree char *f2 = g_build_filename (vms, "f2", NULL);
+  g_autofree char *f1_ram = path (f1, "ram");
+  g_autofree char *f1_dev = path (f1, "cold.dev");
+  g_autofree char *f2_ram = path (f2, "ram.tmp");
+  g_autofree char *f2_dev = path (f2, "cold.dev.tmp");
+  g_autofree char *f2_ram_final = path (f2, "ram");
+  g_autoptr(GError) error = NULL;
+  guint uid = 0;
+
+  g_assert_cmpint (g_mkdir (vms, 0711), ==, 0);
+  g_assert_cmpint (g_mkdir (ckpts, 0711), ==, 0);
+  g_assert_cmpint (g_mkdir (c, 0700), ==, 0);
+  g_assert_true (box_libvirt_vm_dir_claim (root, f1, 500, 510, &uid, &error));
+  g_assert_true (box_libvirt_vm_dir_claim (root, f2, 500, 510, &uid, &error));
+  g_assert_cmpuint (uid, ==, 501);
+
+  /* not materialised (no ram, or no devstate): nothing linked */
+  g_assert_false (box_libvirt_link_ram_state (c, f1, ""));
+  g_assert_true (g_file_set_contents (c_ram, "pages", -1, NULL));
+  g_assert_cmpint (g_chmod (c_ram, 0600), ==, 0);
+  g_assert_false (box_libvirt_link_ram_state (c, f1, ""));
+  g_assert_false (g_file_test (f1_ram, G_FILE_TEST_EXISTS));
+  g_assert_true (g_file_set_contents (c_dev, "devices", -1, NULL));
+
+  g_assert_true (box_libvirt_link_ram_state (c, f1, ""));
+  g_assert_cmpuint (inode (f1_ram), ==, inode (c_ram));
+  g_assert_cmpuint (inode (f1_dev), ==, inode (c_dev));
+  if (!first_sync (root))
+    return;
+  assert_users (c_ram, 6, 500, 0);
+  /* a restore's temporary names are not granted until renamed */
+  g_assert_true (box_libvirt_link_ram_state (c, f2, ".tmp"));
+  g_assert_cmpuint (inode (f2_dev), ==, inode (c_dev));
+  g_assert_true (box_libvirt_layers_sync (root, 0, &error));
+  assert_users (c_ram, 6, 500, 0);
+  g_assert_true (box_libvirt_rename_file (f2_ram, f2_ram_final, &error));
+  g_assert_true (box_libvirt_layers_sync (root, 0, &error));
+  assert_users (c_ram, 6, 500, 501);
+
+  /* the checkpoint deleted: the VMs keep the file, a VM gone loses it */
+  g_assert_true (box_libvirt_remove_tree (c, &error));
+  g_assert_true (box_libvirt_remove_tree (f1, &error));
+  g_assert_true (box_libvirt_layers_sync (root, 0, &error));
+  assert_users (f2_ram_final, 6, 501, 0);
+  {
+    /* the last VM's link gone (a later cold pause): nobody's any more */
+    g_assert_cmpint (g_mkdir (c, 0700), ==, 0);
+    g_assert_cmpint (link (f2_ram_final, c_ram), ==, 0);
+    g_assert_cmpint (g_unlink (f2_ram_final), ==, 0);
+    g_assert_true (box_libvirt_layers_sync (root, 0, &error));
+    g_assert_no_error (error);
+    assert_users (c_ram, 6, 0, 0);
+  }
+  g_assert_true (box_libvirt_remove_tree (root, &error));
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/libvirt/layers", test_layers);
+  g_test_add_func ("/libvirt/layers/ram", test_ram);
   return g_test_run ();
 }

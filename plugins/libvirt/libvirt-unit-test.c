@@ -487,6 +487,43 @@ test_tcg_refused (void)
   plugin->started = FALSE;
 }
 
+/* The start sweeps and queues (to materialise) only the checkpoints of this
+ * boxd's own sandboxes: another boxd's in a shared vm_dir are left alone. */
+static void
+test_materialise_sweep_own (void)
+{
+  g_autoptr(BoxLibvirtPlugin) plugin = g_object_new (BOX_TYPE_LIBVIRT_PLUGIN, NULL);
+  g_autofree char *root = g_dir_make_tmp ("box-libvirt-sweep-XXXXXX", NULL);
+  g_autofree char *ours = g_build_filename (root, "state", "sb-aaaaaaaaaaaa.json", NULL);
+  const char *const ids[] = { "sb-aaaaaaaaaaaa", "sb-bbbbbbbbbbbb" };   /* ours, another's */
+  gboolean ram_left[2];
+
+  plugin->config.vm_dir = g_strdup (root);
+  plugin->config.checkpoint_materialise = TRUE;
+  plugin->state_dir = g_build_filename (root, "state", NULL);
+  g_assert_cmpint (g_mkdir (plugin->state_dir, 0700), ==, 0);
+  g_assert_true (g_file_set_contents (ours, "{}", -1, NULL));
+  for (guint i = 0; i < G_N_ELEMENTS (ids); i++) {
+    g_autofree char *dir = box_libvirt_checkpoint_dir (plugin, ids[i], "v1");
+    g_autofree char *manifest = g_build_filename (dir, "manifest.json", NULL);
+    g_autofree char *ram = g_build_filename (dir, "ram", NULL);
+
+    g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+    g_assert_true (g_file_set_contents (manifest, "{\"memory\": true, \"cpus\": 1, "
+                                        "\"memory_mib\": 256}", -1, NULL));
+    /* a RAM file without "ram" in the manifest: a job cut midway, or
+     * another boxd's job under way */
+    g_assert_true (g_file_set_contents (ram, "x", -1, NULL));
+    box_libvirt_materialise_sweep (plugin, dir, ids[i], "v1");
+    ram_left[i] = g_file_test (ram, G_FILE_TEST_EXISTS);
+  }
+  g_assert_false (ram_left[0]);
+  g_assert_true (ram_left[1]);
+  g_assert_cmpuint (g_queue_get_length (&plugin->materialise_queue), ==, 1);
+  g_assert_cmpstr (g_queue_peek_head (&plugin->materialise_queue), ==, "sb-aaaaaaaaaaaa\nv1");
+  g_assert_true (box_libvirt_remove_tree (root, NULL));
+}
+
 /* [plugin.libvirt] as @pairs ("key", "value", ..., NULL), loaded. */
 static gboolean
 load_config (BoxLibvirtConfig *config, GError **error, ...)
@@ -507,7 +544,8 @@ load_config (BoxLibvirtConfig *config, GError **error, ...)
   return box_libvirt_config_load (BOX_PLUGIN (plugin), config, error);
 }
 
-/* The warm pool's settings: defaults, and bad values refused at start. */
+/* The warm pool's settings (and checkpoint_materialise): defaults, and bad
+ * values refused at start. */
 static void
 test_pool_config (void)
 {
@@ -520,6 +558,7 @@ test_pool_config (void)
     { "pool_fill_jobs", "17" },
     { "pool_memory_mib", "-1" },
     { "pool_memory_mib", "lots" },
+    { "checkpoint_materialise", "maybe" },
   };
   BoxLibvirtConfig config = { 0 };
   g_autoptr(GError) error = NULL;
@@ -535,6 +574,9 @@ test_pool_config (void)
   g_assert_cmpuint (config.pool_memory_mib, ==, 0);
   g_assert_cmpuint (config.pool_idle_s, ==, 120);
   g_assert_cmpuint (config.pool_fill_jobs, ==, 2);
+  g_assert_true (config.checkpoint_materialise);
+  g_assert_true (load_config (&config, &error, "checkpoint_materialise", "false", NULL));
+  g_assert_false (config.checkpoint_materialise);
   /* a floor above the default ceiling raises it */
   g_assert_true (load_config (&config, &error, "pool_size", "40", NULL));
   g_assert_cmpuint (config.pool_max_size, ==, 40);
@@ -708,6 +750,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/uids/pool", test_uid_pool);
   g_test_add_func ("/libvirt/uids/record-last", test_uid_record_last);
   g_test_add_func ("/libvirt/tcg-refused", test_tcg_refused);
+  g_test_add_func ("/libvirt/materialise-sweep-own", test_materialise_sweep_own);
   g_test_add_func ("/libvirt/pool-config", test_pool_config);
   g_test_add_func ("/libvirt/checkpoint-ids", test_checkpoint_ids);
   g_test_add_func ("/libvirt/copy-sparse", test_copy_sparse);

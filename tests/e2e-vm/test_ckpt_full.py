@@ -12,10 +12,14 @@
 # yet.  The test then fills the tmpfs up to FREE_LEFT with a file, so the
 # memory checkpoint's RAM (64 MiB of it written by the guest just before)
 # or the disk-only checkpoint's overlay copy (16 MiB written to the guest's
-# disk) meets a full disk midway.
+# disk) meets a full disk midway.  Then a fork of a checkpoint, held at
+# the test delay after its room check (BOX_LIBVIRT_TEST_DELAY_AT=fork-files),
+# meets a disk filled to the last byte: 503 capacity, the fork gone with its
+# VM directory, the checkpoint and the source untouched.
 
 import errno
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -45,7 +49,8 @@ FILLER = os.path.join(FULL_DIR, 'filler')
 CKPT_ROOT = os.path.join(FULL_DIR, 'checkpoints')
 vmtest.prepare(t)
 d = VmBoxd(t, config={'plugin.libvirt': {'vm_dir': FULL_DIR, 'pool_size': '1'}},
-           env={'BOX_LIBVIRT_TEST_DELAY_MS': str(DELAY_MS), 'BOX_LIBVIRT_TEST_DELAY_AT': 'checkpoint'})
+           env={'BOX_LIBVIRT_TEST_DELAY_MS': str(DELAY_MS),
+                'BOX_LIBVIRT_TEST_DELAY_AT': 'checkpoint,fork-files'})
 with clock('boxd start'):
     vmtest.setup_or_bail(d, d.start)
 KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('full'))
@@ -54,6 +59,7 @@ with clock('create the sandbox (a template snapshot of its own first)'):
     SRC = vmtest.setup_or_bail(d, lambda: d.create_sandbox(KEY, {'name': 'kf',
                                                                  'resources': {'memory_mib': 512}}))
 SID = SRC['id']
+FITS = {}   # the checkpoint that fitted (test_room_again)
 
 
 def free_bytes():
@@ -61,12 +67,12 @@ def free_bytes():
     return st.f_bavail * st.f_frsize
 
 
-def fill():
-    """The tmpfs full but FREE_LEFT: one fallocate (quick, where writing a
+def fill(left=FREE_LEFT):
+    """The tmpfs full but @left: one fallocate (quick, where writing a
     gigabyte would race the checkpoint once its delay is over)."""
     fd = os.open(FILLER, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        os.posix_fallocate(fd, 0, max(free_bytes() - FREE_LEFT, 1))
+        os.posix_fallocate(fd, 0, max(free_bytes() - left, 1))
     except OSError as e:
         if e.errno != errno.ENOSPC:   # (the checkpoint wrote meanwhile: full anyway)
             raise
@@ -91,6 +97,23 @@ def on_disk():
         return []
 
 
+def refused_on_full_disk(t, call, result, what, left):
+    """The disk filled up but @left while @call (a request under way, its
+    answer appended to @result) waits at its test delay: 503 capacity."""
+    try:
+        fill(left)
+        t.ok(free_bytes() <= left + (1 << 20), '%s: the disk filled up meanwhile' % what,
+             '%d bytes free' % free_bytes())
+        call.join(300)
+    finally:
+        unfill()
+    r = result[0] if result else (0, {}, None, 'no answer')
+    code = ((r[2] or {}).get('error') or {}).get('code')
+    t.ok((r[0], code) == (503, 'capacity'), '%s on a disk that filled midway: 503 capacity' % what,
+         r[3][:300])
+    t.ok(r[1].get('retry-after') is not None if r[0] else False, '%s: with Retry-After' % what)
+
+
 def checkpoint_on_full_disk(t, body, what):
     before_ids, before_files = ids(), on_disk()
     delays = len(d.log_lines('test delay: checkpoint of sandbox'))
@@ -103,18 +126,7 @@ def checkpoint_on_full_disk(t, body, what):
         time.sleep(0.05)
     t.ok(len(d.log_lines('test delay: checkpoint of sandbox')) > delays,
          '%s: under way (the room check passed)' % what)
-    try:
-        fill()
-        t.ok(free_bytes() <= FREE_LEFT + (1 << 20), '%s: the disk filled up meanwhile' % what,
-             '%d bytes free' % free_bytes())
-        call.join(300)
-    finally:
-        unfill()
-    r = result[0] if result else (0, {}, None, 'no answer')
-    code = ((r[2] or {}).get('error') or {}).get('code')
-    t.ok((r[0], code) == (503, 'capacity'), '%s on a disk that filled midway: 503 capacity' % what,
-         r[3][:300])
-    t.ok(r[1].get('retry-after') is not None if r[0] else False, '%s: with Retry-After' % what)
+    refused_on_full_disk(t, call, result, what, FREE_LEFT)
     t.eq(ids(), before_ids, '%s: no record' % what)
     t.eq(on_disk(), before_files, '%s: no checkpoint file, not even a temporary' % what)
     t.eq(state(d, KEY, 'kf'), 'running', '%s: the sandbox runs on' % what)
@@ -137,7 +149,7 @@ def test_disk_checkpoint(t):
 def test_room_again(t):
     r = d.request('POST', '/v1/sandboxes/kf/checkpoints', {'comment': 'fits'}, token=KEY, timeout=300)
     t.status(r, 201, 'with room again: a memory checkpoint')
-    ckpt = (r[2] or {}).get('id')
+    ckpt = FITS['id'] = (r[2] or {}).get('id')
     t.eq(on_disk(), sorted(ids()) if isinstance(ids(), list) else None,
          'its files are exactly the records')
     sh(d, KEY, 'kf', 'rm /tmp/mark')
@@ -145,6 +157,39 @@ def test_room_again(t):
     t.ok(r[0] == 200 and (r[2] or {}).get('state') == 'running', 'it restores', r[3][:300])
     m = sh(d, KEY, 'kf', 'cat /tmp/mark; test -s /var/tmp/big && echo big')
     t.eq((m.status, m.out), (200, 'one\nbig\n'), 'to its /tmp and disk files')
+
+
+def test_fork(t):
+    before_ids, before_files = ids(), on_disk()
+    point = 'test delay: fork-files of sandbox'
+    result = []
+    call = threading.Thread(target=lambda: result.append(
+        d.request('POST', '/v1/sandboxes', {'name': 'kg', 'from': {'sandbox': 'kf',
+                                                                   'checkpoint': FITS['id']}},
+                  token=KEY, timeout=300)), daemon=True)
+    call.start()
+    end = time.time() + 60
+    while time.time() < end and not d.log_lines(point):
+        time.sleep(0.05)
+    lines = d.log_lines(point)
+    t.ok(lines, 'a fork: under way (the room check passed)')
+    m = re.search(r'\(domain box-(\S+)\)', lines[0] if lines else '')
+    vm_dir = os.path.join(FULL_DIR, 'vms', m.group(1) if m else '-')
+    refused_on_full_disk(t, call, result, 'a fork', 0)
+    t.eq(d.request('GET', '/v1/sandboxes/kg', token=KEY)[0], 404, 'a fork: the refused fork is gone')
+    end = time.time() + 30
+    while time.time() < end and os.path.exists(vm_dir):
+        time.sleep(0.2)
+    t.ok(m is not None and not os.path.exists(vm_dir), 'a fork: no VM directory left of it', vm_dir)
+    t.eq(ids(), before_ids, 'a fork: the source\'s checkpoints as they were')
+    t.eq(on_disk(), before_files, 'a fork: and their files')
+    t.eq(state(d, KEY, 'kf'), 'running', 'a fork: the source runs on')
+    r = d.request('POST', '/v1/sandboxes', {'name': 'kh', 'from': {'sandbox': 'kf',
+                                                                  'checkpoint': FITS['id']}},
+                  token=KEY, timeout=300)
+    t.status(r, 201, 'with room again: the fork works')
+    m = sh(d, KEY, 'kh', 'cat /tmp/mark')
+    t.eq((m.status, m.out), (200, 'one\n'), 'and runs commands with the checkpoint\'s files')
 
 
 def test_cleanup(t):
@@ -155,7 +200,7 @@ def test_cleanup(t):
 if __name__ == '__main__':
     try:
         vmtest.main(t, clock, test_memory_checkpoint, test_disk_checkpoint, test_room_again,
-                    test_cleanup)
+                    test_fork, test_cleanup)
     finally:
         # (boxd's VMs are destroyed at exit, vmtest.prepare's handler)
         subprocess.run(['umount', '-l', FULL_DIR], stderr=subprocess.DEVNULL)
