@@ -263,6 +263,7 @@ ba_spawn (const BaJson *req, BaProc *proc, const char **code, char *msg, size_t 
   const char *user_name = ba_json_get_str (req, "user");
   const char *cwd = ba_json_get_str (req, "cwd");
   bool tty = ba_json_get_bool (req, "tty", false);
+  bool merge = ba_json_get_bool (req, "merge_stderr", false);
   int64_t cols = 80, rows = 24;
   BaUser u;
   EnvList env = { 0 };
@@ -377,7 +378,7 @@ ba_spawn (const BaJson *req, BaProc *proc, const char **code, char *msg, size_t 
     } else {
       dup2 (in[0], 0);
       dup2 (out[1], 1);
-      dup2 (err[1], 2);
+      dup2 (merge ? out[1] : err[1], 2);
     }
     if (setgroups ((size_t) u.ngroups, u.groups) < 0 || setgid (u.gid) < 0 || setuid (u.uid) < 0)
       child_fail (errp[1], 'u', errno);

@@ -8,7 +8,10 @@
  * Options for tests: --api-socket PATH (the in-sandbox socket; PID 1 uses
  * /run/box/api.sock), --hooks-dir DIR (presuspend hooks; PID 1 uses
  * /var/lib/box/hooks/presuspend.d), --session-keep-ms N (how long exited
- * sessions stay, 10 minutes by default).
+ * sessions stay, 10 minutes by default), --services-dir DIR and
+ * --service-logs-dir DIR (supervised services; PID 1 uses
+ * /var/lib/box/services and /var/log/box/services), --service-log-bytes N
+ * (where logs rotate, 8 MiB), --service-grace-ms N (SIGTERM to SIGKILL).
  */
 
 #include <dirent.h>
@@ -36,6 +39,7 @@
 #include "fs.h"
 #include "hooks.h"
 #include "net.h"
+#include "services.h"
 #include "session.h"
 #include "work.h"
 
@@ -357,6 +361,8 @@ dispatch (const BaJson *m)
       ba_reply_error (id, "invalid", "env must map variable names to strings");
       return;
     }
+    /* the services of this boot start once they can get the sandbox's env */
+    ba_services_go ();
     ba_reply_begin (&b, id);
     ba_jw_end (&b);
     ba_send_json (0, &b);
@@ -406,6 +412,8 @@ dispatch (const BaJson *m)
     ba_fs_op (id, op, m);
   } else if (strcmp (op, "ports") == 0 || strcmp (op, "port-connect") == 0) {
     ba_net_op (id, op, m);
+  } else if (strncmp (op, "service-", 8) == 0) {
+    ba_services_op (id, op, m);
   } else if (strcmp (op, "presuspend") == 0) {
     ba_hooks_presuspend (id, m);
   } else if (strcmp (op, "poweroff") == 0) {
@@ -571,6 +579,7 @@ reap (void)
     ba_chan_child_exited (pid, status);
     ba_session_child_exited (pid, status);
     ba_work_child_exited (pid, status);
+    ba_services_child_exited (pid, status);
   }
 }
 
@@ -694,12 +703,16 @@ serve (void)
     ba_session_poll_prepare ();
     ba_work_poll_prepare ();
     ba_net_poll_prepare ();
+    ba_services_poll_prepare ();
 
     timeout = ba_chan_timeout (now);
     t = ba_session_timeout (now);
     if (t >= 0 && (timeout < 0 || t < timeout))
       timeout = t;
     t = ba_net_timeout (now);
+    if (t >= 0 && (timeout < 0 || t < timeout))
+      timeout = t;
+    t = ba_services_timeout (now);
     if (t >= 0 && (timeout < 0 || t < timeout))
       timeout = t;
     if (conn.fd < 0 || !conn.connected) {
@@ -733,6 +746,7 @@ serve (void)
     ba_chan_tick (now);
     ba_session_tick (now);
     ba_net_tick (now);
+    ba_services_tick (now);
     ba_work_sweep ();
     ba_chan_sweep ();
     if (conn.connected)
@@ -759,6 +773,14 @@ main (int argc, char **argv)
       ba_hooks_dir = argv[++i];
     else if (strcmp (argv[i], "--session-keep-ms") == 0 && i + 1 < argc)
       ba_session_keep_ms = atoll (argv[++i]);
+    else if (strcmp (argv[i], "--services-dir") == 0 && i + 1 < argc)
+      ba_services_dir = argv[++i];
+    else if (strcmp (argv[i], "--service-logs-dir") == 0 && i + 1 < argc)
+      ba_services_log_dir = argv[++i];
+    else if (strcmp (argv[i], "--service-log-bytes") == 0 && i + 1 < argc)
+      ba_service_log_bytes = (uint64_t) atoll (argv[++i]);
+    else if (strcmp (argv[i], "--service-grace-ms") == 0 && i + 1 < argc)
+      ba_service_grace_ms = atoll (argv[++i]);
     else if (strcmp (argv[i], "--version") == 0) {
       printf ("box-agent %s (protocol %d)\n", BA_AGENT_VERSION, BA_VERSION);
       return 0;
@@ -773,7 +795,18 @@ main (int argc, char **argv)
       ba_api_socket_path = "/run/box/api.sock";
     if (ba_hooks_dir == NULL)
       ba_hooks_dir = "/var/lib/box/hooks/presuspend.d";
+    if (ba_services_dir == NULL)
+      ba_services_dir = "/var/lib/box/services";
+    if (ba_services_log_dir == NULL)
+      ba_services_log_dir = "/var/log/box/services";
+  } else if (ba_services_dir != NULL) {
+    ba_services_go (); /* tests: no set-env comes first */
   }
+  if (ba_services_dir != NULL && ba_services_log_dir == NULL)
+    ba_services_log_dir = ba_services_dir;
+  if (ba_service_log_bytes < 4096)
+    ba_service_log_bytes = 4096;
+  ba_services_load ();
   make_boot_id ();
   if (connect_path != NULL)
     connect_socket (connect_path);

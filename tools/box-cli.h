@@ -108,6 +108,12 @@ char       *box_cli_sandbox_path    (const char *sandbox, const char *suffix);
  * returns the first failure's exit status. */
 int         box_cli_delete_each     (BoxCli *cli, const char *sandbox, const char *collection,
                                      char **names, int n_names);
+
+/* "K=V" strings -> a JSON object member of @builder named @member (none
+ * when @pairs is NULL); a pair without "=" or key is a usage error naming
+ * @option. */
+gboolean    box_cli_add_map         (JsonBuilder *builder, const char *member, char **pairs,
+                                     const char *option, GError **error);
 /* Appends name=escaped(value) to a query string. */
 void        box_cli_query_add       (GString *query, const char *name, const char *value);
 
@@ -198,6 +204,8 @@ int box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv);
 int box_cmd_tasks       (BoxCli *cli, int argc, char **argv);
 int box_cmd_task_put    (BoxCli *cli, int argc, char **argv);
 int box_cmd_task_delete (BoxCli *cli, int argc, char **argv);
+int box_cmd_services    (BoxCli *cli, int argc, char **argv);
+int box_cmd_service     (BoxCli *cli, int argc, char **argv);
 
 /* ---- box-stream.c: an attached exec session ---------------------------- */
 

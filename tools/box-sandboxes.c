@@ -7,9 +7,8 @@
 
 #include "box-cli.h"
 
-/* "K=V" strings -> a JSON object member of @builder named @member. */
-static gboolean
-add_map (JsonBuilder *builder, const char *member, char **pairs, const char *option,
+gboolean
+box_cli_add_map (JsonBuilder *builder, const char *member, char **pairs, const char *option,
          GError **error)
 {
   if (pairs == NULL)
@@ -126,8 +125,8 @@ box_cmd_create (BoxCli *cli, int argc, char **argv)
     json_builder_add_int_value (builder, disk_gib);
     json_builder_end_object (builder);
   }
-  if (!add_map (builder, "env", env, "--env", &error) ||
-      !add_map (builder, "labels", labels, "--label", &error))
+  if (!box_cli_add_map (builder, "env", env, "--env", &error) ||
+      !box_cli_add_map (builder, "labels", labels, "--label", &error))
     return box_cli_usage_error (cli, "create", error->message);
   if (idle_timeout >= 0 || idle_action != NULL) {
     json_builder_set_member_name (builder, "idle");

@@ -57,6 +57,10 @@ static const BoxCliCommand commands[] = {
   { "task-put", N_("SANDBOX NAME [--expire SECONDS]"),
     N_("Declare a task that keeps a sandbox awake"), box_cmd_task_put },
   { "task-delete", N_("SANDBOX NAME…"), N_("Delete tasks"), box_cmd_task_delete },
+  { "services", N_("SANDBOX"), N_("List a sandbox's services"), box_cmd_services },
+  { "service", N_("put SANDBOX NAME [OPTION…] -- COMMAND…"),
+    N_("Define and start a service (also start, stop, restart, delete SANDBOX NAME)"),
+    box_cmd_service },
 };
 
 static char *

@@ -78,7 +78,7 @@ gsize           box_agent_client_get_queued_bytes (BoxAgentClient *self);
  * answer: after 120 s without a reply the call fails with
  * BOX_ERROR_SANDBOX_UNAVAILABLE (an open's channel is closed).  A reply
  * over 64 KiB is refused (BOX_ERROR_INTERNAL, too_large) except for the
- * listings `sessions` and `ports`; other control messages over 64 KiB
+ * listings `sessions`, `ports` and `service-list`; other control messages over 64 KiB
  * are dropped.  Everything the host holds for one connection (frames held
  * for channels not yet taken, data handed over and not consumed) stays
  * under 64 MiB: beyond, the connection is closed (::closed; the agent may

@@ -350,7 +350,8 @@ start_call (BoxAgentClient *self, GTask *task, const char *op, JsonObject *args,
   }
   g_hash_table_insert (self->calls, &call->id, call);
   /* listings may answer with a whole frame; everything else is small */
-  call->large = g_str_equal (op, "sessions") || g_str_equal (op, "ports");
+  call->large = g_str_equal (op, "sessions") || g_str_equal (op, "ports") ||
+                g_str_equal (op, "service-list");
   if (call->large)
     self->n_large_calls++;
   call->timeout_source = g_timeout_source_new (self->call_timeout_ms);

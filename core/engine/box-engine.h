@@ -319,6 +319,42 @@ void              box_engine_port_connect_async   (BoxEngine *self, const char *
                                                    GAsyncReadyCallback callback, gpointer user_data);
 BoxAgentStream   *box_engine_port_connect_finish  (BoxEngine *self, GAsyncResult *result,
                                                    GError **error);
+/* ---- supervised services (box-engine-services.c) ----
+ * Each call holds (wakes) the sandbox and goes to its agent.  The answer
+ * is a new JsonNode: for LIST an array of Service records, for DELETE a
+ * null, otherwise the Service record {name, cmd, cwd?, env?, user, needs,
+ * http_port?, state, pid?, restarts, started_at?}.  @name is checked for
+ * every op but LIST, and PUT's @definition (the client's object) before
+ * the sandbox wakes, its needs against the agent's services after:
+ * BOX_ERROR_INVALID naming the fault (an unknown service, a cycle);
+ * BOX_ERROR_NOT_FOUND for a sandbox or service that is not there. */
+typedef enum {
+  BOX_SERVICE_OP_LIST,
+  BOX_SERVICE_OP_GET,
+  BOX_SERVICE_OP_PUT,
+  BOX_SERVICE_OP_DELETE,
+  BOX_SERVICE_OP_START,
+  BOX_SERVICE_OP_STOP,
+  BOX_SERVICE_OP_RESTART,
+} BoxServiceOp;
+void              box_engine_service_async        (BoxEngine *self, const char *project,
+                                                   const char *id_or_name, BoxServiceOp op,
+                                                   const char *name, JsonObject *definition,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+JsonNode         *box_engine_service_finish       (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
+/* The service whose http_port is @port runs: started when it is not (the
+ * edge proxy's "a request reaching its http_port starts it").  Its record
+ * as for box_engine_service_async(); BOX_ERROR_NOT_FOUND when no service
+ * serves @port. */
+void              box_engine_ensure_port_service_async  (BoxEngine *self, const char *project,
+                                                         const char *id_or_name, guint port,
+                                                         GCancellable *cancellable,
+                                                         GAsyncReadyCallback callback,
+                                                         gpointer user_data);
+JsonNode         *box_engine_ensure_port_service_finish (BoxEngine *self, GAsyncResult *result,
+                                                         GError **error);
 /* Records only (no wake): the access of @port ("private" or "public");
  * waits for an operation in progress on the sandbox so that its record is
  * not overwritten. */

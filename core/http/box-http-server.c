@@ -70,6 +70,15 @@ static const BoxHttpRoute routes[] = {
   { "GET",    "/v1/sandboxes/{sandbox}/ports/{port}/connect", K, FALSE, box_http_port_connect,
     S | WS },
   { "PUT",    "/v1/sandboxes/{sandbox}/ports/{port}", K, TRUE, box_http_port_set, S },
+  /* supervised services (box-http-services.c) */
+  { "GET",    "/v1/sandboxes/{sandbox}/services",    K, FALSE, box_http_service_list, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/services/{name}", K, FALSE, box_http_service_get, S },
+  { "PUT",    "/v1/sandboxes/{sandbox}/services/{name}", K, TRUE, box_http_service_put, S },
+  { "DELETE", "/v1/sandboxes/{sandbox}/services/{name}", K, FALSE, box_http_service_delete, S },
+  { "POST",   "/v1/sandboxes/{sandbox}/services/{name}/start", K, TRUE, box_http_service_start, S },
+  { "POST",   "/v1/sandboxes/{sandbox}/services/{name}/stop", K, TRUE, box_http_service_stop, S },
+  { "POST",   "/v1/sandboxes/{sandbox}/services/{name}/restart", K, TRUE, box_http_service_restart,
+    S },
   /* files (box-http-files.c, box-http-watch.c) */
   { "GET",    "/v1/sandboxes/{sandbox}/fs/file",     K, FALSE, box_http_fs_file_get, S },
   { "PUT",    "/v1/sandboxes/{sandbox}/fs/file",     K, FALSE, box_http_fs_file_put, S,

@@ -196,6 +196,15 @@ void box_http_task_get        (BoxHttpRequest *req);
 void box_http_task_delete     (BoxHttpRequest *req);
 void box_http_task_no_name    (BoxHttpRequest *req);
 
+/* box-http-services.c */
+void box_http_service_list     (BoxHttpRequest *req);
+void box_http_service_get      (BoxHttpRequest *req);
+void box_http_service_put      (BoxHttpRequest *req);
+void box_http_service_delete   (BoxHttpRequest *req);
+void box_http_service_start    (BoxHttpRequest *req);
+void box_http_service_stop     (BoxHttpRequest *req);
+void box_http_service_restart  (BoxHttpRequest *req);
+
 /* box-http-secrets.c */
 void box_http_secret_put      (BoxHttpRequest *req);
 void box_http_secret_list     (BoxHttpRequest *req);

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The guest agent's supervised services (agent/services.c), driving
+`box-agent --connect --services-dir DIR` over its protocol: definitions on
+disk, start order, the crash rule, stop with a grace period, restarts,
+delete, boot start and rotating logs (doc/AGENT-PROTOCOL.md, "Services").
+
+Usage: services-test.py BOX_AGENT [unittest args]. Runs as root (the agent
+switches users); everything lives in a temporary directory.
+"""
+import json
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import boxagent as ba  # noqa: E402
+import importlib.util  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location(
+    "agent_test", os.path.join(os.path.dirname(os.path.abspath(__file__)), "agent-test.py"))
+at = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(at)
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+class ServiceCase(at.AgentCase):
+    def put(self, name, **d):
+        d.setdefault("user", "root")
+        return self.a.request("service-put", name=name, timeout=30, **{"def": d})["service"]
+
+    def slurp_log(self, name):
+        try:
+            with open(os.path.join(self.log_dir, name + ".log"), "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    def get(self, name):
+        return self.a.request("service-get", name=name)["service"]
+
+
+def make_setup(base):
+    # AgentCase.setUp spawns the agent with self.extra_args; the directory
+    # is only known once tmp exists, so the agent is started from a tmp
+    # made first
+    orig = at.AgentCase.setUp
+
+    def setUp(self):
+        import tempfile
+        pre = tempfile.mkdtemp(prefix="box-svc-test-")
+        self.addCleanup(__import__("shutil").rmtree, pre, ignore_errors=True)
+        self.svc_dir = os.path.join(pre, "services")
+        self.log_dir = os.path.join(pre, "var", "log", "box")  # made by the agent
+        os.mkdir(self.svc_dir)
+        self.prepare(self.svc_dir)
+        self.extra_args = ["--services-dir", self.svc_dir, "--service-logs-dir", self.log_dir,
+                           "--service-log-bytes", "65536", "--service-grace-ms", "1000"]
+        orig(self)
+    return setUp
+
+
+class Services(ServiceCase):
+    setUp = make_setup(None)
+
+    def prepare(self, d):
+        with open(os.path.join(d, "early.json"), "w") as f:
+            json.dump({"cmd": ["sleep", "600"], "user": "root"}, f)
+        with open(os.path.join(d, "bad name!.json"), "w") as f:
+            f.write("{}")
+        with open(os.path.join(d, "broken.json"), "w") as f:
+            f.write("{\"cmd\": 3}")
+
+    def tearDown(self):
+        try:
+            for s in self.a.request("service-list", timeout=5)["services"]:
+                self.a.request("service-delete", name=s["name"], timeout=10)
+        except Exception:
+            pass
+        super().tearDown()
+
+    def test_boot_start_and_list(self):
+        s = self.wait_for(lambda: self.get("early")["state"] == "running" and self.get("early"),
+                          what="the boot service")
+        self.assertTrue(alive(s["pid"]))
+        self.assertEqual(s["cmd"], ["sleep", "600"])
+        self.assertEqual(s["restarts"], 0)
+        self.assertGreater(s["started_at"], (time.time() - 60) * 1000)
+        names = [x["name"] for x in self.a.request("service-list")["services"]]
+        self.assertEqual(names, ["early"])  # the bad ones are ignored
+
+    def test_put_runs_and_writes_definition(self):
+        s = self.put("web", cmd=["sh", "-c", "echo out; echo err >&2; echo \"$FOO $BAR $HOME $USER\"; exec sleep 600"],
+                     env={"FOO": "own"}, cwd="/", http_port=8080)
+        self.assertEqual(s["state"], "running")
+        self.assertTrue(alive(s["pid"]))
+        self.assertEqual(s["http_port"], 8080)
+        self.assertEqual(s["env"], {"FOO": "own"})
+        with open(os.path.join(self.svc_dir, "web.json")) as f:
+            self.assertEqual(json.load(f)["cmd"][0], "sh")
+        self.wait_for(lambda: b"root" in self.slurp_log("web"), what="the log")
+        self.assertEqual(self.slurp_log("web"), b"out\nerr\nown  /root root\n")
+        # the process group: a new session of its own
+        with open("/proc/%d/stat" % s["pid"]) as f:
+            self.assertEqual(int(f.read().split()[4]), s["pid"])
+
+    def test_sandbox_env(self):
+        self.a.request("set-env", env={"BAR": "sandbox", "FOO": "sandbox"})
+        self.put("envy", cmd=["sh", "-c", "echo \"$FOO $BAR\"; exec sleep 600"], env={"FOO": "own"})
+        self.wait_for(lambda: self.slurp_log("envy").endswith(b"\n"), what="the log")
+        self.assertEqual(self.slurp_log("envy"), b"own sandbox\n")
+
+    def test_bad_definitions(self):
+        self.assertAgentError("invalid", "service-put", name="x", **{"def": {"cmd": []}})
+        self.assertAgentError("invalid", "service-put", name="x", **{"def": {"cmd": ["a"], "nope": 1}})
+        self.assertAgentError("invalid", "service-put", name="-x", **{"def": {"cmd": ["a"]}})
+        self.assertAgentError("invalid", "service-put", name="x", **{"def": {"cwd": "/"}})
+        self.assertAgentError("not_found", "service-get", name="x")
+        self.assertFalse(os.path.exists(os.path.join(self.svc_dir, "x.json")))
+
+    def test_needs_order(self):
+        self.a.request("service-stop", name="early")
+        web = self.put("web", cmd=["sleep", "600"], needs=["early"])
+        self.assertEqual(web["state"], "starting")
+        self.assertNotIn("pid", web)
+        time.sleep(0.5)
+        self.assertEqual(self.get("web")["state"], "starting")
+        self.assertEqual(self.a.request("service-start", name="early")["service"]["state"], "running")
+        self.wait_for(lambda: self.get("web")["state"] == "running", what="web to follow early")
+
+    def test_stop_start_restart(self):
+        s = self.put("t", cmd=["sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.1; done"])
+        pid = s["pid"]
+        self.wait_for(lambda: self.slurp_log("t").startswith(b"ready"), what="the trap")
+        t0 = time.monotonic()
+        st = self.a.request("service-stop", name="t")["service"]
+        took = time.monotonic() - t0
+        self.assertEqual(st["state"], "stopped")
+        self.assertNotIn("pid", st)
+        self.assertNotIn("started_at", st)
+        self.assertGreater(took, 0.9)  # SIGTERM ignored: SIGKILL after the grace period
+        self.assertFalse(alive(pid))
+        st = self.a.request("service-start", name="t")["service"]
+        self.assertEqual(st["state"], "running")
+        st2 = self.a.request("service-restart", name="t")["service"]
+        self.assertEqual(st2["state"], "running")
+        self.assertNotEqual(st2["pid"], st["pid"])
+        self.assertFalse(alive(st["pid"]))
+        self.assertEqual(st2["restarts"], 2)
+
+    def test_crash_loop(self):
+        t0 = time.monotonic()
+        self.put("bad", cmd=["sh", "-c", "echo try; exit 3"])
+        s = self.wait_for(lambda: self.get("bad")["state"] == "crashed" and self.get("bad"),
+                          timeout=40, what="crashed")
+        took = time.monotonic() - t0
+        # pauses 1 + 2 + 4 + 8 s between the 5 tries
+        self.assertGreater(took, 14.5)
+        self.assertLess(took, 25)
+        self.assertEqual(s["restarts"], 4)
+        self.assertNotIn("pid", s)
+        log = self.slurp_log("bad")
+        self.assertEqual(log.count(b"try\n"), 5)
+        self.assertIn(b"crashed", log)
+        time.sleep(1.5)
+        self.assertEqual(self.get("bad")["restarts"], 4)  # no more tries
+        self.assertEqual(self.a.request("service-start", name="bad")["service"]["restarts"], 5)
+
+    def test_delete(self):
+        s = self.put("gone", cmd=["sleep", "600"])
+        r = self.a.request("service-delete", name="gone")
+        self.assertTrue(r["ok"])
+        self.assertFalse(alive(s["pid"]))
+        self.assertFalse(os.path.exists(os.path.join(self.svc_dir, "gone.json")))
+        self.assertAgentError("not_found", "service-get", name="gone")
+
+    def test_replace_restarts(self):
+        s = self.put("r", cmd=["sleep", "600"])
+        s2 = self.put("r", cmd=["sleep", "601"])
+        self.assertEqual(s2["state"], "running")
+        self.assertNotEqual(s2["pid"], s["pid"])
+        self.assertFalse(alive(s["pid"]))
+        self.assertEqual(s2["cmd"], ["sleep", "601"])
+
+    def test_log_rotation(self):
+        # 64 KiB files here (--service-log-bytes): 300 KiB of output
+        self.put("loud", cmd=["sh", "-c", "i=0; while [ $i -lt 3000 ]; do printf '%099d\\n' $i; i=$((i+1)); done; exec sleep 600"])
+        log = os.path.join(self.log_dir, "loud.log")
+
+        self.wait_for(lambda: self.slurp_log("loud").endswith(b"%099d\n" % 2999), timeout=30,
+                      what="the output")
+        sizes = [os.path.getsize(log + s) for s in ("", ".1", ".2")]
+        self.assertTrue(all(0 < n <= 65536 for n in sizes), sizes)
+        self.assertEqual(sizes[1], 65536)
+        self.assertEqual(sizes[2], 65536)
+        self.assertFalse(os.path.exists(log + ".3"))
+        # write order kept across files: .2, .1, then the current one
+        data = b""
+        for suffix in (".2", ".1", ""):
+            with open(log + suffix, "rb") as f:
+                data += f.read()
+        self.assertTrue(data.endswith(b"".join(b"%099d\n" % i for i in range(2000, 3000))))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit("usage: services-test.py BOX_AGENT [unittest args]")
+    at.AGENT = os.path.abspath(sys.argv.pop(1))
+    if os.geteuid() != 0:
+        print("1..0 # SKIP needs root (the agent switches users)")
+        sys.exit(0)
+    unittest.main(verbosity=2)

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+# vm: supervised services in a real guest (issue 14 items 1-2, 5, 8), one
+# sandbox throughout:
+#   1. PUT -> running with a live pid, as user box, with the sandbox env,
+#      HOME and USER; the definition file on the guest disk;
+#   2. needs order (web needs db), an unknown need and a cycle 400;
+#   3. a crash loop reaches `crashed` after the documented pauses
+#      (1+2+4+8 s) with restarts 4;
+#   4. pause then wake: the same pid; stop then wake: running again, a new pid;
+#   5. log rotation at 8 MiB with two old files kept;
+#   6. the in-sandbox socket's /services from inside the guest.
+
+import json
+import time
+
+import vmtest
+from vmtest import VmBoxd, Tap, sh
+
+t = Tap()
+clock = vmtest.Clock(t)
+vmtest.prepare(t)
+d = VmBoxd(t)
+with clock('boxd start'):
+    vmtest.setup_or_bail(d, d.start)
+KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('alpha'))
+SB = 'svc'
+BASE = '/v1/sandboxes/%s/services' % SB
+LOGS = '/var/log/box/services'
+
+
+def put(name, body, status=200):
+    r = d.request('PUT', BASE + '/' + name, body, token=KEY, timeout=120)
+    t.status(r, status, 'PUT %s' % name)
+    return r[2] or {}
+
+
+def get(name):
+    return d.request('GET', BASE + '/' + name, token=KEY, timeout=300)[2] or {}
+
+
+def guest(script):
+    return sh(d, KEY, SB, script, user='root', timeout=300)
+
+
+def test_put_and_env(t):
+    d.create_sandbox(KEY, {'name': SB, 'env': {'GREETING': 'hi'}})
+    with clock('PUT db to running'):
+        db = put('db', {'cmd': ['sh', '-c', 'echo "db $HOME $USER $GREETING $OWN"; exec sleep 100000'],
+                        'env': {'OWN': 'mine'}})
+    t.eq(db.get('state'), 'running', 'db runs')
+    pid = db.get('pid')
+    r = guest('stat -c %%U /proc/%s; cat %s/db.json; sleep 1; cat %s/db.log' % (pid, '/var/lib/box/services', LOGS))
+    lines = r.out.splitlines()
+    t.eq(lines[0] if lines else None, 'box', 'its process runs as box (pid %s)' % pid)
+    t.ok(len(lines) > 1 and json.loads(lines[1]).get('cmd', [None])[0] == 'sh',
+         'the definition is on the guest disk', r.out[:300])
+    t.eq(lines[-1] if lines else None, 'db /home/box box hi mine',
+         'env: HOME and USER of box, the sandbox env, its own')
+
+
+def test_needs(t):
+    web = put('web', {'cmd': ['sleep', '100000'], 'needs': ['db']})
+    t.eq((web.get('state'), web.get('needs')), ('running', ['db']), 'web (needs db) runs')
+    t.error(d.request('PUT', BASE + '/x', {'cmd': ['true'], 'needs': ['nope']}, token=KEY),
+            400, 'invalid', 'an unknown need', message_contains='nope')
+    t.error(d.request('PUT', BASE + '/db', {'cmd': ['true'], 'needs': ['web']}, token=KEY),
+            400, 'invalid', 'a cycle', message_contains='db -> web -> db')
+    # stopped db: web started again waits for it
+    d.request('POST', BASE + '/db/stop', token=KEY)
+    r = d.request('POST', BASE + '/web/restart', token=KEY)
+    t.eq((r[2] or {}).get('state'), 'starting', 'web waits for db (starting)')
+    d.request('POST', BASE + '/db/start', token=KEY)
+    deadline = time.time() + 20
+    while time.time() < deadline and get('web').get('state') != 'running':
+        time.sleep(0.5)
+    t.eq(get('web').get('state'), 'running', 'web runs once db does')
+
+
+def test_crash_loop(t):
+    t0 = time.time()
+    put('bad', {'cmd': ['sh', '-c', 'exit 3']})
+    s = {}
+    while time.time() < t0 + 90:
+        s = get('bad')
+        if s.get('state') == 'crashed':
+            break
+        time.sleep(0.5)
+    took = time.time() - t0
+    t.eq((s.get('state'), s.get('restarts')), ('crashed', 4), 'crashed after 5 tries')
+    t.ok(14 <= took <= 60, 'after the pauses 1+2+4+8 s', '%.1f s' % took)
+    r = guest('grep -c "exited with status 3" %s/bad.log' % LOGS)
+    t.eq(r.out.strip(), '5', 'each try is in its log')
+    d.request('DELETE', BASE + '/bad', token=KEY)
+
+
+def test_pause_and_stop(t):
+    before = get('db').get('pid')
+    t.status(d.request('POST', '/v1/sandboxes/%s/pause' % SB, token=KEY, timeout=300), 200, 'pause')
+    t.status(d.request('POST', '/v1/sandboxes/%s/wake' % SB, token=KEY, timeout=300), 200, 'wake')
+    t.eq(get('db').get('pid'), before, 'pause and wake: the same pid')
+    t.status(d.request('POST', '/v1/sandboxes/%s/stop' % SB, token=KEY, timeout=300), 200, 'stop')
+    with clock('wake from stop through GET services/db'):
+        db = get('db')
+    t.ok(db.get('state') == 'running' and db.get('pid') not in (None, before),
+         'stop and wake: running again with a new pid', db)
+    t.eq(get('web').get('state'), 'running', 'web too')
+
+
+def test_rotation(t):
+    put('loud', {'cmd': ['sh', '-c', 'head -c 20000000 /dev/zero | tr "\\0" x; exec sleep 100000'],
+                 'user': 'root'})
+    r = None
+    deadline = time.time() + 240
+    while time.time() < deadline:
+        r = guest('stat -c "%%n %%s" %s/loud.log* 2>/dev/null' % LOGS)
+        total = sum(int(line.split()[1]) for line in r.out.splitlines() if len(line.split()) == 2)
+        if total >= 20000000:
+            break
+        time.sleep(2)
+    sizes = dict(line.split() for line in (r.out if r else '').splitlines() if len(line.split()) == 2)
+    t.eq(sorted(sizes), ['%s/loud.log' % LOGS, '%s/loud.log.1' % LOGS, '%s/loud.log.2' % LOGS],
+         'the current log and two old ones')
+    t.eq((sizes.get('%s/loud.log.1' % LOGS), sizes.get('%s/loud.log.2' % LOGS)), ('8388608', '8388608'),
+         'the old files are 8 MiB each')
+    t.eq(sizes.get('%s/loud.log' % LOGS), str(20000000 - 2 * 8388608), 'the rest in the current one')
+    d.request('DELETE', BASE + '/loud', token=KEY)
+
+
+def test_insandbox(t):
+    r = sh(d, KEY, SB, 'curl -s --unix-socket /run/box/api.sock http://x/services/db', user='box')
+    try:
+        body = json.loads(r.out)
+    except ValueError:
+        body = {}
+    t.ok((body.get('name'), body.get('state')) == ('db', 'running'),
+         'GET /services/db on the in-sandbox socket, as box', r.out[:300])
+
+
+def test_cleanup(t):
+    vmtest.delete_all_and_stop(t, d, KEY)
+
+
+if __name__ == '__main__':
+    vmtest.main(t, clock, test_put_and_env, test_needs, test_crash_loop, test_pause_and_stop,
+                test_rotation, test_insandbox, test_cleanup)
