@@ -119,8 +119,8 @@ SWEEP = {
     ('PUT', '/v1/sandboxes/{sandbox}/fs/tar'): {'kind': 'sandbox', 'query': {'path': '/tmp'},
                                                'raw': b'\0' * 1024},
     ('GET', '/v1/sandboxes/{sandbox}/fs/watch'): {'kind': 'sandbox', 'ws': True, 'query': {'path': '/tmp'}},
-    # not served yet: the route table answers 404 for them today, and the
-    # sweep covers them the day they are
+    # services and tasks (the logs route is not served yet: 404 today, and
+    # the sweep covers it the day it is)
     ('GET', '/v1/sandboxes/{sandbox}/services'): {'kind': 'sandbox'},
     ('PUT', '/v1/sandboxes/{sandbox}/services/{name}'): {'kind': 'sandbox', 'body': {'cmd': ['true']}},
     ('GET', '/v1/sandboxes/{sandbox}/services/{name}'): {'kind': 'sandbox'},
