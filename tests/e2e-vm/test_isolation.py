@@ -289,7 +289,8 @@ def test_socket_sweep(t):
             body = {'signal': 'KILL'} if rest.endswith('/signal') else {}
             # iso-b's id and name as the /v1 prefix: nothing under /v1 is served
             for ident in (bid, 'iso-b'):
-                path = sweep.fill(pattern, {'sandbox': ident, 'session': sid, 'port': '9000'})
+                path = sweep.fill(pattern, {'sandbox': ident, 'session': sid, 'port': '9000',
+                                            'name': 'iso'})
                 reqs.append([method, path, hdrs, body])
                 labels.append(('prefixed', method, pattern, ident))
             # iso-b's session on iso-a's own socket, against an absent one
@@ -315,8 +316,9 @@ def test_socket_sweep(t):
             t.ok(status == 404 and body_code(body) == 'not_found',
                  'iso-a socket: %s %s with iso-b\'s %s: 404 not_found' % (
                      method, pattern, 'id' if ident == bid else 'name'), '%s %s' % (status, body[:300]))
-            t.ok(bid not in body.replace(sweep.fill(pattern, {'sandbox': bid, 'session': sid, 'port': '9000'}),
-                                         ''),
+            own = sweep.fill(pattern, {'sandbox': bid, 'session': sid, 'port': '9000',
+                                       'name': 'iso'})
+            t.ok(bid not in body.replace(own, ''),
                  'iso-a socket: %s %s: the answer tells nothing of iso-b' % (method, pattern), body[:300])
     for pattern in patterns:
         rest = pattern[len('/v1/sandboxes/{sandbox}'):]
