@@ -656,6 +656,18 @@ checkpoint_guest_back (GObject *source, GAsyncResult *result, gpointer user_data
   box_libvirt_op_return (task, NULL);
 }
 
+/* A memory checkpoint that failed on a running VM: the env withheld for it
+ * (and with it the starts of services) is given back, then the error. */
+static void
+checkpoint_failed_guest_back (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  GError *error = g_object_steal_data (G_OBJECT (task), "box-checkpoint-error");
+
+  guest_setup_logged (box_libvirt_task_op (task), result, "after the failed");
+  box_libvirt_op_return (task, error);
+}
+
 static void
 checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -679,6 +691,14 @@ checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
     vm->expect_stop = FALSE;
   }
   if (!ok) {
+    if (op->memory && vm->state == BOX_VM_STATE_RUNNING && vm->agent != NULL &&
+        !box_agent_is_closed (vm->agent)) {
+      g_object_set_data_full (G_OBJECT (task), "box-checkpoint-error", error,
+                              (GDestroyNotify) g_error_free);
+      setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
+      box_libvirt_guest_setup_async (&setup, NULL, checkpoint_failed_guest_back, task);
+      return;
+    }
     box_libvirt_op_return (task, error);
     return;
   }
@@ -745,7 +765,7 @@ box_libvirt_checkpoint_start (GTask *task)
   }
   /* memory: the env is never in a snapshot; disk only: the guest's
    * file systems are consistent on the disk once it synced */
-  setup.steps = op->memory ? BOX_LIBVIRT_GUEST_ENV : BOX_LIBVIRT_GUEST_SYNC;
+  setup.steps = op->memory ? BOX_LIBVIRT_GUEST_ENV_HOLD : BOX_LIBVIRT_GUEST_SYNC;
   setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
   box_libvirt_guest_setup_async (&setup, NULL, checkpoint_guest_ready, task);
 }

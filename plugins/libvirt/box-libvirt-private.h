@@ -348,7 +348,18 @@ typedef enum {
   BOX_LIBVIRT_GUEST_ENV      = 1 << 5,   /* set-env */
   BOX_LIBVIRT_GUEST_SYNC     = 1 << 6,   /* sync */
   BOX_LIBVIRT_GUEST_EXEC     = 1 << 7,   /* run `true` (warming up) */
+  /* set-env {} with `hold`: the env withheld for a pause or a snapshot
+   * (never in one); the agent starts no service until the next set-env */
+  BOX_LIBVIRT_GUEST_ENV_HOLD = 1 << 8,
 } BoxLibvirtGuestSteps;
+
+/* What a warm-pool domain is told while it warms up.  Never set-env: the
+ * agent starts the services whose definitions the template's disk holds at
+ * its first set-env, so they must wait for the env of the sandbox that
+ * takes the domain (its create sends it), not start with the pool's. */
+#define BOX_LIBVIRT_POOL_WARM_STEPS \
+  (BOX_LIBVIRT_GUEST_TIME | BOX_LIBVIRT_GUEST_RANDOM | BOX_LIBVIRT_GUEST_HOSTNAME | \
+   BOX_LIBVIRT_GUEST_EXEC)
 
 typedef struct {
   BoxPluginContext       *context;      /* makes the agent client */

@@ -546,6 +546,16 @@ load_config (BoxLibvirtConfig *config, GError **error, ...)
 
 /* The warm pool's settings (and checkpoint_materialise): defaults, and bad
  * values refused at start. */
+/* A pool domain warms up without set-env: the agent starts the template's
+ * services at its first set-env, which must be the sandbox's (the create's),
+ * or they would run with the pool's empty env. */
+static void
+test_pool_warm_steps (void)
+{
+  g_assert_cmpuint (BOX_LIBVIRT_POOL_WARM_STEPS & BOX_LIBVIRT_GUEST_ENV, ==, 0);
+  g_assert_cmpuint (BOX_LIBVIRT_POOL_WARM_STEPS & BOX_LIBVIRT_GUEST_EXEC, !=, 0);
+}
+
 static void
 test_pool_config (void)
 {
@@ -752,6 +762,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/tcg-refused", test_tcg_refused);
   g_test_add_func ("/libvirt/materialise-sweep-own", test_materialise_sweep_own);
   g_test_add_func ("/libvirt/pool-config", test_pool_config);
+  g_test_add_func ("/libvirt/pool-warm-steps", test_pool_warm_steps);
   g_test_add_func ("/libvirt/checkpoint-ids", test_checkpoint_ids);
   g_test_add_func ("/libvirt/copy-sparse", test_copy_sparse);
   g_test_add_func ("/libvirt/console-tail", test_console_tail);
