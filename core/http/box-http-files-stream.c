@@ -58,7 +58,7 @@ typedef struct {
   gboolean          held;          /* sandbox_id is held */
   char             *content_type;
   gboolean          list;
-  char             *sandbox_id;    /* held while set */
+  char             *sandbox_id;    /* once held (held: still) */
   BoxFileDownload  *download;
   GCancellable     *cancellable;   /* the read in progress */
   GQueue            chunks;        /* per chunk appended: its length */
@@ -208,11 +208,6 @@ download_got (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GBytes) bytes = NULL;
 
   d->reading = FALSE;
-  if (d->eof) {
-    /* a follow ended meanwhile: the read failed as stopped */
-    g_clear_error (&error);
-    return;
-  }
   if (d->list) {
     infos = box_file_download_next_entries_finish (BOX_FILE_DOWNLOAD (source), result, &error);
     if (infos != NULL && infos->len > 0)
@@ -220,7 +215,8 @@ download_got (GObject *source, GAsyncResult *result, gpointer user_data)
   } else {
     bytes = g_input_stream_read_bytes_finish (G_INPUT_STREAM (source), result, &error);
   }
-  if (d->over)
+  /* eof: a follow ended meanwhile, and this read failed as stopped */
+  if (d->over || d->eof)
     return;
   if (error != NULL) {
     g_debug ("%s of %s in sandbox %s: %s", g_uri_get_path (soup_server_message_get_uri (d->req->msg)),
