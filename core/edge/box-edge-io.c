@@ -180,7 +180,13 @@ head_try (HeadRead *h)
 
   for (gsize i = 0; i + 3 < avail; i++) {
     if (memcmp (buffer + i, "\r\n\r\n", 4) == 0) {
-      GBytes *head = g_bytes_new (buffer, i + 4);
+      /* NUL-terminated past its size: libsoup's parsers read to a NUL */
+      char *copy = g_malloc (i + 5);
+      GBytes *head;
+
+      memcpy (copy, buffer, i + 4);
+      copy[i + 4] = '\0';
+      head = g_bytes_new_take (copy, i + 4);
       g_input_stream_skip (G_INPUT_STREAM (h->in), i + 4, NULL, NULL);
       head_end (h, head, FALSE);
       return;

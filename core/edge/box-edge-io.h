@@ -16,7 +16,8 @@ G_BEGIN_DECLS
 #define BOX_EDGE_PUMP_BUFFER (64 * 1024)
 
 typedef void (*BoxEdgeDoneFunc) (gboolean ok, gpointer user_data);
-/* @head: the bytes up to and including the blank line, or NULL at the end
+/* @head: the bytes up to and including the blank line (with a NUL after
+ * them, outside its size: libsoup's parsers want one), or NULL at the end
  * of the stream, on an error, or (@too_big) when the buffer filled first. */
 typedef void (*BoxEdgeHeadFunc) (GBytes *head, gboolean too_big, gpointer user_data);
 

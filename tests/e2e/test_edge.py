@@ -87,8 +87,20 @@ class Echo(http.server.BaseHTTPRequestHandler):
         self.end_headers()
 
     def do_POST(self):
-        n = int(self.headers.get('Content-Length', '0'))
         h = hashlib.sha256()
+        if self.headers.get('Transfer-Encoding') == 'chunked':
+            total = 0
+            while True:
+                size = int(self.rfile.readline().strip(), 16)
+                data = self.rfile.read(size + 2)[:size]
+                if size == 0:
+                    break
+                h.update(data)
+                total += size
+            self.reply({'method': 'POST', 'path': self.path, 'length': total,
+                        'sha256': h.hexdigest(), 'headers': self.headers.items()})
+            return
+        n = int(self.headers.get('Content-Length', '0'))
         left = n
         while left > 0:
             data = self.rfile.read(min(left, 65536))
@@ -291,6 +303,40 @@ def test_edge(t):
         t.eq((r1[0], r1[1].get('content-length'), r1[3], r2[0]), (200, '1000', b'', 200),
              'HEAD: the length without a body, and the connection goes on')
         c.close()
+
+    with t.section('bad requests'):
+        # (http.client sends an iterator chunked)
+        r = e.get(host, '/up', headers=auth, method='POST', body=iter([b'abc', b'defg']))
+        t.eq((r[0], (r[2] or {}).get('length')), (200, 7), 'a chunked upload is relayed')
+        t.eq(r[1].get('connection'), 'close', 'and its connection ends after the answer')
+
+        def raw_request(text):
+            s = e.ctx.wrap_socket(socket.create_connection(('127.0.0.1', edge_port)),
+                                  server_hostname=host)
+            s.settimeout(10)
+            s.sendall(text)
+            got = b''
+            while True:
+                try:
+                    data = s.recv(65536)
+                except (ConnectionResetError, ssl.SSLError):
+                    break
+                if not data:
+                    break
+                got += data
+            s.close()
+            return got
+        got = raw_request(('POST / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n'
+                           'Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n'
+                           % (host, key)).encode())
+        t.ok(got.startswith(b'HTTP/1.1 400') and b'"invalid"' in got,
+             'Transfer-Encoding with Content-Length: 400 invalid, then closed', got[:60])
+        got = raw_request(('GET / HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n\r\n'
+                           % (host, 'a' * 70000)).encode())
+        t.ok(got.startswith(b'HTTP/1.1 400') and b'too large' in got,
+             'a head over 64 KiB: 400, then closed', got[:60])
+        got = raw_request(b'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')
+        t.ok(got.startswith(b'HTTP/1.1 400'), 'an absolute-form target: 400', got[:60])
 
     with t.section('upgrade'):
         raw = socket.create_connection(('127.0.0.1', edge_port))
