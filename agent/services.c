@@ -23,6 +23,8 @@
  */
 
 #include "agent.h"
+#include "chan.h"
+#include "logs.h"
 #include "services.h"
 
 #include <dirent.h>
@@ -298,8 +300,8 @@ ba_services_load (void)
 
 /* ---- logs ----------------------------------------------------------------- */
 
-static void
-log_path (char *out, size_t n, const char *name, int gen)
+void
+ba_service_log_path (char *out, size_t n, const char *name, int gen)
 {
   if (gen == 0)
     snprintf (out, n, "%s/%s.log", ba_services_log_dir, name);
@@ -315,7 +317,7 @@ log_open (Svc *s)
   if (s->log_fd >= 0 || ba_services_log_dir == NULL)
     return;
   make_dirs (ba_services_log_dir);
-  log_path (path, sizeof path, s->name, 0);
+  ba_service_log_path (path, sizeof path, s->name, 0);
   s->log_fd = open (path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   s->log_size = s->log_fd >= 0 && fstat (s->log_fd, &st) == 0 ? (uint64_t) st.st_size : 0;
 }
@@ -327,10 +329,10 @@ log_rotate (Svc *s)
   if (s->log_fd >= 0)
     close (s->log_fd);
   s->log_fd = -1;
-  log_path (a, sizeof a, s->name, 1);
-  log_path (b, sizeof b, s->name, 2);
+  ba_service_log_path (a, sizeof a, s->name, 1);
+  ba_service_log_path (b, sizeof b, s->name, 2);
   rename (a, b);
-  log_path (b, sizeof b, s->name, 0);
+  ba_service_log_path (b, sizeof b, s->name, 0);
   rename (b, a);
   log_open (s);
 }
@@ -772,6 +774,12 @@ ba_services_op (int64_t id, const char *op, const BaJson *m)
   }
   if (strcmp (op, "service-get") == 0) {
     reply_record (id, s);
+    return;
+  }
+  if (strcmp (op, "service-logs") == 0) {
+    uint32_t chan;
+    if (ba_chan_take_id (id, m, &chan))
+      ba_logs_start (id, chan, m);
     return;
   }
   if (strcmp (op, "service-start") == 0) {

@@ -33,6 +33,9 @@ extern int64_t ba_service_grace_ms;
  * starting with '.' or '-'. */
 bool ba_service_name_ok (const char *name);
 
+/* LOGDIR/<name>.log (gen 0) or LOGDIR/<name>.log.<gen> */
+void ba_service_log_path (char *out, size_t n, const char *name, int gen);
+
 /* Read the definitions (once); services start at the first ba_services_go
  * (PID 1: the first set-env after boot, so they get the sandbox's env). */
 void ba_services_load (void);

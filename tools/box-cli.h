@@ -206,6 +206,7 @@ int box_cmd_task_put    (BoxCli *cli, int argc, char **argv);
 int box_cmd_task_delete (BoxCli *cli, int argc, char **argv);
 int box_cmd_services    (BoxCli *cli, int argc, char **argv);
 int box_cmd_service     (BoxCli *cli, int argc, char **argv);
+int box_cmd_logs        (BoxCli *cli, int argc, char **argv);
 
 /* ---- box-stream.c: an attached exec session ---------------------------- */
 

@@ -2,6 +2,8 @@
 #include "config.h"
 
 #include <string.h>
+#include <stdio.h>
+
 #include <glib/gi18n.h>
 
 #include "box-cli.h"
@@ -231,4 +233,58 @@ box_cmd_service (BoxCli *cli, int argc, char **argv)
   if (answer == NULL)
     return box_cli_fail (cli, error);
   return delete ? BOX_CLI_EXIT_OK : print_service (cli, answer);
+}
+
+int
+box_cmd_logs (BoxCli *cli, int argc, char **argv)
+{
+  gboolean follow = FALSE;
+  gint tail = -1;
+  const GOptionEntry entries[] = {
+    { "follow", 'f', 0, G_OPTION_ARG_NONE, &follow,
+      N_("Keep printing what the service writes (until the sandbox pauses or stops)"), NULL },
+    { "tail", 0, 0, G_OPTION_ARG_INT, &tail, N_("Print the last N lines (default 100)"), N_("N") },
+    { NULL }
+  };
+  g_autofree char *escaped = NULL;
+  g_autofree char *suffix = NULL;
+  g_autofree char *path = NULL;
+  g_autoptr(GString) query = g_string_new (NULL);
+  g_autoptr(SoupMessage) msg = NULL;
+  g_autoptr(GInputStream) body = NULL;
+  g_autoptr(GError) error = NULL;
+  char buffer[16 * 1024];
+  gssize n;
+  int status;
+
+  if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX SERVICE"),
+                      _("Print a service's output (stdout and stderr, in write order); the "
+                        "sandbox is woken when it sleeps."), 2, 2, &status))
+    return status;
+  if (tail < -1 || tail > 10000)
+    return box_cli_usage_error (cli, "logs", _("--tail takes 0 to 10000 lines"));
+  if (!box_cli_ready (cli, &status))
+    return status;
+  escaped = g_uri_escape_string (argv[2], NULL, FALSE);
+  suffix = g_strdup_printf ("/services/%s/logs", escaped);
+  path = box_cli_sandbox_path (argv[1], suffix);
+  if (tail >= 0) {
+    g_autofree char *text = g_strdup_printf ("%d", tail);
+
+    box_cli_query_add (query, "tail", text);
+  }
+  if (follow)
+    box_cli_query_add (query, "follow", "true");
+  msg = box_cli_message_new (cli, "GET", path, query->len > 0 ? query->str : NULL);
+  body = box_cli_send_stream (cli, msg, &error);
+  if (body == NULL)
+    return box_cli_fail (cli, error);
+  while ((n = g_input_stream_read (body, buffer, sizeof buffer, NULL, &error)) > 0) {
+    if (fwrite (buffer, 1, (size_t) n, stdout) != (size_t) n)
+      break;
+    fflush (stdout);
+  }
+  if (n < 0)
+    return box_cli_fail (cli, error);
+  return 0;
 }

@@ -61,6 +61,7 @@ static const BoxCliCommand commands[] = {
   { "service", N_("put SANDBOX NAME [OPTION…] -- COMMAND…"),
     N_("Define and start a service (also start, stop, restart, delete SANDBOX NAME)"),
     box_cmd_service },
+  { "logs", N_("SANDBOX SERVICE [-f] [--tail N]"), N_("Print a service's output"), box_cmd_logs },
 };
 
 static char *

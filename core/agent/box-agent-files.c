@@ -170,6 +170,7 @@ op_name (BoxFileOp op)
   case BOX_FILE_OP_WRITE:   return "fs-write";
   case BOX_FILE_OP_TAR_PUT: return "fs-tar-put";
   case BOX_FILE_OP_WATCH:   return "fs-watch";
+  case BOX_FILE_OP_LOGS:    return "service-logs";
   default:                  g_assert_not_reached ();
   }
 }
@@ -357,4 +358,48 @@ box_agent_client_fs_watch_finish (BoxAgentClient *self, GAsyncResult *result, GE
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- service logs ---------------------------------------------------------- */
+
+static void
+service_logs_opened (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  GError *error = NULL;
+  g_autoptr(BoxAgentChannel) channel =
+    box_agent_client_open_channel_finish (BOX_AGENT_CLIENT (source), result, &error);
+
+  if (channel == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, box_file_download_new (channel, BOX_FILE_OP_LOGS), g_object_unref);
+}
+
+void
+box_agent_client_service_logs_async (BoxAgentClient *self, const char *name, gint tail,
+                                     gboolean follow, GCancellable *cancellable,
+                                     GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task;
+  g_autoptr(JsonObject) args = json_object_new ();
+
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  g_return_if_fail (name != NULL);
+
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_agent_client_service_logs_async);
+  json_object_set_string_member (args, "name", name);
+  if (tail >= 0)
+    json_object_set_int_member (args, "tail", tail);
+  json_object_set_boolean_member (args, "follow", follow);
+  box_agent_client_open_channel_async (self, op_name (BOX_FILE_OP_LOGS), args, cancellable,
+                                       service_logs_opened, task);
+}
+
+BoxFileDownload *
+box_agent_client_service_logs_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  return box_agent_task_propagate_typed (result, self, box_agent_client_service_logs_async,
+                                         BOX_TYPE_FILE_DOWNLOAD, error);
 }

@@ -51,6 +51,8 @@ typedef enum {
   BOX_FILE_OP_TAR_PUT,     /* upload: a tar extracted at path */
   /* box_agent_client_fs_watch_async() */
   BOX_FILE_OP_WATCH,
+  /* box_agent_client_service_logs_async(): a download of a service's log */
+  BOX_FILE_OP_LOGS,
 } BoxFileOp;
 
 /* What an operation acts on.  Every path is absolute. */
@@ -117,5 +119,21 @@ void             box_agent_client_fs_watch_async  (BoxAgentClient        *self,
 BoxFileWatch    *box_agent_client_fs_watch_finish (BoxAgentClient  *self,
                                                    GAsyncResult    *result,
                                                    GError         **error);
+
+/* A supervised service's log (the agent's service-logs): a download
+ * (box-file-download.h) of the last @tail lines across its log files
+ * (< 0: the agent's default, 100; at most 10000), then with @follow what
+ * the service writes next: that download never ends by itself, the caller
+ * ends it.  BOX_ERROR_NOT_FOUND for a service the sandbox does not have. */
+void             box_agent_client_service_logs_async  (BoxAgentClient      *self,
+                                                       const char          *name,
+                                                       gint                 tail,
+                                                       gboolean             follow,
+                                                       GCancellable        *cancellable,
+                                                       GAsyncReadyCallback  callback,
+                                                       gpointer             user_data);
+BoxFileDownload *box_agent_client_service_logs_finish (BoxAgentClient  *self,
+                                                       GAsyncResult    *result,
+                                                       GError         **error);
 
 G_END_DECLS

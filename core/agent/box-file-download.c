@@ -202,7 +202,7 @@ box_file_download_new (BoxAgentChannel *channel, BoxFileOp op)
 
   g_return_val_if_fail (BOX_IS_AGENT_CHANNEL (channel), NULL);
   g_return_val_if_fail (op == BOX_FILE_OP_READ || op == BOX_FILE_OP_LIST ||
-                        op == BOX_FILE_OP_TAR_GET, NULL);
+                        op == BOX_FILE_OP_TAR_GET || op == BOX_FILE_OP_LOGS, NULL);
 
   self = g_object_new (BOX_TYPE_FILE_DOWNLOAD, NULL);
   self->channel = g_object_ref (channel);

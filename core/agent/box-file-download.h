@@ -2,7 +2,8 @@
  * fs-tar-get, fs-list), from box_agent_client_fs_open_async(), as a
  * GInputStream.
  *
- * The stream's bytes are the agent's output: READ the file, TAR_GET a tar.
+ * The stream's bytes are the agent's output: READ the file, TAR_GET a tar,
+ * LOGS a service's log (box_agent_client_service_logs_async()).
  * LIST is read as typed entries with box_file_download_next_entries_async()
  * instead of bytes.  Flow control is the agent channel's (box-agent-stream.h):
  * what the agent sent is credited back to it only once it was read here,

@@ -8,6 +8,8 @@
 #include "config.h"
 
 #include "box-agent-client.h"
+#include "box-agent-files.h"
+#include "box-file-download.h"
 #include "box-engine-private.h"
 #include "box-error.h"
 #include "box-services.h"
@@ -248,4 +250,82 @@ box_engine_ensure_port_service_finish (BoxEngine *self, GAsyncResult *result, GE
 {
   g_return_val_if_fail (g_task_is_valid (result, self), NULL);
   return g_task_propagate_pointer (G_TASK (result), error);
+}
+
+/* ---- logs (held by the caller) ------------------------------------------- */
+
+typedef struct {
+  char     *name;
+  gint      tail;
+  gboolean  follow;
+} LogsCall;
+
+static void
+logs_call_free (LogsCall *call)
+{
+  g_free (call->name);
+  g_free (call);
+}
+
+static void
+logs_opened (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  g_autoptr(GTask) task = user_data;
+  GError *error = NULL;
+  BoxFileDownload *download = box_agent_client_service_logs_finish (BOX_AGENT_CLIENT (source),
+                                                                    result, &error);
+
+  if (download == NULL)
+    g_task_return_error (task, error);
+  else
+    g_task_return_pointer (task, download, g_object_unref);
+}
+
+static void
+logs_run (BoxEngine *self, BoxAgentClient *agent, GTask *task)
+{
+  LogsCall *call = g_task_get_task_data (task);
+
+  box_agent_client_service_logs_async (agent, call->name, call->tail, call->follow,
+                                       g_task_get_cancellable (task), logs_opened, task);
+}
+
+void
+box_engine_service_logs_async (BoxEngine *self, const char *sandbox_id, const char *name,
+                               gint tail, gboolean follow, GCancellable *cancellable,
+                               GAsyncReadyCallback callback, gpointer user_data)
+{
+  GTask *task;
+  LogsCall *call;
+  GError *error = NULL;
+
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (sandbox_id != NULL);
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_engine_service_logs_async);
+  if (!box_service_name_check (name, &error)) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  if (tail > BOX_SERVICE_LOGS_TAIL_MAX) {
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INVALID,
+                             "tail must be an integer from 0 to %d", BOX_SERVICE_LOGS_TAIL_MAX);
+    g_object_unref (task);
+    return;
+  }
+  call = g_new0 (LogsCall, 1);
+  call->name = g_strdup (name);
+  call->tail = tail;
+  call->follow = follow;
+  g_task_set_task_data (task, call, (GDestroyNotify) logs_call_free);
+  /* the caller holds the sandbox */
+  box_engine_agent_task_held (self, sandbox_id, FALSE, logs_run, task);
+}
+
+BoxFileDownload *
+box_engine_service_logs_finish (BoxEngine *self, GAsyncResult *result, GError **error)
+{
+  return box_agent_task_propagate_typed (result, self, box_engine_service_logs_async,
+                                         BOX_TYPE_FILE_DOWNLOAD, error);
 }

@@ -43,6 +43,60 @@ box_engine_hold_async (BoxEngine *self, const char *project, const char *id_or_n
                                  hold_woken, task);
 }
 
+/* hold_running: under the sandbox's lock, so that a pause or stop in
+ * progress has settled; holds only a sandbox that runs. */
+static void
+hold_running_locked (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  BoxEngine *self = BOX_ENGINE (source);
+  g_autoptr(GTask) task = user_data;
+  const char *id = g_task_get_task_data (task);
+  GError *error = NULL;
+  g_autoptr(BoxSandbox) sandbox = box_engine_get_sandbox (self, NULL, id, &error);
+  BoxSandboxRuntime *rt;
+
+  if (sandbox == NULL) {
+    box_engine_unlock_sandbox (self, id);
+    g_task_return_error (task, error);
+    return;
+  }
+  if (sandbox->state != BOX_SANDBOX_STATE_RUNNING) {
+    box_engine_unlock_sandbox (self, id);
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_CONFLICT,
+                             "the sandbox is %s and wake is false",
+                             box_sandbox_state_to_string (sandbox->state));
+    return;
+  }
+  rt = g_hash_table_lookup (self->runtime, sandbox->id);
+  g_assert (rt != NULL);
+  rt->holds++;
+  rt->last_active = box_engine_now (self);
+  box_engine_unlock_sandbox (self, id);
+  g_task_return_pointer (task, g_steal_pointer (&sandbox), (GDestroyNotify) box_sandbox_free);
+}
+
+void
+box_engine_hold_running_async (BoxEngine *self, const char *project, const char *id_or_name,
+                               GCancellable *cancellable, GAsyncReadyCallback callback,
+                               gpointer user_data)
+{
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (id_or_name != NULL);
+  BOX_ENGINE_ASSERT_OWNER (self);
+  GTask *task = g_task_new (self, cancellable, callback, user_data);
+  GError *error = NULL;
+  g_autoptr(BoxSandbox) sandbox = box_engine_get_sandbox (self, project, id_or_name, &error);
+
+  g_task_set_source_tag (task, box_engine_hold_running_async);
+  if (sandbox == NULL) {
+    g_task_return_error (task, error);
+    g_object_unref (task);
+    return;
+  }
+  g_task_set_task_data (task, g_strdup (sandbox->id), g_free);
+  box_engine_lock_sandbox_async (self, sandbox->id, hold_running_locked, task);
+}
+
 BoxSandbox *
 box_engine_hold_finish (BoxEngine *self, GAsyncResult *result, GError **error)
 {

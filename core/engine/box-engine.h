@@ -217,6 +217,13 @@ void           box_engine_hold_async         (BoxEngine *self, const char *proje
                                               GAsyncReadyCallback callback, gpointer user_data);
 /* The sandbox, running; pair with box_engine_release (sandbox->id). */
 BoxSandbox    *box_engine_hold_finish        (BoxEngine *self, GAsyncResult *result, GError **error);
+/* The same without waking: BOX_ERROR_CONFLICT when the sandbox is not
+ * running (once any operation in progress on it settled); finish with
+ * box_engine_hold_finish(). */
+void           box_engine_hold_running_async (BoxEngine *self, const char *project,
+                                              const char *id_or_name, GCancellable *cancellable,
+                                              GAsyncReadyCallback callback, gpointer user_data);
+
 void           box_engine_release            (BoxEngine *self, const char *sandbox_id);
 /* Marks activity without a hold (e.g. data on a long stream). */
 void           box_engine_touch              (BoxEngine *self, const char *sandbox_id);
@@ -355,6 +362,20 @@ void              box_engine_ensure_port_service_async  (BoxEngine *self, const 
                                                          gpointer user_data);
 JsonNode         *box_engine_ensure_port_service_finish (BoxEngine *self, GAsyncResult *result,
                                                          GError **error);
+/* (held: the caller holds @sandbox_id with box_engine_hold_async() or
+ * box_engine_hold_running_async() and may release it once this completes)
+ * service @name's log as a download (box-file-download.h): its last @tail
+ * lines (< 0: 100; at most BOX_SERVICE_LOGS_TAIL_MAX), then with @follow
+ * what the service writes next, until the caller ends it.  Reading it is
+ * not the sandbox's activity.  BOX_ERROR_INVALID for a bad name or tail,
+ * BOX_ERROR_NOT_FOUND for an unknown service. */
+#define BOX_SERVICE_LOGS_TAIL_MAX 10000
+void              box_engine_service_logs_async   (BoxEngine *self, const char *sandbox_id,
+                                                   const char *name, gint tail, gboolean follow,
+                                                   GCancellable *cancellable,
+                                                   GAsyncReadyCallback callback, gpointer user_data);
+BoxFileDownload  *box_engine_service_logs_finish  (BoxEngine *self, GAsyncResult *result,
+                                                   GError **error);
 /* Records only (no wake): the access of @port ("private" or "public");
  * waits for an operation in progress on the sandbox so that its record is
  * not overwritten. */

@@ -14,6 +14,12 @@
  * length that does not add up) aborts the connection, so the client sees a
  * truncated body, never a short file taken for complete.
  *
+ * A service's log (GET services/{name}/logs) is a download too, of
+ * box_engine_service_logs_async(); with follow=true the sandbox's hold
+ * ends once the log is open (following is not activity and does not keep
+ * the sandbox from idling), and the sandbox pausing, stopping or going
+ * away ends the answer cleanly (its last chunk), as the end of a follow.
+ *
  * Uploads (PUT fs/file, fs/tar).  The route's early stage (headers read)
  * pauses the message, holds the sandbox and opens the upload, so a refusal
  * (no such sandbox, a missing parent, permission) answers before any of the
@@ -45,10 +51,14 @@
 typedef struct {
   gint              ref_count;
   BoxHttpRequest   *req;
-  BoxFileRequest   *request;
+  BoxFileRequest   *request;       /* NULL for a service's log */
+  char             *service;       /* a service's log: its name */
+  gint              tail;
+  gboolean          follow;
+  gboolean          held;          /* sandbox_id is held */
   char             *content_type;
   gboolean          list;
-  char             *sandbox_id;    /* held while set */
+  char             *sandbox_id;    /* once held (held: still) */
   BoxFileDownload  *download;
   GCancellable     *cancellable;   /* the read in progress */
   GQueue            chunks;        /* per chunk appended: its length */
@@ -73,7 +83,9 @@ download_unref (Download *d)
 {
   if (--d->ref_count > 0)
     return;
-  g_assert (d->sandbox_id == NULL);
+  g_assert (!d->held);
+  g_free (d->sandbox_id);
+  g_free (d->service);
   g_clear_object (&d->download);
   g_clear_object (&d->cancellable);
   g_clear_pointer (&d->req, box_http_request_unref);
@@ -100,9 +112,9 @@ download_over (Download *d)
   if (d->download != NULL)
     box_file_download_abort (d->download);
   g_clear_signal_handler (&d->interrupt_id, d->req->engine);
-  if (d->sandbox_id != NULL) {
+  if (d->held) {
+    d->held = FALSE;
     box_engine_release (d->req->engine, d->sandbox_id);
-    g_clear_pointer (&d->sandbox_id, g_free);
   }
   download_unref (d);   /* the reference the stream held */
 }
@@ -203,11 +215,12 @@ download_got (GObject *source, GAsyncResult *result, gpointer user_data)
   } else {
     bytes = g_input_stream_read_bytes_finish (G_INPUT_STREAM (source), result, &error);
   }
-  if (d->over)
+  /* eof: a follow ended meanwhile, and this read failed as stopped */
+  if (d->over || d->eof)
     return;
   if (error != NULL) {
     g_debug ("%s of %s in sandbox %s: %s", g_uri_get_path (soup_server_message_get_uri (d->req->msg)),
-             d->request->path, d->sandbox_id, error->message);
+             d->request != NULL ? d->request->path : d->service, d->sandbox_id, error->message);
     download_abort (d, error->message);
   } else if (bytes == NULL || g_bytes_get_size (bytes) == 0) {
     download_complete (d);
@@ -264,6 +277,10 @@ on_download_interrupted (BoxEngine *engine, const char *sandbox_id, const char *
     box_http_reply_error_literal (d->req->msg, BOX_ERROR_SANDBOX_UNAVAILABLE, message);
     box_http_request_resume (d->req);
     download_over (d);
+  } else if (d->follow && !d->eof) {
+    /* the end of a follow: a clean one */
+    box_file_download_abort (d->download);
+    download_complete (d);
   } else if (!d->eof) {
     download_abort (d, message);
   }
@@ -278,7 +295,10 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
   SoupMessageHeaders *headers = soup_server_message_get_response_headers (msg);
   gint64 length;
 
-  d->download = box_engine_fs_download_finish (BOX_ENGINE (source), result, &error);
+  if (d->service != NULL)
+    d->download = box_engine_service_logs_finish (BOX_ENGINE (source), result, &error);
+  else
+    d->download = box_engine_fs_download_finish (BOX_ENGINE (source), result, &error);
   if (d->over) {
     /* answered meanwhile (the sandbox went away) */
     if (d->download != NULL)
@@ -291,6 +311,11 @@ download_opened (GObject *source, GAsyncResult *result, gpointer user_data)
     box_http_request_resume (d->req);
     download_over (d);
     return;
+  }
+  if (d->follow && d->held) {
+    /* following does not hold the sandbox awake */
+    d->held = FALSE;
+    box_engine_release (d->req->engine, d->sandbox_id);
   }
   d->msg_ids[0] = g_signal_connect (msg, "wrote-chunk", G_CALLBACK (on_wrote_chunk), d);
   d->msg_ids[1] = g_signal_connect (msg, "finished", G_CALLBACK (on_msg_over), d);
@@ -336,27 +361,58 @@ download_held (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   d->sandbox_id = g_strdup (sandbox->id);
+  d->held = TRUE;
   d->interrupt_id = g_signal_connect (d->req->engine, "sandbox-interrupted",
                                       G_CALLBACK (on_download_interrupted), d);
-  box_engine_fs_open_async (d->req->engine, d->sandbox_id, d->request, NULL, download_opened,
-                            download_ref (d));
+  if (d->service != NULL)
+    box_engine_service_logs_async (d->req->engine, d->sandbox_id, d->service, d->tail, d->follow,
+                                   NULL, download_opened, download_ref (d));
+  else
+    box_engine_fs_open_async (d->req->engine, d->sandbox_id, d->request, NULL, download_opened,
+                              download_ref (d));
+}
+
+static Download *
+download_new (BoxHttpRequest *req, const char *content_type)
+{
+  Download *d = g_new0 (Download, 1);
+
+  d->ref_count = 1;   /* the stream's, until download_over() */
+  d->req = box_http_request_pause (req);
+  d->content_type = g_strdup (content_type);
+  g_queue_init (&d->chunks);
+  d->cancellable = g_cancellable_new ();
+  return d;
 }
 
 void
 box_http_files_download (BoxHttpRequest *req, const BoxFileRequest *request,
                          const char *content_type)
 {
-  Download *d = g_new0 (Download, 1);
+  Download *d = download_new (req, content_type);
 
-  d->ref_count = 1;   /* the stream's, until download_over() */
-  d->req = box_http_request_pause (req);
   d->request = box_file_request_copy (request);
-  d->content_type = g_strdup (content_type);
   d->list = request->op == BOX_FILE_OP_LIST;
-  g_queue_init (&d->chunks);
-  d->cancellable = g_cancellable_new ();
   box_engine_hold_async (req->engine, box_http_request_project (req),
                          box_http_request_param (req, 0), NULL, download_held, download_ref (d));
+}
+
+void
+box_http_files_download_logs (BoxHttpRequest *req, const char *name, gint tail, gboolean follow,
+                              gboolean wake)
+{
+  Download *d = download_new (req, "text/plain");
+
+  d->service = g_strdup (name);
+  d->tail = tail;
+  d->follow = follow;
+  if (wake)
+    box_engine_hold_async (req->engine, box_http_request_project (req),
+                           box_http_request_param (req, 0), NULL, download_held, download_ref (d));
+  else
+    box_engine_hold_running_async (req->engine, box_http_request_project (req),
+                                   box_http_request_param (req, 0), NULL, download_held,
+                                   download_ref (d));
 }
 
 /* ---- uploads ------------------------------------------------------------ */

@@ -26,6 +26,13 @@ JsonNode   *box_http_files_info_node   (const BoxFileInfo *info);
  * writes the answer; LIST is answered as {entries: [Stat]}. */
 void        box_http_files_download    (BoxHttpRequest *req, const BoxFileRequest *request,
                                         const char *content_type);
+/* GET services/{name}/logs: service @name's log (box_engine_service_logs_async())
+ * as text/plain, chunked; @follow: the answer stays open for what the
+ * service writes next, without holding the sandbox, and ends (cleanly)
+ * when the sandbox pauses, stops or goes away; !@wake: a sandbox that is
+ * not running is 409 conflict and is not woken. */
+void        box_http_files_download_logs (BoxHttpRequest *req, const char *name, gint tail,
+                                          gboolean follow, gboolean wake);
 /* The early stage of an upload (WRITE, TAR_PUT): opens the upload and
  * writes it the body as it arrives; the answer is the written file's Stat
  * (WRITE: 200), else 204. */

@@ -79,6 +79,7 @@ static const BoxHttpRoute routes[] = {
   { "POST",   "/v1/sandboxes/{sandbox}/services/{name}/stop", K, TRUE, box_http_service_stop, S },
   { "POST",   "/v1/sandboxes/{sandbox}/services/{name}/restart", K, TRUE, box_http_service_restart,
     S },
+  { "GET",    "/v1/sandboxes/{sandbox}/services/{name}/logs", K, FALSE, box_http_service_logs, S },
   /* files (box-http-files.c, box-http-watch.c) */
   { "GET",    "/v1/sandboxes/{sandbox}/fs/file",     K, FALSE, box_http_fs_file_get, S },
   { "PUT",    "/v1/sandboxes/{sandbox}/fs/file",     K, FALSE, box_http_fs_file_put, S,

@@ -204,6 +204,7 @@ void box_http_service_delete   (BoxHttpRequest *req);
 void box_http_service_start    (BoxHttpRequest *req);
 void box_http_service_stop     (BoxHttpRequest *req);
 void box_http_service_restart  (BoxHttpRequest *req);
+void box_http_service_logs     (BoxHttpRequest *req);
 
 /* box-http-secrets.c */
 void box_http_secret_put      (BoxHttpRequest *req);

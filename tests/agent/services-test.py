@@ -9,6 +9,7 @@ switches users); everything lives in a temporary directory.
 """
 import json
 import os
+import struct
 import sys
 import time
 import unittest
@@ -207,6 +208,93 @@ class Services(ServiceCase):
             with open(log + suffix, "rb") as f:
                 data += f.read()
         self.assertTrue(data.endswith(b"".join(b"%099d\n" % i for i in range(2000, 3000))))
+
+
+    # ---- service-logs (agent/logs.c) ----
+
+    def logs(self, name, **kw):
+        chan, r = self.a.open("service-logs", name=name, **kw)
+        res = self.a.collect(chan)
+        self.assertTrue(res["closed"])
+        self.assertIn(1, res["eof"])
+        return res["data"][1]
+
+    def test_logs_tail_across_rotated_files(self):
+        self.put("loud", cmd=["sh", "-c", "i=0; while [ $i -lt 3000 ]; do printf '%099d\\n' $i; i=$((i+1)); done; exec sleep 600"])
+        self.wait_for(lambda: self.slurp_log("loud").endswith(b"%099d\n" % 2999), timeout=30,
+                      what="the output")
+        lines = lambda a, b: b"".join(b"%099d\n" % i for i in range(a, b))  # noqa: E731
+        # 1000 lines of 100 bytes span .log.1 and .log (64 KiB files)
+        self.assertEqual(self.logs("loud", tail=1000), lines(2000, 3000))
+        self.assertEqual(self.logs("loud", tail=1500), lines(1500, 3000))
+        self.assertEqual(self.logs("loud"), lines(2900, 3000))  # default 100
+        self.assertEqual(self.logs("loud", tail=1), lines(2999, 3000))
+        self.assertEqual(self.logs("loud", tail=0), b"")
+        # more than the files hold: all of .2, .1 and .log
+        data = b""
+        for suffix in (".2", ".1", ""):
+            with open(os.path.join(self.log_dir, "loud.log" + suffix), "rb") as f:
+                data += f.read()
+        self.assertEqual(self.logs("loud", tail=10000), data)
+
+    def test_logs_errors_and_long_lines(self):
+        self.assertAgentError("not_found", "service-logs", chan=401, name="nope")
+        self.assertAgentError("invalid", "service-logs", chan=402, name="../x")
+        self.put("w", cmd=["sh", "-c", "printf 'a\\nb'; head -c 40000 /dev/zero | tr '\\0' x; echo; echo end; exec sleep 600"])
+        self.wait_for(lambda: self.slurp_log("w").endswith(b"end\n"), what="the output")
+        self.assertAgentError("invalid", "service-logs", chan=403, name="w", tail=10001)
+        self.assertAgentError("invalid", "service-logs", chan=404, name="w", tail=-1)
+        # a line beyond 16 KiB is cut there (its newline kept)
+        self.assertEqual(self.logs("w", tail=2), b"b" + b"x" * 16383 + b"\nend\n")
+        self.assertEqual(self.logs("w", tail=3), b"a\nb" + b"x" * 16383 + b"\nend\n")
+
+    def test_logs_follow_across_rotations(self):
+        trig = os.path.join(self.tmp, "go")
+        self.put("burst", cmd=["sh", "-c", "echo first; while :; do if [ -e %s ]; then rm %s; i=0; "
+                               "while [ $i -lt 2000 ]; do printf '%%099d\\n' $i; i=$((i+1)); done; fi; "
+                               "sleep 0.05; done" % (trig, trig)])
+        self.wait_for(lambda: self.slurp_log("burst") == b"first\n", what="the first line")
+        chan, r = self.a.open("service-logs", name="burst", tail=5, follow=True)
+        res = self.a.collect(chan, timeout=10, until=lambda x: x["data"][1] == b"first\n")
+        open(trig, "w").close()
+        want = b"first\n" + b"".join(b"%099d\n" % i for i in range(2000))
+        res2 = self.a.collect(chan, timeout=30, until=lambda x: len(x["data"][1]) >= len(want) - 6)
+        self.assertFalse(res2["closed"])
+        self.assertEqual(res["data"][1] + res2["data"][1], want)  # 200 KB: three rotations
+        self.assertTrue(os.path.exists(os.path.join(self.log_dir, "burst.log.2")))
+        # the host ends it
+        self.a.send(ba.CLOSE, 0, chan)
+        self.assertTrue(self.a.collect(chan, timeout=10)["closed"])
+
+    def test_logs_follow_flow_control(self):
+        # a service printing as fast as it can, a host that returns no credit
+        self.put("fast", cmd=["sh", "-c", "exec yes 0123456789abcdefghijklmnopqrstuvwxyz"])
+        chan, r = self.a.open("service-logs", name="fast", tail=0, follow=True)
+        got = 0
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            try:
+                t, s, ch, p = self.a.next_frame(chan, timeout=max(0.01, deadline - time.monotonic()))
+            except Exception:
+                break
+            self.assertNotEqual(t, ba.CLOSE)
+            if t == ba.DATA:
+                got += len(p)
+        self.assertGreater(got, 0)
+        self.assertLessEqual(got, ba.WINDOW)  # never more than the credit
+        # other work of the agent is not starved meanwhile
+        t0 = time.monotonic()
+        self.a.request("ping", timeout=5)
+        out = self.a.exec_run(["echo", "hi"], user="root")
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertEqual(out["stdout"], b"hi\n")
+        # credit back: it flows again
+        self.a.send(ba.CREDIT, 0, chan, struct.pack("<I", 65536))
+        res = self.a.collect(chan, timeout=10, credit=False, until=lambda x: len(x["data"][1]) > 0)
+        self.assertGreater(len(res["data"][1]), 0)
+        self.assertLessEqual(len(res["data"][1]), 65536)
+        self.a.send(ba.CLOSE, 0, chan)
+        self.a.request("service-stop", name="fast", timeout=20)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@
 #      (1+2+4+8 s) with restarts 4;
 #   4. pause then wake: the same pid; stop then wake: running again, a new pid;
 #   5. log rotation at 8 MiB with two old files kept;
-#   6. the in-sandbox socket's /services from inside the guest.
+#   6. the in-sandbox socket's /services from inside the guest;
+#   7. logs: tail=N the last N lines (also on the in-sandbox socket), a
+#      follow streaming new lines and ended by a pause, wake=false on the
+#      paused sandbox 409 and it stays paused.
 
 import json
 import time
@@ -136,10 +139,44 @@ def test_insandbox(t):
          'GET /services/db on the in-sandbox socket, as box', r.out[:300])
 
 
+def test_logs(t):
+    script = ('i=0; while [ $i -lt 50 ]; do echo line$i; i=$((i+1)); done; '
+              'while :; do if [ -e /tmp/more ]; then rm /tmp/more; echo more; fi; sleep 0.1; done')
+    put('talk', {'cmd': ['sh', '-c', script], 'user': 'root'})
+    deadline = time.time() + 60
+    r = None
+    while time.time() < deadline:
+        r = d.request('GET', BASE + '/talk/logs?tail=1', token=KEY, timeout=60)
+        if r[3] == b'line49\n':
+            break
+        time.sleep(0.5)
+    r = d.request('GET', BASE + '/talk/logs?tail=5', token=KEY, timeout=60)
+    t.eq((r[0], r[3]), (200, b''.join(b'line%d\n' % i for i in range(45, 50))),
+         'logs?tail=5: the last 5 lines')
+    r = sh(d, KEY, SB, "curl -s --unix-socket /run/box/api.sock 'http://x/services/talk/logs?tail=2'",
+           user='box')
+    t.eq(r.out, 'line48\nline49\n', '/services/talk/logs?tail=2 on the in-sandbox socket')
+    f = vmtest.boxtest.Follow(d, BASE + '/talk/logs?tail=1&follow=true', KEY)
+    t.eq(f.next(timeout=60), ('line', b'line49\n'), 'follow starts with the tail')
+    with clock('a line written in the guest reaches a follower'):
+        guest('touch /tmp/more')
+        got = f.next(timeout=60)
+    t.eq(got, ('line', b'more\n'), 'follow streams a new line')
+    t.status(d.request('POST', '/v1/sandboxes/%s/pause' % SB, token=KEY, timeout=300), 200, 'pause')
+    t.eq(f.next(timeout=60), ('end', True), 'the pause ended the follow cleanly')
+    f.close()
+    t.error(d.request('GET', BASE + '/talk/logs?wake=false', token=KEY, timeout=60), 409, 'conflict',
+            'wake=false on the paused sandbox')
+    t.eq((d.request('GET', '/v1/sandboxes/%s' % SB, token=KEY)[2] or {}).get('state'), 'paused',
+         'and it stays paused')
+    r = d.request('GET', BASE + '/talk/logs?tail=1', token=KEY, timeout=300)
+    t.eq((r[0], r[3]), (200, b'more\n'), 'the default wakes it')
+    d.request('DELETE', BASE + '/talk', token=KEY, timeout=120)
+
 def test_cleanup(t):
     vmtest.delete_all_and_stop(t, d, KEY)
 
 
 if __name__ == '__main__':
     vmtest.main(t, clock, test_put_and_env, test_needs, test_crash_loop, test_pause_and_stop,
-                test_rotation, test_insandbox, test_cleanup)
+                test_rotation, test_insandbox, test_logs, test_cleanup)

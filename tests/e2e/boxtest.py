@@ -554,6 +554,46 @@ def sqlite_files(path):
     return out
 
 
+class Follow:
+    """A streamed GET (e.g. services/{name}/logs?follow=true) read in a
+    thread: ('line', bytes) in a queue, then ('end', True) when the answer
+    ended complete or ('end', False, why) when it was cut."""
+
+    def __init__(self, d, path, token):
+        self.q = queue.Queue()
+        self.status = None
+        self.headers = {}
+        self.ready = threading.Event()
+        self.conn = http.client.HTTPConnection('127.0.0.1', d.port, timeout=60)
+        self.conn.request('GET', path, headers={'Authorization': 'Bearer ' + token})
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        try:
+            resp = self.conn.getresponse()
+            self.status = resp.status
+            self.headers = {k.lower(): v for k, v in resp.getheaders()}
+            self.ready.set()
+            while True:
+                line = resp.readline()
+                if not line:
+                    break
+                self.q.put(('line', line))
+            self.q.put(('end', True))
+        except Exception as e:  # noqa: BLE001 - an incomplete answer
+            self.ready.set()
+            self.q.put(('end', False, repr(e)))
+
+    def next(self, timeout=10):
+        try:
+            return self.q.get(timeout=timeout)
+        except queue.Empty:
+            return ('timeout',)
+
+    def close(self):
+        self.conn.close()
+
+
 def main(tap, *tests):
     """Runs each test function (one section each), then prints the plan."""
     for fn in tests:

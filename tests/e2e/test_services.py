@@ -5,12 +5,16 @@
 # services directory of its own: the routes and the Service record, the
 # host's checks (bad name, unknown field, missing or empty cmd, unknown
 # need, a cycle named), stop/start/restart, delete, another project's
-# sandbox 404, a stop then wake starting the services again with new PIDs.
+# sandbox 404, a stop then wake starting the services again with new PIDs;
+# the logs route (tail, its bounds and errors, follow ended cleanly by a
+# pause and by a stop, wake=false 409 leaving the sandbox paused, `box
+# logs`) and a follow not keeping a sandbox with a 30 s idle timeout awake.
 # Needs root (the agent switches to the service's user).
 
 import json
 import os
 import tempfile
+import time
 
 import sys
 
@@ -32,15 +36,23 @@ def alive(pid):
         return False
 
 
-def test_services(t):
+def start_boxd(t, what):
+    """A boxd whose dummy hypervisor runs the real agent: (boxd, its
+    temporary directory), or (None, None) after a skip."""
     if not os.access(BOX_AGENT, os.X_OK) or os.geteuid() != 0:
-        t.skip('services through the real agent', 'needs root and BOX_AGENT')
-        return
+        t.skip(what + ' through the real agent', 'needs root and BOX_AGENT')
+        return None, None
     tmp = tempfile.mkdtemp(prefix='box-e2e-services-')
     conf = os.path.join(tmp, 'boxd.conf')
     with open(conf, 'w') as f:
         f.write('[plugin.dummy]\nagent=%s\n' % BOX_AGENT)
-    d = Boxd(t, extra_args=['--config', conf]).start()
+    return Boxd(t, extra_args=['--config', conf]).start(), tmp
+
+
+def test_services(t):
+    d, tmp = start_boxd(t, 'services')
+    if d is None:
+        return
     key = d.project_with_key('svc')
     other = d.project_with_key('other')
     sdir = os.path.join(tmp, 'services')
@@ -150,5 +162,122 @@ def test_services(t):
     t.ok(not os.listdir(sdir), 'and no definition left')
 
 
+def test_service_logs(t):
+    d, tmp = start_boxd(t, 'service logs')
+    if d is None:
+        return
+    key = d.project_with_key('logs')
+    other = d.project_with_key('other')
+    sdir = os.path.join(tmp, 'services')
+    trig = os.path.join(tmp, 'more')
+    args = '--fd {fd} --services-dir %s --service-grace-ms 1000' % sdir
+    d.create_sandbox(key, {'name': 'lg', 'env': {'BOX_DUMMY_AGENT_ARGS': args}})
+    base = '/v1/sandboxes/lg/services'
+    cmd = ('i=0; while [ $i -lt 300 ]; do echo line$i; i=$((i+1)); done; '
+           'while :; do if [ -e %s ]; then rm %s; echo more; fi; sleep 0.05; done' % (trig, trig))
+    r = d.request('PUT', base + '/talk', {'cmd': ['sh', '-c', cmd], 'user': 'root'}, token=key)
+    t.status(r, 200, 'PUT services/talk')
+    logfile = os.path.join(sdir, 'talk.log')
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if os.path.exists(logfile) and open(logfile, 'rb').read().endswith(b'line299\n'):
+            break
+        time.sleep(0.05)
+    lines = lambda a, b: b''.join(b'line%d\n' % i for i in range(a, b))  # noqa: E731
+
+    r = d.request('GET', base + '/talk/logs?tail=5', token=key)
+    t.status(r, 200, 'GET logs?tail=5')
+    t.ok(r[1].get('content-type', '').startswith('text/plain'), 'text/plain', r[1])
+    t.eq(r[3], lines(295, 300), 'tail=5 gives the last 5 lines')
+    t.eq(d.request('GET', base + '/talk/logs', token=key)[3], lines(200, 300),
+         'the default is the last 100 lines')
+    t.eq(d.request('GET', base + '/talk/logs?tail=10000&follow=false&wake=true', token=key)[3],
+         lines(0, 300), 'tail beyond the file: all of it')
+    t.eq(d.request('GET', base + '/talk/logs?tail=0', token=key)[3], b'', 'tail=0: nothing')
+    for q, what in (('tail=abc', 'a tail that is no number'), ('tail=-1', 'a negative tail'),
+                    ('tail=10001', 'a tail beyond 10000'), ('tail=+5', 'a signed tail'),
+                    ('follow=yes', 'a follow that is no boolean'), ('wake=1', 'a bad wake'),
+                    ('tail=1&tail=2', 'a repeated tail'), ('lines=3', 'an unknown parameter')):
+        t.error(d.request('GET', base + '/talk/logs?' + q, token=key), 400, 'invalid', what)
+    t.error(d.request('GET', base + '/nope/logs', token=key), 404, 'not_found', 'an unknown service')
+    t.error(d.request('GET', base + '/-x/logs', token=key), 400, 'invalid', 'a bad service name')
+    t.error(d.request('GET', base + '/talk/logs', token=other), 404, 'not_found',
+            "another project's sandbox")
+
+    # follow: new output streams, a pause ends the answer cleanly
+    f = boxtest.Follow(d, base + '/talk/logs?tail=1&follow=true', key)
+    t.eq(f.next(), ('line', b'line299\n'), 'follow starts with the tail')
+    t.ok(f.headers.get('transfer-encoding') == 'chunked', 'chunked', f.headers)
+    open(trig, 'w').close()
+    t.eq(f.next(), ('line', b'more\n'), 'follow streams what the service writes next')
+    open(trig, 'w').close()
+    t.eq(f.next(), ('line', b'more\n'), 'and again')
+    r = d.request('POST', '/v1/sandboxes/lg/pause', token=key)
+    t.status(r, 200, 'pause')
+    t.eq(f.next(), ('end', True), 'the pause ended the follow cleanly')
+    f.close()
+
+    # wake=false on a paused sandbox: 409, still paused; the default wakes it
+    t.error(d.request('GET', base + '/talk/logs?wake=false', token=key), 409, 'conflict',
+            'wake=false on a paused sandbox')
+    t.eq((d.request('GET', '/v1/sandboxes/lg', token=key)[2] or {}).get('state'), 'paused',
+         'and it stays paused')
+    r = d.request('GET', base + '/talk/logs?tail=1', token=key)
+    t.eq((r[0], r[3]), (200, b'more\n'), 'without wake=false the call wakes it')
+    t.eq((d.request('GET', '/v1/sandboxes/lg', token=key)[2] or {}).get('state'), 'running',
+         'it runs again')
+    r = d.request('GET', base + '/talk/logs?tail=2&wake=false', token=key)
+    t.eq((r[0], r[3]), (200, b'more\nmore\n'), 'wake=false on a running sandbox answers')
+
+    # the CLI
+    box = clitest.Client(d, key)
+    r = box('logs', 'lg', 'talk', '--tail', '3')
+    t.ok(r.rc == 0 and r.out.splitlines()[-3:] == ['line299', 'more', 'more'],
+         'box logs --tail 3', r.describe())
+    r = box('logs', 'lg', 'nope')
+    t.ok(r.rc == 1 and 'not_found' in r.err, 'box logs of an absent service', r.describe())
+    r = box('logs', 'lg')
+    t.eq(r.rc, 2, 'box logs without a service is a usage error')
+
+    # a stop ends a follow too
+    f = boxtest.Follow(d, base + '/talk/logs?tail=0&follow=true', key)
+    f.ready.wait(10)
+    t.eq(f.status, 200, 'a second follow')
+    t.status(d.request('POST', '/v1/sandboxes/lg/stop', token=key), 200, 'stop')
+    t.eq(f.next(), ('end', True), 'the stop ended the follow cleanly')
+    f.close()
+
+
+def test_follow_lets_idle(t):
+    """A follow does not keep a sandbox with a 30 s idle timeout awake."""
+    d, tmp = start_boxd(t, 'following and the idle rule')
+    if d is None:
+        return
+    key = d.project_with_key('idle')
+    args = '--fd {fd} --services-dir %s' % os.path.join(tmp, 'services')
+    d.create_sandbox(key, {'name': 'id', 'idle': {'timeout_s': 30, 'action': 'pause'},
+                           'env': {'BOX_DUMMY_AGENT_ARGS': args}})
+    base = '/v1/sandboxes/id/services'
+    t.status(d.request('PUT', base + '/tick', {'cmd': ['sh', '-c', 'while :; do echo tick; sleep 0.5; done'],
+                                               'user': 'root'}, token=key), 200, 'PUT a chatty service')
+    f = boxtest.Follow(d, base + '/tick/logs?tail=1&follow=true', key)
+    t.eq(f.next(), ('line', b'tick\n'), 'following it')
+    start = time.monotonic()
+    ended = None
+    n = 0
+    while time.monotonic() - start < 60:
+        e = f.next(timeout=60)
+        if e[0] != 'line':
+            ended = e
+            break
+        n += 1
+    took = time.monotonic() - start
+    t.eq(ended, ('end', True), 'the follow ended cleanly (%d lines, %.0f s)' % (n, took))
+    t.ok(25 <= took <= 60, 'when the idle rule paused the sandbox, about 30 s after its last call',
+         '%.1f s' % took)
+    t.eq((d.request('GET', '/v1/sandboxes/id', token=key)[2] or {}).get('state'), 'paused',
+         'the sandbox is paused')
+    f.close()
+
 if __name__ == '__main__':
-    boxtest.main(Tap(), test_services)
+    boxtest.main(Tap(), test_services, test_service_logs, test_follow_lets_idle)

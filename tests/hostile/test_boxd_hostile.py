@@ -9,8 +9,9 @@ libvirt VM's agent.  Two sandboxes at a time:
   neighbour  the real guest agent (agent/box-agent --fd 3), exec/run `true`
              as root back to back over the HTTP API
   attacker   tests/hostile/hostile-agent MODE, one sandbox per attack,
-             driven over the HTTP API (exec/run with 512 KiB of stdin, and
-             GET exec/sessions, in a loop) for ATTACK_S seconds
+             driven over the HTTP API (exec/run with 512 KiB of stdin,
+             GET exec/sessions and a followed GET services/web/logs, in a
+             loop) for ATTACK_S seconds
 
 For every mode it measures boxd's own VmRSS (/proc/PID/status, sampled
 every 20 ms) and the neighbour's exec/run p50/p95, and asserts:
@@ -105,6 +106,11 @@ class Driver:
             threading.Thread(target=self._loop, args=('POST', 'exec/run', {
                 'cmd': ['cat'], 'stdin': stdin, 'user': user, 'timeout_s': 5}, 3), daemon=True),
             threading.Thread(target=self._loop, args=('GET', 'exec/sessions', None, 3), daemon=True),
+            # a service's log followed: the mode's data on a download that
+            # never ends by itself (window: endless DATA beyond the credit;
+            # nest: huge lines)
+            threading.Thread(target=self._loop, args=('GET', 'services/web/logs?tail=10&follow=true',
+                                                      None, 3), daemon=True),
         ]
         for t in self.threads:
             t.start()
