@@ -361,8 +361,13 @@ dispatch (const BaJson *m)
       ba_reply_error (id, "invalid", "env must map variable names to strings");
       return;
     }
-    /* the services of this boot start once they can get the sandbox's env */
-    ba_services_go ();
+    /* the services of this boot start once they can get the sandbox's env;
+     * `hold`: the env is withheld for a pause or a snapshot, none starts
+     * (a restart after a crash would keep the empty env) until it is back */
+    if (ba_json_get_bool (m, "hold", false))
+      ba_services_hold ();
+    else
+      ba_services_go ();
     ba_reply_begin (&b, id);
     ba_jw_end (&b);
     ba_send_json (0, &b);

@@ -78,7 +78,7 @@ typedef struct {
 } Svc;
 
 static Svc svcs[BA_SERVICES_MAX];
-static bool loaded, going;
+static bool loaded, going, held;
 
 bool
 ba_service_name_ok (const char *name)
@@ -621,6 +621,13 @@ void
 ba_services_go (void)
 {
   going = true;
+  held = false;
+}
+
+void
+ba_services_hold (void)
+{
+  held = true;
 }
 
 void
@@ -639,7 +646,7 @@ ba_services_tick (int64_t now)
         kill (s->pid, SIGKILL);
         s->kill_at = now + 60000;
       }
-      if (going && s->want && !s->crashed && !s->deleting && s->pid <= 0 &&
+      if (going && !held && s->want && !s->crashed && !s->deleting && s->pid <= 0 &&
           now >= s->next_start && needs_running (s)) {
         spawn (s, now);
         if (s->pid > 0)
@@ -661,7 +668,7 @@ ba_services_timeout (int64_t now)
       continue;
     if (s->pid > 0 && s->stopping)
       at = s->kill_at;
-    else if (going && s->want && !s->crashed && s->pid <= 0)
+    else if (going && !held && s->want && !s->crashed && s->pid <= 0)
       at = s->next_start;
     if (at >= 0 && (t < 0 || at < t))
       t = at;

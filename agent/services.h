@@ -37,9 +37,12 @@ bool ba_service_name_ok (const char *name);
 void ba_service_log_path (char *out, size_t n, const char *name, int gen);
 
 /* Read the definitions (once); services start at the first ba_services_go
- * (PID 1: the first set-env after boot, so they get the sandbox's env). */
+ * (PID 1: the first set-env after boot, so they get the sandbox's env).
+ * ba_services_hold (a set-env with `hold`: the sandbox env is withheld for
+ * a pause or a snapshot) starts none until the next ba_services_go. */
 void ba_services_load (void);
 void ba_services_go (void);
+void ba_services_hold (void);
 
 /* service-list, service-get, service-put, service-delete, service-start,
  * service-stop, service-restart */

@@ -2,14 +2,18 @@
 # One command from a fresh Debian 12 machine to a running boxd:
 # installs the dependencies, builds and installs box, starts boxd with its
 # embedded defaults (SQLite store, key auth) and prints the API URL, where
-# the admin token is, and a working project key.
+# the admin token is, and a working project key; the edge (sandbox and port
+# URLs over TLS) listens next to it, and its CA certificate's path is
+# printed with how to trust it.
 #
-#   tools/setup.sh            listen on 127.0.0.1:7070, data in /var/lib/box
-#   BOX_LISTEN=0.0.0.0:7070 BOX_DATA_DIR=/srv/box tools/setup.sh
+#   tools/setup.sh            listen on 127.0.0.1:7070, the edge on 127.0.0.1:7443,
+#                             data in /var/lib/box
+#   BOX_LISTEN=0.0.0.0:7070 BOX_EDGE_LISTEN=0.0.0.0:443 BOX_DATA_DIR=/srv/box tools/setup.sh
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 listen="${BOX_LISTEN:-127.0.0.1:7070}"
+edge_listen="${BOX_EDGE_LISTEN:-127.0.0.1:7443}"
 data_dir="${BOX_DATA_DIR:-/var/lib/box}"
 prefix="${BOX_PREFIX:-/usr/local}"
 log="${BOX_LOG:-/var/log/boxd.log}"
@@ -60,7 +64,7 @@ if pid="$(pgrep -x boxd)"; then
 fi
 $sudo mkdir -p "$data_dir"
 $sudo touch "$log"
-$sudo sh -c "nohup '$prefix/sbin/boxd' --data-dir '$data_dir' --listen '$listen' >>'$log' 2>&1 &"
+$sudo sh -c "nohup '$prefix/sbin/boxd' --data-dir '$data_dir' --listen '$listen' --edge-listen '$edge_listen' >>'$log' 2>&1 &"
 
 url="http://$listen"
 for _ in $(seq 100); do
@@ -85,6 +89,14 @@ boxd is running (log: $log).
   admin token:  ${BOX_ADMIN_TOKEN:+from BOX_ADMIN_TOKEN}${BOX_ADMIN_TOKEN:-$token_file}
   project:      default
   API key:      $key
+  sandbox URLs: https://<name>--default.sandbox.localhost:${edge_listen##*:}
+  edge CA:      $data_dir/tls/ca.pem
+    trust it system-wide (curl, Python):
+      sudo cp $data_dir/tls/ca.pem /usr/local/share/ca-certificates/box-edge.crt
+      sudo update-ca-certificates
+    or per command: curl --cacert $data_dir/tls/ca.pem ...
+    browsers keep their own store (Chromium: Settings, Privacy and security,
+    Security, Manage certificates, Authorities, Import).
 
 Try:
   export BOX_URL=$url BOX_KEY=$key

@@ -9,6 +9,8 @@
 #include <sys/prctl.h>
 
 #include "box-dbus-daemon.h"
+#include "box-edge-cert.h"
+#include "box-edge-server.h"
 #include "box-engine.h"
 #include "box-http-server.h"
 #include "box-insandbox.h"
@@ -23,6 +25,36 @@ on_signal (gpointer user_data)
   return G_SOURCE_REMOVE;
 }
 
+static const char *
+nonempty (const char *value)
+{
+  return value != NULL && value[0] != '\0' ? value : NULL;
+}
+
+/* The edge on cfg->edge_listen, with the operator's certificate or one of
+ * boxd's own CA. */
+static BoxEdgeServer *
+start_edge (BoxEngine *engine, BoxConfig *cfg, GError **error)
+{
+  g_autoptr(GTlsCertificate) certificate = NULL;
+  g_autoptr(BoxEdgeServer) edge = NULL;
+  g_autofree char *ca = NULL;
+
+  certificate = box_edge_cert_load (cfg->data_dir, cfg->sandbox_domain, nonempty (cfg->edge_cert),
+                                    nonempty (cfg->edge_key), error);
+  if (certificate == NULL)
+    return NULL;
+  edge = box_edge_server_new (engine, certificate);
+  if (!box_edge_server_listen (edge, cfg->edge_listen, error))
+    return NULL;
+  ca = box_edge_ca_path (cfg->data_dir);
+  g_message (_("serving sandbox URLs on https://%s (port %u) for *.%s%s%s"), cfg->edge_listen,
+             box_edge_server_get_port (edge), cfg->sandbox_domain,
+             nonempty (cfg->edge_cert) == NULL ? "; CA certificate in " : "",
+             nonempty (cfg->edge_cert) == NULL ? ca : "");
+  return g_steal_pointer (&edge);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -30,6 +62,7 @@ main (int argc, char **argv)
   g_autoptr(BoxEngine) engine = NULL;
   g_autoptr(BoxHttpServer) http = NULL;
   g_autoptr(BoxInsandbox) insandbox = NULL;
+  g_autoptr(BoxEdgeServer) edge = NULL;
   g_autoptr(BoxDBusDaemon) dbus = NULL;
   g_autoptr(GMainLoop) loop = NULL;
   g_autoptr(GError) error = NULL;
@@ -51,6 +84,7 @@ main (int argc, char **argv)
   if (prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0)
     g_debug ("cannot become a child subreaper: %s", g_strerror (errno));
 
+  box_edge_server_init_tls ();
   cfg = config;
   engine = box_engine_new (g_steal_pointer (&config));
   if (!box_engine_start (engine, NULL, &error)) {
@@ -66,6 +100,17 @@ main (int argc, char **argv)
   }
   /* processes inside the sandboxes reach their sub-API on /run/box/api.sock */
   insandbox = box_insandbox_new (engine, http);
+
+  if (cfg->edge_listen != NULL && cfg->edge_listen[0] != '\0') {
+    edge = start_edge (engine, cfg, &error);
+    if (edge == NULL) {
+      g_printerr (_("boxd: cannot serve the edge on %s: %s\n"), cfg->edge_listen, error->message);
+      box_insandbox_shutdown (insandbox);
+      box_http_server_shutdown (http);
+      box_engine_stop (engine);
+      return 1;
+    }
+  }
 
   if (cfg->dbus != BOX_DBUS_NONE) {
     dbus = box_dbus_daemon_new (engine);
@@ -98,6 +143,8 @@ main (int argc, char **argv)
 
   if (dbus != NULL)
     box_dbus_daemon_stop (dbus);
+  if (edge != NULL)
+    box_edge_server_shutdown (edge);
   box_insandbox_shutdown (insandbox);
   box_http_server_shutdown (http);
   box_engine_stop (engine);

@@ -85,6 +85,9 @@ box_config_free (BoxConfig *config)
   g_free (config->data_dir);
   g_free (config->listen);
   g_free (config->sandbox_domain);
+  g_free (config->edge_listen);
+  g_free (config->edge_cert);
+  g_free (config->edge_key);
   g_free (config->base_url);
   g_free (config->plugin_dir);
   g_free (config->storage);
@@ -226,6 +229,9 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
   take_string (config->keyfile, "data_dir", &config->data_dir);
   take_string (config->keyfile, "listen", &config->listen);
   take_string (config->keyfile, "sandbox_domain", &config->sandbox_domain);
+  take_string (config->keyfile, "edge_listen", &config->edge_listen);
+  take_string (config->keyfile, "edge_cert", &config->edge_cert);
+  take_string (config->keyfile, "edge_key", &config->edge_key);
   take_string (config->keyfile, "base_url", &config->base_url);
   take_string (config->keyfile, "plugin_dir", &config->plugin_dir);
   take_string (config->keyfile, "storage", &config->storage);
@@ -278,6 +284,9 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   g_autofree char *data_dir = NULL;
   g_autofree char *listen = NULL;
   g_autofree char *sandbox_domain = NULL;
+  g_autofree char *edge_listen = NULL;
+  g_autofree char *edge_cert = NULL;
+  g_autofree char *edge_key = NULL;
   g_autofree char *base_url = NULL;
   g_autofree char *plugin_dir = NULL;
   g_autofree char *storage = NULL;
@@ -300,6 +309,12 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
       N_("Serve the HTTP API on HOST:PORT (default 127.0.0.1:7070)"), N_("HOST:PORT") },
     { "sandbox-domain", 0, 0, G_OPTION_ARG_STRING, &sandbox_domain,
       N_("Domain under which sandbox URLs live (default sandbox.localhost)"), N_("DOMAIN") },
+    { "edge-listen", 0, 0, G_OPTION_ARG_STRING, &edge_listen,
+      N_("Answer sandbox and port URLs over TLS on HOST:PORT (default: off)"), N_("HOST:PORT") },
+    { "edge-cert", 0, 0, G_OPTION_ARG_FILENAME, &edge_cert,
+      N_("The edge's certificate chain (PEM; default: issued by boxd's own CA)"), N_("FILE") },
+    { "edge-key", 0, 0, G_OPTION_ARG_FILENAME, &edge_key,
+      N_("The key of --edge-cert (PEM)"), N_("FILE") },
     { "base-url", 0, 0, G_OPTION_ARG_STRING, &base_url,
       N_("The API's public base URL (default http://LISTEN)"), N_("URL") },
     { "plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &plugin_dir,
@@ -350,6 +365,9 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   TAKE (data_dir, data_dir);
   TAKE (listen, listen);
   TAKE (sandbox_domain, sandbox_domain);
+  TAKE (edge_listen, edge_listen);
+  TAKE (edge_cert, edge_cert);
+  TAKE (edge_key, edge_key);
   TAKE (base_url, base_url);
   TAKE (plugin_dir, plugin_dir);
   TAKE (storage, storage);

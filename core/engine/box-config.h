@@ -10,6 +10,9 @@
  *   data_dir=/var/lib/box
  *   listen=127.0.0.1:7070
  *   sandbox_domain=sandbox.localhost
+ *   edge_listen=                (HOST:PORT of the edge's TLS listener; off when empty)
+ *   edge_cert=                  (the edge's certificate chain and key, PEM; both or
+ *   edge_key=                    neither: without, boxd's own CA in <data-dir>/tls/)
  *   base_url=http://127.0.0.1:7070
  *   plugin_dir=/usr/lib/x86_64-linux-gnu/box/plugins
  *   storage=auto        (auto: the best installed plugin for the role
@@ -72,6 +75,9 @@ typedef struct {
   char        *data_dir;
   char        *listen;            /* host:port */
   char        *sandbox_domain;
+  char        *edge_listen;       /* host:port, or NULL: no edge */
+  char        *edge_cert;         /* NULL: boxd's own CA issues one */
+  char        *edge_key;
   char        *base_url;          /* the API's public base URL */
   char        *plugin_dir;
   char        *storage;           /* plugin names */

@@ -31,11 +31,14 @@
  * a held lock is another's checkpoint under way).  Restores write
  * disk.qcow2.tmp, layer-N.qcow2.tmp and cold.mig.tmp and rename them.
  *
- *   memory, running   the guest forgets its env; QEMU copies its RAM while
- *                     it runs (pre-copy: its dirty tracking sends again
- *                     what the guest writes) and stops the vCPUs for the
- *                     last pass; the disk is copied, the vCPUs run again;
- *                     clock and env are pushed back
+ *   memory, running   the guest forgets its env; under KVM QEMU copies its
+ *                     RAM while it runs (pre-copy: its dirty tracking
+ *                     sends again what the guest writes) and stops the
+ *                     vCPUs for the last pass; under TCG the vCPUs stop
+ *                     for the whole copy (stop-copy: QEMU < 9.0 loses
+ *                     writes during a TCG pre-copy, see
+ *                     box_libvirt_live_ram_copy()); the disk is copied,
+ *                     the vCPUs run again; clock and env are pushed back
  *   memory, hot pause state and disk saved; the VM becomes cold on that
  *                     same state (a second migration out of one QEMU is
  *                     not safe in QEMU 7.2), so no wake
@@ -58,14 +61,11 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "box-libvirt-op.h"
 
 #define CKPT_MANIFEST        "manifest.json"
-/* less free than this (and the reserve) after a failure: the disk filled */
-#define DISK_FULL_SLACK      ((guint64) 1 << 20)
 #define CKPT_TMP             ".tmp-"
 #define CKPT_LOCK_SUFFIX     ".lock"
 #define CKPT_COPY_CHUNK      (G_GUINT64_CONSTANT (64) << 20)
@@ -158,54 +158,6 @@ set_errno_error (GError **error, int saved_errno, const char *what, const char *
 
   g_set_error (error, BOX_ERROR, code, "%s %s: %s", what, path, g_strerror (saved_errno));
   return FALSE;
-}
-
-guint64
-box_libvirt_file_allocated (const char *path)
-{
-  GStatBuf st;
-
-  if (g_stat (path, &st) != 0)
-    return 0;
-  return (guint64) st.st_blocks * 512;
-}
-
-gboolean
-box_libvirt_check_disk_room (BoxLibvirtPlugin *self, guint64 bytes, GError **error)
-{
-  struct statvfs st;
-  guint64 free_bytes, reserve;
-
-  if (statvfs (self->config.vm_dir, &st) != 0)
-    return set_errno_error (error, errno, "cannot read the free space of", self->config.vm_dir);
-  free_bytes = (guint64) st.f_bavail * st.f_frsize;
-  /* (disk_reserve_mib is at most G_MAXUINT32: no overflow) */
-  reserve = self->config.disk_reserve_mib << 20;
-  if (free_bytes < bytes + reserve) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_CAPACITY,
-                 "no room on this node's disk: %" G_GUINT64_FORMAT " MiB needed, %"
-                 G_GUINT64_FORMAT " MiB free", (bytes + reserve) >> 20, free_bytes >> 20);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* After a failure: a node disk that filled up meanwhile (another writer, or
- * more to write than estimated: the guest's RAM as it is) makes it 503
- * capacity, as if it had not fitted from the start. */
-void
-box_libvirt_note_disk_full (BoxLibvirtPlugin *self, GError **error)
-{
-  g_autoptr(GError) room = NULL;
-  GError *full;
-
-  if (error == NULL || *error == NULL ||
-      g_error_matches (*error, BOX_ERROR, BOX_ERROR_CAPACITY) ||
-      box_libvirt_check_disk_room (self, DISK_FULL_SLACK, &room))
-    return;
-  full = g_error_new (BOX_ERROR, BOX_ERROR_CAPACITY, "%s (%s)", room->message, (*error)->message);
-  g_clear_error (error);
-  *error = full;
 }
 
 static gboolean
@@ -483,6 +435,23 @@ resume_domain (virDomainPtr dom, GError **error)
   return reply != NULL;
 }
 
+/* Whether a memory checkpoint of a running guest may copy its RAM while it
+ * runs (pre-copy).  Only under KVM, whose dirty log is the kernel's.  Under
+ * TCG, QEMU before 9.0 loses writes during a pre-copy: the aligned fast
+ * path of cpu_physical_memory_sync_dirty_bitmap() clears the migration
+ * dirty bits without resetting the vCPUs' TLB entries (QEMU commit
+ * 03bfc2188f, "physmem: Fix migration dirty bitmap coherency with TCG
+ * memory access", 9.0), so a vCPU keeps writing a page through a TLB entry
+ * that no longer marks it dirty, and the file keeps the page as it was
+ * (per-CPU kernel data written by the timer interrupt: the restored guest
+ * oopses within a second).  Its author saw other lost updates under TCG
+ * after that fix, so TCG gets the stop-copy whatever QEMU's version. */
+gboolean
+box_libvirt_live_ram_copy (BoxLibvirtPlugin *self)
+{
+  return g_strcmp0 (self->accel, "kvm") == 0;
+}
+
 /* How long the last pass of a memory checkpoint kept the guest stopped
  * (QEMU's figure), for the log; -1 when unknown. */
 static gint64
@@ -518,7 +487,7 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
   virConnectPtr conn;
   virDomainPtr dom;
   int state = VIR_DOMAIN_NOSTATE;
-  gboolean ok, was_running;
+  gboolean ok, was_running, live;
   gint64 stopped_at = 0, downtime = 0;
 
   if (op->vm->state == BOX_VM_STATE_SHUTOFF || op->vm->cold) {
@@ -539,16 +508,27 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
     return FALSE;
   }
   was_running = state == VIR_DOMAIN_RUNNING;
+  live = was_running && box_libvirt_live_ram_copy (self);
   if (op->memory) {
-    /* a running guest carries on while QEMU copies its RAM (QEMU's own
-     * dirty tracking sends again what it writes meanwhile) and stops for
-     * the last pass only; the migration ends with the vCPUs stopped */
-    ok = box_libvirt_migrate_save (dom, tmp_state, FALSE, error);
-    stopped_at = g_get_monotonic_time ();
-    if (ok && was_running) {
-      downtime = log_downtime (dom, op);
-      box_libvirt_test_delay ("checkpoint-stopped", op);
+    /* live (KVM): the guest carries on while QEMU copies its RAM (its
+     * dirty tracking sends again what the guest writes meanwhile) and
+     * stops for the last pass only.  TCG: the vCPUs stop for the whole
+     * copy (box_libvirt_live_ram_copy()).  The migration ends with the
+     * vCPUs stopped either way */
+    if (was_running && !live) {
+      stopped_at = g_get_monotonic_time ();
+      ok = virDomainSuspend (dom) == 0 || box_libvirt_set_error (error, "cannot pause the VM");
+    } else {
+      ok = TRUE;
     }
+    ok = ok && box_libvirt_migrate_save (dom, tmp_state, FALSE, error);
+    if (live) {
+      stopped_at = g_get_monotonic_time ();
+      if (ok)
+        downtime = log_downtime (dom, op);
+    }
+    if (ok && was_running)
+      box_libvirt_test_delay ("checkpoint-stopped", op);
   } else {
     stopped_at = g_get_monotonic_time ();
     ok = !was_running || virDomainSuspend (dom) == 0 ||
@@ -568,12 +548,19 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
     /* (after a failure the VM runs on if it can; the first error counts) */
     ok = FALSE;
   } else if (was_running && ok) {
-    /* QEMU's last pass (memory), then the disk copy and the resume */
-    g_message ("libvirt: sandbox %s: %s checkpoint %s: the guest was stopped for %.0f ms "
-               "(%" G_GINT64_FORMAT " ms of QEMU's last pass, %.0f ms disk copy and resume)",
-               op->id, op->memory ? "memory" : "disk-only", op->checkpoint_id,
-               MAX (downtime, 0) + (g_get_monotonic_time () - stopped_at) / 1e3, downtime,
-               (g_get_monotonic_time () - stopped_at) / 1e3);
+    /* QEMU's last pass (live), or its whole copy (stop-copy), then the
+     * disk copy and the resume */
+    gdouble since = (g_get_monotonic_time () - stopped_at) / 1e3;
+
+    if (live || !op->memory)
+      g_message ("libvirt: sandbox %s: %s checkpoint %s: the guest was stopped for %.0f ms "
+                 "(%" G_GINT64_FORMAT " ms of QEMU's last pass, %.0f ms disk copy and resume)",
+                 op->id, op->memory ? "memory" : "disk-only", op->checkpoint_id,
+                 MAX (downtime, 0) + since, downtime, since);
+    else
+      g_message ("libvirt: sandbox %s: memory checkpoint %s: the guest was stopped for %.0f ms "
+                 "(stop-copy: its whole RAM, the disk copy and the resume)", op->id,
+                 op->checkpoint_id, since);
   }
   virDomainFree (dom);
   virConnectClose (conn);
@@ -656,6 +643,18 @@ checkpoint_guest_back (GObject *source, GAsyncResult *result, gpointer user_data
   box_libvirt_op_return (task, NULL);
 }
 
+/* A memory checkpoint that failed on a running VM: the env withheld for it
+ * (and with it the starts of services) is given back, then the error. */
+static void
+checkpoint_failed_guest_back (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  GError *error = g_object_steal_data (G_OBJECT (task), "box-checkpoint-error");
+
+  guest_setup_logged (box_libvirt_task_op (task), result, "after the failed");
+  box_libvirt_op_return (task, error);
+}
+
 static void
 checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -679,6 +678,14 @@ checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
     vm->expect_stop = FALSE;
   }
   if (!ok) {
+    if (op->memory && vm->state == BOX_VM_STATE_RUNNING && vm->agent != NULL &&
+        !box_agent_is_closed (vm->agent)) {
+      g_object_set_data_full (G_OBJECT (task), "box-checkpoint-error", error,
+                              (GDestroyNotify) g_error_free);
+      setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
+      box_libvirt_guest_setup_async (&setup, NULL, checkpoint_failed_guest_back, task);
+      return;
+    }
     box_libvirt_op_return (task, error);
     return;
   }
@@ -745,7 +752,7 @@ box_libvirt_checkpoint_start (GTask *task)
   }
   /* memory: the env is never in a snapshot; disk only: the guest's
    * file systems are consistent on the disk once it synced */
-  setup.steps = op->memory ? BOX_LIBVIRT_GUEST_ENV : BOX_LIBVIRT_GUEST_SYNC;
+  setup.steps = op->memory ? BOX_LIBVIRT_GUEST_ENV_HOLD : BOX_LIBVIRT_GUEST_SYNC;
   setup.context = box_plugin_get_context (BOX_PLUGIN (op->self));
   box_libvirt_guest_setup_async (&setup, NULL, checkpoint_guest_ready, task);
 }

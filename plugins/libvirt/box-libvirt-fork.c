@@ -54,6 +54,47 @@ fork_fail (GTask *task, GError *error)
   box_libvirt_op_undo (task, error, fork_cleaned);
 }
 
+static gboolean
+fork_disk_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  BoxLibvirtOp *op = data;
+
+  return box_libvirt_check_guest_disk (self, op->domain, error);
+}
+
+static void
+fork_disk_checked (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  GError *error = g_object_steal_data (G_OBJECT (task), "box-fork-error");
+  g_autoptr(GError) full = NULL;
+
+  if (!box_libvirt_run_finish (result, &full)) {
+    GError *capacity = g_error_new (BOX_ERROR, BOX_ERROR_CAPACITY, "%s (%s)", full->message,
+                                    error->message);
+    g_error_free (error);
+    error = capacity;
+  }
+  fork_fail (task, error);
+}
+
+/* A fork whose files fitted, but whose guest then met a full disk (QEMU
+ * stops it on the write: it answers nothing until the set-up times out),
+ * is 503 capacity too, and leaves nothing either. */
+static void
+fork_guest_fail (GTask *task, GError *error)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+
+  if (g_error_matches (error, BOX_ERROR, BOX_ERROR_CAPACITY)) {
+    fork_fail (task, error);
+    return;
+  }
+  g_object_set_data_full (G_OBJECT (task), "box-fork-error", error,
+                          (GDestroyNotify) g_error_free);
+  box_libvirt_run_in_thread (op->self, fork_disk_work, op, NULL, NULL, fork_disk_checked, task);
+}
+
 static void
 fork_started (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -80,7 +121,7 @@ fork_started (GObject *source, GAsyncResult *result, gpointer user_data)
                               g_strdup_printf ("fork of checkpoint %s of %s, %s",
                                                op->from_checkpoint_id, op->from_sandbox_id,
                                                op->memory ? "memory" : "disk only"),
-                              fork_fail);
+                              fork_guest_fail);
 }
 
 gboolean

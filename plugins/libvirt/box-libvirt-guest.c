@@ -239,6 +239,12 @@ run_steps (GTask *task)
     json_object_set_object_member (args, "env", env_object (setup->env));
     step (task, "set-env", args);
   }
+  if (setup->steps & BOX_LIBVIRT_GUEST_ENV_HOLD) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    json_object_set_object_member (args, "env", json_object_new ());
+    json_object_set_boolean_member (args, "hold", TRUE);
+    step (task, "set-env", args);
+  }
   if (setup->steps & BOX_LIBVIRT_GUEST_SYNC)
     step (task, "sync", NULL);
   if (setup->steps & BOX_LIBVIRT_GUEST_EXEC) {

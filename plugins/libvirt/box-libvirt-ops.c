@@ -354,8 +354,7 @@ box_libvirt_suspend_start (GTask *task)
      * fsync (100+ ms on a busy disk); the disk is synced when the pause
      * turns cold or the VM is stopped, both of which let the guest run for
      * a moment first. */
-    .steps = BOX_LIBVIRT_GUEST_ENV,
-    .env = NULL,
+    .steps = BOX_LIBVIRT_GUEST_ENV_HOLD,
     .timeout_s = BOX_LIBVIRT_PAUSE_SYNC_S,
   };
 

@@ -269,11 +269,9 @@ fill_restored (GObject *source, GAsyncResult *result, gpointer user_data)
                                                  "agent.sock");
   BoxLibvirtGuestSetup setup = {
     .socket_path = socket,
-    .steps = BOX_LIBVIRT_GUEST_TIME | BOX_LIBVIRT_GUEST_RANDOM | BOX_LIBVIRT_GUEST_HOSTNAME |
-             BOX_LIBVIRT_GUEST_ENV | BOX_LIBVIRT_GUEST_EXEC,
+    .steps = BOX_LIBVIRT_POOL_WARM_STEPS,
     .hostname = "box",
     .net = fill->slot->net,
-    .env = NULL,
     .timeout_s = 60,
   };
 

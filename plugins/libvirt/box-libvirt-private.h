@@ -348,7 +348,18 @@ typedef enum {
   BOX_LIBVIRT_GUEST_ENV      = 1 << 5,   /* set-env */
   BOX_LIBVIRT_GUEST_SYNC     = 1 << 6,   /* sync */
   BOX_LIBVIRT_GUEST_EXEC     = 1 << 7,   /* run `true` (warming up) */
+  /* set-env {} with `hold`: the env withheld for a pause or a snapshot
+   * (never in one); the agent starts no service until the next set-env */
+  BOX_LIBVIRT_GUEST_ENV_HOLD = 1 << 8,
 } BoxLibvirtGuestSteps;
+
+/* What a warm-pool domain is told while it warms up.  Never set-env: the
+ * agent starts the services whose definitions the template's disk holds at
+ * its first set-env, so they must wait for the env of the sandbox that
+ * takes the domain (its create sends it), not start with the pool's. */
+#define BOX_LIBVIRT_POOL_WARM_STEPS \
+  (BOX_LIBVIRT_GUEST_TIME | BOX_LIBVIRT_GUEST_RANDOM | BOX_LIBVIRT_GUEST_HOSTNAME | \
+   BOX_LIBVIRT_GUEST_EXEC)
 
 typedef struct {
   BoxPluginContext       *context;      /* makes the agent client */
@@ -493,6 +504,10 @@ gboolean  box_libvirt_checkpoint_info_load   (BoxLibvirtPlugin *self, const char
  * holes: SEEK_DATA/SEEK_HOLE and copy_file_range), synced; a full disk is
  * BOX_ERROR_CAPACITY and leaves no @dst. */
 gboolean  box_libvirt_copy_sparse            (const char *src, const char *dst, GError **error);
+/* TRUE when a memory checkpoint of a running guest copies its RAM while it
+ * runs (KVM); FALSE: the vCPUs stop for the whole copy (TCG, whose dirty
+ * tracking loses writes in QEMU < 9.0: box-libvirt-checkpoint.c). */
+gboolean  box_libvirt_live_ram_copy          (BoxLibvirtPlugin *self);
 /* BOX_ERROR_CAPACITY unless @bytes (and a reserve) fit on vm_dir's file system. */
 gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 bytes,
                                               GError **error);
@@ -500,6 +515,11 @@ gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 by
 gboolean  box_libvirt_write_file             (const char *path, const char *contents,
                                               GError **error);
 void      box_libvirt_note_disk_full         (BoxLibvirtPlugin *self, GError **error);
+/* Worker threads.  BOX_ERROR_CAPACITY when the guest of @domain met a full
+ * disk (QEMU stopped it on a write that found no room) or the node's disk
+ * is full now: what a guest that stopped answering may have met. */
+gboolean  box_libvirt_check_guest_disk       (BoxLibvirtPlugin *self, const char *domain,
+                                              GError **error);
 /* link(2) of @from as @to, whatever @to was; BOX_ERROR_CAPACITY when full. */
 gboolean  box_libvirt_link_file              (const char *from, const char *to, GError **error);
 /* rename(2), and @from unlinked when both were links of one file. */

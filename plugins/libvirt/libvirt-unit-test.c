@@ -487,6 +487,23 @@ test_tcg_refused (void)
   plugin->started = FALSE;
 }
 
+/* A memory checkpoint copies RAM while the guest runs only under KVM: under
+ * TCG QEMU's dirty tracking loses writes during a pre-copy (the restored
+ * guest crashes), so the vCPUs stop for the whole copy. */
+static void
+test_live_ram_copy (void)
+{
+  g_autoptr(BoxLibvirtPlugin) plugin = g_object_new (BOX_TYPE_LIBVIRT_PLUGIN, NULL);
+
+  plugin->accel = g_strdup ("tcg");
+  g_assert_false (box_libvirt_live_ram_copy (plugin));
+  g_free (plugin->accel);
+  plugin->accel = NULL;   /* not chosen yet: not KVM */
+  g_assert_false (box_libvirt_live_ram_copy (plugin));
+  plugin->accel = g_strdup ("kvm");
+  g_assert_true (box_libvirt_live_ram_copy (plugin));
+}
+
 /* The start sweeps and queues (to materialise) only the checkpoints of this
  * boxd's own sandboxes: another boxd's in a shared vm_dir are left alone. */
 static void
@@ -546,6 +563,16 @@ load_config (BoxLibvirtConfig *config, GError **error, ...)
 
 /* The warm pool's settings (and checkpoint_materialise): defaults, and bad
  * values refused at start. */
+/* A pool domain warms up without set-env: the agent starts the template's
+ * services at its first set-env, which must be the sandbox's (the create's),
+ * or they would run with the pool's empty env. */
+static void
+test_pool_warm_steps (void)
+{
+  g_assert_cmpuint (BOX_LIBVIRT_POOL_WARM_STEPS & BOX_LIBVIRT_GUEST_ENV, ==, 0);
+  g_assert_cmpuint (BOX_LIBVIRT_POOL_WARM_STEPS & BOX_LIBVIRT_GUEST_EXEC, !=, 0);
+}
+
 static void
 test_pool_config (void)
 {
@@ -750,8 +777,10 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt/uids/pool", test_uid_pool);
   g_test_add_func ("/libvirt/uids/record-last", test_uid_record_last);
   g_test_add_func ("/libvirt/tcg-refused", test_tcg_refused);
+  g_test_add_func ("/libvirt/live-ram-copy", test_live_ram_copy);
   g_test_add_func ("/libvirt/materialise-sweep-own", test_materialise_sweep_own);
   g_test_add_func ("/libvirt/pool-config", test_pool_config);
+  g_test_add_func ("/libvirt/pool-warm-steps", test_pool_warm_steps);
   g_test_add_func ("/libvirt/checkpoint-ids", test_checkpoint_ids);
   g_test_add_func ("/libvirt/copy-sparse", test_copy_sparse);
   g_test_add_func ("/libvirt/console-tail", test_console_tail);

@@ -118,6 +118,21 @@ class Services(ServiceCase):
         self.wait_for(lambda: self.slurp_log("envy").endswith(b"\n"), what="the log")
         self.assertEqual(self.slurp_log("envy"), b"own sandbox\n")
 
+    def test_hold(self):
+        # set-env with hold (the host withholds the sandbox env for a pause
+        # or a snapshot): nothing starts, or it would keep the empty env,
+        # until a set-env brings the env back
+        self.a.request("set-env", env={}, hold=True)
+        s = self.put("held", cmd=["sh", "-c", "echo \"[$FOO]\"; exec sleep 600"])
+        self.assertEqual(s["state"], "starting")
+        time.sleep(1.5)
+        self.assertEqual(self.get("held")["state"], "starting")
+        self.assertEqual(self.slurp_log("held"), b"")
+        self.a.request("set-env", env={"FOO": "back"})
+        self.wait_for(lambda: self.get("held")["state"] == "running", what="running once the env is back")
+        self.wait_for(lambda: self.slurp_log("held").endswith(b"\n"), what="the log")
+        self.assertEqual(self.slurp_log("held"), b"[back]\n")
+
     def test_bad_definitions(self):
         self.assertAgentError("invalid", "service-put", name="x", **{"def": {"cmd": []}})
         self.assertAgentError("invalid", "service-put", name="x", **{"def": {"cmd": ["a"], "nope": 1}})

@@ -15,7 +15,12 @@
 # disk) meets a full disk midway.  Then a fork of a checkpoint, held at
 # the test delay after its room check (BOX_LIBVIRT_TEST_DELAY_AT=fork-files),
 # meets a disk filled to the last byte: 503 capacity, the fork gone with its
-# VM directory, the checkpoint and the source untouched.
+# VM directory, the checkpoint and the source untouched.  Last, a fork whose
+# files fit but whose guest then meets the full disk: a memory checkpoint
+# taken while the source writes to its disk, its fork held at the test delay
+# after its start (BOX_LIBVIRT_TEST_DELAY_AT=fork) while the disk fills; the
+# fork's guest writes on, QEMU stops it on the write, its set-up times out:
+# 503 capacity too, and nothing left of it.
 
 import errno
 import os
@@ -54,7 +59,7 @@ vmtest.prepare(t)
 d = VmBoxd(t, config={'plugin.libvirt': {'vm_dir': FULL_DIR, 'pool_size': '1',
                                          'checkpoint_materialise': 'false'}},
            env={'BOX_LIBVIRT_TEST_DELAY_MS': str(DELAY_MS),
-                'BOX_LIBVIRT_TEST_DELAY_AT': 'checkpoint,fork-files'})
+                'BOX_LIBVIRT_TEST_DELAY_AT': 'checkpoint,fork-files,fork'})
 with clock('boxd start'):
     vmtest.setup_or_bail(d, d.start)
 KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('full'))
@@ -196,6 +201,61 @@ def test_fork(t):
     t.eq((m.status, m.out), (200, 'one\n'), 'and runs commands with the checkpoint\'s files')
 
 
+def test_fork_guest_on_full_disk(t):
+    t.status(d.request('DELETE', '/v1/sandboxes/kh', token=KEY, timeout=120), 204,
+             'the fork of the previous case deleted (it would meet the full disk too)')
+    # a source of its own: kf met the full disk of the previous case, and
+    # QEMU keeps a guest it stopped on a full disk stopped
+    r = d.request('POST', '/v1/sandboxes', {'name': 'kv', 'resources': {'memory_mib': 512}},
+                  token=KEY, timeout=300)
+    t.status(r, 201, 'a new source')
+    r = sh(d, KEY, 'kv', 'printf "while :; do date >> /var/tmp/tick; sync; sleep 0.2; done\\n" '
+           '> /var/tmp/writer.sh; echo ok', timeout_s=30)
+    t.ok((r.status, r.out) == (200, 'ok\n'), 'a disk writer written', r.describe())
+    r = sh(d, KEY, 'kv', 'setsid sh /var/tmp/writer.sh >/dev/null 2>&1 </dev/null & echo ok',
+           timeout_s=30)
+    t.ok((r.status, r.out) == (200, 'ok\n'), 'started in the source', r.describe())
+    r = sh(d, KEY, 'kv', 'sleep 1; test -s /var/tmp/tick && echo ok', timeout_s=30)
+    t.ok((r.status, r.out) == (200, 'ok\n'), 'and writing', r.describe())
+    r = d.request('POST', '/v1/sandboxes/kv/checkpoints', {'comment': 'writer'}, token=KEY,
+                  timeout=300)
+    t.status(r, 201, 'a memory checkpoint with the writer running')
+    ckpt = (r[2] or {}).get('id')
+    # (the bracket: pkill's own shell does not match)
+    r = sh(d, KEY, 'kv', 'pkill -f "[w]riter.sh"; sleep 0.5; pgrep -f "[w]riter.sh" || echo stopped',
+           timeout_s=30)
+    t.ok((r.status, r.out) == (200, 'stopped\n'), 'the writer stopped in the source',
+         r.describe())
+    before_files = sorted(os.listdir(CKPT_ROOT))
+    point = 'test delay: fork of sandbox'
+    seen = len(d.log_lines(point))
+    result = []
+    call = threading.Thread(target=lambda: result.append(
+        d.request('POST', '/v1/sandboxes', {'name': 'kw', 'from': {'sandbox': 'kv',
+                                                                   'checkpoint': ckpt}},
+                  token=KEY, timeout=300)), daemon=True)
+    call.start()
+    end = time.time() + 120
+    while time.time() < end and len(d.log_lines(point)) <= seen:
+        time.sleep(0.05)
+    lines = d.log_lines(point)[seen:]
+    t.ok(lines, 'a fork: its files made and its guest running (held after its start)')
+    m = re.search(r'\(domain box-(\S+)\)', lines[0] if lines else '')
+    vm_dir = os.path.join(FULL_DIR, 'vms', m.group(1) if m else '-')
+    refused_on_full_disk(t, call, result, 'a fork whose guest meets a full disk', 0)
+    t.eq(d.request('GET', '/v1/sandboxes/kw', token=KEY)[0], 404,
+         'a fork whose guest met a full disk: no record')
+    end = time.time() + 30
+    while time.time() < end and os.path.exists(vm_dir):
+        time.sleep(0.2)
+    t.ok(m is not None and not os.path.exists(vm_dir),
+         'a fork whose guest met a full disk: no VM directory left of it', vm_dir)
+    t.eq(state(d, KEY, 'kv'), 'running',
+         'a fork whose guest met a full disk: the source runs on')
+    t.eq(sorted(os.listdir(CKPT_ROOT)), before_files,
+         'a fork whose guest met a full disk: the checkpoints\' files as they were')
+
+
 def test_cleanup(t):
     vmtest.delete_all_and_stop(t, d, KEY)
     t.eq(on_disk(), [], 'the sandbox\'s checkpoints went with it')
@@ -204,7 +264,7 @@ def test_cleanup(t):
 if __name__ == '__main__':
     try:
         vmtest.main(t, clock, test_memory_checkpoint, test_disk_checkpoint, test_room_again,
-                    test_fork, test_cleanup)
+                    test_fork, test_fork_guest_on_full_disk, test_cleanup)
     finally:
         # (boxd's VMs are destroyed at exit, vmtest.prepare's handler)
         subprocess.run(['umount', '-l', FULL_DIR], stderr=subprocess.DEVNULL)

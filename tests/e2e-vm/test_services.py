@@ -7,12 +7,19 @@
 #   3. a crash loop reaches `crashed` after the documented pauses
 #      (1+2+4+8 s) with restarts 4;
 #   4. pause then wake: the same pid; stop then wake: running again, a new pid;
-#   5. log rotation at 8 MiB with two old files kept;
-#   6. the in-sandbox socket's /services from inside the guest;
-#   7. logs: tail=N the last N lines (also on the in-sandbox socket), a
+#   5. through checkpoints: a memory checkpoint keeps the pid; a restore of
+#      it brings back the pid of the checkpoint, running; a fork of it has
+#      the service running with that pid and, restarted, the fork's env (the
+#      sandbox env is never in a snapshot); a restore of a disk-only
+#      checkpoint boots fresh: running since the restore, a new pid,
+#      restarts 0, the sandbox's env;
+#   6. log rotation at 8 MiB with two old files kept;
+#   7. the in-sandbox socket's /services from inside the guest;
+#   8. logs: tail=N the last N lines (also on the in-sandbox socket), a
 #      follow streaming new lines and ended by a pause, wake=false on the
 #      paused sandbox 409 and it stays paused.
 
+import datetime
 import json
 import time
 
@@ -22,7 +29,10 @@ from vmtest import VmBoxd, Tap, sh
 t = Tap()
 clock = vmtest.Clock(t)
 vmtest.prepare(t)
-d = VmBoxd(t)
+# no background materialisation of the memory checkpoints: its QEMU would
+# share the CPUs with the restore and fork right after (test_ckpt_crash.py
+# tests it)
+d = VmBoxd(t, config={'plugin.libvirt': {'checkpoint_materialise': 'false'}})
 with clock('boxd start'):
     vmtest.setup_or_bail(d, d.start)
 KEY = vmtest.setup_or_bail(d, lambda: d.project_with_key('alpha'))
@@ -37,8 +47,9 @@ def put(name, body, status=200):
     return r[2] or {}
 
 
-def get(name):
-    return d.request('GET', BASE + '/' + name, token=KEY, timeout=300)[2] or {}
+def get(name, sandbox=SB):
+    return d.request('GET', '/v1/sandboxes/%s/services/%s' % (sandbox, name), token=KEY,
+                     timeout=300)[2] or {}
 
 
 def guest(script):
@@ -107,6 +118,94 @@ def test_pause_and_stop(t):
     t.ok(db.get('state') == 'running' and db.get('pid') not in (None, before),
          'stop and wake: running again with a new pid', db)
     t.eq(get('web').get('state'), 'running', 'web too')
+
+
+def alive(pid, sandbox=SB):
+    """Whether @pid is a live `sleep` in @sandbox (exec again when a
+    checkpoint or restore cut the call)."""
+    for _ in range(10):
+        r = sh(d, KEY, sandbox, 'tr "\\0" " " < /proc/%s/cmdline' % pid, user='root', timeout=300)
+        if r.status == 200:
+            return 'sleep' in r.out
+        time.sleep(0.5)
+    return False
+
+
+def last_log_line(name, sandbox=SB):
+    r = sh(d, KEY, sandbox, 'sleep 1; tail -n 1 %s/%s.log' % (LOGS, name), user='root', timeout=300)
+    return r.out.strip()
+
+
+def ts(text):
+    """An RFC 3339 UTC time as a number (0 when absent)."""
+    try:
+        return datetime.datetime.fromisoformat(text.replace('Z', '+00:00')).timestamp()
+    except (AttributeError, ValueError):
+        return 0
+
+
+def checkpoint(body):
+    r = d.request('POST', '/v1/sandboxes/%s/checkpoints' % SB, body, token=KEY, timeout=300)
+    t.status(r, 201, 'checkpoint %s' % json.dumps(body))
+    return (r[2] or {}).get('id')
+
+
+def restore(cp):
+    r = d.request('POST', '/v1/sandboxes/%s/checkpoints/%s/restore' % (SB, cp), token=KEY, timeout=300)
+    t.status(r, 200, 'restore %s' % cp)
+
+
+def test_checkpoints(t):
+    db = get('db')
+    pid, restarts = db.get('pid'), db.get('restarts')
+    with clock('memory checkpoint'):
+        mem = checkpoint({'comment': 'services'})
+    db = get('db')
+    t.eq((db.get('state'), db.get('pid')), ('running', pid), 'a memory checkpoint: running, the same pid')
+    later = d.request('POST', BASE + '/db/restart', token=KEY, timeout=120)[2] or {}
+    t.ok(later.get('pid') not in (None, pid), 'restarted after the checkpoint: another pid', later)
+    with clock('restore of the memory checkpoint'):
+        restore(mem)
+    db = get('db')
+    t.eq((db.get('state'), db.get('pid'), db.get('restarts')), ('running', pid, restarts),
+         'restored: running with the pid and restarts of the checkpoint')
+    t.ok(alive(pid), 'that process runs in the guest (pid %s)' % pid)
+
+    with clock('fork of the memory checkpoint'):
+        r = d.request('POST', '/v1/sandboxes', {'name': 'svc-fork', 'from': {'sandbox': SB, 'checkpoint': mem},
+                                                'env': {'GREETING': 'forked'}}, token=KEY, timeout=300)
+    t.status(r, 201, 'fork -> 201')
+    fdb = get('db', 'svc-fork')
+    t.eq((fdb.get('state'), fdb.get('pid')), ('running', pid), 'the fork\'s db runs, the pid of the checkpoint')
+    t.ok(alive(pid, 'svc-fork'), 'that process runs in the fork')
+    t.eq(get('web', 'svc-fork').get('state'), 'running', 'the fork\'s web runs too')
+    r = d.request('POST', '/v1/sandboxes/svc-fork/services/db/restart', token=KEY, timeout=120)
+    t.eq((r[2] or {}).get('state'), 'running', 'restart in the fork')
+    t.eq(last_log_line('db', 'svc-fork'), 'db /home/box box forked mine',
+         'restarted in the fork: the fork\'s env, not the source\'s')
+    t.status(d.request('DELETE', '/v1/sandboxes/svc-fork', token=KEY, timeout=300), 204, 'delete the fork')
+
+    # a pid of no boot (a fresh boot may well give db the pid it had at
+    # the previous one), restarts 1
+    pid = (d.request('POST', BASE + '/db/restart', token=KEY, timeout=120)[2] or {}).get('pid')
+    r = d.request('POST', '/v1/sandboxes/%s/checkpoints' % SB, {'memory': False}, token=KEY, timeout=300)
+    t.status(r, 201, 'disk-only checkpoint')
+    disk, taken = (r[2] or {}).get('id'), ts((r[2] or {}).get('created_at'))
+    t.eq(get('db').get('pid'), pid, 'a disk-only checkpoint ends nothing')
+    with clock('restore of the disk-only checkpoint'):
+        restore(disk)
+    db = get('db')
+    t.ok(db.get('state') == 'running' and db.get('pid') not in (None, pid) and db.get('restarts') == 0
+         and ts(db.get('started_at')) > taken,
+         'disk-only restore: booted fresh, running since the restore, a new pid, restarts 0', (db, taken))
+    t.eq(get('web').get('state'), 'running', 'web too')
+    t.eq(last_log_line('db'), 'db /home/box box hi mine', 'started with the sandbox\'s env')
+    r = d.request('PATCH', '/v1/sandboxes/%s' % SB, {'env': {'GREETING': 'patched'}}, token=KEY, timeout=120)
+    t.status(r, 200, 'PATCH the sandbox env')
+    d.request('POST', BASE + '/db/restart', token=KEY, timeout=120)
+    t.eq(last_log_line('db'), 'db /home/box box patched mine', 'restarted: the env as PATCHed')
+    for cp in (mem, disk):
+        d.request('DELETE', '/v1/sandboxes/%s/checkpoints/%s' % (SB, cp), token=KEY)
 
 
 def test_rotation(t):
@@ -179,4 +278,4 @@ def test_cleanup(t):
 
 if __name__ == '__main__':
     vmtest.main(t, clock, test_put_and_env, test_needs, test_crash_loop, test_pause_and_stop,
-                test_rotation, test_insandbox, test_logs, test_cleanup)
+                test_checkpoints, test_rotation, test_insandbox, test_logs, test_cleanup)

@@ -1,0 +1,34 @@
+/* box-edge-conn.h: one client connection of the edge (internal to
+ * core/edge/).
+ *
+ * Reads a request head (at most BOX_EDGE_HEAD_MAX bytes, within the idle
+ * timeout), routes it by Host (box-edge-route.h), checks access, holds
+ * (wakes) the sandbox and opens a stream to the port through the agent
+ * (box_engine_port_connect_async()): nothing listening is retried every
+ * 250 ms for BOX_EDGE_PORT_WAIT_S, the first time after starting the
+ * service whose http_port it is, then 502 port_closed.  The request goes
+ * to the sandbox with Connection: close and the forwarded headers, the
+ * bodies are copied both ways a buffer at a time (so each side waits for
+ * the other: back-pressure), a 101 turns the connection into a two-way
+ * byte relay (WebSockets) until either side ends.  The client's
+ * connection is kept alive after a response whose end is known. */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "box-engine.h"
+
+G_BEGIN_DECLS
+
+#define BOX_EDGE_HEAD_MAX     (64 * 1024)
+#define BOX_EDGE_PORT_WAIT_S  10
+
+typedef struct _BoxEdgeConn BoxEdgeConn;
+
+/* Serves @stream (a handshaken TLS connection) until it ends or
+ * @shutdown is cancelled; @peer is the client's address for
+ * X-Forwarded-For; @idle_timeout_s bounds the wait for a request head. */
+void box_edge_conn_serve (BoxEngine *engine, GIOStream *stream, const char *peer,
+                          guint idle_timeout_s, GCancellable *shutdown);
+
+G_END_DECLS

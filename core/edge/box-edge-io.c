@@ -1,0 +1,213 @@
+/* box-edge-io.c: the edge's byte plumbing; see box-edge-io.h. */
+#include "config.h"
+
+#include "box-edge-io.h"
+
+#include <string.h>
+
+/* ---- writing ----------------------------------------------------------- */
+
+typedef struct {
+  GBytes          *bytes;
+  BoxEdgeDoneFunc  func;
+  gpointer         user_data;
+} Write;
+
+static void
+written (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Write *w = user_data;
+  gboolean ok = g_output_stream_write_all_finish (G_OUTPUT_STREAM (source), result, NULL, NULL);
+
+  w->func (ok, w->user_data);
+  g_bytes_unref (w->bytes);
+  g_free (w);
+}
+
+void
+box_edge_write (GOutputStream *out, GString *text, GCancellable *cancel, BoxEdgeDoneFunc func,
+                gpointer user_data)
+{
+  Write *w = g_new0 (Write, 1);
+  gsize len = text->len;
+
+  w->bytes = g_bytes_new_take (g_string_free (text, FALSE), len);
+  w->func = func;
+  w->user_data = user_data;
+  g_output_stream_write_all_async (out, g_bytes_get_data (w->bytes, NULL), len, G_PRIORITY_DEFAULT,
+                                   cancel, written, w);
+}
+
+/* ---- copying a body ---------------------------------------------------- */
+
+typedef struct {
+  GInputStream    *in;
+  GOutputStream   *out;
+  GCancellable    *cancel;
+  gint64           left;         /* -1: until the end */
+  BoxEdgeDoneFunc  func;
+  gpointer         user_data;
+  guint8           buffer[BOX_EDGE_PUMP_BUFFER];
+} Pump;
+
+static void pump_read (Pump *p);
+
+static void
+pump_end (Pump *p, gboolean ok)
+{
+  p->func (ok, p->user_data);
+  g_object_unref (p->in);
+  g_object_unref (p->out);
+  g_clear_object (&p->cancel);
+  g_free (p);
+}
+
+static void
+pump_written (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Pump *p = user_data;
+
+  if (!g_output_stream_write_all_finish (p->out, result, NULL, NULL))
+    pump_end (p, FALSE);
+  else
+    pump_read (p);
+}
+
+static void
+pump_move (Pump *p, gssize n)
+{
+  if (n < 0 || g_cancellable_is_cancelled (p->cancel)) {
+    pump_end (p, FALSE);
+    return;
+  }
+  if (n == 0) {
+    pump_end (p, p->left < 0);
+    return;
+  }
+  if (p->left > 0)
+    p->left -= n;
+  g_output_stream_write_all_async (p->out, p->buffer, (gsize) n, G_PRIORITY_DEFAULT, p->cancel,
+                                   pump_written, p);
+}
+
+static void
+pump_got (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  pump_move (user_data, g_input_stream_read_finish (G_INPUT_STREAM (source), result, NULL));
+}
+
+static void
+pump_read (Pump *p)
+{
+  GInputStream *in = p->in;
+  gsize want = sizeof p->buffer;
+
+  if (p->left == 0) {
+    pump_end (p, TRUE);
+    return;
+  }
+  if (p->left > 0 && (guint64) p->left < want)
+    want = (gsize) p->left;
+  if (G_IS_BUFFERED_INPUT_STREAM (in)) {
+    gsize avail = 0;
+    const char *data = g_buffered_input_stream_peek_buffer (G_BUFFERED_INPUT_STREAM (in), &avail);
+
+    if (avail > 0) {
+      gsize n = MIN (avail, want);
+      memcpy (p->buffer, data, n);
+      g_input_stream_skip (in, n, NULL, NULL);
+      pump_move (p, (gssize) n);
+      return;
+    }
+    in = g_filter_input_stream_get_base_stream (G_FILTER_INPUT_STREAM (in));
+  }
+  g_input_stream_read_async (in, p->buffer, want, G_PRIORITY_DEFAULT, p->cancel, pump_got, p);
+}
+
+void
+box_edge_pump (GInputStream *in, GOutputStream *out, gint64 length, GCancellable *cancel,
+               BoxEdgeDoneFunc func, gpointer user_data)
+{
+  Pump *p = g_new0 (Pump, 1);
+
+  p->in = g_object_ref (in);
+  p->out = g_object_ref (out);
+  p->cancel = cancel != NULL ? g_object_ref (cancel) : NULL;
+  p->left = length;
+  p->func = func;
+  p->user_data = user_data;
+  pump_read (p);
+}
+
+/* ---- reading a head ---------------------------------------------------- */
+
+typedef struct {
+  GBufferedInputStream *in;
+  GCancellable         *cancel;
+  BoxEdgeHeadFunc       func;
+  gpointer              user_data;
+} HeadRead;
+
+static void head_try (HeadRead *h);
+
+static void
+head_end (HeadRead *h, GBytes *head, gboolean too_big)
+{
+  h->func (head, too_big, h->user_data);
+  g_clear_pointer (&head, g_bytes_unref);
+  g_object_unref (h->in);
+  g_clear_object (&h->cancel);
+  g_free (h);
+}
+
+static void
+head_filled (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  HeadRead *h = user_data;
+  gssize n = g_buffered_input_stream_fill_finish (h->in, result, NULL);
+
+  if (n <= 0 || g_cancellable_is_cancelled (h->cancel))
+    head_end (h, NULL, FALSE);
+  else
+    head_try (h);
+}
+
+static void
+head_try (HeadRead *h)
+{
+  gsize avail = 0;
+  const char *buffer = g_buffered_input_stream_peek_buffer (h->in, &avail);
+
+  for (gsize i = 0; i + 3 < avail; i++) {
+    if (memcmp (buffer + i, "\r\n\r\n", 4) == 0) {
+      /* NUL-terminated past its size: libsoup's parsers read to a NUL */
+      char *copy = g_malloc (i + 5);
+      GBytes *head;
+
+      memcpy (copy, buffer, i + 4);
+      copy[i + 4] = '\0';
+      head = g_bytes_new_take (copy, i + 4);
+      g_input_stream_skip (G_INPUT_STREAM (h->in), i + 4, NULL, NULL);
+      head_end (h, head, FALSE);
+      return;
+    }
+  }
+  if (avail >= g_buffered_input_stream_get_buffer_size (h->in)) {
+    head_end (h, NULL, TRUE);
+    return;
+  }
+  g_buffered_input_stream_fill_async (h->in, -1, G_PRIORITY_DEFAULT, h->cancel, head_filled, h);
+}
+
+void
+box_edge_read_head (GBufferedInputStream *in, GCancellable *cancel, BoxEdgeHeadFunc func,
+                    gpointer user_data)
+{
+  HeadRead *h = g_new0 (HeadRead, 1);
+
+  h->in = g_object_ref (in);
+  h->cancel = cancel != NULL ? g_object_ref (cancel) : NULL;
+  h->func = func;
+  h->user_data = user_data;
+  head_try (h);
+}

@@ -1,0 +1,36 @@
+/* box-edge-io.h: the edge's byte plumbing over GIO streams (internal to
+ * core/edge/): a write, a body copied a buffer at a time, a head read
+ * into a buffered stream.  Everything is async on the caller's context;
+ * @cancel ends what is under way (the callback then says FALSE or NULL).
+ *
+ * Reads from a GBufferedInputStream take what it holds first and then read
+ * the stream under it: GBufferedInputStream's own read_async would run a
+ * blocking read in a worker thread, which BoxAgentStream refuses and TLS
+ * need not do. */
+#pragma once
+
+#include <gio/gio.h>
+
+G_BEGIN_DECLS
+
+#define BOX_EDGE_PUMP_BUFFER (64 * 1024)
+
+typedef void (*BoxEdgeDoneFunc) (gboolean ok, gpointer user_data);
+/* @head: the bytes up to and including the blank line (with a NUL after
+ * them, outside its size: libsoup's parsers want one), or NULL at the end
+ * of the stream, on an error, or (@too_big) when the buffer filled first. */
+typedef void (*BoxEdgeHeadFunc) (GBytes *head, gboolean too_big, gpointer user_data);
+
+/* Writes @text (taken) whole. */
+void box_edge_write     (GOutputStream *out, GString *text, GCancellable *cancel,
+                         BoxEdgeDoneFunc func, gpointer user_data);
+/* Copies @length bytes (-1: until the end of @in) from @in to @out, each
+ * read waiting for the write before it: TRUE when all came. */
+void box_edge_pump      (GInputStream *in, GOutputStream *out, gint64 length, GCancellable *cancel,
+                         BoxEdgeDoneFunc func, gpointer user_data);
+/* Reads up to "\r\n\r\n" within @in's buffer size; what follows stays
+ * in @in. */
+void box_edge_read_head (GBufferedInputStream *in, GCancellable *cancel, BoxEdgeHeadFunc func,
+                         gpointer user_data);
+
+G_END_DECLS

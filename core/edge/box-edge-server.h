@@ -1,0 +1,32 @@
+/* box-edge-server.h: the edge, where sandbox and port URLs are answered.
+ *
+ * A TLS listener (edge_listen, off when not set) in front of the
+ * sandboxes' ports: each connection is handshaken (TLS 1.2 or 1.3, ALPN
+ * http/1.1, the certificate of box-edge-cert.h) within the header timeout
+ * and then served by box-edge-conn.h.  It calls the engine as the HTTP API
+ * does and is no part of its route table. */
+#pragma once
+
+#include <gio/gio.h>
+
+#include "box-engine.h"
+
+G_BEGIN_DECLS
+
+/* The GnuTLS priority string boxd sets for GIO's TLS (unless
+ * G_TLS_GNUTLS_PRIORITY is set already): TLS 1.2 and 1.3 only. */
+#define BOX_EDGE_TLS_PRIORITY "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"
+
+#define BOX_TYPE_EDGE_SERVER (box_edge_server_get_type ())
+G_DECLARE_FINAL_TYPE (BoxEdgeServer, box_edge_server, BOX, EDGE_SERVER, GObject)
+
+/* Sets the TLS priority for the process; call before any TLS is used. */
+void           box_edge_server_init_tls  (void);
+BoxEdgeServer *box_edge_server_new       (BoxEngine *engine, GTlsCertificate *certificate);
+/* Listens on @address (HOST:PORT; port 0 picks one). */
+gboolean       box_edge_server_listen    (BoxEdgeServer *self, const char *address, GError **error);
+guint          box_edge_server_get_port  (BoxEdgeServer *self);
+/* Stops listening and ends every connection. */
+void           box_edge_server_shutdown  (BoxEdgeServer *self);
+
+G_END_DECLS

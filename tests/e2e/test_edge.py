@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+# e2e: the edge (issue 15 items 1-3): boxd with --edge-listen and its own
+# CA, on the dummy hypervisor whose `agent =` option runs the real guest
+# agent per sandbox on this host (plugins/dummy/box-dummy-agent.h), so a
+# port "in the sandbox" is a port on 127.0.0.1 here: an echo server that
+# reports what it received.  A TLS client checks the chain against
+# <data-dir>/tls/ca.pem and the host name; routing by Host, 404s, private
+# and public ports, the box_token cookie flow exactly, key stripping,
+# forwarded headers, keep-alive, streamed bodies, an upgrade relayed both
+# ways, a sleeping sandbox woken, a service started by a request, and 502
+# port_closed after the 10 s wait.
+
+import hashlib
+import http.client
+import http.server
+import json
+import os
+import socket
+import socketserver
+import ssl
+import sys
+import tempfile
+import threading
+import time
+import warnings
+
+import boxtest
+from boxtest import Boxd, Tap
+
+BOX_AGENT = os.environ.get('BOX_AGENT', '')
+DOMAIN = boxtest.SANDBOX_DOMAIN
+
+
+class Echo(http.server.BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, obj, status=200):
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.headers.get('Upgrade'):
+            self.send_response(101)
+            self.send_header('Upgrade', self.headers['Upgrade'])
+            self.send_header('Connection', 'Upgrade')
+            self.end_headers()
+            self.wfile.flush()
+            conn = self.connection
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    break
+                conn.sendall(data)
+            self.close_connection = True
+            return
+        if self.path.startswith('/big/'):
+            n = int(self.path[5:])
+            self.send_response(200)
+            self.send_header('Content-Length', str(n))
+            self.end_headers()
+            chunk = b'x' * 65536
+            while n > 0:
+                self.wfile.write(chunk[:min(n, len(chunk))])
+                n -= min(n, len(chunk))
+            return
+        if self.path.startswith('/chunked'):
+            self.send_response(200)
+            self.send_header('Transfer-Encoding', 'chunked')
+            self.end_headers()
+            for part in (b'hello ', b'chunked ', b'world'):
+                self.wfile.write(b'%x\r\n%s\r\n' % (len(part), part))
+            self.wfile.write(b'0\r\n\r\n')
+            return
+        self.reply({'method': 'GET', 'path': self.path, 'headers': self.headers.items()})
+
+    def do_HEAD(self):
+        # the length of a body that is not sent: the edge must not wait for it
+        self.send_response(200)
+        self.send_header('Content-Length', '1000')
+        self.end_headers()
+
+    def do_POST(self):
+        h = hashlib.sha256()
+        if self.headers.get('Transfer-Encoding') == 'chunked':
+            total = 0
+            while True:
+                size = int(self.rfile.readline().strip(), 16)
+                data = self.rfile.read(size + 2)[:size]
+                if size == 0:
+                    break
+                h.update(data)
+                total += size
+            self.reply({'method': 'POST', 'path': self.path, 'length': total,
+                        'sha256': h.hexdigest(), 'headers': self.headers.items()})
+            return
+        n = int(self.headers.get('Content-Length', '0'))
+        left = n
+        while left > 0:
+            data = self.rfile.read(min(left, 65536))
+            if not data:
+                break
+            h.update(data)
+            left -= len(data)
+        self.reply({'method': 'POST', 'path': self.path, 'length': n - left,
+                    'sha256': h.hexdigest(), 'headers': self.headers.items()})
+
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def serve(port):
+    srv = Server(('127.0.0.1', port), Echo)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+class Edge:
+    def __init__(self, port, cafile):
+        self.port = port
+        self.ctx = ssl.create_default_context(cafile=cafile)
+        self.ctx.set_alpn_protocols(['http/1.1'])
+
+    def conn(self, host, timeout=30):
+        c = http.client.HTTPSConnection(host, self.port, context=self.ctx, timeout=timeout)
+        c._create_connection = lambda addr, *a, **kw: socket.create_connection(
+            ('127.0.0.1', addr[1]), *a, **kw)
+        return c
+
+    def get(self, host, path='/', headers=None, method='GET', body=None, conn=None, sni=None):
+        """sni: the TLS server name when it is not @host (then Host is @host)."""
+        headers = dict(headers or {})
+        if sni is not None:
+            headers['Host'] = host
+        c = conn or self.conn(sni or host)
+        c.request(method, path, body=body, headers=headers)
+        r = c.getresponse()
+        data = r.read()
+        if conn is None:
+            c.close()
+        parsed = None
+        try:
+            parsed = json.loads(data.decode())
+        except (ValueError, UnicodeDecodeError):
+            pass
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, parsed, data
+
+
+def hdr(echo, name):
+    """The values of header @name the echo server received."""
+    return [v for k, v in (echo or {}).get('headers', []) if k.lower() == name.lower()]
+
+
+def test_edge(t):
+    if not os.access(BOX_AGENT, os.X_OK):
+        t.skip('the edge through the real agent', 'needs BOX_AGENT')
+        return
+    tmp = tempfile.mkdtemp(prefix='box-e2e-edge-')
+    conf = os.path.join(tmp, 'boxd.conf')
+    with open(conf, 'w') as f:
+        f.write('[plugin.dummy]\nagent=%s\n' % BOX_AGENT)
+    edge_port = boxtest.free_port()
+    d = Boxd(t, extra_args=['--config', conf, '--edge-listen', '127.0.0.1:%d' % edge_port]).start()
+    key = d.project_with_key('acme')
+    other = d.project_with_key('other')
+    web_port = boxtest.free_port()
+    d.create_sandbox(key, {'name': 'web', 'http_port': web_port})
+    d.create_sandbox(other, {'name': 'web'})
+    srv = serve(web_port)
+    host = 'web--acme.%s' % DOMAIN
+    cafile = os.path.join(d.data_dir, 'tls', 'ca.pem')
+    t.ok(os.path.exists(cafile), 'the CA is at <data-dir>/tls/ca.pem')
+    t.eq(oct(os.stat(os.path.join(d.data_dir, 'tls', 'ca-key.pem')).st_mode & 0o777), '0o600',
+         'the CA key is 0600')
+    e = Edge(edge_port, cafile)
+
+    with t.section('TLS'):
+        raw = socket.create_connection(('127.0.0.1', edge_port))
+        s = e.ctx.wrap_socket(raw, server_hostname=host)
+        t.ok(s.version() in ('TLSv1.2', 'TLSv1.3'), 'TLS 1.2 or 1.3', s.version())
+        t.eq(s.selected_alpn_protocol(), 'http/1.1', 'ALPN http/1.1')
+        s.close()
+        try:
+            raw = socket.create_connection(('127.0.0.1', edge_port))
+            ssl.create_default_context().wrap_socket(raw, server_hostname=host)
+            t.ok(False, 'a client without the CA refuses the certificate')
+        except ssl.SSLCertVerificationError:
+            t.ok(True, 'a client without the CA refuses the certificate')
+        try:
+            raw = socket.create_connection(('127.0.0.1', edge_port))
+            e.ctx.wrap_socket(raw, server_hostname='web--acme.elsewhere.test')
+            t.ok(False, 'the certificate does not name another domain')
+        except ssl.SSLCertVerificationError:
+            t.ok(True, 'the certificate does not name another domain')
+        old = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        old.load_verify_locations(cafile)
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', DeprecationWarning)
+            old.minimum_version = ssl.TLSVersion.TLSv1
+            old.maximum_version = ssl.TLSVersion.TLSv1_1
+        old.set_ciphers('DEFAULT:@SECLEVEL=0')
+        try:
+            raw = socket.create_connection(('127.0.0.1', edge_port))
+            old.wrap_socket(raw, server_hostname=host)
+            t.ok(False, 'TLS 1.1 is refused')
+        except (ssl.SSLError, OSError):
+            t.ok(True, 'TLS 1.1 is refused')
+
+    with t.section('routing and 404'):
+        for bad in ('nope--acme.%s' % DOMAIN, 'web--nope.%s' % DOMAIN, 'acme.%s' % DOMAIN,
+                    DOMAIN, '0--web--acme.%s' % DOMAIN, 'web--acme.elsewhere.test'):
+            r = e.get(bad, headers={'Authorization': 'Bearer ' + key}, sni=host)
+            t.eq((r[0], (r[2] or {}).get('error', {}).get('code')), (404, 'not_found'),
+                 '404 not_found for %s' % bad)
+        r = e.get(host, '/x?a=1', headers={'Authorization': 'Bearer ' + key})
+        t.status(r, 200, 'the sandbox URL goes to its http_port')
+        t.eq((r[2] or {}).get('path'), '/x?a=1', 'path and query arrive')
+        r = e.get('%d--web--acme.%s' % (web_port, DOMAIN), '/p',
+                  headers={'Authorization': 'Bearer ' + key})
+        t.status(r, 200, 'the port URL goes to that port')
+
+    with t.section('access'):
+        r = e.get(host)
+        t.eq((r[0], (r[2] or {}).get('error', {}).get('code')), (401, 'unauthorized'),
+             'private without the key: 401 unauthorized')
+        r = e.get(host, headers={'Authorization': 'Bearer ' + other})
+        t.eq(r[0], 401, 'another project\'s key: 401')
+        r = e.get(host, headers={'Authorization': 'Bearer ' + d.admin_token})
+        t.eq(r[0], 401, 'the admin token is no project key: 401')
+        r = e.get(host, headers={'Authorization': 'Bearer ' + key, 'Cookie': 'a=1',
+                                 'X-Forwarded-For': '6.6.6.6'})
+        t.status(r, 200, 'the key as Bearer')
+        t.eq(hdr(r[2], 'Authorization'), [], 'the key\'s Authorization is stripped')
+        t.eq(hdr(r[2], 'X-Forwarded-For'), ['127.0.0.1'], 'X-Forwarded-For is the client')
+        t.eq(hdr(r[2], 'X-Forwarded-Proto'), ['https'], 'X-Forwarded-Proto https')
+        t.eq(hdr(r[2], 'X-Forwarded-Host'), ['%s:%d' % (host, edge_port)], 'X-Forwarded-Host')
+        t.eq(hdr(r[2], 'Cookie'), ['a=1'], 'other cookies go through')
+        t.eq(hdr(r[2], 'Connection'), ['close'], 'the sandbox gets Connection: close')
+
+        r = e.get(host, '/page?a=1&box_token=%s&b=2&a=3' % key)
+        t.eq(r[0], 302, 'box_token: 302')
+        t.eq(r[1].get('location'), 'https://%s:%d/page?a=1&b=2&a=3' % (host, edge_port),
+             'to the same URL without box_token, other parameters in order')
+        t.eq(r[1].get('set-cookie'),
+             'box_token=%s; HttpOnly; Secure; SameSite=Lax; Path=/' % key, 'Set-Cookie exactly')
+        r = e.get(host, '/page?box_token=%s' % key)
+        t.eq(r[1].get('location'), 'https://%s:%d/page' % (host, edge_port),
+             'no "?" left when box_token was the only parameter')
+        r = e.get(host, '/page?box_token=%s' % other)
+        t.eq(r[0], 401, 'another project\'s key as box_token: 401, no cookie')
+        t.ok('set-cookie' not in r[1], 'and no Set-Cookie')
+
+        r = e.get(host, '/c', headers={'Cookie': 'x=1; box_token=%s; y=2' % key})
+        t.status(r, 200, 'the box_token cookie')
+        t.eq(hdr(r[2], 'Cookie'), ['x=1; y=2'], 'the box_token cookie is stripped')
+        r = e.get(host, '/c', headers={'Cookie': 'box_token=%s' % other})
+        t.eq(r[0], 401, 'another project\'s key as cookie: 401')
+
+        r = d.request('PUT', '/v1/sandboxes/web/ports/%d' % web_port, {'access': 'public'}, token=key)
+        t.status(r, 200, 'PUT the http_port public')
+        r = e.get(host, '/pub?box_token=wrong&z=1',
+                  headers={'Authorization': 'Bearer app-token', 'Cookie': 'box_token=wrong'})
+        t.status(r, 200, 'a public port needs no key')
+        t.eq((r[2] or {}).get('path'), '/pub?z=1', 'box_token is stripped from the query')
+        t.eq(hdr(r[2], 'Authorization'), ['Bearer app-token'],
+             'an Authorization that is no project key goes through')
+        t.eq(hdr(r[2], 'Cookie'), [], 'the box_token cookie is stripped')
+        r = d.request('PUT', '/v1/sandboxes/web/ports/%d' % web_port, {'access': 'private'}, token=key)
+        t.eq(e.get(host)[0], 401, 'private again: 401')
+
+    auth = {'Authorization': 'Bearer ' + key}
+    with t.section('bodies and keep-alive'):
+        c = e.conn(host)
+        r1 = e.get(host, '/one', headers=auth, conn=c)
+        sock1 = c.sock
+        r2 = e.get(host, '/two', headers=auth, conn=c)
+        t.ok(r1[0] == 200 and r2[0] == 200 and c.sock is sock1,
+             'two requests on one kept-alive connection', (r1[0], r2[0]))
+        r3 = e.get(host, '/nope', conn=c)
+        r4 = e.get(host, '/three', headers=auth, conn=c)
+        t.ok(r3[0] == 401 and r4[0] == 200 and c.sock is sock1,
+             'a refusal keeps the connection too', (r3[0], r4[0]))
+        c.close()
+        body = os.urandom(3 * 1024 * 1024 + 17)
+        r = e.get(host, '/up', headers=auth, method='POST', body=body)
+        t.eq(((r[2] or {}).get('length'), (r[2] or {}).get('sha256')),
+             (len(body), hashlib.sha256(body).hexdigest()), 'a 3 MiB upload arrives whole')
+        r = e.get(host, '/big/%d' % (16 * 1024 * 1024 + 5), headers=auth)
+        t.eq((r[0], len(r[3])), (200, 16 * 1024 * 1024 + 5), 'a 16 MiB download arrives whole')
+        r = e.get(host, '/chunked', headers=auth)
+        t.eq((r[0], r[3]), (200, b'hello chunked world'), 'a chunked answer')
+        c = e.conn(host)
+        r1 = e.get(host, '/head', headers=auth, method='HEAD', conn=c)
+        r2 = e.get(host, '/after-head', headers=auth, conn=c)
+        t.eq((r1[0], r1[1].get('content-length'), r1[3], r2[0]), (200, '1000', b'', 200),
+             'HEAD: the length without a body, and the connection goes on')
+        c.close()
+
+    with t.section('bad requests'):
+        # (http.client sends an iterator chunked)
+        r = e.get(host, '/up', headers=auth, method='POST', body=iter([b'abc', b'defg']))
+        t.eq((r[0], (r[2] or {}).get('length')), (200, 7), 'a chunked upload is relayed')
+        t.eq(r[1].get('connection'), 'close', 'and its connection ends after the answer')
+
+        def raw_request(text):
+            s = e.ctx.wrap_socket(socket.create_connection(('127.0.0.1', edge_port)),
+                                  server_hostname=host)
+            s.settimeout(10)
+            s.sendall(text)
+            got = b''
+            while True:
+                try:
+                    data = s.recv(65536)
+                except (ConnectionResetError, ssl.SSLError):
+                    break
+                if not data:
+                    break
+                got += data
+            s.close()
+            return got
+        got = raw_request(('POST / HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n'
+                           'Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n'
+                           % (host, key)).encode())
+        t.ok(got.startswith(b'HTTP/1.1 400') and b'"invalid"' in got,
+             'Transfer-Encoding with Content-Length: 400 invalid, then closed', got[:60])
+        got = raw_request(('GET / HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n\r\n'
+                           % (host, 'a' * 70000)).encode())
+        t.ok(got.startswith(b'HTTP/1.1 400') and b'too large' in got,
+             'a head over 64 KiB: 400, then closed', got[:60])
+        got = raw_request(b'GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n')
+        t.ok(got.startswith(b'HTTP/1.1 400'), 'an absolute-form target: 400', got[:60])
+
+    with t.section('upgrade'):
+        raw = socket.create_connection(('127.0.0.1', edge_port))
+        s = e.ctx.wrap_socket(raw, server_hostname=host)
+        s.sendall(('GET /ws HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n'
+                   'Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n' % (host, key)).encode())
+        s.settimeout(10)
+        head = b''
+        while b'\r\n\r\n' not in head:
+            head += s.recv(1)
+        t.ok(head.startswith(b'HTTP/1.1 101'), '101 relayed', head[:40])
+        for msg in (b'ping', b'x' * 100000):
+            s.sendall(msg)
+            got = b''
+            while len(got) < len(msg):
+                got += s.recv(65536)
+            t.eq(got == msg, True, 'bytes echoed through the upgrade (%d)' % len(msg))
+        s.close()
+
+    with t.section('wake'):
+        r = d.request('POST', '/v1/sandboxes/web/pause', token=key)
+        t.eq(d.request('GET', '/v1/sandboxes/web', token=key)[2].get('state'), 'paused', 'paused')
+        r = e.get(host, '/w', headers=auth)
+        t.status(r, 200, 'a request to a paused sandbox')
+        t.eq(d.request('GET', '/v1/sandboxes/web', token=key)[2].get('state'), 'running',
+             'woke it')
+
+    with t.section('port_closed'):
+        closed = boxtest.free_port()
+        start = time.time()
+        r = e.get('%d--web--acme.%s' % (closed, DOMAIN), headers=auth)
+        took = time.time() - start
+        t.eq((r[0], (r[2] or {}).get('error', {}).get('code')), (502, 'port_closed'),
+             'nothing listening: 502 port_closed')
+        t.ok(9.5 <= took < 15, 'after waiting about 10 s', took)
+        late = boxtest.free_port()
+        timer = threading.Timer(2.0, lambda: serve(late))
+        timer.start()
+        start = time.time()
+        r = e.get('%d--web--acme.%s' % (late, DOMAIN), '/late', headers=auth)
+        t.ok(r[0] == 200 and 1.5 < time.time() - start < 9,
+             'a listener that comes within the wait answers', (r[0], time.time() - start))
+
+    if os.geteuid() == 0:
+        with t.section('service started by a request'):
+            sdir = os.path.join(tmp, 'services')
+            args = '--fd {fd} --services-dir %s --service-grace-ms 1000' % sdir
+            d.create_sandbox(key, {'name': 'svc', 'env': {'BOX_DUMMY_AGENT_ARGS': args}})
+            sport = boxtest.free_port()
+            r = d.request('PUT', '/v1/sandboxes/svc/services/site',
+                          {'cmd': [sys.executable, '-m', 'http.server', '--bind', '127.0.0.1',
+                                   str(sport)], 'user': 'root', 'http_port': sport}, token=key)
+            t.status(r, 200, 'PUT a service with http_port')
+            r = d.request('POST', '/v1/sandboxes/svc/services/site/stop', token=key)
+            t.eq((r[2] or {}).get('state'), 'stopped', 'stopped')
+            r = e.get('%d--svc--acme.%s' % (sport, DOMAIN), '/', headers=auth)
+            t.status(r, 200, 'a request to its port starts it and gets its answer')
+            r = d.request('GET', '/v1/sandboxes/svc/services/site', token=key)
+            t.eq((r[2] or {}).get('state'), 'running', 'the service runs')
+            d.request('DELETE', '/v1/sandboxes/svc/services/site', token=key)
+    else:
+        t.skip('service started by a request', 'needs root')
+
+    srv.shutdown()
+    d.stop()
+
+
+if __name__ == '__main__':
+    tap = Tap()
+    boxtest.main(tap, test_edge)
