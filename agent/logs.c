@@ -24,10 +24,40 @@
 /* follow: how long to wait for a change before looking anyway */
 #define FOLLOW_POLL_MS 500
 
+/* What emit() writes is gathered here and written when full and at the end
+ * of every chunk read (copy_to_end), so a pipe write carries many lines
+ * instead of two writes per line; the worker still blocks in write() when
+ * the host does not drain, and holds at most one buffer. */
+#define EMIT_BYTES (64u << 10)
+
 typedef struct {
   int out;
   uint64_t line; /* bytes of the current line passed on so far */
+  size_t len;    /* bytes in buf */
+  uint8_t buf[EMIT_BYTES];
 } Emit;
+
+static void
+emit_flush (Emit *e)
+{
+  if (e->len > 0)
+    ba_fs_write_all (e->out, e->buf, e->len);
+  e->len = 0;
+}
+
+static void
+emit_put (Emit *e, const uint8_t *p, size_t n)
+{
+  while (n > 0) {
+    size_t k = n < EMIT_BYTES - e->len ? n : EMIT_BYTES - e->len;
+    memcpy (e->buf + e->len, p, k);
+    e->len += k;
+    p += k;
+    n -= k;
+    if (e->len == EMIT_BYTES)
+      emit_flush (e);
+  }
+}
 
 /* Passes @n bytes on, cutting every line at BA_LOGS_LINE_MAX bytes (its
  * end, the newline, is kept). */
@@ -40,11 +70,12 @@ emit (Emit *e, const uint8_t *p, size_t n)
     size_t body = nl != NULL ? len - 1 : len;
     size_t keep = e->line >= BA_LOGS_LINE_MAX ? 0 :
                   (body < BA_LOGS_LINE_MAX - e->line ? body : (size_t) (BA_LOGS_LINE_MAX - e->line));
-    if (keep > 0)
-      ba_fs_write_all (e->out, p, keep);
+    /* a whole line that fits is passed on as it is, newline included */
+    emit_put (e, p, keep == body && nl != NULL ? len : keep);
     e->line += body;
     if (nl != NULL) {
-      ba_fs_write_all (e->out, "\n", 1);
+      if (keep != body)
+        emit_put (e, (const uint8_t *) "\n", 1);
       e->line = 0;
     }
     p += len;
@@ -64,6 +95,7 @@ copy_to_end (Emit *e, int fd)
     if (r <= 0)
       return r == 0;
     emit (e, buf, (size_t) r);
+    emit_flush (e);
   }
 }
 
@@ -254,7 +286,7 @@ logs_worker (BaWorkCtx *w, const BaJson *req)
   bool follows = ba_json_get_bool (req, "follow", false);
   int64_t tail = BA_LOGS_TAIL_DEFAULT;
   int fds[LOG_FILES];
-  Emit e = { .out = w->out };
+  static Emit e;
   uint64_t offset;
   int file;
 
@@ -263,6 +295,7 @@ logs_worker (BaWorkCtx *w, const BaJson *req)
     ba_work_error (w, "invalid", "tail must be an integer from 0 to %d", BA_LOGS_TAIL_MAX);
     return;
   }
+  e.out = w->out;
   open_set (name, fds);
   ba_logs_tail_start (fds, LOG_FILES, (uint64_t) tail, &file, &offset);
   ba_work_reply_ok (w);

@@ -46,7 +46,12 @@ uint64_t ba_service_log_bytes = BA_SERVICE_LOG_BYTES;
 int64_t ba_service_grace_ms = BA_SERVICE_GRACE_MS;
 
 #define MAX_PENDING 8
-#define COPY_PER_TURN (64u << 10)
+/* a service's output, copied into its log: at most COPY_PER_TURN bytes per
+ * loop turn (the other services and channels get theirs), READ_BYTES per
+ * read and log write, so a fast writer costs few guest syscalls (each one
+ * is dear under TCG) and wakes a follower (logs.c) once per chunk */
+#define COPY_PER_TURN (256u << 10)
+#define READ_BYTES (64u << 10)
 
 typedef struct {
   bool used;
@@ -378,7 +383,7 @@ static void
 on_output (void *obj, int tag, short revents)
 {
   Svc *s = obj;
-  char buf[16384];
+  static char buf[READ_BYTES];
   size_t done = 0;
   while (s->out_fd >= 0 && done < COPY_PER_TURN) {
     ssize_t r = read (s->out_fd, buf, sizeof buf);

@@ -263,6 +263,33 @@ class Services(ServiceCase):
         self.assertEqual(self.logs("w", tail=2), b"b" + b"x" * 16383 + b"\nend\n")
         self.assertEqual(self.logs("w", tail=3), b"a\nb" + b"x" * 16383 + b"\nend\n")
 
+    def test_logs_cut_lines_through_the_buffer(self):
+        # the worker gathers its output in 64 KiB (logs.c, emit): long lines
+        # around the 16 KiB cut, empty ones and short ones, spanning that
+        # buffer, the 64 KiB reads and two log files, come out cut alike
+        # from a tail and from a follow
+        lens = [16383, 16384, 16385, 40000, 5, 0, 0, 30000, 20000, 1, 16384]
+        script = "; ".join("head -c %d /dev/zero | tr '\\0' %s; echo" % (n, "abcdefghijk"[i])
+                           for i, n in enumerate(lens))
+        self.put("long", cmd=["sh", "-c", script + "; echo end; exec sleep 600"])
+        self.wait_for(lambda: self.slurp_log("long").endswith(b"end\n"), timeout=30, what="the output")
+        data = b""
+        for suffix in (".2", ".1", ""):
+            try:
+                with open(os.path.join(self.log_dir, "long.log" + suffix), "rb") as f:
+                    data += f.read()
+            except FileNotFoundError:
+                pass
+        self.assertEqual(len(data), sum(lens) + len(lens) + 4)  # nothing rotated out
+        want = b"".join(b"abcdefghijk"[i:i + 1] * min(n, 16384) + b"\n" for i, n in enumerate(lens)) + b"end\n"
+        self.assertEqual(self.logs("long", tail=10000), want)
+        chan, r = self.a.open("service-logs", name="long", tail=10000, follow=True)
+        res = self.a.collect(chan, timeout=20, until=lambda x: len(x["data"][1]) >= len(want))
+        self.assertFalse(res["closed"])
+        self.assertEqual(res["data"][1], want)
+        self.a.send(ba.CLOSE, 0, chan)
+        self.assertTrue(self.a.collect(chan, timeout=10)["closed"])
+
     def test_logs_follow_across_rotations(self):
         trig = os.path.join(self.tmp, "go")
         self.put("burst", cmd=["sh", "-c", "echo first; while :; do if [ -e %s ]; then rm %s; i=0; "
