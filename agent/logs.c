@@ -98,12 +98,21 @@ emit_chunk (Emit *e, const uint8_t *p, size_t n)
     const uint8_t *nl;
     size_t len;
     while (ok < n) {
-      nl = memchr (p + ok, '\n', n - ok);
-      len = nl != NULL ? (size_t) (nl - (p + ok)) : n - ok; /* the body */
-      if (line + len > BA_LOGS_LINE_MAX)
-        break;
-      ok += nl != NULL ? len + 1 : len;
-      line = nl != NULL ? 0 : line + len;
+      /* the line is whole when its newline is within room + 1 bytes; the
+       * last newline there ends a run of whole lines (one look per 16 KiB
+       * of short lines instead of one per line) */
+      size_t room = line >= BA_LOGS_LINE_MAX ? 0 : (size_t) (BA_LOGS_LINE_MAX - line);
+      len = n - ok < room + 1 ? n - ok : room + 1;
+      nl = memrchr (p + ok, '\n', len);
+      if (nl != NULL) {
+        ok = (size_t) (nl - p) + 1;
+        line = 0;
+      } else if (n - ok <= room) {
+        line += n - ok; /* the start of a line that fits, up to the end */
+        ok = n;
+      } else {
+        break; /* a line beyond the cut starts at ok */
+      }
     }
     if (ok >= DIRECT_MIN) {
       emit_flush (e);
