@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #define LOG_FILES 3 /* .log.2, .log.1, .log */
-#define READ_BYTES (64u << 10)
+#define READ_BYTES (256u << 10)
 /* follow: how long to wait for a change before looking anyway */
 #define FOLLOW_POLL_MS 500
 
@@ -83,6 +83,54 @@ emit (Emit *e, const uint8_t *p, size_t n)
   }
 }
 
+/* A run of at least DIRECT_MIN bytes that the line cut leaves as it is
+ * goes to the pipe straight from the read buffer: no copy into e->buf and
+ * no per-line call; shorter runs are gathered by emit() as before. */
+#define DIRECT_MIN (4u << 10)
+
+/* Passes @n bytes read from a log on, as emit() does. */
+static void
+emit_chunk (Emit *e, const uint8_t *p, size_t n)
+{
+  while (n > 0) {
+    size_t ok = 0; /* bytes from p the cut leaves as they are */
+    uint64_t line = e->line;
+    const uint8_t *nl;
+    size_t len;
+    while (ok < n) {
+      /* the line is whole when its newline is within room + 1 bytes; the
+       * last newline there ends a run of whole lines (one look per 16 KiB
+       * of short lines instead of one per line) */
+      size_t room = line >= BA_LOGS_LINE_MAX ? 0 : (size_t) (BA_LOGS_LINE_MAX - line);
+      len = n - ok < room + 1 ? n - ok : room + 1;
+      nl = memrchr (p + ok, '\n', len);
+      if (nl != NULL) {
+        ok = (size_t) (nl - p) + 1;
+        line = 0;
+      } else if (n - ok <= room) {
+        line += n - ok; /* the start of a line that fits, up to the end */
+        ok = n;
+      } else {
+        break; /* a line beyond the cut starts at ok */
+      }
+    }
+    if (ok >= DIRECT_MIN) {
+      emit_flush (e);
+      ba_fs_write_all (e->out, p, ok);
+      e->line = line;
+    } else if (ok > 0) {
+      emit (e, p, ok);
+    } else {
+      /* a line beyond the cut: through emit(), up to its end */
+      nl = memchr (p, '\n', n);
+      ok = nl != NULL ? (size_t) (nl - p) + 1 : n;
+      emit (e, p, ok);
+    }
+    p += ok;
+    n -= ok;
+  }
+}
+
 /* Copies @fd from where it is to its end; false on a read error. */
 static bool
 copy_to_end (Emit *e, int fd)
@@ -94,7 +142,7 @@ copy_to_end (Emit *e, int fd)
       continue;
     if (r <= 0)
       return r == 0;
-    emit (e, buf, (size_t) r);
+    emit_chunk (e, buf, (size_t) r);
     emit_flush (e);
   }
 }

@@ -48,10 +48,12 @@ int64_t ba_service_grace_ms = BA_SERVICE_GRACE_MS;
 #define MAX_PENDING 8
 /* a service's output, copied into its log: at most COPY_PER_TURN bytes per
  * loop turn (the other services and channels get theirs), READ_BYTES per
- * read and log write, so a fast writer costs few guest syscalls (each one
- * is dear under TCG) and wakes a follower (logs.c) once per chunk */
+ * read and log write (the pipe holds BA_PIPE_SIZE, so one read takes what
+ * a fast writer left in a turn), so a fast writer costs few guest syscalls
+ * (each one is dear under TCG) and wakes a follower (logs.c) once per
+ * chunk */
 #define COPY_PER_TURN (256u << 10)
-#define READ_BYTES (64u << 10)
+#define READ_BYTES (256u << 10)
 
 typedef struct {
   bool used;

@@ -234,6 +234,16 @@ class Services(ServiceCase):
         self.assertIn(1, res["eof"])
         return res["data"][1]
 
+    def assert_tail_and_follow(self, name, want):
+        """All of the log, from a tail and from a follow, is @want."""
+        self.assertEqual(self.logs(name, tail=10000), want)
+        chan, r = self.a.open("service-logs", name=name, tail=10000, follow=True)
+        res = self.a.collect(chan, timeout=20, until=lambda x: len(x["data"][1]) >= len(want))
+        self.assertFalse(res["closed"])
+        self.assertEqual(res["data"][1], want)
+        self.a.send(ba.CLOSE, 0, chan)
+        self.assertTrue(self.a.collect(chan, timeout=10)["closed"])
+
     def test_logs_tail_across_rotated_files(self):
         self.put("loud", cmd=["sh", "-c", "i=0; while [ $i -lt 3000 ]; do printf '%099d\\n' $i; i=$((i+1)); done; exec sleep 600"])
         self.wait_for(lambda: self.slurp_log("loud").endswith(b"%099d\n" % 2999), timeout=30,
@@ -282,13 +292,32 @@ class Services(ServiceCase):
                 pass
         self.assertEqual(len(data), sum(lens) + len(lens) + 4)  # nothing rotated out
         want = b"".join(b"abcdefghijk"[i:i + 1] * min(n, 16384) + b"\n" for i, n in enumerate(lens)) + b"end\n"
-        self.assertEqual(self.logs("long", tail=10000), want)
-        chan, r = self.a.open("service-logs", name="long", tail=10000, follow=True)
-        res = self.a.collect(chan, timeout=20, until=lambda x: len(x["data"][1]) >= len(want))
-        self.assertFalse(res["closed"])
-        self.assertEqual(res["data"][1], want)
-        self.a.send(ba.CLOSE, 0, chan)
-        self.assertTrue(self.a.collect(chan, timeout=10)["closed"])
+        self.assert_tail_and_follow("long", want)
+
+    def test_logs_short_runs_straight_and_long_lines_cut(self):
+        # runs of short lines go from the read buffer to the pipe as they
+        # are (logs.c, emit_chunk), long lines through the cut: mixed, and
+        # a long line whose start ends a run and whose rest is in the next
+        # read (here the next log file), from a tail and from a follow
+        def run(a, b):
+            return "printf '%%099d\\n' $(seq %d %d)" % (a, b - 1)
+
+        def long(n, c):
+            return "head -c %d /dev/zero | tr '\\0' %s; echo" % (n, c)
+
+        # in 64 KiB files: "c" starts 10070 bytes before the end of .log.1
+        parts = [(run, 0, 100), (long, 20000, "a"), (run, 100, 300), (long, 20000, "b"),
+                 (run, 300, 810), (long, 40000, "c"), (run, 810, 860), (long, 16384, "d"),
+                 (run, 860, 910)]
+        want = b""
+        for f, x, y in parts:
+            want += (b"".join(b"%099d\n" % i for i in range(x, y)) if f is run
+                     else y.encode() * min(x, 16384) + b"\n")
+        want += b"end\n"
+        script = "; ".join(f(x, y) for f, x, y in parts)
+        self.put("mixed", cmd=["sh", "-c", script + "; echo end; exec sleep 600"])
+        self.wait_for(lambda: self.slurp_log("mixed").endswith(b"end\n"), timeout=30, what="the output")
+        self.assert_tail_and_follow("mixed", want)
 
     def test_logs_follow_across_rotations(self):
         trig = os.path.join(self.tmp, "go")
