@@ -164,6 +164,9 @@ def test_edge_tls(t):
     shutil.copyfile(shop_cert, os.path.join(domains, 'shop.test.pem'))
     shutil.copyfile(shop_key, os.path.join(domains, 'shop.test-key.pem'))
     d.start()
+    # the API answers before the edge listens (boxd.c starts it after)
+    t.ok(wait_for(lambda: socket.create_connection(('127.0.0.1', edge_port), timeout=2).close()
+                  is None), 'the edge listens')
     c = Client(edge_port, ca.cert)
     host = 'web--acme.%s' % DOMAIN
 
