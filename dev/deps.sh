@@ -14,6 +14,8 @@ BOX_DEB_PACKAGES=(
   mmdebstrap e2fsprogs cpio zstd bc
   # tests
   python3 curl jq sqlite3 tmux iproute2 procps
+  # own-domain certificates made by tests/e2e/test_edge_tls.py
+  openssl
   # the SDK's introspection data and reference (-Ddocs), and the gir-check
   # test that loads it with python3-gi
   gobject-introspection libgirepository1.0-dev gi-docgen

@@ -10,6 +10,8 @@
 
 #include "box-dbus-daemon.h"
 #include "box-edge-cert.h"
+#include "box-edge-certs.h"
+#include "box-edge-http.h"
 #include "box-edge-server.h"
 #include "box-engine.h"
 #include "box-http-server.h"
@@ -32,19 +34,25 @@ nonempty (const char *value)
 }
 
 /* The edge on cfg->edge_listen, with the operator's certificate or one of
- * boxd's own CA. */
+ * boxd's own CA, own domains' certificates by server name (reloaded on
+ * SIGHUP and on change), and its plain-HTTP listener when
+ * cfg->edge_http_listen is set. */
 static BoxEdgeServer *
-start_edge (BoxEngine *engine, BoxConfig *cfg, GError **error)
+start_edge (BoxEngine *engine, BoxConfig *cfg, BoxEdgeCerts **certs_out,
+            BoxEdgeHttp **http_out, GError **error)
 {
-  g_autoptr(GTlsCertificate) certificate = NULL;
+  g_autoptr(BoxEdgeCerts) certs = NULL;
   g_autoptr(BoxEdgeServer) edge = NULL;
+  g_autoptr(BoxEdgeChallenges) challenges = NULL;
+  g_autoptr(BoxEdgeHttp) http = NULL;
   g_autofree char *ca = NULL;
 
-  certificate = box_edge_cert_load (cfg->data_dir, cfg->sandbox_domain, nonempty (cfg->edge_cert),
-                                    nonempty (cfg->edge_key), error);
-  if (certificate == NULL)
+  certs = box_edge_certs_new (cfg->data_dir, cfg->sandbox_domain, nonempty (cfg->edge_cert),
+                              nonempty (cfg->edge_key), error);
+  if (certs == NULL)
     return NULL;
-  edge = box_edge_server_new (engine, certificate);
+  box_edge_certs_watch (certs);
+  edge = box_edge_server_new (engine, certs);
   if (!box_edge_server_listen (edge, cfg->edge_listen, error))
     return NULL;
   ca = box_edge_ca_path (cfg->data_dir);
@@ -52,7 +60,30 @@ start_edge (BoxEngine *engine, BoxConfig *cfg, GError **error)
              box_edge_server_get_port (edge), cfg->sandbox_domain,
              nonempty (cfg->edge_cert) == NULL ? "; CA certificate in " : "",
              nonempty (cfg->edge_cert) == NULL ? ca : "");
+  if (nonempty (cfg->edge_http_listen) != NULL) {
+    challenges = box_edge_challenges_new ();
+    http = box_edge_http_new (challenges, box_edge_server_get_port (edge),
+                              cfg->http_header_timeout_s);
+    if (!box_edge_http_listen (http, cfg->edge_http_listen, error)) {
+      box_edge_server_shutdown (edge);
+      return NULL;
+    }
+    g_message (_("redirecting http://%s (port %u) to the edge's https"), cfg->edge_http_listen,
+               box_edge_http_get_port (http));
+  }
+  *certs_out = g_steal_pointer (&certs);
+  *http_out = g_steal_pointer (&http);
   return g_steal_pointer (&edge);
+}
+
+static gboolean
+on_sighup (gpointer user_data)
+{
+  BoxEdgeCerts *certs = user_data;
+
+  g_message (_("SIGHUP: reloading the edge's certificates"));
+  box_edge_certs_reload (certs);
+  return G_SOURCE_CONTINUE;
 }
 
 int
@@ -63,6 +94,8 @@ main (int argc, char **argv)
   g_autoptr(BoxHttpServer) http = NULL;
   g_autoptr(BoxInsandbox) insandbox = NULL;
   g_autoptr(BoxEdgeServer) edge = NULL;
+  g_autoptr(BoxEdgeCerts) edge_certs = NULL;
+  g_autoptr(BoxEdgeHttp) edge_http = NULL;
   g_autoptr(BoxDBusDaemon) dbus = NULL;
   g_autoptr(GMainLoop) loop = NULL;
   g_autoptr(GError) error = NULL;
@@ -102,7 +135,7 @@ main (int argc, char **argv)
   insandbox = box_insandbox_new (engine, http);
 
   if (cfg->edge_listen != NULL && cfg->edge_listen[0] != '\0') {
-    edge = start_edge (engine, cfg, &error);
+    edge = start_edge (engine, cfg, &edge_certs, &edge_http, &error);
     if (edge == NULL) {
       g_printerr (_("boxd: cannot serve the edge on %s: %s\n"), cfg->edge_listen, error->message);
       box_insandbox_shutdown (insandbox);
@@ -139,10 +172,14 @@ main (int argc, char **argv)
   loop = g_main_loop_new (NULL, FALSE);
   g_unix_signal_add (SIGTERM, on_signal, loop);
   g_unix_signal_add (SIGINT, on_signal, loop);
+  if (edge_certs != NULL)
+    g_unix_signal_add (SIGHUP, on_sighup, edge_certs);
   g_main_loop_run (loop);
 
   if (dbus != NULL)
     box_dbus_daemon_stop (dbus);
+  if (edge_http != NULL)
+    box_edge_http_shutdown (edge_http);
   if (edge != NULL)
     box_edge_server_shutdown (edge);
   box_insandbox_shutdown (insandbox);

@@ -7,6 +7,7 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/crypto.h>
 #include <gnutls/x509.h>
+#include <string.h>
 
 #include "box-error.h"
 
@@ -269,13 +270,41 @@ own_certificate (const char *data_dir, const char *domain, char **cert_out, char
 }
 
 GTlsCertificate *
+box_edge_cert_load_pair (const char *cert_path, const char *key_path, GError **error)
+{
+  g_auto(gnutls_x509_crt_t) crt = NULL;
+  g_auto(gnutls_x509_privkey_t) key = NULL;
+  g_autoptr(GError) local_error = NULL;
+  guint8 crt_id[64], key_id[64];
+  size_t crt_id_len = sizeof crt_id, key_id_len = sizeof key_id;
+  GTlsCertificate *cert;
+
+  if (!load_pair (cert_path, key_path, &crt, &key)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "edge certificate %s or its key %s does not load (PEM expected)", cert_path,
+                 key_path);
+    return NULL;
+  }
+  if (gnutls_x509_crt_get_key_id (crt, 0, crt_id, &crt_id_len) < 0 ||
+      gnutls_x509_privkey_get_key_id (key, 0, key_id, &key_id_len) < 0 ||
+      crt_id_len != key_id_len || memcmp (crt_id, key_id, crt_id_len) != 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "edge certificate %s and key %s are not a pair", cert_path, key_path);
+    return NULL;
+  }
+  cert = g_tls_certificate_new_from_files (cert_path, key_path, &local_error);
+  if (cert == NULL)
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "edge certificate %s: %s", cert_path,
+                 local_error->message);
+  return cert;
+}
+
+GTlsCertificate *
 box_edge_cert_load (const char *data_dir, const char *domain, const char *cert_file,
                     const char *key_file, GError **error)
 {
   g_autofree char *cert_path = NULL;
   g_autofree char *key_path = NULL;
-  g_autoptr(GError) local_error = NULL;
-  GTlsCertificate *cert;
 
   if ((cert_file == NULL) != (key_file == NULL)) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
@@ -288,9 +317,5 @@ box_edge_cert_load (const char *data_dir, const char *domain, const char *cert_f
   } else if (!own_certificate (data_dir, domain, &cert_path, &key_path, error)) {
     return NULL;
   }
-  cert = g_tls_certificate_new_from_files (cert_path, key_path, &local_error);
-  if (cert == NULL)
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "edge certificate %s: %s", cert_path,
-                 local_error->message);
-  return cert;
+  return box_edge_cert_load_pair (cert_path, key_path, error);
 }

@@ -1,8 +1,8 @@
 /* box-edge-cert.h: the edge's TLS certificate.
  *
  * With an operator's certificate and key (config edge_cert, edge_key) the
- * edge serves those (read at start; a reload on SIGHUP or on change is not
- * done yet).  Without, boxd keeps its own certificate authority in
+ * edge serves those (reloaded on SIGHUP and on change: box-edge-certs.h).
+ * Without, boxd keeps its own certificate authority in
  * <data-dir>/tls/: ca.pem and ca-key.pem (0600), made at the first start
  * (ECDSA P-256, ten years), and from it edge.pem (the leaf, then the CA)
  * and edge-key.pem (0600) for *.{sandbox_domain} and {sandbox_domain},
@@ -28,5 +28,10 @@ char            *box_edge_ca_path      (const char *data_dir);
 GTlsCertificate *box_edge_cert_load    (const char *data_dir, const char *domain,
                                         const char *cert_file, const char *key_file,
                                         GError **error);
+
+/* The certificate chain at @cert_path with its key: BOX_ERROR_INVALID when
+ * either does not load or the key is not the certificate's. */
+GTlsCertificate *box_edge_cert_load_pair (const char *cert_path, const char *key_path,
+                                          GError **error);
 
 G_END_DECLS

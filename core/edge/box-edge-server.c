@@ -3,13 +3,23 @@
 
 #include "box-edge-server.h"
 
+#include <errno.h>
+#include <sys/socket.h>
+
 #include "box-edge-conn.h"
+#include "box-edge-sni.h"
 #include "box-error.h"
+
+/* How often a ClientHello that came in part is peeked at again. */
+#define PEEK_RETRY_MS 20
+/* The bound of a connection's ClientHello and handshake when
+ * http_header_timeout_s is 0. */
+#define PEEK_MAX_S 30
 
 struct _BoxEdgeServer {
   GObject           parent_instance;
   BoxEngine        *engine;
-  GTlsCertificate  *certificate;
+  BoxEdgeCerts     *certs;
   GSocketService   *service;
   GCancellable     *shutdown;
   guint             port;
@@ -17,12 +27,20 @@ struct _BoxEdgeServer {
 
 G_DEFINE_FINAL_TYPE (BoxEdgeServer, box_edge_server, G_TYPE_OBJECT)
 
+/* One connection from accept to the end of its handshake: first the
+ * ClientHello is peeked at for its server name (the bytes stay in the
+ * socket for GIO's TLS), then the handshake with that name's
+ * certificate.  Both within the header timeout. */
 typedef struct {
-  BoxEdgeServer *server;
-  GIOStream     *tls;
-  char          *peer;
-  GCancellable  *cancel;
-  guint          timer;
+  BoxEdgeServer     *server;
+  GSocketConnection *connection;
+  GIOStream         *tls;
+  char              *peer;
+  GCancellable      *cancel;
+  guint              timer;
+  GSource           *readable;
+  guint              retry;
+  guint8            *peeked;
 } Handshake;
 
 static void
@@ -30,8 +48,16 @@ handshake_free (Handshake *h)
 {
   if (h->timer != 0)
     g_source_remove (h->timer);
+  if (h->retry != 0)
+    g_source_remove (h->retry);
+  if (h->readable != NULL) {
+    g_source_destroy (h->readable);
+    g_source_unref (h->readable);
+  }
   g_object_unref (h->server);
-  g_object_unref (h->tls);
+  g_object_unref (h->connection);
+  g_clear_object (&h->tls);
+  g_free (h->peeked);
   g_object_unref (h->cancel);
   g_free (h->peer);
   g_free (h);
@@ -44,6 +70,12 @@ handshake_timeout (gpointer user_data)
 
   h->timer = 0;
   g_cancellable_cancel (h->cancel);
+  if (h->tls == NULL) {
+    /* still peeking: nothing async to wait for */
+    g_debug ("edge: no ClientHello from %s in time", h->peer);
+    g_io_stream_close (G_IO_STREAM (h->connection), NULL, NULL);
+    handshake_free (h);
+  }
   return G_SOURCE_REMOVE;
 }
 
@@ -66,27 +98,97 @@ handshake_done (GObject *source, GAsyncResult *result, gpointer user_data)
   handshake_free (h);
 }
 
+static void start_handshake (Handshake *h, const char *server_name);
+static void wait_readable (Handshake *h);
+
+static gboolean
+retry_peek (gpointer user_data)
+{
+  Handshake *h = user_data;
+
+  h->retry = 0;
+  wait_readable (h);
+  return G_SOURCE_REMOVE;
+}
+
+/* Peeks at what the client sent so far: a whole first record gives the
+ * server name; part of one is looked at again a little later (never in
+ * a busy loop: the bytes stay readable). */
+static gboolean
+readable (GSocket *socket, GIOCondition condition, gpointer user_data)
+{
+  Handshake *h = user_data;
+  g_autofree char *name = NULL;
+  gssize n;
+
+  g_clear_pointer (&h->readable, g_source_unref);
+  if (h->peeked == NULL)
+    h->peeked = g_malloc (BOX_EDGE_SNI_MAX);
+  /* GLib 2.74 has no g_socket_receive_with_flags() */
+  n = recv (g_socket_get_fd (socket), h->peeked, BOX_EDGE_SNI_MAX, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+    wait_readable (h);
+    return G_SOURCE_REMOVE;
+  }
+  switch (n <= 0 ? BOX_EDGE_SNI_NOT_TLS : box_edge_sni_parse (h->peeked, (gsize) n, &name)) {
+  case BOX_EDGE_SNI_MORE:
+    h->retry = g_timeout_add (PEEK_RETRY_MS, retry_peek, h);
+    break;
+  case BOX_EDGE_SNI_DONE:
+    g_clear_pointer (&h->peeked, g_free);
+    start_handshake (h, name);
+    break;
+  case BOX_EDGE_SNI_NOT_TLS:
+  default:
+    g_debug ("edge: %s sent no TLS ClientHello", h->peer);
+    g_io_stream_close (G_IO_STREAM (h->connection), NULL, NULL);
+    handshake_free (h);
+    break;
+  }
+  return G_SOURCE_REMOVE;
+}
+
+static void
+wait_readable (Handshake *h)
+{
+  GSocket *socket = g_socket_connection_get_socket (h->connection);
+
+  h->readable = g_socket_create_source (socket, G_IO_IN | G_IO_HUP | G_IO_ERR, NULL);
+  g_source_set_callback (h->readable, G_SOURCE_FUNC (readable), h, NULL);
+  g_source_attach (h->readable, NULL);
+}
+
+static void
+start_handshake (Handshake *h, const char *server_name)
+{
+  static const char *const alpn[] = { "http/1.1", NULL };
+  g_autoptr(GTlsCertificate) certificate = box_edge_certs_lookup (h->server->certs, server_name);
+  g_autoptr(GError) error = NULL;
+
+  h->tls = g_tls_server_connection_new (G_IO_STREAM (h->connection), certificate, &error);
+  if (h->tls == NULL) {
+    g_warning ("edge: no TLS: %s", error->message);
+    g_io_stream_close (G_IO_STREAM (h->connection), NULL, NULL);
+    handshake_free (h);
+    return;
+  }
+  g_tls_connection_set_advertised_protocols (G_TLS_CONNECTION (h->tls), alpn);
+  g_tls_connection_handshake_async (G_TLS_CONNECTION (h->tls), G_PRIORITY_DEFAULT, h->cancel,
+                                    handshake_done, h);
+}
+
 static gboolean
 incoming (GSocketService *service, GSocketConnection *connection, GObject *source_object,
           gpointer user_data)
 {
   BoxEdgeServer *self = user_data;
-  static const char *const alpn[] = { "http/1.1", NULL };
-  g_autoptr(GError) error = NULL;
   g_autoptr(GSocketAddress) remote = NULL;
-  g_autoptr(GIOStream) tls = NULL;
   BoxConfig *config = box_engine_get_config (self->engine);
   Handshake *h;
 
-  tls = g_tls_server_connection_new (G_IO_STREAM (connection), self->certificate, &error);
-  if (tls == NULL) {
-    g_warning ("edge: no TLS: %s", error->message);
-    return TRUE;
-  }
-  g_tls_connection_set_advertised_protocols (G_TLS_CONNECTION (tls), alpn);
   h = g_new0 (Handshake, 1);
   h->server = g_object_ref (self);
-  h->tls = g_steal_pointer (&tls);
+  h->connection = g_object_ref (connection);
   h->cancel = g_cancellable_new ();
   remote = g_socket_connection_get_remote_address (connection, NULL);
   if (G_IS_INET_SOCKET_ADDRESS (remote))
@@ -94,10 +196,11 @@ incoming (GSocketService *service, GSocketConnection *connection, GObject *sourc
       g_inet_socket_address_get_address (G_INET_SOCKET_ADDRESS (remote)));
   else
     h->peer = g_strdup ("unknown");
-  if (config->http_header_timeout_s > 0)
-    h->timer = g_timeout_add_seconds (config->http_header_timeout_s, handshake_timeout, h);
-  g_tls_connection_handshake_async (G_TLS_CONNECTION (h->tls), G_PRIORITY_DEFAULT, h->cancel,
-                                    handshake_done, h);
+  /* a ClientHello and the handshake are always bounded in time */
+  h->timer = g_timeout_add_seconds (config->http_header_timeout_s > 0
+                                    ? config->http_header_timeout_s : PEEK_MAX_S,
+                                    handshake_timeout, h);
+  wait_readable (h);
   return TRUE;
 }
 
@@ -108,7 +211,7 @@ box_edge_server_dispose (GObject *object)
 
   box_edge_server_shutdown (self);
   g_clear_object (&self->service);
-  g_clear_object (&self->certificate);
+  g_clear_object (&self->certs);
   g_clear_object (&self->engine);
   g_clear_object (&self->shutdown);
   G_OBJECT_CLASS (box_edge_server_parent_class)->dispose (object);
@@ -133,42 +236,52 @@ box_edge_server_init_tls (void)
 }
 
 BoxEdgeServer *
-box_edge_server_new (BoxEngine *engine, GTlsCertificate *certificate)
+box_edge_server_new (BoxEngine *engine, BoxEdgeCerts *certs)
 {
   BoxEdgeServer *self = g_object_new (BOX_TYPE_EDGE_SERVER, NULL);
 
   self->engine = g_object_ref (engine);
-  self->certificate = g_object_ref (certificate);
+  self->certs = g_object_ref (certs);
   return self;
 }
 
-gboolean
-box_edge_server_listen (BoxEdgeServer *self, const char *address, GError **error)
+GSocketAddress *
+box_edge_listen_address (const char *address, const char *key, GError **error)
 {
   g_autoptr(GSocketConnectable) connectable = NULL;
   g_autoptr(GInetAddress) inet = NULL;
-  g_autoptr(GSocketAddress) socket_address = NULL;
-  g_autoptr(GSocketAddress) effective = NULL;
   g_autoptr(GError) local_error = NULL;
   const char *host;
 
-  g_return_val_if_fail (BOX_IS_EDGE_SERVER (self), FALSE);
   connectable = g_network_address_parse (address, 0, &local_error);
   if (connectable == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "bad edge_listen %s (want host:port): %s",
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "bad %s %s (want host:port): %s", key,
                  address, local_error->message);
-    return FALSE;
+    return NULL;
   }
   host = g_network_address_get_hostname (G_NETWORK_ADDRESS (connectable));
   inet = g_ascii_strcasecmp (host, "localhost") == 0
          ? g_inet_address_new_loopback (G_SOCKET_FAMILY_IPV4) : g_inet_address_new_from_string (host);
   if (inet == NULL) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "bad edge_listen %s: the host must be an IP address or localhost", address);
-    return FALSE;
+                 "bad %s %s: the host must be an IP address or localhost", key, address);
+    return NULL;
   }
-  socket_address = g_inet_socket_address_new (inet, g_network_address_get_port (
-                                                G_NETWORK_ADDRESS (connectable)));
+  return g_inet_socket_address_new (inet, g_network_address_get_port (
+                                      G_NETWORK_ADDRESS (connectable)));
+}
+
+gboolean
+box_edge_server_listen (BoxEdgeServer *self, const char *address, GError **error)
+{
+  g_autoptr(GSocketAddress) socket_address = NULL;
+  g_autoptr(GSocketAddress) effective = NULL;
+  g_autoptr(GError) local_error = NULL;
+
+  g_return_val_if_fail (BOX_IS_EDGE_SERVER (self), FALSE);
+  socket_address = box_edge_listen_address (address, "edge_listen", error);
+  if (socket_address == NULL)
+    return FALSE;
   self->service = g_socket_service_new ();
   if (!g_socket_listener_add_address (G_SOCKET_LISTENER (self->service), socket_address,
                                       G_SOCKET_TYPE_STREAM, G_SOCKET_PROTOCOL_TCP, NULL,

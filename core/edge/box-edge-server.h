@@ -1,14 +1,17 @@
 /* box-edge-server.h: the edge, where sandbox and port URLs are answered.
  *
  * A TLS listener (edge_listen, off when not set) in front of the
- * sandboxes' ports: each connection is handshaken (TLS 1.2 or 1.3, ALPN
- * http/1.1, the certificate of box-edge-cert.h) within the header timeout
+ * sandboxes' ports: each connection's ClientHello is peeked at for its
+ * server name (box-edge-sni.h), then it is handshaken (TLS 1.2 or 1.3,
+ * ALPN http/1.1, the certificate box-edge-certs.h gives for that name),
+ * both within the header timeout,
  * and then served by box-edge-conn.h.  It calls the engine as the HTTP API
  * does and is no part of its route table. */
 #pragma once
 
 #include <gio/gio.h>
 
+#include "box-edge-certs.h"
 #include "box-engine.h"
 
 G_BEGIN_DECLS
@@ -22,7 +25,10 @@ G_DECLARE_FINAL_TYPE (BoxEdgeServer, box_edge_server, BOX, EDGE_SERVER, GObject)
 
 /* Sets the TLS priority for the process; call before any TLS is used. */
 void           box_edge_server_init_tls  (void);
-BoxEdgeServer *box_edge_server_new       (BoxEngine *engine, GTlsCertificate *certificate);
+BoxEdgeServer *box_edge_server_new       (BoxEngine *engine, BoxEdgeCerts *certs);
+/* @address (HOST:PORT, HOST an IP address or localhost) as a socket
+ * address; BOX_ERROR_INVALID naming the config @key when it is not. */
+GSocketAddress *box_edge_listen_address  (const char *address, const char *key, GError **error);
 /* Listens on @address (HOST:PORT; port 0 picks one). */
 gboolean       box_edge_server_listen    (BoxEdgeServer *self, const char *address, GError **error);
 guint          box_edge_server_get_port  (BoxEdgeServer *self);

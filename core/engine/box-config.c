@@ -87,6 +87,7 @@ box_config_free (BoxConfig *config)
   g_free (config->sandbox_domain);
   g_free (config->edge_listen);
   g_free (config->edge_cert);
+  g_free (config->edge_http_listen);
   g_free (config->edge_key);
   g_free (config->base_url);
   g_free (config->plugin_dir);
@@ -232,6 +233,7 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
   take_string (config->keyfile, "edge_listen", &config->edge_listen);
   take_string (config->keyfile, "edge_cert", &config->edge_cert);
   take_string (config->keyfile, "edge_key", &config->edge_key);
+  take_string (config->keyfile, "edge_http_listen", &config->edge_http_listen);
   take_string (config->keyfile, "base_url", &config->base_url);
   take_string (config->keyfile, "plugin_dir", &config->plugin_dir);
   take_string (config->keyfile, "storage", &config->storage);
@@ -286,6 +288,7 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   g_autofree char *sandbox_domain = NULL;
   g_autofree char *edge_listen = NULL;
   g_autofree char *edge_cert = NULL;
+  g_autofree char *edge_http_listen = NULL;
   g_autofree char *edge_key = NULL;
   g_autofree char *base_url = NULL;
   g_autofree char *plugin_dir = NULL;
@@ -311,6 +314,8 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
       N_("Domain under which sandbox URLs live (default sandbox.localhost)"), N_("DOMAIN") },
     { "edge-listen", 0, 0, G_OPTION_ARG_STRING, &edge_listen,
       N_("Answer sandbox and port URLs over TLS on HOST:PORT (default: off)"), N_("HOST:PORT") },
+    { "edge-http-listen", 0, 0, G_OPTION_ARG_STRING, &edge_http_listen,
+      N_("Redirect plain HTTP on HOST:PORT to the edge's https (default: off)"), N_("HOST:PORT") },
     { "edge-cert", 0, 0, G_OPTION_ARG_FILENAME, &edge_cert,
       N_("The edge's certificate chain (PEM; default: issued by boxd's own CA)"), N_("FILE") },
     { "edge-key", 0, 0, G_OPTION_ARG_FILENAME, &edge_key,
@@ -368,6 +373,7 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   TAKE (edge_listen, edge_listen);
   TAKE (edge_cert, edge_cert);
   TAKE (edge_key, edge_key);
+  TAKE (edge_http_listen, edge_http_listen);
   TAKE (base_url, base_url);
   TAKE (plugin_dir, plugin_dir);
   TAKE (storage, storage);

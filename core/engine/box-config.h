@@ -13,6 +13,8 @@
  *   edge_listen=                (HOST:PORT of the edge's TLS listener; off when empty)
  *   edge_cert=                  (the edge's certificate chain and key, PEM; both or
  *   edge_key=                    neither: without, boxd's own CA in <data-dir>/tls/)
+ *   edge_http_listen=           (HOST:PORT of the edge's plain-HTTP listener: redirects
+ *                                to https, ACME http-01 challenges; off when empty)
  *   base_url=http://127.0.0.1:7070
  *   plugin_dir=/usr/lib/x86_64-linux-gnu/box/plugins
  *   storage=auto        (auto: the best installed plugin for the role
@@ -78,6 +80,7 @@ typedef struct {
   char        *edge_listen;       /* host:port, or NULL: no edge */
   char        *edge_cert;         /* NULL: boxd's own CA issues one */
   char        *edge_key;
+  char        *edge_http_listen;  /* host:port, or NULL: no plain-HTTP listener */
   char        *base_url;          /* the API's public base URL */
   char        *plugin_dir;
   char        *storage;           /* plugin names */
