@@ -20,6 +20,8 @@ BOX_DEB_PACKAGES=(
   # test that loads it with python3-gi
   gobject-introspection libgirepository1.0-dev gi-docgen
   python3-gi gir1.2-glib-2.0 gir1.2-json-1.0
+  # benches: bench/edge-bench's floor (nginx terminating TLS) and load (wrk)
+  nginx-light wrk
 )
 
 box_install_deps () {
