@@ -14,6 +14,9 @@ BOX_DEB_PACKAGES=(
   mmdebstrap e2fsprogs cpio zstd bc
   # tests
   python3 curl jq sqlite3 tmux iproute2 procps
+  # the browser test of the edge (tests/e2e/test_edge_browser.py): headless
+  # Chromium, and certutil for the throw-away NSS database that trusts boxd's CA
+  chromium libnss3-tools
   # the SDK's introspection data and reference (-Ddocs), and the gir-check
   # test that loads it with python3-gi
   gobject-introspection libgirepository1.0-dev gi-docgen
