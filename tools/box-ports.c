@@ -44,25 +44,29 @@ print_with_access (BoxCli *cli, const char *sandbox, JsonArray *array)
   json_builder_set_member_name (builder, "ports");
   json_builder_begin_array (builder);
   for (guint i = 0; i < json_array_get_length (array); i++) {
-    JsonObject *port = json_array_get_object_element (array, i);
+    JsonNode *element = json_array_get_element (array, i);
+    JsonObject *port = JSON_NODE_HOLDS_OBJECT (element) ? json_node_get_object (element) : NULL;
     guint number = (guint) box_cli_json_int (port, "port", 0);
     const char *access = box_cli_port_access (settings, number);
     g_autofree char *shown = g_strdup_printf ("%u", number);
     g_autofree char *pid = g_strdup_printf ("%d", (int) box_cli_json_int (port, "pid", 0));
 
+    if (port == NULL)
+      continue;   /* not a listener: nothing to show */
     g_hash_table_add (listed, GUINT_TO_POINTER (number));
     box_table_add (table, shown, box_cli_json_string (port, "address") ?: "", pid,
                    box_cli_json_string (port, "session") ?: "", access, NULL);
     /* the answer is ours: the listener gets its access and goes into the list */
     json_object_set_string_member (port, "access", access);
-    json_builder_add_value (builder, json_node_copy (json_array_get_element (array, i)));
+    json_builder_add_value (builder, json_node_copy (element));
   }
   for (guint i = 0; i < json_array_get_length (set); i++) {
-    JsonObject *setting = json_array_get_object_element (set, i);
+    JsonNode *element = json_array_get_element (set, i);
+    JsonObject *setting = JSON_NODE_HOLDS_OBJECT (element) ? json_node_get_object (element) : NULL;
     guint number = (guint) box_cli_json_int (setting, "port", 0);
     g_autofree char *shown = g_strdup_printf ("%u", number);
 
-    if (g_hash_table_contains (listed, GUINT_TO_POINTER (number)))
+    if (number == 0 || g_hash_table_contains (listed, GUINT_TO_POINTER (number)))
       continue;
     g_hash_table_add (listed, GUINT_TO_POINTER (number));
     box_table_add (table, shown, "", "", "", box_cli_port_access (settings, number), NULL);
