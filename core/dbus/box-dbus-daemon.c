@@ -404,7 +404,7 @@ handle_create_key (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
   g_autofree char *secret = NULL;
   g_autoptr(GError) error = NULL;
 
-  key = box_engine_create_key (self->engine, project, name, &secret, &error);
+  key = box_engine_create_key (self->engine, project, name, FALSE, &secret, &error);
   if (key == NULL)
     return box_dbus_daemon_return_error (invocation, error);
   box_dbus_admin1_complete_create_key (object, invocation, key_to_variant (key), secret);

@@ -44,6 +44,9 @@ struct _BoxEdgeConn {
   gboolean              service_tried;
   guint                 pending;       /* request body and response still to finish */
   gint64                resp_length;   /* response body bytes; -1: until the sandbox closes */
+  char                 *sandbox_id;    /* once routed to a sandbox: its usage is counted */
+  gboolean              key_request;   /* it carried the project's key */
+  guint64               body_sent;     /* response body bytes sent (counted at its end) */
 
   /* the stream to the port */
   BoxAgentStream       *up;
@@ -68,6 +71,9 @@ clear_request (BoxEdgeConn *c)
   g_clear_pointer (&c->host, g_free);
   g_clear_pointer (&c->name, g_free);
   g_clear_pointer (&c->project, g_free);
+  g_clear_pointer (&c->sandbox_id, g_free);
+  c->key_request = FALSE;
+  c->body_sent = 0;
   c->port = 0;
   c->length = 0;
   c->keep_alive = FALSE;
@@ -226,6 +232,29 @@ read_head (BoxEdgeConn *c, GBufferedInputStream *in, HeadFunc func)
   box_edge_read_head (in, c->cancel, then_head, then_new (c, NULL, func));
 }
 
+/* ---- usage stats (box-stats.h): memory only, on this thread ------------ */
+
+/* The request got its answer's head with @status (101: a WebSocket). */
+static void
+count_answer (BoxEdgeConn *c, guint status)
+{
+  BoxStats *stats = box_engine_get_stats (c->engine);
+
+  if (c->sandbox_id == NULL || stats == NULL)
+    return;
+  box_stats_count (stats, c->sandbox_id, status, c->key_request, c->peer,
+                   soup_message_headers_get_one (c->headers, "User-Agent"));
+}
+
+static void
+count_body (BoxEdgeConn *c, guint64 bytes)
+{
+  BoxStats *stats = box_engine_get_stats (c->engine);
+
+  if (c->sandbox_id != NULL && stats != NULL)
+    box_stats_add_bytes (stats, c->sandbox_id, bytes);
+}
+
 /* ---- answers of the edge itself ---------------------------------------- */
 
 static void next_request (BoxEdgeConn *c);
@@ -256,6 +285,8 @@ reply (BoxEdgeConn *c, guint status, const char *extra, const char *body)
                           extra != NULL ? extra : "", c->keep_alive ? "" : "Connection: close\r\n");
   if (body != NULL)
     g_string_append (text, body);
+  count_answer (c, status);
+  count_body (c, len);
   write_string (c, c->cout, text, reply_sent);
 }
 
@@ -318,6 +349,7 @@ part_done (BoxEdgeConn *c)
 static void
 response_body_done (BoxEdgeConn *c, gboolean ok)
 {
+  count_body (c, c->body_sent);
   /* (pending > 1: the sandbox answered before it took the whole body, so
    * nothing can follow on this connection) */
   if (!ok || c->pending > 1)
@@ -370,7 +402,8 @@ response_head_sent (BoxEdgeConn *c, gboolean ok)
     conn_close (c);
     return;
   }
-  pump (c, G_INPUT_STREAM (c->uin), c->cout, c->resp_length, response_body_done);
+  box_edge_pump_counted (G_INPUT_STREAM (c->uin), c->cout, c->resp_length, &c->body_sent, c->cancel,
+                         then_done, then_new (c, response_body_done, NULL));
 }
 
 static void
@@ -406,6 +439,7 @@ response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
     g_string_append_printf (text, "Connection: Upgrade\r\nUpgrade: %s\r\n\r\n",
                             soup_message_headers_get_one (headers, "Upgrade") != NULL
                             ? soup_message_headers_get_one (headers, "Upgrade") : "websocket");
+    count_answer (c, status);
     write_string (c, c->cout, text, relay_head_sent);
     return;
   }
@@ -428,6 +462,7 @@ response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
                                                                   "chunked"))
     c->keep_alive = FALSE;
   g_string_append_printf (text, "%s\r\n", c->keep_alive ? "" : "Connection: close\r\n");
+  count_answer (c, status);
   write_string (c, c->cout, text, response_head_sent);
 }
 
@@ -575,17 +610,33 @@ connect_try (BoxEdgeConn *c)
 
 /* ---- the request: route, access ---------------------------------------- */
 
-/* Whether @credential is a key of the request's project. */
+/* Whether @credential is a key of the request's project; *@read_only
+ * (may be NULL) whether it is a read-only one. */
 static gboolean
-project_key (BoxEdgeConn *c, const char *credential)
+project_credential (BoxEdgeConn *c, const char *credential, gboolean *read_only)
 {
   g_autoptr(BoxPrincipal) principal = NULL;
 
   if (credential == NULL || credential[0] == '\0')
     return FALSE;
   principal = box_engine_authenticate (c->engine, credential, NULL);
-  return principal != NULL && principal->kind == BOX_PRINCIPAL_KEY &&
-         g_strcmp0 (principal->project, c->project) == 0;
+  if (principal == NULL || principal->kind != BOX_PRINCIPAL_KEY ||
+      g_strcmp0 (principal->project, c->project) != 0)
+    return FALSE;
+  if (read_only != NULL)
+    *read_only = principal->key != NULL && box_engine_key_is_read_only (c->engine,
+                                                                         principal->key->id);
+  return TRUE;
+}
+
+/* Whether @credential is a full key of the request's project: a read-only
+ * key opens no URL (the app behind it may change state). */
+static gboolean
+project_key (BoxEdgeConn *c, const char *credential)
+{
+  gboolean read_only = FALSE;
+
+  return project_credential (c, credential, &read_only) && !read_only;
 }
 
 static char *
@@ -622,6 +673,7 @@ route (BoxEdgeConn *c, const char *query_token)
   const char *authorization;
   const char *access;
   gboolean allowed;
+  gboolean read_only_bearer = FALSE;
 
   project = box_engine_get_project (c->engine, c->project, NULL);
   if (project != NULL)
@@ -630,6 +682,7 @@ route (BoxEdgeConn *c, const char *query_token)
     reply_error_literal (c, BOX_ERROR_NOT_FOUND, "no sandbox at this address");
     return;
   }
+  c->sandbox_id = g_strdup (sandbox->id);
   if (c->port == 0)
     c->port = sandbox->http_port;
   port_key = g_strdup_printf ("%u", c->port);
@@ -637,6 +690,7 @@ route (BoxEdgeConn *c, const char *query_token)
 
   /* ?box_token=KEY: the cookie for this host, and the same URL without it */
   if (query_token != NULL && project_key (c, query_token)) {
+    c->key_request = TRUE;
     g_autofree char *extra = g_strdup_printf (
       "Location: https://%s%s%s%s\r\n"
       "Set-Cookie: " BOX_EDGE_TOKEN "=%s; HttpOnly; Secure; SameSite=Lax; Path=/\r\n",
@@ -646,11 +700,13 @@ route (BoxEdgeConn *c, const char *query_token)
     return;
   }
   authorization = soup_message_headers_get_one (c->headers, "Authorization");
+  /* any key of the project stays out of the sandbox; only a full one opens */
   if (authorization != NULL && g_ascii_strncasecmp (authorization, "Bearer ", 7) == 0 &&
-      project_key (c, authorization + 7))
+      project_credential (c, authorization + 7, &read_only_bearer))
     c->strip_authorization = TRUE;
   cookie = cookie_token (c->headers);
-  allowed = c->strip_authorization || project_key (c, cookie) || g_strcmp0 (access, "public") == 0;
+  c->key_request = (c->strip_authorization && !read_only_bearer) || project_key (c, cookie);
+  allowed = c->key_request || g_strcmp0 (access, "public") == 0;
   if (!allowed) {
     reply_error_literal (c, BOX_ERROR_UNAUTHORIZED, "a valid API key is required");
     return;

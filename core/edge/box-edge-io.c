@@ -45,6 +45,8 @@ typedef struct {
   GOutputStream   *out;
   GCancellable    *cancel;
   gint64           left;         /* -1: until the end */
+  guint64         *counted;      /* NULL, or bytes written are added here */
+  gsize            moving;       /* the bytes of the write under way */
   BoxEdgeDoneFunc  func;
   gpointer         user_data;
   guint8           buffer[BOX_EDGE_PUMP_BUFFER];
@@ -67,10 +69,13 @@ pump_written (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   Pump *p = user_data;
 
-  if (!g_output_stream_write_all_finish (p->out, result, NULL, NULL))
+  if (!g_output_stream_write_all_finish (p->out, result, NULL, NULL)) {
     pump_end (p, FALSE);
-  else
-    pump_read (p);
+    return;
+  }
+  if (p->counted != NULL)
+    *p->counted += p->moving;
+  pump_read (p);
 }
 
 static void
@@ -86,6 +91,7 @@ pump_move (Pump *p, gssize n)
   }
   if (p->left > 0)
     p->left -= n;
+  p->moving = (gsize) n;
   g_output_stream_write_all_async (p->out, p->buffer, (gsize) n, G_PRIORITY_DEFAULT, p->cancel,
                                    pump_written, p);
 }
@@ -128,8 +134,16 @@ void
 box_edge_pump (GInputStream *in, GOutputStream *out, gint64 length, GCancellable *cancel,
                BoxEdgeDoneFunc func, gpointer user_data)
 {
+  box_edge_pump_counted (in, out, length, NULL, cancel, func, user_data);
+}
+
+void
+box_edge_pump_counted (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted,
+                       GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data)
+{
   Pump *p = g_new0 (Pump, 1);
 
+  p->counted = counted;
   p->in = g_object_ref (in);
   p->out = g_object_ref (out);
   p->cancel = cancel != NULL ? g_object_ref (cancel) : NULL;

@@ -28,6 +28,10 @@ void box_edge_write     (GOutputStream *out, GString *text, GCancellable *cancel
  * read waiting for the write before it: TRUE when all came. */
 void box_edge_pump      (GInputStream *in, GOutputStream *out, gint64 length, GCancellable *cancel,
                          BoxEdgeDoneFunc func, gpointer user_data);
+/* box_edge_pump() that adds the bytes it wrote to *@counted as it goes
+ * (@counted must live until @func has run). */
+void box_edge_pump_counted (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted,
+                            GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data);
 /* Reads up to "\r\n\r\n" within @in's buffer size; what follows stays
  * in @in. */
 void box_edge_read_head (GBufferedInputStream *in, GCancellable *cancel, BoxEdgeHeadFunc func,

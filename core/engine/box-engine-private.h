@@ -25,6 +25,8 @@ struct _BoxEngine {
   BoxNetwork       *network;          /* may be NULL */
   BoxBroker        *broker;           /* may be NULL */
   BoxSecretKey     *secret_key;       /* NULL: secrets unsupported */
+  BoxStats         *stats;            /* the edge's usage counts; NULL until started */
+  GHashTable       *read_only_keys;   /* key IDs marked read-only (box-engine-projects.c) */
   GPtrArray        *network_defaults; /* BoxRule* */
   gboolean          started;
   BoxClock         *clock;            /* every time read and timer; real by default */
@@ -65,6 +67,10 @@ void     box_engine_sandboxes_init      (BoxEngine *self);
 void     box_engine_sandboxes_finalize  (BoxEngine *self);
 /* box-engine-ticks.c */
 gboolean box_engine_reconcile           (BoxEngine *self, GError **error);
+/* Reads the read-only keys' marks into self->read_only_keys (at start). */
+gboolean box_engine_load_read_only_keys (BoxEngine *self, GError **error);
+/* Records of the read-only keys' marks: scope the project, id the key ID */
+#define BOX_STORAGE_KIND_KEY_ACCESS "key_access"
 void     box_engine_start_ticks         (BoxEngine *self);
 /* Destroys every sandbox of @project (protected or not); for project deletion. */
 void     box_engine_destroy_project_sandboxes_async  (BoxEngine *self, const char *project,

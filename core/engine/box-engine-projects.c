@@ -193,9 +193,45 @@ box_engine_delete_project_finish (BoxEngine *self, GAsyncResult *result, GError 
   return g_task_propagate_boolean (G_TASK (result), error);
 }
 
+/* Read-only keys: the auth plugin makes the key, the engine keeps a mark
+ * (kind BOX_STORAGE_KIND_KEY_ACCESS, scope the project, id the key's ID)
+ * and a set of the marked IDs in memory.  The secret is handed out only
+ * once the mark is stored; a mark that cannot be stored takes the key
+ * back.  (A crash between the two leaves a full key whose secret nobody
+ * ever got.) */
+static BoxKey *
+create_read_only_key (BoxEngine *self, const char *project, const char *name, char **secret_out,
+                      GError **error)
+{
+  g_autofree char *secret = NULL;
+  g_autoptr(BoxKey) key = box_auth_create_key (self->auth, project, name, &secret, error);
+  g_autoptr(BoxStorageRecord) mark = NULL;
+  g_autoptr(GError) local_error = NULL;
+
+  if (key == NULL)
+    return NULL;
+  mark = box_storage_record_new (BOX_STORAGE_KIND_KEY_ACCESS, project, key->id,
+                                 "{\"read_only\":true}");
+  if (!box_storage_insert (self->storage, mark, &local_error)) {
+    g_autoptr(GError) undo_error = NULL;
+
+    if (!box_auth_delete_key (self->auth, project, key->id, &undo_error))
+      g_warning ("a read-only key without its mark could not be taken back: %s",
+                 undo_error->message);
+    g_propagate_error (error, box_error_convert (local_error, "storing a read-only key"));
+    return NULL;
+  }
+  if (self->read_only_keys == NULL)
+    self->read_only_keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  g_hash_table_add (self->read_only_keys, g_strdup (key->id));
+  if (secret_out != NULL)
+    *secret_out = g_steal_pointer (&secret);
+  return g_steal_pointer (&key);
+}
+
 BoxKey *
-box_engine_create_key (BoxEngine *self, const char *project, const char *name, char **secret_out,
-                       GError **error)
+box_engine_create_key (BoxEngine *self, const char *project, const char *name, gboolean read_only,
+                       char **secret_out, GError **error)
 {
   g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   g_return_val_if_fail (project != NULL, NULL);
@@ -205,7 +241,34 @@ box_engine_create_key (BoxEngine *self, const char *project, const char *name, c
     return NULL;
   if (!box_validate_key_name (name, error))
     return NULL;
-  return box_auth_create_key (self->auth, project, name, secret_out, error);
+  if (!read_only)
+    return box_auth_create_key (self->auth, project, name, secret_out, error);
+  return create_read_only_key (self, project, name, secret_out, error);
+}
+
+gboolean
+box_engine_key_is_read_only (BoxEngine *self, const char *key_id)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  return key_id != NULL && self->read_only_keys != NULL &&
+         g_hash_table_contains (self->read_only_keys, key_id);
+}
+
+gboolean
+box_engine_load_read_only_keys (BoxEngine *self, GError **error)
+{
+  g_autoptr(GPtrArray) marks = box_storage_list (self->storage, BOX_STORAGE_KIND_KEY_ACCESS, NULL,
+                                                 BOX_STORAGE_BY_SCOPE, NULL,
+                                                 BOX_STORAGE_ORDER_CREATED, error);
+
+  if (marks == NULL)
+    return FALSE;
+  g_clear_pointer (&self->read_only_keys, g_hash_table_unref);
+  self->read_only_keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+  for (guint i = 0; i < marks->len; i++)
+    g_hash_table_add (self->read_only_keys,
+                      g_strdup (((BoxStorageRecord *) g_ptr_array_index (marks, i))->id));
+  return TRUE;
 }
 
 GPtrArray *
@@ -226,10 +289,20 @@ box_engine_delete_key (BoxEngine *self, const char *project, const char *key_id,
   g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
   g_return_val_if_fail (project != NULL && key_id != NULL, FALSE);
   g_autoptr(BoxProject) owner = box_storage_project_get (self->storage, project, error);
+  g_autoptr(GError) local_error = NULL;
 
   if (owner == NULL)
     return FALSE;
-  return box_auth_delete_key (self->auth, project, key_id, error);
+  if (!box_auth_delete_key (self->auth, project, key_id, error))
+    return FALSE;
+  /* the key is gone; a mark left behind would name no key */
+  if (!box_storage_delete (self->storage, BOX_STORAGE_KIND_KEY_ACCESS, project, key_id, 0,
+                           &local_error) &&
+      !g_error_matches (local_error, BOX_ERROR, BOX_ERROR_NOT_FOUND))
+    g_warning ("the read-only mark of key %s stays: %s", key_id, local_error->message);
+  if (self->read_only_keys != NULL)
+    g_hash_table_remove (self->read_only_keys, key_id);
+  return TRUE;
 }
 
 /* ---- secrets ----------------------------------------------------------- */

@@ -263,6 +263,18 @@ lock_data_dir (BoxEngine *self, GError **error)
   return TRUE;
 }
 
+/* BOX_STATS_FLUSH_MS (for tests), else 0: the default interval */
+static guint
+stats_flush_ms (void)
+{
+  const char *value = g_getenv ("BOX_STATS_FLUSH_MS");
+  guint64 ms = 0;
+
+  if (value != NULL && !g_ascii_string_to_unsigned (value, 10, 1, G_MAXUINT, &ms, NULL))
+    g_warning ("BOX_STATS_FLUSH_MS=%s is not a number of milliseconds; using the default", value);
+  return (guint) ms;
+}
+
 gboolean
 box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
 {
@@ -365,8 +377,9 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     g_message ("running without a secret key: secret routes answer 501 unsupported");
   }
 
-  if (!box_engine_reconcile (self, error))
+  if (!box_engine_reconcile (self, error) || !box_engine_load_read_only_keys (self, error))
     return FALSE;
+  self->stats = box_stats_new (self->storage, stats_flush_ms ());
   box_engine_start_ticks (self);
   return TRUE;
 }
@@ -388,6 +401,13 @@ box_engine_stop (BoxEngine *self)
   if (self->vm_lost_id != 0) {
     g_signal_handler_disconnect (self->hypervisor, self->vm_lost_id);
     self->vm_lost_id = 0;
+  }
+  if (self->stats != NULL) {
+    g_autoptr(GError) error = NULL;
+
+    if (!box_stats_flush (self->stats, &error))
+      g_warning ("usage stats lost at stop: %s", error->message);
+    g_clear_object (&self->stats);
   }
   for (i = self->plugins->len; i > 0; i--)
     box_plugin_stop (g_ptr_array_index (self->plugins, i - 1));

@@ -33,6 +33,7 @@ box_engine_finalize (GObject *object)
   if (self->lock_fd >= 0)
     close (self->lock_fd);
   box_engine_sandboxes_finalize (self);
+  g_clear_pointer (&self->read_only_keys, g_hash_table_unref);
   g_clear_pointer (&self->plugins, g_ptr_array_unref);
   g_clear_object (&self->loader);
   g_clear_pointer (&self->secret_key, box_secret_key_free);
@@ -154,6 +155,13 @@ box_engine_get_broker (BoxEngine *self)
 {
   g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
   return self->broker;
+}
+
+BoxStats *
+box_engine_get_stats (BoxEngine *self)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), NULL);
+  return self->stats;
 }
 
 GPtrArray *

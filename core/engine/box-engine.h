@@ -32,6 +32,7 @@
 #include "box-clock.h"
 #include "box-config.h"
 #include "box-exec-session.h"
+#include "box-stats.h"
 #include "box-exec.h"
 #include "box-hypervisor.h"
 #include "box-network.h"
@@ -67,6 +68,8 @@ BoxAuth       *box_engine_get_auth           (BoxEngine *self);
 BoxHypervisor *box_engine_get_hypervisor     (BoxEngine *self);
 BoxNetwork    *box_engine_get_network        (BoxEngine *self);   /* may be NULL */
 BoxBroker     *box_engine_get_broker         (BoxEngine *self);   /* may be NULL */
+/* The usage stats of the sandboxes' URLs (box-stats.h); NULL until started */
+BoxStats      *box_engine_get_stats          (BoxEngine *self);
 /* BoxPlugin*: the started instances */
 GPtrArray     *box_engine_get_plugins        (BoxEngine *self);
 /* A new context for plugin @plugin_name, as box_engine_start() makes them
@@ -93,8 +96,11 @@ void           box_engine_delete_project_async (BoxEngine *self, const char *nam
                                               GCancellable *cancellable, GAsyncReadyCallback callback,
                                               gpointer user_data);
 gboolean       box_engine_delete_project_finish (BoxEngine *self, GAsyncResult *result, GError **error);
+/* @read_only: a key that may only read (doc/API.md "Read-only keys") */
 BoxKey        *box_engine_create_key         (BoxEngine *self, const char *project, const char *name,
-                                              char **secret_out, GError **error);
+                                              gboolean read_only, char **secret_out, GError **error);
+/* Whether the key @key_id (a principal's key->id) is read-only. */
+gboolean       box_engine_key_is_read_only   (BoxEngine *self, const char *key_id);
 GPtrArray     *box_engine_list_keys          (BoxEngine *self, const char *project, GError **error);
 gboolean       box_engine_delete_key         (BoxEngine *self, const char *project, const char *key_id,
                                               GError **error);

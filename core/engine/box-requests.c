@@ -545,15 +545,19 @@ box_project_create_from_json (JsonNode *body, char **name, char ***domains, GErr
 }
 
 gboolean
-box_key_create_from_json (JsonNode *body, char **name, GError **error)
+box_key_create_from_json (JsonNode *body, char **name, gboolean *read_only, GError **error)
 {
-  static const char *const fields[] = { "name", NULL };
+  static const char *const fields[] = { "name", "read_only", NULL };
   JsonObject *obj = body_object (body, error);
   g_autofree char *name_value = NULL;
+  gboolean read_only_value = FALSE;
 
   if (obj == NULL || !box_json_check_fields (obj, fields, error) ||
-      !box_json_get_string (obj, "name", "name", &name_value, error))
+      !box_json_get_string (obj, "name", "name", &name_value, error) ||
+      !box_json_get_bool (obj, "read_only", "read_only", NULL, &read_only_value, error))
     return FALSE;
+  if (read_only != NULL)
+    *read_only = read_only_value;
   if (name_value == NULL)
     return box_json_invalid (error, "invalid key: name is required");
   if (!box_validate_key_name (name_value, error))

@@ -38,7 +38,7 @@ GPtrArray        *box_rules_from_json           (JsonNode *egress, GError **erro
 /* Operator bodies (doc/API.md) */
 gboolean          box_project_create_from_json  (JsonNode *body, char **name,
                                                  char ***domains, GError **error);
-gboolean          box_key_create_from_json      (JsonNode *body, char **name,
+gboolean          box_key_create_from_json      (JsonNode *body, char **name, gboolean *read_only,
                                                  GError **error);
 
 /* POST /checkpoints: {comment?, memory?}; *comment "" when absent, at most

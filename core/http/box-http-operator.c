@@ -184,6 +184,18 @@ box_http_project_delete (BoxHttpRequest *req)
 
 /* ---- keys -------------------------------------------------------------- */
 
+/* The Key shape, and read_only: true on a read-only key only (a full key
+ * keeps the spec's exact shape). */
+static JsonNode *
+key_to_json (BoxHttpRequest *req, const BoxKey *key)
+{
+  JsonNode *node = box_key_to_api_json (key);
+
+  if (box_engine_key_is_read_only (req->engine, key->id))
+    json_object_set_boolean_member (json_node_get_object (node), "read_only", TRUE);
+  return node;
+}
+
 void
 box_http_key_create (BoxHttpRequest *req)
 {
@@ -192,20 +204,21 @@ box_http_key_create (BoxHttpRequest *req)
   g_autofree char *name = NULL;
   g_autofree char *secret = NULL;
   g_autoptr(BoxKey) key = NULL;
+  gboolean read_only = FALSE;
   JsonNode *node;
 
   body = box_http_request_body (req, FALSE, &error);
-  if (body == NULL || !box_key_create_from_json (body, &name, &error)) {
+  if (body == NULL || !box_key_create_from_json (body, &name, &read_only, &error)) {
     box_http_reply_error (req->msg, error);
     return;
   }
-  key = box_engine_create_key (req->engine, box_http_request_param (req, 0), name,
+  key = box_engine_create_key (req->engine, box_http_request_param (req, 0), name, read_only,
                                &secret, &error);
   if (key == NULL) {
     box_http_reply_error (req->msg, error);
     return;
   }
-  node = box_key_to_api_json (key);
+  node = key_to_json (req, key);
   json_object_set_string_member (json_node_get_object (node), "secret", secret);
   box_http_reply_json (req->msg, SOUP_STATUS_CREATED, node);
 }
@@ -223,7 +236,7 @@ box_http_key_list (BoxHttpRequest *req)
     return;
   }
   for (guint i = 0; i < keys->len; i++)
-    g_ptr_array_add (nodes, box_key_to_api_json (g_ptr_array_index (keys, i)));
+    g_ptr_array_add (nodes, key_to_json (req, g_ptr_array_index (keys, i)));
   box_http_reply_list (req->msg, "keys", nodes);
 }
 

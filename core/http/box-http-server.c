@@ -70,6 +70,7 @@ static const BoxHttpRoute routes[] = {
   { "GET",    "/v1/sandboxes/{sandbox}/ports/{port}/connect", K, FALSE, box_http_port_connect,
     S | WS },
   { "PUT",    "/v1/sandboxes/{sandbox}/ports/{port}", K, TRUE, box_http_port_set, S },
+  { "GET",    "/v1/sandboxes/{sandbox}/stats",       K, FALSE, box_http_sandbox_stats },
   /* supervised services (box-http-services.c) */
   { "GET",    "/v1/sandboxes/{sandbox}/services",    K, FALSE, box_http_service_list, S },
   { "GET",    "/v1/sandboxes/{sandbox}/services/{name}", K, FALSE, box_http_service_get, S },
@@ -319,6 +320,16 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
   if (req->route == NULL) {
     soup_message_body_set_accumulate (body, FALSE);
     reply_method_not_allowed (msg, method, path, (const char *const *) segments);
+    return;
+  }
+  /* a read-only key reads: GET routes that are no WebSocket (doc/API.md) */
+  if (req->principal != NULL && req->principal->kind == BOX_PRINCIPAL_KEY &&
+      req->principal->key != NULL && box_engine_key_is_read_only (self->engine, req->principal->key->id) &&
+      (strcmp (req->route->method, "GET") != 0 || (req->route->flags & BOX_HTTP_ROUTE_WEBSOCKET))) {
+    soup_message_body_set_accumulate (body, FALSE);
+    box_http_reply_error_literal (msg, BOX_ERROR_PERMISSION_DENIED,
+                                  "this key is read-only: it may only read (GET routes, "
+                                  "no WebSockets)");
     return;
   }
   box_http_route_matches (req->route->pattern, (const char *const *) segments, req->path_params);

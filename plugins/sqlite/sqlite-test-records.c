@@ -443,3 +443,77 @@ test_migrate_v2_fixture (Fixture *fx, gconstpointer data)
   }
   sqlite3_close (raw);
 }
+
+/* The usage stats collection as core/engine/box-stats.c keeps it: kind
+ * "stats", scope the sandbox ID, name the UTC day, id "<sandbox>/<day>";
+ * one row per day (the name is unique in the scope), updated in place,
+ * listed per sandbox, pruned by id, and gone with the sandbox's scope. */
+void
+test_records_stats (Fixture *fx, gconstpointer data)
+{
+  g_autoptr(BoxSandbox) sandbox = make_sandbox ("sb-statsstatsab", "p", "web", 10);
+  g_autoptr(BoxStorageRecord) day1 = box_storage_record_new ("stats", sandbox->id,
+                                                             "sb-statsstatsab/2026-11-26",
+                                                             "{\"requests\":1}");
+  g_autoptr(BoxStorageRecord) day2 = box_storage_record_new ("stats", sandbox->id,
+                                                             "sb-statsstatsab/2026-11-27",
+                                                             "{\"requests\":2}");
+  g_autoptr(BoxStorageRecord) twin = box_storage_record_new ("stats", sandbox->id,
+                                                             "sb-statsstatsab/other",
+                                                             "{}");
+  g_autoptr(BoxStorageRecord) got = NULL;
+  g_autoptr(GPtrArray) rows = NULL;
+  g_autoptr(GError) error = NULL;
+  guint64 revision;
+
+  g_assert_true (box_storage_sandbox_insert (fx->storage, sandbox, &error));
+  g_assert_no_error (error);
+  day1->name = g_strdup ("2026-11-26");
+  day2->name = g_strdup ("2026-11-27");
+  twin->name = g_strdup ("2026-11-27");
+  {
+    BoxStorageOp ops[] = { { BOX_STORAGE_OP_INSERT, day1 }, { BOX_STORAGE_OP_INSERT, day2 } };
+    g_assert_true (box_storage_write (fx->storage, ops, G_N_ELEMENTS (ops), &error));
+    g_assert_no_error (error);
+  }
+  /* one row per day and sandbox */
+  g_assert_false (box_storage_insert (fx->storage, twin, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_ALREADY_EXISTS);
+  g_clear_error (&error);
+
+  /* updated in place, compare-and-swap on the revision read */
+  revision = day2->revision;
+  g_free (day2->body);
+  day2->body = g_strdup ("{\"requests\":5}");
+  g_assert_true (box_storage_update (fx->storage, day2, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (day2->revision, >, revision);
+  got = box_storage_get (fx->storage, "stats", sandbox->id, BOX_STORAGE_BY_NAME, "2026-11-27",
+                         &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (got->body, ==, "{\"requests\":5}");
+  g_assert_cmpstr (got->id, ==, "sb-statsstatsab/2026-11-27");
+
+  rows = box_storage_list (fx->storage, "stats", sandbox->id, BOX_STORAGE_BY_SCOPE, NULL,
+                           BOX_STORAGE_ORDER_CREATED, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (rows->len, ==, 2);
+  g_clear_pointer (&rows, g_ptr_array_unref);
+
+  /* pruned by id */
+  g_assert_true (box_storage_delete (fx->storage, "stats", sandbox->id,
+                                     "sb-statsstatsab/2026-11-26", 0, &error));
+  g_assert_no_error (error);
+  rows = box_storage_list (fx->storage, "stats", NULL, BOX_STORAGE_BY_SCOPE, NULL,
+                           BOX_STORAGE_ORDER_CREATED, &error);
+  g_assert_cmpuint (rows->len, ==, 1);
+  g_clear_pointer (&rows, g_ptr_array_unref);
+
+  /* the sandbox's delete takes its traffic */
+  g_assert_true (box_storage_sandbox_delete (fx->storage, "p", sandbox->id, &error));
+  g_assert_no_error (error);
+  rows = box_storage_list (fx->storage, "stats", sandbox->id, BOX_STORAGE_BY_SCOPE, NULL,
+                           BOX_STORAGE_ORDER_CREATED, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (rows->len, ==, 0);
+}

@@ -683,6 +683,7 @@ main (int argc, char **argv)
   ADD ("kill-9-updates", test_kill9_updates, "closed");
   ADD ("records/compare-and-swap", test_records_cas, NULL);
   ADD ("records/batch", test_records_batch, NULL);
+  ADD ("records/stats", test_records_stats, NULL);
   ADD ("records/async", test_records_async, NULL);
   ADD ("records/sandbox-reads", test_sandbox_reads, NULL);
   ADD ("migrate-v2-fixture", test_migrate_v2_fixture, "closed");

@@ -38,5 +38,6 @@ void        test_kill9_updates      (Fixture *fx, gconstpointer data);
 void        test_records_cas        (Fixture *fx, gconstpointer data);
 void        test_records_batch      (Fixture *fx, gconstpointer data);
 void        test_records_async      (Fixture *fx, gconstpointer data);
+void        test_records_stats      (Fixture *fx, gconstpointer data);
 void        test_sandbox_reads      (Fixture *fx, gconstpointer data);
 void        test_migrate_v2_fixture (Fixture *fx, gconstpointer data);

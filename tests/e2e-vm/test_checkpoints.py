@@ -5,9 +5,11 @@
 # fork independence both ways and fork identity (address, hostname, random
 # bytes); 1011 closes and SIGHUP on a memory checkpoint, 1011 on restore;
 # the in-sandbox POST /checkpoints answered before the pause and its caller
-# carrying on, in the source and in a fork; auto-N retention.
+# carrying on, in the source and in a fork; restores keep auto-N memory
+# checkpoints (how many are kept: e2e-checkpoints, on the dummy hypervisor).
 
 import json
+import os
 import time
 
 import filetest  # noqa: F401  (first: puts tests/e2e-vm and tests/e2e on sys.path)
@@ -199,13 +201,29 @@ def test_insandbox(t):
 
 
 def test_auto_retention(t):
+    """Each restore keeps the state first as auto-N, a real memory
+    checkpoint of the plugin; deleting one removes its files.  The rule that
+    the newest 5 are kept (the older deleted by the same path) is the
+    engine's, checked on the dummy hypervisor by e2e-checkpoints: six more
+    real restores here cost minutes of TCG for nothing the plugin adds."""
+    before = [i for i in ids() if i.startswith('auto-')]
     first = checkpoint({'memory': False})
     cp = (first[2] or {}).get('id')
-    for n in range(6):
-        t.status(restore(cp), 200, 'restore %d of 6' % (n + 1))
-    autos = [i for i in ids() if i.startswith('auto-')]
-    t.ok(len(autos) == 5, 'the newest 5 automatic checkpoints are kept', autos)
-    t.ok('auto-1' not in autos, 'the oldest went', autos)
+    for n in range(2):
+        t.status(restore(cp), 200, 'restore %d of 2' % (n + 1))
+    made = [i for i in ids() if i.startswith('auto-') and i not in before]
+    t.ok(len(made) == 2, 'each restore kept one more automatic checkpoint', made)
+    for cid in made:
+        r = d.request('GET', '/v1/sandboxes/ck-src/checkpoints/' + cid, token=KEY)
+        t.eq(((r[2] or {}).get('auto'), (r[2] or {}).get('memory')), (True, True),
+             '%s is automatic and holds memory' % cid)
+    if not made:
+        return
+    cdir = os.path.join(vmtest.VM_DIR, 'checkpoints', '%s.%s' % (SRC['id'], made[0]))
+    t.ok(os.path.isdir(cdir), 'the plugin holds %s on disk' % made[0], cdir)
+    t.status(d.request('DELETE', '/v1/sandboxes/ck-src/checkpoints/' + made[0], token=KEY), 204,
+             'an automatic checkpoint can be deleted')
+    t.ok(not os.path.exists(cdir), 'its files went with it', cdir)
 
 
 vmtest.main(t, clock, test_memory_restore, test_disk_only, test_closes, test_fork, test_insandbox,

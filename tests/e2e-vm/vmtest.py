@@ -430,6 +430,12 @@ class VmBoxd(boxtest.Boxd):
                 virsh('destroy', dom)
                 left.append('sandbox VM %s (%s)' % (dom, sid))
             shutil.rmtree(os.path.join(VM_DIR, 'vms', vm_id), ignore_errors=True)
+        # checkpoints of sandboxes still alive when the test ended (boxd
+        # deletes them only with their sandbox): VM_DIR is shared by every
+        # run, so what is left here piles up (42 GB once) and fills the disk
+        for sid in self.vm_records():
+            for p in glob.glob(os.path.join(VM_DIR, 'checkpoints', glob.escape(sid) + '.*')):
+                shutil.rmtree(p, ignore_errors=True)
         for rec_dir in (os.path.join(self.data_dir, 'libvirt', 'pool'),):
             for p in glob.glob(os.path.join(rec_dir, '*')):
                 vm_id = os.path.basename(p)

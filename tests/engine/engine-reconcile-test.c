@@ -193,7 +193,7 @@ test_project_teardown (Ef *ef, gconstpointer user_data)
   g_autofree char *rule = g_strdup_printf ("destroy fail sandbox=%s times=1", prot->id);
   g_autofree char *events = NULL;
 
-  key = box_engine_create_key (ef->engine, "p", "ci", &secret, &error);
+  key = box_engine_create_key (ef->engine, "p", "ci", FALSE, &secret, &error);
   g_assert_no_error (error);
   ef_project (ef, "q");
   ef->project = "q";

@@ -656,18 +656,31 @@ test_project_and_key (void)
     g_clear_error (&error);
   }
 
-  g_assert_true (box_key_create_from_json (k1, &key_name, &error));
+  g_assert_true (box_key_create_from_json (k1, &key_name, NULL, &error));
   g_assert_no_error (error);
   g_assert_cmpstr (key_name, ==, "ci key");
+  {
+    g_autoptr(JsonNode) ro = parse ("{\"name\": \"r\", \"read_only\": true}");
+    g_autoptr(JsonNode) bad = parse ("{\"name\": \"r\", \"read_only\": \"yes\"}");
+    g_autofree char *n = NULL;
+    gboolean read_only = FALSE;
+
+    g_assert_true (box_key_create_from_json (ro, &n, &read_only, &error));
+    g_assert_no_error (error);
+    g_assert_true (read_only);
+    g_assert_false (box_key_create_from_json (bad, NULL, &read_only, &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+    g_clear_error (&error);
+  }
   {
     g_autoptr(JsonNode) k2 = parse ("{\"name\": \"x\", \"bogus\": true}");
     g_autoptr(JsonNode) k3 = parse ("{}");
     g_autofree char *n = NULL;
 
-    g_assert_false (box_key_create_from_json (k2, &n, &error));
+    g_assert_false (box_key_create_from_json (k2, &n, NULL, &error));
     g_assert_cmpstr (error->message, ==, "bad request body: json: unknown field bogus");
     g_clear_error (&error);
-    g_assert_false (box_key_create_from_json (k3, &n, &error));
+    g_assert_false (box_key_create_from_json (k3, &n, NULL, &error));
     g_assert_cmpstr (error->message, ==, "invalid key: name is required");
     g_assert_null (n);
   }

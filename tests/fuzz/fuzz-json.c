@@ -85,7 +85,7 @@ decode (JsonNode *node)
   }
   box_project_create_from_json (node, &name, &domains, NULL);
   box_project_create_from_json (node, NULL, &patch_domains, NULL);
-  box_key_create_from_json (node, &key_name, NULL);
+  box_key_create_from_json (node, &key_name, NULL, NULL);
   network = json_object_get_member (json_node_get_object (node), "network");
   if (network != NULL && JSON_NODE_HOLDS_OBJECT (network)) {
     g_autoptr(GPtrArray) rules =
