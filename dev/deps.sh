@@ -16,6 +16,9 @@ BOX_DEB_PACKAGES=(
   python3 curl jq sqlite3 tmux iproute2 procps
   # own-domain certificates made by tests/e2e/test_edge_tls.py
   openssl
+  # the browser test of the edge (tests/e2e/test_edge_browser.py): headless
+  # Chromium, and certutil for the throw-away NSS database that trusts boxd's CA
+  chromium libnss3-tools
   # the SDK's introspection data and reference (-Ddocs), and the gir-check
   # test that loads it with python3-gi
   gobject-introspection libgirepository1.0-dev gi-docgen

@@ -195,6 +195,9 @@ int box_cmd_signal   (BoxCli *cli, int argc, char **argv);
 int box_cmd_cp       (BoxCli *cli, int argc, char **argv);
 int box_cmd_ports    (BoxCli *cli, int argc, char **argv);
 int box_cmd_port_forward (BoxCli *cli, int argc, char **argv);
+int box_cmd_url         (BoxCli *cli, int argc, char **argv);
+int box_cmd_open        (BoxCli *cli, int argc, char **argv);
+int box_cmd_port_access (BoxCli *cli, int argc, char **argv);
 int box_cmd_events   (BoxCli *cli, int argc, char **argv);
 int box_cmd_checkpoint  (BoxCli *cli, int argc, char **argv);
 int box_cmd_checkpoints (BoxCli *cli, int argc, char **argv);
@@ -209,6 +212,13 @@ int box_cmd_service     (BoxCli *cli, int argc, char **argv);
 int box_cmd_logs        (BoxCli *cli, int argc, char **argv);
 /* box-stats.c */
 int box_cmd_stats       (BoxCli *cli, int argc, char **argv);
+
+/* ---- box-urls.c: the edge's URLs -------------------------------------- */
+
+/* GET .../ports/settings: the answer, checked to hold a ports array. */
+JsonNode   *box_cli_port_settings   (BoxCli *cli, const char *sandbox, GError **error);
+/* "public" or "private" (the default) for @port in a settings answer. */
+const char *box_cli_port_access     (JsonNode *settings, guint port);
 
 /* ---- box-stream.c: an attached exec session ---------------------------- */
 

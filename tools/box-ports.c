@@ -21,11 +21,84 @@
 
 #define CHUNK (64 * 1024)
 
+/* `box ports --access`: the listeners with the access of each, then the
+ * ports whose access was set that nothing listens on. */
+static int
+print_with_access (BoxCli *cli, const char *sandbox, JsonArray *array)
+{
+  const char *const header[] = { _("PORT"), _("ADDRESS"), _("PID"), _("SESSION"), _("ACCESS"),
+                                 NULL };
+  g_autoptr(JsonNode) settings = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxTable) table = NULL;
+  g_autoptr(GHashTable) listed = g_hash_table_new (NULL, NULL);
+  g_autoptr(JsonBuilder) builder = json_builder_new ();
+  JsonArray *set;
+
+  settings = box_cli_port_settings (cli, sandbox, &error);
+  if (settings == NULL)
+    return box_cli_fail (cli, error);
+  set = json_object_get_array_member (json_node_get_object (settings), "ports");
+  table = box_table_new (header);
+  json_builder_begin_object (builder);
+  json_builder_set_member_name (builder, "ports");
+  json_builder_begin_array (builder);
+  for (guint i = 0; i < json_array_get_length (array); i++) {
+    JsonNode *element = json_array_get_element (array, i);
+    JsonObject *port = JSON_NODE_HOLDS_OBJECT (element) ? json_node_get_object (element) : NULL;
+    guint number = (guint) box_cli_json_int (port, "port", 0);
+    const char *access = box_cli_port_access (settings, number);
+    g_autofree char *shown = g_strdup_printf ("%u", number);
+    g_autofree char *pid = g_strdup_printf ("%d", (int) box_cli_json_int (port, "pid", 0));
+
+    if (port == NULL)
+      continue;   /* not a listener: nothing to show */
+    g_hash_table_add (listed, GUINT_TO_POINTER (number));
+    box_table_add (table, shown, box_cli_json_string (port, "address") ?: "", pid,
+                   box_cli_json_string (port, "session") ?: "", access, NULL);
+    /* the answer is ours: the listener gets its access and goes into the list */
+    json_object_set_string_member (port, "access", access);
+    json_builder_add_value (builder, json_node_copy (element));
+  }
+  for (guint i = 0; i < json_array_get_length (set); i++) {
+    JsonNode *element = json_array_get_element (set, i);
+    JsonObject *setting = JSON_NODE_HOLDS_OBJECT (element) ? json_node_get_object (element) : NULL;
+    guint number = (guint) box_cli_json_int (setting, "port", 0);
+    g_autofree char *shown = g_strdup_printf ("%u", number);
+
+    if (number == 0 || g_hash_table_contains (listed, GUINT_TO_POINTER (number)))
+      continue;
+    g_hash_table_add (listed, GUINT_TO_POINTER (number));
+    box_table_add (table, shown, "", "", "", box_cli_port_access (settings, number), NULL);
+    json_builder_begin_object (builder);
+    json_builder_set_member_name (builder, "port");
+    json_builder_add_int_value (builder, number);
+    json_builder_set_member_name (builder, "access");
+    json_builder_add_string_value (builder, box_cli_port_access (settings, number));
+    json_builder_end_object (builder);
+  }
+  json_builder_end_array (builder);
+  json_builder_end_object (builder);
+  if (cli->json) {
+    g_autoptr(JsonNode) root = json_builder_get_root (builder);
+
+    box_cli_print_json (root);
+  } else {
+    box_table_print (table);
+  }
+  return BOX_CLI_EXIT_OK;
+}
+
 int
 box_cmd_ports (BoxCli *cli, int argc, char **argv)
 {
+  gboolean access = FALSE;
+  gboolean json = FALSE;
   const GOptionEntry entries[] = {
-    { "json", 0, 0, G_OPTION_ARG_NONE, &cli->json, N_("Print the answer as JSON"), NULL },
+    { "access", 0, 0, G_OPTION_ARG_NONE, &access,
+      N_("Add the access of each port (private or public), and the ports set but not "
+         "listening"), NULL },
+    { "json", 0, 0, G_OPTION_ARG_NONE, &json, N_("Print the answer as JSON"), NULL },
     { NULL }
   };
   const char *const header[] = { _("PORT"), _("ADDRESS"), _("PID"), _("SESSION"), NULL };
@@ -41,9 +114,14 @@ box_cmd_ports (BoxCli *cli, int argc, char **argv)
       !box_cli_ready (cli, &status))
     return status;
   path = box_cli_sandbox_path (argv[1], "/ports");
+  /* with --access the JSON printed is the merged list, not the API's */
+  cli->json = json && !access;
   array = box_cli_get_list (cli, path, NULL, "ports", _("The API's answer has no ports"), &answer, &status);
   if (array == NULL)
     return status;
+  cli->json = json;
+  if (access)
+    return print_with_access (cli, argv[1], array);
   table = box_table_new (header);
   for (guint i = 0; i < json_array_get_length (array); i++) {
     JsonObject *port = json_array_get_object_element (array, i);

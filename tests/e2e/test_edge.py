@@ -36,16 +36,28 @@ RSS_BOUND_KIB = 32 * 1024
 serve = edge_echo.serve
 
 
-def test_edge(t):
+def start_edge_boxd(t, what, extra_args=()):
+    """boxd with its edge on a free port, on the dummy hypervisor running the
+    real agent ($BOX_AGENT) per sandbox: (boxd, edge port, a temp dir), or
+    None when there is no agent (@what skipped)."""
     if not os.access(BOX_AGENT, os.X_OK):
-        t.skip('the edge through the real agent', 'needs BOX_AGENT')
-        return
+        t.skip(what, 'needs BOX_AGENT')
+        return None
     tmp = tempfile.mkdtemp(prefix='box-e2e-edge-')
     conf = os.path.join(tmp, 'boxd.conf')
     with open(conf, 'w') as f:
         f.write('[plugin.dummy]\nagent=%s\n' % BOX_AGENT)
     edge_port = boxtest.free_port()
-    d = Boxd(t, extra_args=['--config', conf, '--edge-listen', '127.0.0.1:%d' % edge_port]).start()
+    d = Boxd(t, extra_args=['--config', conf, '--edge-listen', '127.0.0.1:%d' % edge_port] +
+             list(extra_args)).start()
+    return d, edge_port, tmp
+
+
+def test_edge(t):
+    started = start_edge_boxd(t, 'the edge through the real agent')
+    if started is None:
+        return
+    d, edge_port, tmp = started
     key = d.project_with_key('acme')
     other = d.project_with_key('other')
     web_port = boxtest.free_port()
