@@ -111,26 +111,6 @@ box_http_service_restart (BoxHttpRequest *req)
   bodiless (req, BOX_SERVICE_OP_RESTART);
 }
 
-/* tail: digits only, 0 to BOX_SERVICE_LOGS_TAIL_MAX; -1 when absent */
-static gboolean
-query_tail (BoxHttpRequest *req, gint *out, GError **error)
-{
-  const char *v = box_http_request_query (req, "tail");
-  guint64 n = 0;
-
-  *out = -1;
-  if (v == NULL)
-    return TRUE;
-  if (!g_ascii_string_to_unsigned (v, 10, 0, BOX_SERVICE_LOGS_TAIL_MAX, &n, NULL) ||
-      !g_ascii_isdigit (v[0])) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "tail must be an integer from 0 to %d",
-                 BOX_SERVICE_LOGS_TAIL_MAX);
-    return FALSE;
-  }
-  *out = (gint) n;
-  return TRUE;
-}
-
 void
 box_http_service_logs (BoxHttpRequest *req)
 {
@@ -138,15 +118,16 @@ box_http_service_logs (BoxHttpRequest *req)
   g_autoptr(GError) error = NULL;
   const char *name = box_http_request_param (req, 1);
   gboolean follow = FALSE, wake = TRUE;
-  gint tail = -1;
+  guint tail = G_MAXUINT;   /* absent: -1, the agent's default */
 
   if (!box_http_request_check_query (req, allowed, NULL, &error) ||
-      !query_tail (req, &tail, &error) ||
+      !box_http_request_query_uint (req, "tail", 0, BOX_SERVICE_LOGS_TAIL_MAX, G_MAXUINT, &tail,
+                                    &error) ||
       !box_http_request_query_bool (req, "follow", FALSE, &follow, &error) ||
       !box_http_request_query_bool (req, "wake", TRUE, &wake, &error) ||
       !box_service_name_check (name, &error)) {
     box_http_reply_error (req->msg, error);
     return;
   }
-  box_http_files_download_logs (req, name, tail, follow, wake);
+  box_http_files_download_logs (req, name, tail == G_MAXUINT ? -1 : (gint) tail, follow, wake);
 }

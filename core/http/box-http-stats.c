@@ -10,26 +10,6 @@
 
 #include "box-http-util.h"
 
-/* days: digits only, 1 to BOX_STATS_DAYS_KEPT; the default when absent */
-static gboolean
-query_days (BoxHttpRequest *req, guint *out, GError **error)
-{
-  const char *v = box_http_request_query (req, "days");
-  guint64 n = 0;
-
-  *out = BOX_STATS_DAYS_DEFAULT;
-  if (v == NULL)
-    return TRUE;
-  if (!g_ascii_isdigit (v[0]) ||
-      !g_ascii_string_to_unsigned (v, 10, 1, BOX_STATS_DAYS_KEPT, &n, NULL)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "days must be an integer from 1 to %d",
-                 BOX_STATS_DAYS_KEPT);
-    return FALSE;
-  }
-  *out = (guint) n;
-  return TRUE;
-}
-
 void
 box_http_sandbox_stats (BoxHttpRequest *req)
 {
@@ -41,7 +21,8 @@ box_http_sandbox_stats (BoxHttpRequest *req)
   guint days = 0;
 
   if (!box_http_request_check_query (req, allowed, NULL, &error) ||
-      !query_days (req, &days, &error)) {
+      !box_http_request_query_uint (req, "days", 1, BOX_STATS_DAYS_KEPT, BOX_STATS_DAYS_DEFAULT,
+                                    &days, &error)) {
     box_http_reply_error (req->msg, error);
     return;
   }

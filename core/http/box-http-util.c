@@ -170,6 +170,26 @@ box_http_request_query_bool (BoxHttpRequest *req, const char *name, gboolean def
   return TRUE;
 }
 
+gboolean
+box_http_request_query_uint (BoxHttpRequest *req, const char *name, guint min, guint max,
+                             guint def, guint *out, GError **error)
+{
+  const char *value = box_http_request_query (req, name);
+  guint64 n = 0;
+
+  *out = def;
+  if (value == NULL)
+    return TRUE;
+  if (!g_ascii_isdigit (value[0]) ||
+      !g_ascii_string_to_unsigned (value, 10, min, max, &n, NULL)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s must be an integer from %u to %u", name,
+                 min, max);
+    return FALSE;
+  }
+  *out = (guint) n;
+  return TRUE;
+}
+
 GPtrArray *
 box_http_request_query_all (BoxHttpRequest *req, const char *name)
 {

@@ -109,6 +109,9 @@ gboolean        box_http_request_check_query (BoxHttpRequest *req, const char *c
 /* "true" or "false" exactly; @def when absent. */
 gboolean        box_http_request_query_bool  (BoxHttpRequest *req, const char *name, gboolean def,
                                               gboolean *out, GError **error);
+/* Digits only, @min to @max; @def when absent (it need not be in range). */
+gboolean        box_http_request_query_uint  (BoxHttpRequest *req, const char *name, guint min,
+                                              guint max, guint def, guint *out, GError **error);
 /* The project of a key principal, or NULL */
 const char     *box_http_request_project    (BoxHttpRequest *req);
 /* The JSON body: size and Content-Type checked, then box_json_parse_body(). */

@@ -186,10 +186,8 @@ def wait_session(d, key, sandbox, sid, pred, timeout=20):
 
 
 def boxd_sanitized(d):
-    """True when boxd runs with AddressSanitizer: its quarantine and shadow
-    memory make RSS say nothing about boxd's own buffering."""
-    with open('/proc/%d/maps' % d.proc.pid) as f:
-        return 'libasan' in f.read()
+    """True when boxd runs with AddressSanitizer (boxtest.Boxd.sanitized)."""
+    return d.sanitized()
 
 
 def boxd_rss_kib(d):

@@ -182,9 +182,14 @@ def test_edge(t):
     with t.section('1 GiB each way, boxd memory bounded'):
         # bytes really cross the edge and the agent channel; the edge keeps
         # at most ~256 KiB a connection and the channel is flow-controlled,
-        # so boxd's resident memory must not follow the body
-        for name, fn in (('upload', lambda: stream_upload(e, host, auth, GIB)),
-                         ('download', lambda: stream_download(e, host, auth, GIB))):
+        # so boxd's resident memory must not follow the body.  Under
+        # AddressSanitizer RSS means nothing and bytes cost 2-3x: 64 MiB
+        # there, the bound checked in the plain build.
+        sanitized = d.sanitized()
+        size = 64 << 20 if sanitized else GIB
+        what = '64 MiB' if sanitized else '1 GiB'
+        for name, fn in (('upload', lambda: stream_upload(e, host, auth, size)),
+                         ('download', lambda: stream_download(e, host, auth, size))):
             rss = RssSampler(d.proc.pid)
             start = time.time()
             r = fn()
@@ -192,12 +197,15 @@ def test_edge(t):
             took = time.time() - start
             if name == 'upload':
                 t.eq((r[0], (r[1] or {}).get('length'), (r[1] or {}).get('sha256')),
-                     (200, GIB, r[2]), 'a 1 GiB upload arrives whole')
+                     (200, size, r[2]), 'a %s upload arrives whole' % what)
             else:
-                t.eq(r, (200, GIB), 'a 1 GiB download arrives whole')
-            t.comment('1 GiB %s: %.1f s, boxd VmRSS %d -> peak %d KiB' % (name, took, base, peak))
-            t.ok(peak - base < RSS_BOUND_KIB, 'boxd grew by less than %d MiB during the %s'
-                 % (RSS_BOUND_KIB // 1024, name), (base, peak))
+                t.eq(r, (200, size), 'a %s download arrives whole' % what)
+            t.comment('%s %s: %.1f s, boxd VmRSS %d -> peak %d KiB' % (what, name, took, base, peak))
+            desc = 'boxd grew by less than %d MiB during the %s' % (RSS_BOUND_KIB // 1024, name)
+            if sanitized:
+                t.skip(desc, 'RSS means nothing under AddressSanitizer; checked in the plain build')
+            else:
+                t.ok(peak - base < RSS_BOUND_KIB, desc, (base, peak))
 
     with t.section('bad requests'):
         # (http.client sends an iterator chunked)

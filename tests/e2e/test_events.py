@@ -154,12 +154,6 @@ def rss_kib(d):
     return 0
 
 
-def boxd_sanitized(d):
-    """True when boxd runs with AddressSanitizer (as in e2e-vm's streamtest)."""
-    with open('/proc/%d/maps' % d.proc.pid) as f:
-        return 'libasan' in f.read()
-
-
 class StalledReader:
     """GET /v1/events on a socket with a small receive buffer that stops
     reading once the headers are in."""
@@ -275,7 +269,7 @@ def test_slow_reader(t):
             th.join(30)
         flips = sum(counts)
         grown = rss_kib(d) - rss_before
-        if boxd_sanitized(d):
+        if d.sanitized():
             t.skip('boxd RSS grew by less than 32 MiB over %d events' % flips,
                    'RSS means nothing under AddressSanitizer (quarantine, shadow memory); '
                    'checked in the plain build')
