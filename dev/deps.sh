@@ -25,6 +25,8 @@ BOX_DEB_PACKAGES=(
   python3-gi gir1.2-glib-2.0 gir1.2-json-1.0
   # benches: bench/edge-bench's floor (nginx terminating TLS) and load (wrk)
   nginx-light wrk
+  # the plugin SDK's ABI check (tests/abi: abidiff against the recorded ABI)
+  abigail-tools
 )
 
 box_install_deps () {
