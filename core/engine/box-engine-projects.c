@@ -67,6 +67,7 @@ box_engine_create_project (BoxEngine *self, const char *name, const char *const 
   project->created_at = box_engine_now (self);
   if (!box_storage_project_insert (self->storage, project, error))
     return NULL;
+  box_engine_domains_set (self, name, (const char *const *) project->domains);
   g_message ("project %s created", name);
   return g_steal_pointer (&project);
 }
@@ -111,8 +112,10 @@ box_engine_set_project_domains (BoxEngine *self, const char *name, const char *c
       return NULL;
     g_strfreev (project->domains);
     project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
-    if (box_storage_project_update (self->storage, project, &local))
+    if (box_storage_project_update (self->storage, project, &local)) {
+      box_engine_domains_set (self, name, (const char *const *) project->domains);
       return g_steal_pointer (&project);
+    }
     if (attempt == BOX_ENGINE_STORAGE_TRIES ||
         !g_error_matches (local, BOX_ERROR, BOX_ERROR_CONFLICT)) {
       g_propagate_error (error, g_steal_pointer (&local));
@@ -160,6 +163,7 @@ delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer use
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }
+  box_engine_domains_set (self, name, NULL);
   g_message ("project %s deleted", name);
   g_task_return_boolean (task, TRUE);
 }
