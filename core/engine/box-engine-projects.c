@@ -24,6 +24,12 @@ check_domains (BoxEngine *self, const char *project, const char *const *domains,
   for (i = 0; domains != NULL && domains[i] != NULL; i++) {
     if (!box_validate_project_domain (domains[i], error))
       return FALSE;
+    /* its N.<domain> would be no sandbox URL (those are <name>--<project>) */
+    if (g_strcmp0 (domains[i], self->config->sandbox_domain) == 0) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                   "invalid domains: %s is the sandbox domain", domains[i]);
+      return FALSE;
+    }
     for (j = 0; j < i; j++) {
       if (g_str_equal (domains[i], domains[j])) {
         g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "domain %s is listed twice", domains[i]);

@@ -208,6 +208,11 @@ def test_edge_domains(t):
         t.status(r, 200, 'PATCH the domains: %s out, %s in' % (GONE, FREE))
         not_found('web.' + GONE, 'a removed domain: 404 at once')
         t.status(e.get('web.' + FREE, headers=auth), 200, 'an added domain answers at once')
+        r = d.admin('PATCH', '/v1/projects/acme', {'domains': [APPS, DOMAIN]})
+        t.eq(code(r), (400, 'invalid'), 'the sandbox domain as an own domain: 400 invalid')
+        t.eq(d.admin('GET', '/v1/projects/acme')[2].get('domains'), [APPS, FREE],
+             'and the domains are unchanged')
+        t.status(e.get('web.' + FREE, headers=auth), 200, 'and still routed')
         r = d.admin('PATCH', '/v1/projects/other', {'domains': [GONE]})
         r = e.get('solo.' + GONE, headers={'Authorization': 'Bearer ' + other})
         t.eq((r[0], (r[2] or {}).get('port')), (200, web_port),
