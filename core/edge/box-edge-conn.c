@@ -715,6 +715,12 @@ route (BoxEdgeConn *c, const char *query_token)
   connect_try (c);
 }
 
+static char *
+project_for_host (gpointer engine, const char *host, char **prefix)
+{
+  return box_engine_project_for_host (engine, host, prefix);
+}
+
 static void
 request_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
 {
@@ -781,8 +787,8 @@ request_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
 
   host = soup_message_headers_get_one (c->headers, "Host");
   c->host = g_strdup (host != NULL ? host : "");
-  if (!box_edge_parse_host (c->host, box_engine_get_config (c->engine)->sandbox_domain, &c->name,
-                            &c->project, &c->port)) {
+  if (!box_edge_resolve_host (c->host, box_engine_get_config (c->engine)->sandbox_domain,
+                              project_for_host, c->engine, &c->name, &c->project, &c->port)) {
     reply_error_literal (c, BOX_ERROR_NOT_FOUND, "no sandbox at this address");
     return;
   }

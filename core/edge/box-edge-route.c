@@ -31,17 +31,14 @@ parse_port (const char *s, guint *port)
 }
 
 gboolean
-box_edge_parse_host (const char *host, const char *domain, char **name, char **project,
-                     guint *port)
+box_edge_normalize_host (const char *host, char **out)
 {
   g_autofree char *lower = NULL;
-  g_autofree char *suffix = NULL;
-  g_auto(GStrv) parts = NULL;
   char *colon;
   gsize len;
-  guint n;
 
-  if (host == NULL || domain == NULL || domain[0] == '\0')
+  *out = NULL;
+  if (host == NULL)
     return FALSE;
   lower = g_ascii_strdown (host, -1);
   colon = strrchr (lower, ':');
@@ -54,24 +51,97 @@ box_edge_parse_host (const char *host, const char *domain, char **name, char **p
   len = strlen (lower);
   if (len > 0 && lower[len - 1] == '.')       /* the absolute form */
     lower[--len] = '\0';
-  suffix = g_strdup_printf (".%s", domain);
-  if (!g_str_has_suffix (lower, suffix) || len <= strlen (suffix))
+  if (len == 0)
     return FALSE;
-  lower[len - strlen (suffix)] = '\0';
-  if (strchr (lower, '.') != NULL)
+  *out = g_steal_pointer (&lower);
+  return TRUE;
+}
+
+/* @labels (the host before the domain): [<port>--]<name>--<project>, or
+ * with @project NULL [<port>--]<name>. */
+static gboolean
+parse_labels (const char *labels, char **name, char **project, guint *port)
+{
+  g_auto(GStrv) parts = NULL;
+  guint want = project != NULL ? 2 : 1;
+  guint n;
+
+  if (labels[0] == '\0' || strchr (labels, '.') != NULL)
     return FALSE;
-  parts = g_strsplit (lower, "--", 0);
+  parts = g_strsplit (labels, "--", 0);
   n = g_strv_length (parts);
-  if (n < 2 || n > 3)
+  if (n < want || n > want + 1)
     return FALSE;
   *port = 0;
-  if (n == 3 && !parse_port (parts[0], port))
+  if (n == want + 1 && !parse_port (parts[0], port))
     return FALSE;
-  if (!is_label (parts[n - 2]) || !is_label (parts[n - 1]))
-    return FALSE;
-  *name = g_strdup (parts[n - 2]);
-  *project = g_strdup (parts[n - 1]);
+  for (guint i = n - want; i < n; i++)
+    if (!is_label (parts[i]))
+      return FALSE;
+  *name = g_strdup (parts[n - want]);
+  if (project != NULL)
+    *project = g_strdup (parts[n - 1]);
   return TRUE;
+}
+
+/* Whether @host is @domain or under it. */
+static gboolean
+matches (const char *host, const char *domain)
+{
+  gsize hlen = strlen (host), dlen = strlen (domain);
+
+  return dlen > 0 && (g_str_equal (host, domain) ||
+                      (hlen > dlen + 1 && host[hlen - dlen - 1] == '.' &&
+                       strcmp (host + hlen - dlen, domain) == 0));
+}
+
+/* Whether @host is under @domain (not @domain itself): the labels before it. */
+static gboolean
+under (const char *host, const char *domain, char **labels)
+{
+  if (!matches (host, domain) || g_str_equal (host, domain))
+    return FALSE;
+  *labels = g_strndup (host, strlen (host) - strlen (domain) - 1);
+  return TRUE;
+}
+
+gboolean
+box_edge_parse_host (const char *host, const char *domain, char **name, char **project,
+                     guint *port)
+{
+  g_autofree char *lower = NULL;
+  g_autofree char *labels = NULL;
+
+  if (domain == NULL || !box_edge_normalize_host (host, &lower) || !under (lower, domain, &labels))
+    return FALSE;
+  return parse_labels (labels, name, project, port);
+}
+
+gboolean
+box_edge_resolve_host (const char *host, const char *domain, BoxEdgeDomainLookup lookup,
+                       gpointer data, char **name, char **project, guint *port)
+{
+  g_autofree char *lower = NULL;
+  g_autofree char *labels = NULL;
+  g_autofree char *owner = NULL;
+  gsize domain_len;
+
+  if (!box_edge_normalize_host (host, &lower))
+    return FALSE;
+  owner = lookup (data, lower, &labels);
+  if (owner != NULL) {
+    /* the own domain's length: what is left after its labels and their dot */
+    domain_len = strlen (lower) - strlen (labels) - (labels[0] != '\0' ? 1 : 0);
+    /* a sandbox domain at least as long wins (it matches when it is the
+     * host's suffix too) */
+    if (domain == NULL || strlen (domain) < domain_len || !matches (lower, domain)) {
+      if (!parse_labels (labels, name, NULL, port))
+        return FALSE;
+      *project = g_steal_pointer (&owner);
+      return TRUE;
+    }
+  }
+  return box_edge_parse_host (lower, domain, name, project, port);
 }
 
 /* Splits @list at @sep, drops the items named box_token (their value, the

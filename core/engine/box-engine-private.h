@@ -27,6 +27,7 @@ struct _BoxEngine {
   BoxSecretKey     *secret_key;       /* NULL: secrets unsupported */
   BoxStats         *stats;            /* the edge's usage counts; NULL until started */
   GHashTable       *read_only_keys;   /* key IDs marked read-only (box-engine-projects.c) */
+  GHashTable       *domains;          /* own domain -> project name (box-engine-domains.c) */
   GPtrArray        *network_defaults; /* BoxRule* */
   gboolean          started;
   BoxClock         *clock;            /* every time read and timer; real by default */
@@ -72,6 +73,12 @@ gboolean box_engine_load_read_only_keys (BoxEngine *self, GError **error);
 /* Records of the read-only keys' marks: scope the project, id the key ID */
 #define BOX_STORAGE_KIND_KEY_ACCESS "key_access"
 void     box_engine_start_ticks         (BoxEngine *self);
+/* box-engine-domains.c: the own domains' map.  _set() makes @domains
+ * (NULL: none) the whole list of @project's; _load() rebuilds the map from
+ * storage (at start). */
+void     box_engine_domains_set         (BoxEngine *self, const char *project,
+                                         const char *const *domains);
+gboolean box_engine_domains_load        (BoxEngine *self, GError **error);
 /* Destroys every sandbox of @project (protected or not); for project deletion. */
 void     box_engine_destroy_project_sandboxes_async  (BoxEngine *self, const char *project,
                                                       GCancellable *cancellable,

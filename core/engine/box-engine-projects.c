@@ -24,6 +24,12 @@ check_domains (BoxEngine *self, const char *project, const char *const *domains,
   for (i = 0; domains != NULL && domains[i] != NULL; i++) {
     if (!box_validate_project_domain (domains[i], error))
       return FALSE;
+    /* its N.<domain> would be no sandbox URL (those are <name>--<project>) */
+    if (g_strcmp0 (domains[i], self->config->sandbox_domain) == 0) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                   "invalid domains: %s is the sandbox domain", domains[i]);
+      return FALSE;
+    }
     for (j = 0; j < i; j++) {
       if (g_str_equal (domains[i], domains[j])) {
         g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "domain %s is listed twice", domains[i]);
@@ -67,6 +73,7 @@ box_engine_create_project (BoxEngine *self, const char *name, const char *const 
   project->created_at = box_engine_now (self);
   if (!box_storage_project_insert (self->storage, project, error))
     return NULL;
+  box_engine_domains_set (self, name, (const char *const *) project->domains);
   g_message ("project %s created", name);
   return g_steal_pointer (&project);
 }
@@ -111,8 +118,10 @@ box_engine_set_project_domains (BoxEngine *self, const char *name, const char *c
       return NULL;
     g_strfreev (project->domains);
     project->domains = g_strdupv ((char **) (domains != NULL ? domains : none));
-    if (box_storage_project_update (self->storage, project, &local))
+    if (box_storage_project_update (self->storage, project, &local)) {
+      box_engine_domains_set (self, name, (const char *const *) project->domains);
       return g_steal_pointer (&project);
+    }
     if (attempt == BOX_ENGINE_STORAGE_TRIES ||
         !g_error_matches (local, BOX_ERROR, BOX_ERROR_CONFLICT)) {
       g_propagate_error (error, g_steal_pointer (&local));
@@ -160,6 +169,7 @@ delete_project_sandboxes_cb (GObject *source, GAsyncResult *result, gpointer use
     g_task_return_error (task, g_steal_pointer (&error));
     return;
   }
+  box_engine_domains_set (self, name, NULL);
   g_message ("project %s deleted", name);
   g_task_return_boolean (task, TRUE);
 }

@@ -377,7 +377,8 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     g_message ("running without a secret key: secret routes answer 501 unsupported");
   }
 
-  if (!box_engine_reconcile (self, error) || !box_engine_load_read_only_keys (self, error))
+  if (!box_engine_reconcile (self, error) || !box_engine_load_read_only_keys (self, error) ||
+      !box_engine_domains_load (self, error))
     return FALSE;
   self->stats = box_stats_new (self->storage, stats_flush_ms ());
   box_engine_start_ticks (self);

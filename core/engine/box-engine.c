@@ -34,6 +34,7 @@ box_engine_finalize (GObject *object)
     close (self->lock_fd);
   box_engine_sandboxes_finalize (self);
   g_clear_pointer (&self->read_only_keys, g_hash_table_unref);
+  g_clear_pointer (&self->domains, g_hash_table_unref);
   g_clear_pointer (&self->plugins, g_ptr_array_unref);
   g_clear_object (&self->loader);
   g_clear_pointer (&self->secret_key, box_secret_key_free);

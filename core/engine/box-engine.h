@@ -91,6 +91,12 @@ GPtrArray     *box_engine_list_projects      (BoxEngine *self, GError **error);
 BoxProject    *box_engine_get_project        (BoxEngine *self, const char *name, GError **error);
 BoxProject    *box_engine_set_project_domains (BoxEngine *self, const char *name,
                                               const char *const *domains, GError **error);
+/* The project whose own domain @host (lowercase, without :port or a
+ * trailing dot) is or lies under, the longest matching domain winning: its
+ * name, and in *@prefix the labels before that domain ("" for the domain
+ * itself); NULL when @host is under no project's domain.  From memory: the
+ * map is kept as domains are set and rebuilt from storage at start. */
+char          *box_engine_project_for_host   (BoxEngine *self, const char *host, char **prefix);
 /* Deletes the project's sandboxes (VMs included), checkpoints, secrets and keys. */
 void           box_engine_delete_project_async (BoxEngine *self, const char *name,
                                               GCancellable *cancellable, GAsyncReadyCallback callback,

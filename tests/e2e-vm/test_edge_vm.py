@@ -7,8 +7,9 @@
 # routing, 404s, private and public, the box_token 302 and cookie exactly,
 # key stripping (the echo shows what reached the guest), 502 port_closed
 # after the wait, a stopped service started by a request, the upgrade
-# relayed both ways, a streamed upload and download through the guest with
-# boxd's memory sampled, and last a paused sandbox woken by a request.
+# relayed both ways, an own domain's URLs, a streamed upload and download
+# through the guest with boxd's memory sampled, and last a paused sandbox
+# woken by a request.
 
 import hashlib
 import os
@@ -18,7 +19,8 @@ import time
 import vmtest
 from vmtest import Tap, VmBoxd
 import boxtest
-from edgetest import Edge, RssSampler, echo_back, hdr, stream_download, stream_upload
+from edgetest import (Edge, RssSampler, check_private, echo_back, hdr, stream_download,
+                      stream_upload)
 
 DOMAIN = boxtest.SANDBOX_DOMAIN
 ECHO_SRC = os.path.join(vmtest.SOURCE_ROOT, 'tests', 'e2e', 'edge_echo.py')
@@ -109,21 +111,7 @@ def test_tls_and_routing(t):
 
 
 def test_access(t):
-    r = E.get(HOST)
-    t.eq((r[0], (r[2] or {}).get('error', {}).get('code')), (401, 'unauthorized'),
-         'private without the key: 401 unauthorized')
-    t.eq(E.get(HOST, headers={'Authorization': 'Bearer ' + OTHER})[0], 401, 'another project\'s key: 401')
-    r = E.get(HOST, '/k', headers=dict(AUTH, Cookie='a=1'))
-    t.status(r, 200, 'the key as Bearer')
-    t.eq(hdr(r[2], 'Authorization'), [], 'the guest got no Authorization carrying the key')
-    t.eq(hdr(r[2], 'Cookie'), ['a=1'], 'other cookies reach the guest')
-
-    r = E.get(HOST, '/page?a=1&box_token=%s&b=2' % KEY)
-    t.eq(r[0], 302, 'box_token: 302')
-    t.eq(r[1].get('location'), 'https://%s:%d/page?a=1&b=2' % (HOST, EDGE_PORT),
-         'Location: the same URL without box_token, other parameters in order')
-    t.eq(r[1].get('set-cookie'), 'box_token=%s; HttpOnly; Secure; SameSite=Lax; Path=/' % KEY,
-         'Set-Cookie exactly')
+    check_private(t, E, HOST, KEY, OTHER, EDGE_PORT)
     r = E.get(HOST, '/page?a=1&b=2', headers={'Cookie': 'x=1; box_token=%s' % KEY})
     t.status(r, 200, 'then the cookie lets the request through')
     t.eq(((r[2] or {}).get('path'), hdr(r[2], 'Cookie')), ('/page?a=1&b=2', ['x=1']),
@@ -196,5 +184,22 @@ def test_cleanup(t):
     vmtest.delete_all_and_stop(t, d, KEY)
 
 
+def test_own_domain(t):
+    # a few requests on the running sandbox (tests/e2e/test_edge_domains.py
+    # has every rule); the sandbox domain's certificate, the own host as Host
+    own = 'web.apps.example.test'
+    r = d.admin('PATCH', '/v1/projects/acme', {'domains': ['apps.example.test']})
+    t.status(r, 200, 'PATCH acme\'s domains')
+    r = E.get(own, '/own?a=1', headers=AUTH, sni=HOST)
+    t.eq((r[0], (r[2] or {}).get('path'), hdr(r[2], 'Authorization')), (200, '/own?a=1', []),
+         'N.<domain> reaches the guest\'s http_port, the key stripped')
+    r = E.get('%d--%s' % (WIDE_PORT, own), '/p', headers=AUTH, sni=HOST)
+    t.eq((r[0], (r[2] or {}).get('path')), (200, '/p'), '<port>--N.<domain> reaches that port')
+    t.eq(E.get(own, sni=HOST)[0], 401, 'private without the key: 401')
+    r = E.get('apps.example.test', headers=AUTH, sni=HOST)
+    t.eq((r[0], (r[2] or {}).get('error', {}).get('code')), (404, 'not_found'),
+         'the domain itself: 404 not_found')
+
+
 vmtest.main(t, clock, test_tls_and_routing, test_access, test_port_closed, test_service_started,
-            test_upgrade, test_big, test_wake, test_cleanup)
+            test_upgrade, test_own_domain, test_big, test_wake, test_cleanup)

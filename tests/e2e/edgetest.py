@@ -139,6 +139,29 @@ def stream_download(e, host, headers, n):
     return r.status, got
 
 
+def check_private(t, e, host, key, other, edge_port):
+    """The access rules of a private URL at @host, as the client sees them
+    and as the echo server behind it received them: 401 without the key
+    and with @other's, the key as Bearer (stripped, other cookies kept),
+    ?box_token= answering 302 to itself with the cookie exactly."""
+    r = e.get(host)
+    t.eq((r[0], (r[2] or {}).get('error', {}).get('code')), (401, 'unauthorized'),
+         '%s private without the key: 401 unauthorized' % host)
+    t.eq(e.get(host, headers={'Authorization': 'Bearer ' + other})[0], 401,
+         'another project\'s key: 401')
+    r = e.get(host, '/k', headers={'Authorization': 'Bearer ' + key, 'Cookie': 'a=1'})
+    t.status(r, 200, 'the key as Bearer')
+    t.eq(hdr(r[2], 'Authorization'), [], 'the server got no Authorization carrying the key')
+    t.eq(hdr(r[2], 'Cookie'), ['a=1'], 'other cookies reach the server')
+    r = e.get(host, '/page?a=1&box_token=%s&b=2' % key)
+    t.eq(r[0], 302, 'box_token: 302')
+    t.eq(r[1].get('location'), 'https://%s:%d/page?a=1&b=2' % (host, edge_port),
+         'Location: the same URL on the same host without box_token, other parameters in order')
+    t.eq(r[1].get('set-cookie'), 'box_token=%s; HttpOnly; Secure; SameSite=Lax; Path=/' % key,
+         'Set-Cookie exactly (no Domain: for this host only)')
+    return r
+
+
 def hdr(echo, name):
     """The values of header @name the echo server received."""
     return [v for k, v in (echo or {}).get('headers', []) if k.lower() == name.lower()]

@@ -4,20 +4,48 @@
 
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "box-edge-cert.h"
 #include "box-edge-route.h"
 
+/* own domains: apps.example.test and deep.apps.example.test (nested) of
+ * "acme" and "deep", box.localhost of "boxy" (the sandbox domain's own
+ * name too) */
+static char *
+fake_lookup (gpointer data, const char *host, char **prefix)
+{
+  static const char *const table[] = {
+    "deep.apps.example.test", "deep", "apps.example.test", "acme", "box.localhost", "boxy",
+    "localhost", "loc", NULL,
+  };
+
+  g_assert_null (data);
+  for (const char *p = host; p != NULL; p = strchr (p, '.') != NULL ? strchr (p, '.') + 1 : NULL)
+    for (guint i = 0; table[i] != NULL; i += 2)
+      if (strcmp (p, table[i]) == 0) {
+        *prefix = g_strndup (host, p == host ? 0 : (gsize) (p - host - 1));
+        return g_strdup (table[i + 1]);
+      }
+  return NULL;
+}
+
+/* @host parsed as a sandbox-domain host (@resolve FALSE) or resolved with
+ * fake_lookup() too; @want_name NULL: refused. */
 static void
-check_host (const char *host, const char *want_name, const char *want_project, guint want_port)
+check (gboolean resolve, const char *host, const char *want_name, const char *want_project,
+       guint want_port)
 {
   g_autofree char *name = NULL;
   g_autofree char *project = NULL;
   guint port = 99;
-  gboolean ok = box_edge_parse_host (host, "sandbox.localhost", &name, &project, &port);
+  gboolean ok = resolve
+                ? box_edge_resolve_host (host, "box.localhost", fake_lookup, NULL, &name,
+                                         &project, &port)
+                : box_edge_parse_host (host, "sandbox.localhost", &name, &project, &port);
 
-  g_test_message ("host %s", host);
+  g_test_message ("%s %s", resolve ? "resolve" : "host", host);
   if (want_name == NULL) {
     g_assert_false (ok);
     return;
@@ -27,6 +55,9 @@ check_host (const char *host, const char *want_name, const char *want_project, g
   g_assert_cmpstr (project, ==, want_project);
   g_assert_cmpuint (port, ==, want_port);
 }
+
+#define check_host(...)    check (FALSE, __VA_ARGS__)
+#define check_resolve(...) check (TRUE, __VA_ARGS__)
 
 static void
 test_hosts (void)
@@ -50,6 +81,29 @@ test_hosts (void)
   check_host ("we_b--acme.sandbox.localhost", NULL, NULL, 0);
   check_host ("web--acme.sandbox.localhost:x", NULL, NULL, 0);
   check_host ("", NULL, NULL, 0);
+}
+
+static void
+test_resolve (void)
+{
+  check_resolve ("web.apps.example.test", "web", "acme", 0);
+  check_resolve ("WEB.Apps.Example.Test.:8443", "web", "acme", 0);
+  check_resolve ("3000--web.apps.example.test", "web", "acme", 3000);
+  check_resolve ("web.deep.apps.example.test", "web", "deep", 0);   /* the longest domain */
+  check_resolve ("apps.example.test", NULL, NULL, 0);                /* the domain itself */
+  check_resolve ("a.b.apps.example.test", NULL, NULL, 0);            /* deeper */
+  check_resolve ("we_b.apps.example.test", NULL, NULL, 0);
+  check_resolve ("web--acme.apps.example.test", NULL, NULL, 0);
+  check_resolve ("0--web.apps.example.test", NULL, NULL, 0);
+  check_resolve ("1--2--web.apps.example.test", NULL, NULL, 0);
+  check_resolve ("web.other.test", NULL, NULL, 0);
+  check_resolve ("web.apps.example.test:x", NULL, NULL, 0);
+  /* the sandbox domain wins a tie and over a shorter own domain */
+  check_resolve ("web--acme.box.localhost", "web", "acme", 0);
+  check_resolve ("8080--web--acme.box.localhost", "web", "acme", 8080);
+  check_resolve ("web.box.localhost", NULL, NULL, 0);
+  check_resolve ("web.localhost", "web", "loc", 0);
+  check_resolve ("web.xbox.localhost", NULL, NULL, 0);
 }
 
 static void
@@ -193,6 +247,7 @@ main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/edge/hosts", test_hosts);
+  g_test_add_func ("/edge/resolve", test_resolve);
   g_test_add_func ("/edge/query", test_query);
   g_test_add_func ("/edge/cookie", test_cookie);
   g_test_add_func ("/edge/own-ca", test_own_ca);
