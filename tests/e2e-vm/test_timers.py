@@ -2,7 +2,7 @@
 # vm: deadlines and the idle rule on real microVMs.  All sandboxes start
 # together so the whole file waits for the idle timeout (30 s, the minimum)
 # once:
-#   dl-pause   deadline pause in 10 s                 -> paused, reason deadline
+#   dl-pause   deadline pause in 20 s                 -> paused, reason deadline
 #   dl-busy    the same, with an exec/run in flight   -> paused at its time all the same;
 #                                                         the call ends (at the latest once woken)
 #   idle-stop  idle 30 s, action stop, left alone     -> stopped, reason idle
@@ -52,8 +52,8 @@ def test_timers(t):
     t.status(d.request('DELETE', '/v1/sandboxes/warm-up', token=KEY), 204, 'warm-up sandbox deleted')
 
     # idle-busy first, its call started at once ("at 0 s"); the deadline
-    # sandboxes last, their deadline 8 s after their create, dl-busy's call
-    # (12 s) started at once so that it is in flight when the deadline fires
+    # sandboxes last, their deadline 20 s after the first of them (two creates
+    # and a call take 5 s each at a load of 14), dl-busy's call (25 s) started at once so that it is in flight when the deadline fires
     t0 = time.time()
     ids = {}
     created = {}
@@ -67,10 +67,10 @@ def test_timers(t):
     busy_idle, busy_idle_out = bg_run(['sleep', '40'], 'idle-busy')
     create('idle-stop', {'idle': {'timeout_s': 30, 'action': 'stop'}})
     create('idle-pause', {'idle': {'timeout_s': 30, 'action': 'pause'}})
-    at = boxtest.future(10)
+    at = boxtest.future(20)
     at_dt = boxtest.parse_ts(at)
     create('dl-busy', {'deadline': {'at': at, 'action': 'pause'}, 'idle': NONE})
-    busy_dl, busy_dl_out = bg_run(['sh', '-c', 'sleep 12; echo done'], 'dl-busy')
+    busy_dl, busy_dl_out = bg_run(['sh', '-c', 'sleep 25; echo done'], 'dl-busy')
     create('dl-pause', {'deadline': {'at': at, 'action': 'pause'}, 'idle': NONE})
     clock.add('five creates', time.time() - t0)
     names = {v: k for k, v in ids.items()}
