@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+# e2e: certificates for own domains from a real ACME server (issue 15
+# items 4 and 7): Debian's pebble on loopback ports, its http-01
+# validation sent to boxd's plain-HTTP listener through a tiny DNS server
+# here that answers 127.0.0.1 for every name (nothing leaves the machine).
+# boxd runs with the dummy hypervisor.  Checked: the first TLS handshake
+# for x.<own domain> waits for and gets a certificate for exactly that
+# name, chained to pebble's root through its intermediate; it is stored
+# (key 0600) and loaded after a restart without a new order; a host under
+# no own domain gets no order; the hourly cap refuses the next host, which
+# gets the default certificate; renewal (renew at 100 % lifetime left)
+# serves a new serial without a restart; with pebble stopped renewals fail
+# with a log line, boxd lives and the certificate keeps being served.
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import stat
+import struct
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+
+import boxtest
+from boxtest import Boxd, Tap
+
+DOMAIN = 'acme-e2e.test'
+ORDERING = 'acme: ordering a'
+
+
+def openssl(*args, capture=False):
+    r = subprocess.run(['openssl'] + list(args), check=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, input=None)
+    return r.stdout.decode() if capture else None
+
+
+class Dns(threading.Thread):
+    """A UDP DNS server on loopback: A 127.0.0.1 for every name, no
+    records of other types."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(('127.0.0.1', 0))
+        self.port = self.sock.getsockname()[1]
+        self.names = []
+        self.running = True
+
+    def run(self):
+        while self.running:
+            try:
+                data, addr = self.sock.recvfrom(512)
+            except OSError:
+                return
+            if len(data) < 17:
+                continue
+            i = 12
+            labels = []
+            while i < len(data) and data[i] != 0:
+                labels.append(data[i + 1:i + 1 + data[i]].decode('ascii', 'replace'))
+                i += 1 + data[i]
+            question = data[12:i + 5]
+            qtype = struct.unpack('>H', data[i + 1:i + 3])[0]
+            self.names.append('.'.join(labels))
+            answer = b''
+            if qtype == 1:
+                answer = struct.pack('>HHHIH', 0xc00c, 1, 1, 60, 4) + socket.inet_aton('127.0.0.1')
+            head = data[:2] + struct.pack('>HHHHH', 0x8180, 1, 1 if answer else 0, 0, 0)
+            self.sock.sendto(head + question + answer, addr)
+
+    def stop(self):
+        self.running = False
+        self.sock.close()
+
+
+class Pebble:
+    def __init__(self, work, http_port):
+        self.work = work
+        self.ca = os.path.join(work, 'pebble-ca.pem')
+        ca_key = os.path.join(work, 'pebble-ca-key.pem')
+        self.cert = os.path.join(work, 'pebble.pem')
+        self.key = os.path.join(work, 'pebble-key.pem')
+        openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+                '-nodes', '-keyout', ca_key, '-out', self.ca, '-subj', '/CN=pebble e2e CA',
+                '-days', '2')
+        csr = os.path.join(work, 'pebble.csr')
+        ext = os.path.join(work, 'pebble.ext')
+        with open(ext, 'w') as f:
+            f.write('subjectAltName=DNS:localhost,IP:127.0.0.1\n')
+        openssl('req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+                '-nodes', '-keyout', self.key, '-out', csr, '-subj', '/CN=localhost')
+        openssl('x509', '-req', '-in', csr, '-CA', self.ca, '-CAkey', ca_key, '-set_serial', '7',
+                '-out', self.cert, '-days', '2', '-extfile', ext)
+        self.port = boxtest.free_port()
+        self.mgmt = boxtest.free_port()
+        self.http_port = http_port
+        self.dns = Dns()
+        self.dns.start()
+        self.proc = None
+        self.log = os.path.join(work, 'pebble.log')
+
+    def start(self):
+        config = os.path.join(self.work, 'pebble.json')
+        with open(config, 'w') as f:
+            json.dump({'pebble': {
+                'listenAddress': '127.0.0.1:%d' % self.port,
+                'managementListenAddress': '127.0.0.1:%d' % self.mgmt,
+                'certificate': self.cert, 'privateKey': self.key,
+                'httpPort': self.http_port, 'tlsPort': boxtest.free_port(),
+                'ocspResponderURL': '', 'externalAccountBindingRequired': False}}, f)
+        env = dict(os.environ, PEBBLE_VA_NOSLEEP='1')
+        self.logf = open(self.log, 'ab')
+        self.proc = subprocess.Popen(['pebble', '-config', config, '-dnsserver',
+                                      '127.0.0.1:%d' % self.dns.port], env=env,
+                                     stdout=self.logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                socket.create_connection(('127.0.0.1', self.port), timeout=1).close()
+                socket.create_connection(('127.0.0.1', self.mgmt), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError('pebble did not listen')
+
+    @property
+    def directory(self):
+        return 'https://localhost:%d/dir' % self.port
+
+    def management(self, path):
+        ctx = ssl.create_default_context(cafile=self.ca)
+        with urllib.request.urlopen('https://localhost:%d%s' % (self.mgmt, path), context=ctx,
+                                    timeout=10) as r:
+            return r.read().decode()
+
+    def stop(self):
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.logf.close()
+            self.proc = None
+
+
+def served(port, sni, cafile=None, timeout=40):
+    """The DER of the leaf served for sni; with cafile the chain and the
+    name are verified against it."""
+    if cafile is not None:
+        ctx = ssl.create_default_context(cafile=cafile)
+    else:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(('127.0.0.1', port), timeout=timeout) as raw:
+        with ctx.wrap_socket(raw, server_hostname=sni) as s:
+            return s.getpeercert(binary_form=True)
+
+
+def pem_of(der):
+    return ssl.DER_cert_to_PEM_cert(der)
+
+
+def serial_of(der):
+    out = subprocess.run(['openssl', 'x509', '-noout', '-serial'], input=pem_of(der).encode(),
+                         stdout=subprocess.PIPE, check=True).stdout.decode()
+    return out.strip()
+
+
+def names_of(der):
+    out = subprocess.run(['openssl', 'x509', '-noout', '-ext', 'subjectAltName'],
+                         input=pem_of(der).encode(), stdout=subprocess.PIPE,
+                         check=True).stdout.decode()
+    return sorted(n.strip()[4:] for n in out.splitlines()[-1].split(',') if 'DNS:' in n)
+
+
+def wait_for(pred, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if pred():
+                return True
+        except (ssl.SSLError, OSError):
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def write_conf(path, **keys):
+    with open(path, 'w') as f:
+        f.write('[boxd]\n')
+        for k, v in keys.items():
+            f.write('%s=%s\n' % (k, v))
+
+
+def test_edge_acme(t):
+    if shutil.which('pebble') is None:
+        t.skip('ACME against pebble', 'pebble is not installed (dev/deps.sh installs it)')
+        return
+    work = tempfile.mkdtemp(prefix='box-e2e-acme-')
+    edge_port = boxtest.free_port()
+    http_port = boxtest.free_port()
+    pebble = Pebble(work, http_port)
+    pebble.start()
+    conf = os.path.join(work, 'boxd.conf')
+    write_conf(conf, acme_orders_per_hour=2, acme_renew_check_s=1)
+    d = Boxd(t, extra_args=['--config', conf,
+                            '--edge-listen', '127.0.0.1:%d' % edge_port,
+                            '--edge-http-listen', '127.0.0.1:%d' % http_port,
+                            '--acme', '--acme-directory', pebble.directory,
+                            '--acme-ca-file', pebble.ca, '--acme-email', 'ops@example.org'])
+    d.start()
+    t.ok(wait_for(lambda: socket.create_connection(('127.0.0.1', edge_port), timeout=2).close()
+                  is None), 'the edge listens')
+    d.make_project('shop', [DOMAIN])
+    default = served(edge_port, 'web--shop.%s' % boxtest.SANDBOX_DOMAIN)
+    root = os.path.join(work, 'root.pem')
+    intermediate = os.path.join(work, 'intermediate.pem')
+    with open(root, 'w') as f:
+        f.write(pebble.management('/roots/0'))
+    with open(intermediate, 'w') as f:
+        f.write(pebble.management('/intermediates/0'))
+    host = 'x.%s' % DOMAIN
+
+    with t.section('first use: issued by pebble for that exact name'):
+        t0 = time.time()
+        der = served(edge_port, host, cafile=root)
+        t.ok(True, 'the first handshake for %s verifies against pebble\'s root (%.1fs)'
+             % (host, time.time() - t0))
+        t.eq(names_of(der), [host], 'the certificate names exactly %s' % host)
+        leaf = os.path.join(work, 'leaf.pem')
+        with open(leaf, 'w') as f:
+            f.write(pem_of(der))
+        r = subprocess.run(['openssl', 'verify', '-CAfile', root, '-untrusted', intermediate,
+                            '-partial_chain', leaf], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT)
+        t.ok(r.returncode == 0, 'the leaf chains to pebble\'s intermediate and root',
+             r.stdout.decode())
+        r = subprocess.run(['openssl', 'verify', '-CAfile', intermediate, '-partial_chain', leaf],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        t.ok(r.returncode == 0, 'the leaf is signed by pebble\'s intermediate', r.stdout.decode())
+        t.ok(host in pebble.dns.names, 'pebble looked the name up in the test\'s DNS')
+        acme_dir = os.path.join(d.data_dir, 'tls', 'acme')
+        key_mode = stat.S_IMODE(os.stat(os.path.join(acme_dir, host + '-key.pem')).st_mode)
+        t.eq(oct(key_mode), oct(0o600), 'the key is stored 0600')
+        with open(os.path.join(acme_dir, host + '.pem')) as f:
+            t.ok(pem_of(der).strip().split('\n')[1] in f.read(), 'the chain is stored')
+        acct = os.path.join(d.data_dir, 'tls', 'acme-account-key.pem')
+        t.eq(oct(stat.S_IMODE(os.stat(acct).st_mode)), oct(0o600), 'the account key is 0600')
+        t.eq(served(edge_port, host, cafile=root), der, 'the next handshake: the same certificate')
+        t.eq(d.log_text().count(ORDERING), 1, 'one order so far')
+
+    with t.section('only hosts under own domains'):
+        before = d.log_text().count(ORDERING)
+        t.eq(served(edge_port, 'x.other.example'), default, 'a host under no own domain: default')
+        t.eq(served(edge_port, DOMAIN), default, 'the own domain itself: default, no order')
+        t.eq(d.log_text().count(ORDERING), before, 'no order for either')
+
+    with t.section('the hourly cap'):
+        y = served(edge_port, 'y.%s' % DOMAIN, cafile=root)
+        t.eq(names_of(y), ['y.%s' % DOMAIN], 'the second host of the hour gets its certificate')
+        t.eq(served(edge_port, 'z.%s' % DOMAIN), default,
+             'the third host (acme_orders_per_hour=2) gets the default certificate')
+        t.ok('no order for z.%s now: too many orders this hour' % DOMAIN in d.log_text(),
+             'the refusal is logged')
+        t.eq(d.log_text().count(ORDERING), 2, 'two orders in all')
+
+    with t.section('restart: loaded, no new order'):
+        d.stop()
+        d.start()
+        t.ok(wait_for(lambda: served(edge_port, host, cafile=root) == der),
+             'after a restart the stored certificate is served')
+        t.ok('acme: loaded the certificate for %s' % host in d.log_text(), 'loaded at start')
+        t.eq(d.log_text().count(ORDERING), 2, 'no new order after the restart')
+
+    with t.section('renewal without a restart'):
+        d.stop()
+        write_conf(conf, acme_orders_per_hour=4, acme_renew_check_s=1, acme_renew_percent=100)
+        d.start()
+        t.ok(wait_for(lambda: serial_of(served(edge_port, host, cafile=root)) != serial_of(der),
+                      timeout=60), 'a new serial is served for %s without a restart' % host)
+        renewed = served(edge_port, host, cafile=root)
+        t.eq(names_of(renewed), [host], 'the renewed certificate names %s' % host)
+
+    with t.section('the ACME server fails'):
+        pebble.stop()
+        t.ok(wait_for(lambda: 'acme: order for %s failed, the old certificate kept' % host
+                      in d.log_text(), timeout=30), 'a failed renewal is logged')
+        current = served(edge_port, host, cafile=root)
+        t.ok(names_of(current) == [host], 'a certificate for %s is still served' % host)
+        t.ok(d.alive(), 'boxd lives')
+        t.eq(served(edge_port, 'w.%s' % DOMAIN), default,
+             'a new host while the server is down: the default certificate in the end')
+
+    d.stop()
+    pebble.dns.stop()
+    if not os.environ.get('BOX_E2E_KEEP'):
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == '__main__':
+    tap = Tap()
+    boxtest.main(tap, test_edge_acme)
