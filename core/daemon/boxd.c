@@ -198,12 +198,13 @@ main (int argc, char **argv)
 
   if (dbus != NULL)
     box_dbus_daemon_stop (dbus);
-  if (acme != NULL)
-    box_acme_shutdown (acme);
   if (edge_http != NULL)
     box_edge_http_shutdown (edge_http);
   if (edge != NULL)
     box_edge_server_shutdown (edge);
+  /* after the edge: handshakes still waiting for a certificate see it end */
+  if (acme != NULL)
+    box_acme_shutdown (acme);
   box_insandbox_shutdown (insandbox);
   box_http_server_shutdown (http);
   box_engine_stop (engine);

@@ -21,6 +21,8 @@
 /* own domains are read from storage at most this often */
 #define DOMAINS_TTL_US   (2 * G_USEC_PER_SEC)
 #define HOST_MAX         253
+/* how long shutdown waits for the orders under way to end */
+#define SHUTDOWN_US      (5 * G_USEC_PER_SEC)
 
 G_DEFINE_FINAL_TYPE (BoxAcme, box_acme, G_TYPE_OBJECT)
 
@@ -55,7 +57,9 @@ box_acme_finalize (GObject *object)
 {
   BoxAcme *self = BOX_ACME (object);
 
-  box_acme_shutdown (self);
+  /* orders hold a reference: none is under way here */
+  if (self->renew_timer != 0)
+    g_source_remove (self->renew_timer);
   g_hash_table_unref (self->orders);
   g_hash_table_unref (self->held);
   g_hash_table_unref (self->backoff);
@@ -457,15 +461,35 @@ box_acme_new (BoxEngine *engine, BoxEdgeCerts *certs, BoxEdgeChallenges *challen
 void
 box_acme_shutdown (BoxAcme *self)
 {
-  GHashTableIter iter;
-  gpointer value;
+  g_autoptr(BoxAcme) keep = NULL;
+  gint64 deadline = g_get_monotonic_time () + SHUTDOWN_US;
 
   g_return_if_fail (BOX_IS_ACME (self));
+  keep = g_object_ref (self);
   self->stopped = TRUE;
   if (self->renew_timer != 0)
     g_source_remove (self->renew_timer);
   self->renew_timer = 0;
-  g_hash_table_iter_init (&iter, self->orders);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    g_cancellable_cancel (((BoxAcmeOrder *) value)->cancel);
+  /* the main loop has ended: run the context until every order has seen
+   * its cancellation (and answered its waiters), boundedly */
+  while (g_hash_table_size (self->orders) > 0 && g_get_monotonic_time () < deadline) {
+    g_autoptr(GPtrArray) idle = g_ptr_array_new ();
+    GHashTableIter iter;
+    gpointer value;
+
+    g_hash_table_iter_init (&iter, self->orders);
+    while (g_hash_table_iter_next (&iter, NULL, &value)) {
+      BoxAcmeOrder *order = value;
+
+      g_cancellable_cancel (order->cancel);
+      if (order->poll_timer != 0)
+        g_ptr_array_add (idle, order);   /* no request under way to end it */
+    }
+    for (guint i = 0; i < idle->len; i++)
+      box_acme_order_done (g_ptr_array_index (idle, i), "boxd is shutting down");
+    if (!g_main_context_iteration (NULL, FALSE))
+      g_usleep (10 * 1000);
+  }
+  while (g_main_context_iteration (NULL, FALSE))
+    ;   /* the waiters' callbacks */
 }

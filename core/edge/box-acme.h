@@ -53,7 +53,9 @@ gboolean  box_acme_wants         (BoxAcme *self, const char *server_name);
 void      box_acme_ensure_async  (BoxAcme *self, const char *host, guint timeout_s,
                                   GAsyncReadyCallback callback, gpointer user_data);
 gboolean  box_acme_ensure_finish (BoxAcme *self, GAsyncResult *result);
-/* Ends orders under way and the renewal timer. */
+/* Stops the renewal timer and ends the orders under way (their waiters
+ * answered), running the main context for that for at most 5 s; for
+ * after the main loop. */
 void      box_acme_shutdown      (BoxAcme *self);
 
 G_END_DECLS

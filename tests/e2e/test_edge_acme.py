@@ -10,7 +10,10 @@
 # no own domain gets no order; the hourly cap refuses the next host, which
 # gets the default certificate; renewal (renew at 100 % lifetime left)
 # serves a new serial without a restart; with pebble stopped renewals fail
-# with a log line, boxd lives and the certificate keeps being served.
+# with a log line, boxd lives and the certificate keeps being served;
+# six handshakes at once for a new host make one order; a hostile ACME
+# server (a problem document, a reply over the bound, a directory of junk)
+# gives log lines and the default certificate, never a crash.
 
 import json
 import os
@@ -146,6 +149,65 @@ class Pebble:
             self.proc = None
 
 
+class Hostile(threading.Thread):
+    """An https server that answers like a broken ACME server: a problem
+    document, a reply too big, a directory without its URLs."""
+
+    def __init__(self, cert, key):
+        super().__init__(daemon=True)
+        import http.server
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def reply(self, status, ctype, body, extra=()):
+                self.send_response(status)
+                self.send_header('Content-Type', ctype)
+                self.send_header('Content-Length', str(len(body)))
+                self.send_header('Replay-Nonce', 'hostile-nonce')
+                for k, v in extra:
+                    self.send_header(k, v)
+                self.end_headers()
+                if self.command != 'HEAD':
+                    self.wfile.write(body)
+
+            def do_HEAD(self):
+                self.reply(200, 'text/plain', b'')
+
+            def do_GET(self):
+                base = 'https://localhost:%d' % outer.port
+                if self.path == '/problem-dir':
+                    body = json.dumps({'newNonce': base + '/nonce', 'newAccount': base + '/acct',
+                                       'newOrder': base + '/order'}).encode()
+                elif self.path == '/big-dir':
+                    body = b'{"x": "' + b'a' * 200000 + b'"}'
+                else:
+                    body = json.dumps({'newNonce': 'http://insecure/nonce', 'newAccount': 7,
+                                       'newOrder': None}).encode()
+                self.reply(200, 'application/json', body)
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get('Content-Length', '0')))
+                self.reply(400, 'application/problem+json', json.dumps(
+                    {'type': 'urn:ietf:params:acme:error:malformed',
+                     'detail': 'no, thanks'}).encode())
+
+        self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(cert, key)
+        self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        self.start()
+
+    def run(self):
+        self.httpd.serve_forever()
+
+    def stop(self):
+        self.httpd.shutdown()
+
+
 def served(port, sni, cafile=None, timeout=40):
     """The DER of the leaf served for sni; with cafile the chain and the
     name are verified against it."""
@@ -194,6 +256,36 @@ def write_conf(path, **keys):
         f.write('[boxd]\n')
         for k, v in keys.items():
             f.write('%s=%s\n' % (k, v))
+
+
+def test_refused_config(t):
+    """Bad ACME settings stop boxd at start with a message."""
+    work = tempfile.mkdtemp(prefix='box-e2e-acme-conf-')
+    conf = os.path.join(work, 'boxd.conf')
+    base = [boxtest.BOXD, '--data-dir', os.path.join(work, 'data'), '--listen', '127.0.0.1:0',
+            '--hypervisor', 'dummy', '--no-dbus', '--plugin-dir', boxtest.PLUGIN_DIR,
+            '--config', conf, '--edge-listen', '127.0.0.1:0']
+    env = dict(os.environ, BOX_ADMIN_TOKEN=boxtest.random_token())
+    cases = [
+        ('no plain-HTTP listener', '', ['--acme'], 'acme needs edge_http_listen'),
+        ('an http directory', '', ['--acme', '--edge-http-listen', '127.0.0.1:0',
+                                   '--acme-directory', 'http://127.0.0.1:1/dir'],
+         'is no https URL'),
+        ('acme_renew_percent=101', 'acme_renew_percent=101\n', [],
+         'acme_renew_percent is 0 to 100'),
+        ('acme=maybe', 'acme=maybe\n', [], 'acme:'),
+        ('a CA file that is none', '', ['--acme', '--edge-http-listen', '127.0.0.1:0',
+                                        '--acme-ca-file', conf], 'acme_ca_file'),
+    ]
+    for desc, text, args, want in cases:
+        with open(conf, 'w') as f:
+            f.write('[boxd]\n' + text)
+        r = subprocess.run(base + args, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=30)
+        out = r.stdout.decode('utf-8', 'replace')
+        t.ok(r.returncode != 0 and want in out, '%s: boxd refuses to start (%s)' % (desc, want),
+             'exit %d: %s' % (r.returncode, out[-500:]))
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def test_edge_acme(t):
@@ -259,9 +351,27 @@ def test_edge_acme(t):
         t.eq(served(edge_port, DOMAIN), default, 'the own domain itself: default, no order')
         t.eq(d.log_text().count(ORDERING), before, 'no order for either')
 
+    with t.section('a storm on one new host: one order'):
+        got = []
+
+        def visit():
+            try:
+                got.append(served(edge_port, 'y.%s' % DOMAIN, cafile=root))
+            except (ssl.SSLError, OSError) as e:
+                got.append(e)
+        threads = [threading.Thread(target=visit) for _ in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        t.ok(len(got) == 6 and len(set(g for g in got if isinstance(g, bytes))) == 1
+             and all(isinstance(g, bytes) for g in got),
+             'six handshakes at once all get the same certificate', repr(got)[:300])
+        t.eq(names_of(got[0]), ['y.%s' % DOMAIN], 'it names y.%s' % DOMAIN)
+        t.eq(d.log_text().count('%s certificate for y.%s' % (ORDERING, DOMAIN)), 1,
+             'one order for them')
+
     with t.section('the hourly cap'):
-        y = served(edge_port, 'y.%s' % DOMAIN, cafile=root)
-        t.eq(names_of(y), ['y.%s' % DOMAIN], 'the second host of the hour gets its certificate')
         t.eq(served(edge_port, 'z.%s' % DOMAIN), default,
              'the third host (acme_orders_per_hour=2) gets the default certificate')
         t.ok('no order for z.%s now: too many orders this hour' % DOMAIN in d.log_text(),
@@ -293,7 +403,28 @@ def test_edge_acme(t):
         t.ok(names_of(current) == [host], 'a certificate for %s is still served' % host)
         t.ok(d.alive(), 'boxd lives')
         t.eq(served(edge_port, 'w.%s' % DOMAIN), default,
-             'a new host while the server is down: the default certificate in the end')
+             'a new host while the server is down: the default certificate')
+        t.ok(wait_for(lambda: 'acme: order for w.%s failed: ' % DOMAIN in d.log_text()
+                      or 'no order for w.%s now' % DOMAIN in d.log_text()),
+             'its order failed or was refused, logged')
+        t.eq(served(edge_port, 'w.%s' % DOMAIN), default, 'asked again: the default at once')
+        t.ok(d.alive(), 'boxd still lives')
+
+    with t.section('a hostile ACME server'):
+        hostile = Hostile(pebble.cert, pebble.key)
+        for path, line in (('/problem-dir', 'newAccount: HTTP 400: '
+                                            'urn:ietf:params:acme:error:malformed: no, thanks'),
+                           ('/big-dir', 'an answer larger than 65536 bytes'),
+                           ('/junk-dir', 'names no newNonce, newAccount or newOrder')):
+            d.stop()
+            d.extra_args[d.extra_args.index('--acme-directory') + 1] = \
+                'https://localhost:%d%s' % (hostile.port, path)
+            d.start()
+            t.eq(served(edge_port, 'v.%s' % DOMAIN), default,
+                 '%s: the default certificate' % path)
+            t.ok(wait_for(lambda: line in d.log_text()), '%s: logged: %s' % (path, line))
+            t.ok(d.alive(), '%s: boxd lives' % path)
+        hostile.stop()
 
     d.stop()
     pebble.dns.stop()
@@ -303,4 +434,4 @@ def test_edge_acme(t):
 
 if __name__ == '__main__':
     tap = Tap()
-    boxtest.main(tap, test_edge_acme)
+    boxtest.main(tap, test_refused_config, test_edge_acme)
