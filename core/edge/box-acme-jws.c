@@ -272,3 +272,18 @@ box_acme_csr (const char *host, char **key_pem, char **csr, GError **error)
   *key_pem = g_steal_pointer (&pem);
   return TRUE;
 }
+
+gboolean
+box_acme_key_matches (gnutls_x509_crt_t crt, const char *key_pem)
+{
+  g_auto(gnutls_x509_privkey_t) key = NULL;
+  gnutls_datum_t datum = { (unsigned char *) key_pem, (unsigned int) strlen (key_pem) };
+  guint8 crt_id[64], key_id[64];
+  size_t crt_len = sizeof crt_id, key_len = sizeof key_id;
+
+  return gnutls_x509_privkey_init (&key) >= 0 &&
+         gnutls_x509_privkey_import (key, &datum, GNUTLS_X509_FMT_PEM) >= 0 &&
+         gnutls_x509_crt_get_key_id (crt, 0, crt_id, &crt_len) >= 0 &&
+         gnutls_x509_privkey_get_key_id (key, 0, key_id, &key_len) >= 0 &&
+         crt_len == key_len && memcmp (crt_id, key_id, crt_len) == 0;
+}

@@ -39,4 +39,7 @@ GBytes   *box_acme_sign_es256      (gnutls_privkey_t key, const void *data, gsiz
 gboolean  box_acme_csr             (const char *host, char **key_pem, char **csr,
                                     GError **error);
 
+/* Whether @crt's public key is that of @key_pem. */
+gboolean  box_acme_key_matches     (gnutls_x509_crt_t crt, const char *key_pem);
+
 G_END_DECLS

@@ -158,7 +158,7 @@ got_certificate (BoxAcmeOrder *order, BoxAcmeReply *reply)
   const char *data;
   gnutls_datum_t datum;
   g_autofree char *chain = NULL;
-  gboolean names_host = FALSE;
+  gboolean acceptable = FALSE;
 
   if (!box_acme_ok_or_fail (order, reply, "the certificate"))
     return;
@@ -171,12 +171,14 @@ got_certificate (BoxAcmeOrder *order, BoxAcmeReply *reply)
     box_acme_fail (order, "the certificate is no PEM chain of 1 to %d certificates", CHAIN_MAX);
     return;
   }
-  names_host = gnutls_x509_crt_check_hostname (crts[0], order->host) != 0;
+  acceptable = gnutls_x509_crt_check_hostname (crts[0], order->host) != 0 &&
+               box_acme_key_matches (crts[0], order->key_pem);
   for (unsigned int i = 0; i < n; i++)
     gnutls_x509_crt_deinit (crts[i]);
   gnutls_free (crts);
-  if (!names_host) {
-    box_acme_fail (order, "the certificate does not name %s", order->host);
+  if (!acceptable) {
+    box_acme_fail (order, "the certificate does not name %s or is not for the key sent",
+                   order->host);
     return;
   }
   if (!box_acme_store (order->acme, order->host, chain, order->key_pem, &error)) {

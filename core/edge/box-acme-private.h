@@ -16,6 +16,7 @@ struct _BoxAcme {
   BoxEdgeCerts      *certs;
   BoxEdgeChallenges *challenges;
   char              *dir;          /* <data-dir>/tls/acme */
+  char              *sandbox_suffix;  /* ".{sandbox_domain}" */
   SoupSession       *session;
   char              *directory;    /* the directory URL */
   gboolean           dir_loaded;

@@ -80,6 +80,7 @@ box_acme_finalize (GObject *object)
   g_free (self->new_order);
   g_free (self->dir);
   g_free (self->directory);
+  g_free (self->sandbox_suffix);
   G_OBJECT_CLASS (box_acme_parent_class)->finalize (object);
 }
 
@@ -265,6 +266,9 @@ box_acme_wants (BoxAcme *self, const char *server_name)
   if (server_name == NULL || self->stopped)
     return FALSE;
   host = g_ascii_strdown (server_name, -1);
+  /* the sandbox domain's names have the default certificate */
+  if (g_str_has_suffix (host, self->sandbox_suffix))
+    return FALSE;
   return is_host_name (host) && !g_hash_table_contains (self->held, host) &&
          !box_edge_certs_covers (self->certs, host) && under_own_domain (self, host);
 }
@@ -442,6 +446,7 @@ box_acme_new (BoxEngine *engine, BoxEdgeCerts *certs, BoxEdgeChallenges *challen
   self->certs = g_object_ref (certs);
   self->challenges = g_object_ref (challenges);
   self->dir = g_build_filename (config->data_dir, "tls", "acme", NULL);
+  self->sandbox_suffix = g_strdup_printf (".%s", config->sandbox_domain);
   if (g_mkdir_with_parents (self->dir, 0755) != 0) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot make %s: %s", self->dir,
                  g_strerror (errno));

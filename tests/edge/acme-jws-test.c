@@ -1,7 +1,8 @@
 /* tests/edge: the ACME client's crypto (box-acme-jws.h): base64url, the
  * JWK thumbprint of RFC 7638's example, an ES256 JWS whose raw r||s
  * signature GnuTLS verifies, the account key at rest (0600, loaded
- * again the same) and the CSR. */
+ * again the same), the CSR and its fresh key, and whether a certificate
+ * is for a key. */
 #include "config.h"
 
 #include <glib/gstdio.h>
@@ -187,6 +188,44 @@ test_csr (void)
   gnutls_x509_crq_deinit (crq);
 }
 
+/* A self-signed certificate for the key in @key_pem. */
+static gnutls_x509_crt_t
+self_signed (const char *key_pem)
+{
+  gnutls_x509_privkey_t key;
+  gnutls_x509_crt_t crt;
+  gnutls_datum_t datum = { (unsigned char *) key_pem, (unsigned int) strlen (key_pem) };
+  static const guint8 serial[] = { 1 };
+
+  g_assert_cmpint (gnutls_x509_privkey_init (&key), ==, 0);
+  g_assert_cmpint (gnutls_x509_privkey_import (key, &datum, GNUTLS_X509_FMT_PEM), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_init (&crt), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_set_key (crt, key), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_set_serial (crt, serial, sizeof serial), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_set_activation_time (crt, time (NULL)), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_set_expiration_time (crt, time (NULL) + 3600), ==, 0);
+  g_assert_cmpint (gnutls_x509_crt_sign2 (crt, crt, key, GNUTLS_DIG_SHA256, 0), ==, 0);
+  gnutls_x509_privkey_deinit (key);
+  return crt;
+}
+
+static void
+test_key_matches (void)
+{
+  g_autoptr(GError) error = NULL;
+  g_autofree char *key_a = NULL, *key_b = NULL, *csr_a = NULL, *csr_b = NULL;
+  gnutls_x509_crt_t crt;
+
+  g_assert_true (box_acme_csr ("a.shop.test", &key_a, &csr_a, &error));
+  g_assert_true (box_acme_csr ("a.shop.test", &key_b, &csr_b, &error));
+  g_assert_cmpstr (key_a, !=, key_b);   /* a fresh key per certificate */
+  crt = self_signed (key_a);
+  g_assert_true (box_acme_key_matches (crt, key_a));
+  g_assert_false (box_acme_key_matches (crt, key_b));
+  g_assert_false (box_acme_key_matches (crt, "not a key"));
+  gnutls_x509_crt_deinit (crt);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -195,5 +234,6 @@ main (int argc, char **argv)
   g_test_add_func ("/acme/thumbprint-rfc7638", test_thumbprint);
   g_test_add_func ("/acme/jws-es256", test_jws);
   g_test_add_func ("/acme/csr", test_csr);
+  g_test_add_func ("/acme/key-matches", test_key_matches);
   return g_test_run ();
 }
