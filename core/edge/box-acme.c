@@ -359,7 +359,11 @@ start_order (BoxAcme *self, const char *host, gboolean renewal)
   BoxAcmeOrder *order;
 
   if (!may_order (self, host, &why)) {
-    g_message ("acme: no order for %s now: %s", host, why);
+    /* a renewal is tried again at each check: not a log line each time */
+    if (renewal)
+      g_debug ("acme: no renewal of %s now: %s", host, why);
+    else
+      g_message ("acme: no order for %s now: %s", host, why);
     return NULL;
   }
   g_array_append_val (self->started, now);
