@@ -12,8 +12,9 @@
 # serves a new serial without a restart; with pebble stopped renewals fail
 # with a log line, boxd lives and the certificate keeps being served;
 # six handshakes at once for a new host make one order; a hostile ACME
-# server (a problem document, a reply over the bound, a directory of junk)
-# gives log lines and the default certificate, never a crash.
+# server (a problem document, a reply over the bound, a directory of junk,
+# no answer at all) gives log lines and the default certificate (the last
+# after the handshake's bounded wait), never a crash.
 
 import json
 import os
@@ -181,6 +182,9 @@ class Hostile(threading.Thread):
                 if self.path == '/problem-dir':
                     body = json.dumps({'newNonce': base + '/nonce', 'newAccount': base + '/acct',
                                        'newOrder': base + '/order'}).encode()
+                elif self.path == '/slow-dir':
+                    time.sleep(30)
+                    body = b'{}'
                 elif self.path == '/big-dir':
                     body = b'{"x": "' + b'a' * 200000 + b'"}'
                 else:
@@ -249,6 +253,14 @@ def wait_for(pred, timeout=30):
             pass
         time.sleep(0.3)
     return False
+
+
+def start(d, edge_port):
+    """Starts boxd and waits for its edge (which listens after the API)."""
+    d.start()
+    if not wait_for(lambda: socket.create_connection(('127.0.0.1', edge_port), timeout=2).close()
+                    is None):
+        raise RuntimeError('the edge does not listen')
 
 
 def write_conf(path, **keys):
@@ -422,11 +434,23 @@ def test_edge_acme(t):
             d.stop()
             d.extra_args[d.extra_args.index('--acme-directory') + 1] = \
                 'https://localhost:%d%s' % (hostile.port, path)
-            d.start()
+            start(d, edge_port)
             t.eq(served(edge_port, 'v.%s' % DOMAIN), default,
                  '%s: the default certificate' % path)
             t.ok(wait_for(lambda: line in d.log_text()), '%s: logged: %s' % (path, line))
             t.ok(d.alive(), '%s: boxd lives' % path)
+        # a server that does not answer: the first handshake waits 20 s at
+        # most, then gets the default; boxd stops with the order under way
+        d.stop()
+        d.extra_args[d.extra_args.index('--acme-directory') + 1] = \
+            'https://localhost:%d/slow-dir' % hostile.port
+        start(d, edge_port)
+        t0 = time.time()
+        t.eq(served(edge_port, 'u.%s' % DOMAIN), default,
+             'a server that does not answer: the default certificate')
+        waited = time.time() - t0
+        t.ok(18 <= waited <= 27, 'after the bounded wait (20 s): %.1f s' % waited)
+        t.ok('no certificate for u.%s in time' % DOMAIN in d.log_text(), 'the wait\'s end is logged')
         hostile.stop()
 
     d.stop()
