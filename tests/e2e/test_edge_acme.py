@@ -441,13 +441,26 @@ def test_edge_acme(t):
             t.ok(d.alive(), '%s: boxd lives' % path)
         # a server that does not answer: the first handshake waits 20 s at
         # most, then gets the default; boxd stops with the order under way
+        # (acme_max_concurrent=1: a second host meanwhile is refused)
         d.stop()
+        write_conf(conf, acme_orders_per_hour=0, acme_max_concurrent=1)
         d.extra_args[d.extra_args.index('--acme-directory') + 1] = \
             'https://localhost:%d/slow-dir' % hostile.port
         start(d, edge_port)
         t0 = time.time()
-        t.eq(served(edge_port, 'u.%s' % DOMAIN), default,
-             'a server that does not answer: the default certificate')
+        slow = []
+        th = threading.Thread(target=lambda: slow.append(served(edge_port, 'u.%s' % DOMAIN)))
+        th.start()
+        t.ok(wait_for(lambda: 'ordering a certificate for u.%s' % DOMAIN in d.log_text()),
+             'an order for u.%s is under way' % DOMAIN)
+        t1 = time.time()
+        t.eq(served(edge_port, 's.%s' % DOMAIN), default,
+             'meanwhile a second host gets the default certificate')
+        t.ok(time.time() - t1 < 10, 'at once, not after a wait')
+        t.ok('no order for s.%s now: too many orders under way (acme_max_concurrent)' % DOMAIN
+             in d.log_text(), 'refused by acme_max_concurrent=1, logged')
+        th.join()
+        t.eq(slow, [default], 'a server that does not answer: the default certificate')
         waited = time.time() - t0
         t.ok(18 <= waited <= 27, 'after the bounded wait (20 s): %.1f s' % waited)
         t.ok('no certificate for u.%s in time' % DOMAIN in d.log_text(), 'the wait\'s end is logged')
