@@ -35,6 +35,8 @@ struct _BoxAcme {
   char             **domains;      /* own domains, cached */
   gint64             domains_at;
   guint              renew_timer;
+  gint64             refused_logged_at;  /* monotonic, 0: never */
+  guint              refused_quiet;      /* refusals not logged since */
   gboolean           stopped;
 };
 

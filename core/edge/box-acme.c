@@ -23,6 +23,8 @@
 #define HOST_MAX         253
 /* how long shutdown waits for the orders under way to end */
 #define SHUTDOWN_US      (5 * G_USEC_PER_SEC)
+/* refused orders are logged at most once in this long */
+#define REFUSED_LOG_US   (60 * G_USEC_PER_SEC)
 
 G_DEFINE_FINAL_TYPE (BoxAcme, box_acme, G_TYPE_OBJECT)
 
@@ -360,10 +362,17 @@ start_order (BoxAcme *self, const char *host, gboolean renewal)
 
   if (!may_order (self, host, &why)) {
     /* a renewal is tried again at each check: not a log line each time */
-    if (renewal)
+    if (renewal) {
       g_debug ("acme: no renewal of %s now: %s", host, why);
-    else
-      g_message ("acme: no order for %s now: %s", host, why);
+    } else if (self->refused_logged_at == 0 || now - self->refused_logged_at >= REFUSED_LOG_US) {
+      /* a storm of new names: one line a minute, with the count */
+      g_message ("acme: no order for %s now: %s (%u more refused since the last line)", host, why,
+                 self->refused_quiet);
+      self->refused_logged_at = now;
+      self->refused_quiet = 0;
+    } else {
+      self->refused_quiet++;
+    }
     return NULL;
   }
   g_array_append_val (self->started, now);

@@ -388,6 +388,11 @@ def test_edge_acme(t):
              'the third host (acme_orders_per_hour=2) gets the default certificate')
         t.ok('no order for z.%s now: too many orders this hour' % DOMAIN in d.log_text(),
              'the refusal is logged')
+        for name in ('z1', 'z2', 'z3'):
+            t.eq(served(edge_port, '%s.%s' % (name, DOMAIN)), default,
+                 '%s.%s: the default certificate too' % (name, DOMAIN))
+        t.eq(d.log_text().count('acme: no order for'), 1,
+             'a storm of refusals is one log line (a minute)')
         t.eq(d.log_text().count(ORDERING), 2, 'two orders in all')
 
     with t.section('restart: loaded, no new order'):
