@@ -328,8 +328,8 @@ posted (BoxAcmeOrder *order, BoxAcmeReply *reply)
   order->post_next (order, reply);
 }
 
-/* The signed request in order->post_*: with a fresh nonce, kid (or jwk
- * before there is an account). */
+/* The signed request in order->post_*: with a fresh nonce, and the kid
+ * (the jwk for newAccount). */
 static void
 post_signed (BoxAcmeOrder *order)
 {
@@ -343,8 +343,11 @@ post_signed (BoxAcmeOrder *order)
     return;
   }
   nonce = g_steal_pointer (&self->nonce);
-  jws = box_acme_jws (self->key, self->jwk, self->kid, nonce, order->post_url, order->post_payload,
-                      &error);
+  /* newAccount always with the jwk (RFC 8555 6.2), also when another
+   * order learnt the kid meanwhile; every other request with the kid */
+  jws = box_acme_jws (self->key, self->jwk,
+                      g_strcmp0 (order->post_url, self->new_account) == 0 ? NULL : self->kid,
+                      nonce, order->post_url, order->post_payload, &error);
   if (jws == NULL) {
     box_acme_fail (order, "%s", error->message);
     return;

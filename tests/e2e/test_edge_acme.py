@@ -12,10 +12,12 @@
 # serves a new serial without a restart; with pebble stopped renewals fail
 # with a log line, boxd lives and the certificate keeps being served;
 # six handshakes at once for a new host make one order; a hostile ACME
-# server (a problem document, a reply over the bound, a directory of junk,
+# server (a problem document, badNonce (sent again with the new nonce), a
+# reply over the bound, a directory of junk,
 # no answer at all) gives log lines and the default certificate (the last
 # after the handshake's bounded wait), never a crash.
 
+import base64
 import json
 import os
 import shutil
@@ -179,8 +181,9 @@ class Hostile(threading.Thread):
 
             def do_GET(self):
                 base = 'https://localhost:%d' % outer.port
-                if self.path == '/problem-dir':
-                    body = json.dumps({'newNonce': base + '/nonce', 'newAccount': base + '/acct',
+                if self.path in ('/problem-dir', '/badnonce-dir'):
+                    acct = '/acct' if self.path == '/problem-dir' else '/acct-bn'
+                    body = json.dumps({'newNonce': base + '/nonce', 'newAccount': base + acct,
                                        'newOrder': base + '/order'}).encode()
                 elif self.path == '/slow-dir':
                     time.sleep(30)
@@ -193,10 +196,26 @@ class Hostile(threading.Thread):
                 self.reply(200, 'application/json', body)
 
             def do_POST(self):
-                self.rfile.read(int(self.headers.get('Content-Length', '0')))
+                jws = json.loads(self.rfile.read(int(self.headers.get('Content-Length', '0'))))
+                header = json.loads(base64.urlsafe_b64decode(
+                    jws['protected'] + '=' * (-len(jws['protected']) % 4)))
+                if self.path != '/acct-bn':
+                    detail = 'no, thanks'
+                elif header['nonce'] != 'fresh-nonce':
+                    # badNonce with a new nonce: the client must send again with it
+                    self.send_response(400)
+                    body = json.dumps({'type': 'urn:ietf:params:acme:error:badNonce',
+                                       'detail': 'stale'}).encode()
+                    self.send_header('Content-Type', 'application/problem+json')
+                    self.send_header('Content-Length', str(len(body)))
+                    self.send_header('Replay-Nonce', 'fresh-nonce')
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                else:
+                    detail = 'sent again with the fresh nonce'
                 self.reply(400, 'application/problem+json', json.dumps(
-                    {'type': 'urn:ietf:params:acme:error:malformed',
-                     'detail': 'no, thanks'}).encode())
+                    {'type': 'urn:ietf:params:acme:error:malformed', 'detail': detail}).encode())
 
         self.httpd = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -434,6 +453,8 @@ def test_edge_acme(t):
         hostile = Hostile(pebble.cert, pebble.key)
         for path, line in (('/problem-dir', 'newAccount: HTTP 400: '
                                             'urn:ietf:params:acme:error:malformed: no, thanks'),
+                           ('/badnonce-dir', 'newAccount: HTTP 400: urn:ietf:params:acme:'
+                                             'error:malformed: sent again with the fresh nonce'),
                            ('/big-dir', 'an answer larger than 65536 bytes'),
                            ('/junk-dir', 'names no newNonce, newAccount or newOrder')):
             d.stop()
