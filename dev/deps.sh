@@ -14,6 +14,8 @@ BOX_DEB_PACKAGES=(
   mmdebstrap e2fsprogs cpio zstd bc
   # tests
   python3 curl jq sqlite3 tmux iproute2 procps
+  # a real ACME server for tests/e2e/test_edge_acme.py
+  pebble
   # own-domain certificates made by tests/e2e/test_edge_tls.py
   openssl
   # the browser test of the edge (tests/e2e/test_edge_browser.py): headless

@@ -8,12 +8,14 @@
 #include <locale.h>
 #include <sys/prctl.h>
 
+#include "box-acme.h"
 #include "box-dbus-daemon.h"
 #include "box-edge-cert.h"
 #include "box-edge-certs.h"
 #include "box-edge-http.h"
 #include "box-edge-server.h"
 #include "box-engine.h"
+#include "box-error.h"
 #include "box-http-server.h"
 #include "box-insandbox.h"
 
@@ -39,14 +41,20 @@ nonempty (const char *value)
  * cfg->edge_http_listen is set. */
 static BoxEdgeServer *
 start_edge (BoxEngine *engine, BoxConfig *cfg, BoxEdgeCerts **certs_out,
-            BoxEdgeHttp **http_out, GError **error)
+            BoxEdgeHttp **http_out, BoxAcme **acme_out, GError **error)
 {
+  g_autoptr(BoxAcme) acme = NULL;
   g_autoptr(BoxEdgeCerts) certs = NULL;
   g_autoptr(BoxEdgeServer) edge = NULL;
   g_autoptr(BoxEdgeChallenges) challenges = NULL;
   g_autoptr(BoxEdgeHttp) http = NULL;
   g_autofree char *ca = NULL;
 
+  if (cfg->acme && nonempty (cfg->edge_http_listen) == NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
+                         _("acme needs edge_http_listen (its http-01 challenges are answered there)"));
+    return NULL;
+  }
   certs = box_edge_certs_new (cfg->data_dir, cfg->sandbox_domain, nonempty (cfg->edge_cert),
                               nonempty (cfg->edge_key), error);
   if (certs == NULL)
@@ -71,8 +79,19 @@ start_edge (BoxEngine *engine, BoxConfig *cfg, BoxEdgeCerts **certs_out,
     g_message (_("redirecting http://%s (port %u) to the edge's https"), cfg->edge_http_listen,
                box_edge_http_get_port (http));
   }
+  if (cfg->acme) {
+    acme = box_acme_new (engine, certs, challenges, error);
+    if (acme == NULL) {
+      box_edge_http_shutdown (http);
+      box_edge_server_shutdown (edge);
+      return NULL;
+    }
+    box_edge_server_set_acme (edge, acme);
+    g_message (_("certificates for hosts under own domains from %s"), cfg->acme_directory);
+  }
   *certs_out = g_steal_pointer (&certs);
   *http_out = g_steal_pointer (&http);
+  *acme_out = g_steal_pointer (&acme);
   return g_steal_pointer (&edge);
 }
 
@@ -96,6 +115,7 @@ main (int argc, char **argv)
   g_autoptr(BoxEdgeServer) edge = NULL;
   g_autoptr(BoxEdgeCerts) edge_certs = NULL;
   g_autoptr(BoxEdgeHttp) edge_http = NULL;
+  g_autoptr(BoxAcme) acme = NULL;
   g_autoptr(BoxDBusDaemon) dbus = NULL;
   g_autoptr(GMainLoop) loop = NULL;
   g_autoptr(GError) error = NULL;
@@ -135,7 +155,7 @@ main (int argc, char **argv)
   insandbox = box_insandbox_new (engine, http);
 
   if (cfg->edge_listen != NULL && cfg->edge_listen[0] != '\0') {
-    edge = start_edge (engine, cfg, &edge_certs, &edge_http, &error);
+    edge = start_edge (engine, cfg, &edge_certs, &edge_http, &acme, &error);
     if (edge == NULL) {
       g_printerr (_("boxd: cannot serve the edge on %s: %s\n"), cfg->edge_listen, error->message);
       box_insandbox_shutdown (insandbox);
@@ -182,6 +202,9 @@ main (int argc, char **argv)
     box_edge_http_shutdown (edge_http);
   if (edge != NULL)
     box_edge_server_shutdown (edge);
+  /* after the edge: handshakes still waiting for a certificate see it end */
+  if (acme != NULL)
+    box_acme_shutdown (acme);
   box_insandbox_shutdown (insandbox);
   box_http_server_shutdown (http);
   box_engine_stop (engine);

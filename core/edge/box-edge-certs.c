@@ -147,20 +147,37 @@ box_edge_certs_lookup (BoxEdgeCerts *self, const char *server_name)
 
   g_return_val_if_fail (BOX_IS_EDGE_CERTS (self), NULL);
   if (server_name != NULL && server_name[0] != '\0') {
+    /* box-edge-sni.c gives the name in lower case */
     cert = match (self->files, server_name);
+    if (cert == NULL)
+      cert = g_hash_table_lookup (self->runtime, server_name);
     if (cert == NULL)
       cert = match (self->runtime, server_name);
   }
   return g_object_ref (cert != NULL ? cert : self->fallback);
 }
 
+gboolean
+box_edge_certs_covers (BoxEdgeCerts *self, const char *server_name)
+{
+  g_autofree char *name = NULL;
+
+  g_return_val_if_fail (BOX_IS_EDGE_CERTS (self), FALSE);
+  if (server_name == NULL || server_name[0] == '\0')
+    return FALSE;
+  name = g_ascii_strdown (server_name, -1);
+  return match (self->files, name) != NULL || g_hash_table_contains (self->runtime, name);
+}
+
 void
 box_edge_certs_set (BoxEdgeCerts *self, const char *name, GTlsCertificate *certificate)
 {
   g_return_if_fail (BOX_IS_EDGE_CERTS (self));
-  if (certificate == NULL)
-    g_hash_table_remove (self->runtime, name);
-  else
+  if (certificate == NULL) {
+    g_autofree char *lower = g_ascii_strdown (name, -1);
+
+    g_hash_table_remove (self->runtime, lower);
+  } else
     g_hash_table_insert (self->runtime, g_ascii_strdown (name, -1), g_object_ref (certificate));
 }
 

@@ -32,6 +32,9 @@ BoxEdgeCerts    *box_edge_certs_new     (const char *data_dir, const char *sandb
                                          GError **error);
 /* The certificate for @server_name (NULL: none was sent); never NULL. */
 GTlsCertificate *box_edge_certs_lookup  (BoxEdgeCerts *self, const char *server_name);
+/* Whether @server_name has a certificate of its own: an operator's
+ * domain file that covers it, or one set for exactly that name. */
+gboolean         box_edge_certs_covers  (BoxEdgeCerts *self, const char *server_name);
 /* Serves @certificate for @name and the names under it (NULL removes). */
 void             box_edge_certs_set     (BoxEdgeCerts *self, const char *name,
                                          GTlsCertificate *certificate);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <sys/socket.h>
 
+#include "box-acme.h"
 #include "box-edge-conn.h"
 #include "box-edge-sni.h"
 #include "box-error.h"
@@ -20,6 +21,7 @@ struct _BoxEdgeServer {
   GObject           parent_instance;
   BoxEngine        *engine;
   BoxEdgeCerts     *certs;
+  BoxAcme          *acme;     /* NULL: no ACME */
   GSocketService   *service;
   GCancellable     *shutdown;
   guint             port;
@@ -41,6 +43,7 @@ typedef struct {
   GSource           *readable;
   guint              retry;
   guint8            *peeked;
+  char              *server_name;  /* while waiting for ACME */
 } Handshake;
 
 static void
@@ -58,6 +61,7 @@ handshake_free (Handshake *h)
   g_object_unref (h->connection);
   g_clear_object (&h->tls);
   g_free (h->peeked);
+  g_free (h->server_name);
   g_object_unref (h->cancel);
   g_free (h->peer);
   g_free (h);
@@ -100,6 +104,49 @@ handshake_done (GObject *source, GAsyncResult *result, gpointer user_data)
 
 static void start_handshake (Handshake *h, const char *server_name);
 static void wait_readable (Handshake *h);
+static gboolean handshake_timeout (gpointer user_data);
+
+static guint
+header_timeout_s (BoxEdgeServer *self)
+{
+  BoxConfig *config = box_engine_get_config (self->engine);
+
+  return config->http_header_timeout_s > 0 ? config->http_header_timeout_s : PEEK_MAX_S;
+}
+
+/* A first certificate for h->server_name came (or not, in time): the
+ * handshake goes on with what there is, in a new header timeout. */
+static void
+acme_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  Handshake *h = user_data;
+  g_autofree char *name = g_steal_pointer (&h->server_name);
+
+  box_acme_ensure_finish (BOX_ACME (source), result);
+  if (g_cancellable_is_cancelled (h->server->shutdown)) {
+    g_io_stream_close (G_IO_STREAM (h->connection), NULL, NULL);
+    handshake_free (h);
+    return;
+  }
+  h->timer = g_timeout_add_seconds (header_timeout_s (h->server), handshake_timeout, h);
+  start_handshake (h, name);
+}
+
+/* A host under an own domain without its certificate: the handshake
+ * waits for ACME (at most BOX_ACME_WAIT_S, the header timeout stopped
+ * meanwhile) so that the first visit gets the right certificate. */
+static gboolean
+wait_for_acme (Handshake *h, const char *server_name)
+{
+  if (h->server->acme == NULL || !box_acme_wants (h->server->acme, server_name))
+    return FALSE;
+  if (h->timer != 0)
+    g_source_remove (h->timer);
+  h->timer = 0;
+  h->server_name = g_strdup (server_name);
+  box_acme_ensure_async (h->server->acme, server_name, BOX_ACME_WAIT_S, acme_done, h);
+  return TRUE;
+}
 
 static gboolean
 retry_peek (gpointer user_data)
@@ -136,7 +183,8 @@ readable (GSocket *socket, GIOCondition condition, gpointer user_data)
     break;
   case BOX_EDGE_SNI_DONE:
     g_clear_pointer (&h->peeked, g_free);
-    start_handshake (h, name);
+    if (!wait_for_acme (h, name))
+      start_handshake (h, name);
     break;
   case BOX_EDGE_SNI_NOT_TLS:
   default:
@@ -183,7 +231,6 @@ incoming (GSocketService *service, GSocketConnection *connection, GObject *sourc
 {
   BoxEdgeServer *self = user_data;
   g_autoptr(GSocketAddress) remote = NULL;
-  BoxConfig *config = box_engine_get_config (self->engine);
   Handshake *h;
 
   h = g_new0 (Handshake, 1);
@@ -197,9 +244,7 @@ incoming (GSocketService *service, GSocketConnection *connection, GObject *sourc
   else
     h->peer = g_strdup ("unknown");
   /* a ClientHello and the handshake are always bounded in time */
-  h->timer = g_timeout_add_seconds (config->http_header_timeout_s > 0
-                                    ? config->http_header_timeout_s : PEEK_MAX_S,
-                                    handshake_timeout, h);
+  h->timer = g_timeout_add_seconds (header_timeout_s (self), handshake_timeout, h);
   wait_readable (h);
   return TRUE;
 }
@@ -212,6 +257,7 @@ box_edge_server_dispose (GObject *object)
   box_edge_server_shutdown (self);
   g_clear_object (&self->service);
   g_clear_object (&self->certs);
+  g_clear_object (&self->acme);
   g_clear_object (&self->engine);
   g_clear_object (&self->shutdown);
   G_OBJECT_CLASS (box_edge_server_parent_class)->dispose (object);
@@ -243,6 +289,13 @@ box_edge_server_new (BoxEngine *engine, BoxEdgeCerts *certs)
   self->engine = g_object_ref (engine);
   self->certs = g_object_ref (certs);
   return self;
+}
+
+void
+box_edge_server_set_acme (BoxEdgeServer *self, BoxAcme *acme)
+{
+  g_return_if_fail (BOX_IS_EDGE_SERVER (self));
+  g_set_object (&self->acme, acme);
 }
 
 GSocketAddress *

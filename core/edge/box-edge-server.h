@@ -11,6 +11,7 @@
 
 #include <gio/gio.h>
 
+#include "box-acme.h"
 #include "box-edge-certs.h"
 #include "box-engine.h"
 
@@ -26,6 +27,9 @@ G_DECLARE_FINAL_TYPE (BoxEdgeServer, box_edge_server, BOX, EDGE_SERVER, GObject)
 /* Sets the TLS priority for the process; call before any TLS is used. */
 void           box_edge_server_init_tls  (void);
 BoxEdgeServer *box_edge_server_new       (BoxEngine *engine, BoxEdgeCerts *certs);
+/* Handshakes for hosts under own domains without a certificate wait for
+ * @acme to get one (box-acme.h); NULL: never. */
+void           box_edge_server_set_acme  (BoxEdgeServer *self, BoxAcme *acme);
 /* @address (HOST:PORT, HOST an IP address or localhost) as a socket
  * address; BOX_ERROR_INVALID naming the config @key when it is not. */
 GSocketAddress *box_edge_listen_address  (const char *address, const char *key, GError **error);

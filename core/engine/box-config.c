@@ -30,6 +30,11 @@
 #define DEFAULT_QUOTA_CPUS 128
 #define DEFAULT_QUOTA_MEMORY_MIB 262144
 #define DEFAULT_QUOTA_DISK_GIB 4096
+#define DEFAULT_ACME_DIRECTORY "https://acme-v02.api.letsencrypt.org/directory"
+#define DEFAULT_ACME_ORDERS_PER_HOUR 20
+#define DEFAULT_ACME_MAX_CONCURRENT 4
+#define DEFAULT_ACME_RENEW_PERCENT 33
+#define DEFAULT_ACME_RENEW_CHECK_S 3600
 
 /* boxd run from its build tree loads the plugins built next to it. */
 static gboolean
@@ -71,6 +76,11 @@ box_config_new (void)
   config->quota.cpus = DEFAULT_QUOTA_CPUS;
   config->quota.memory_mib = DEFAULT_QUOTA_MEMORY_MIB;
   config->quota.disk_gib = DEFAULT_QUOTA_DISK_GIB;
+  config->acme_directory = g_strdup (DEFAULT_ACME_DIRECTORY);
+  config->acme_orders_per_hour = DEFAULT_ACME_ORDERS_PER_HOUR;
+  config->acme_max_concurrent = DEFAULT_ACME_MAX_CONCURRENT;
+  config->acme_renew_percent = DEFAULT_ACME_RENEW_PERCENT;
+  config->acme_renew_check_s = DEFAULT_ACME_RENEW_CHECK_S;
   config->dbus = BOX_DBUS_SYSTEM;
   config->keyfile = g_key_file_new ();
   return config;
@@ -89,6 +99,9 @@ box_config_free (BoxConfig *config)
   g_free (config->edge_cert);
   g_free (config->edge_http_listen);
   g_free (config->edge_key);
+  g_free (config->acme_directory);
+  g_free (config->acme_email);
+  g_free (config->acme_ca_file);
   g_free (config->base_url);
   g_free (config->plugin_dir);
   g_free (config->storage);
@@ -234,6 +247,17 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
   take_string (config->keyfile, "edge_cert", &config->edge_cert);
   take_string (config->keyfile, "edge_key", &config->edge_key);
   take_string (config->keyfile, "edge_http_listen", &config->edge_http_listen);
+  take_string (config->keyfile, "acme_directory", &config->acme_directory);
+  take_string (config->keyfile, "acme_email", &config->acme_email);
+  take_string (config->keyfile, "acme_ca_file", &config->acme_ca_file);
+  if (g_key_file_has_key (config->keyfile, "boxd", "acme", NULL)) {
+    config->acme = g_key_file_get_boolean (config->keyfile, "boxd", "acme", &local_error);
+    if (local_error != NULL) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: acme: %s", file,
+                   local_error->message);
+      return FALSE;
+    }
+  }
   take_string (config->keyfile, "base_url", &config->base_url);
   take_string (config->keyfile, "plugin_dir", &config->plugin_dir);
   take_string (config->keyfile, "storage", &config->storage);
@@ -262,9 +286,20 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
       !take_uint (config->keyfile, file, "key_max_websockets", &config->key_max_websockets, error) ||
       !take_uint (config->keyfile, file, "key_max_sse", &config->key_max_sse, error) ||
       !take_uint (config->keyfile, file, "key_max_sessions", &config->key_max_sessions, error) ||
+      !take_uint (config->keyfile, file, "acme_orders_per_hour", &config->acme_orders_per_hour,
+                  error) ||
+      !take_uint (config->keyfile, file, "acme_max_concurrent", &config->acme_max_concurrent,
+                  error) ||
+      !take_uint (config->keyfile, file, "acme_renew_percent", &config->acme_renew_percent, error) ||
+      !take_uint (config->keyfile, file, "acme_renew_check_s", &config->acme_renew_check_s, error) ||
       !take_quota (config->keyfile, file, "quota", &config->quota, error) ||
       !check_project_quotas (config->keyfile, file, &config->quota, error))
     return FALSE;
+  if (config->acme_renew_percent > 100 || config->acme_renew_check_s == 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "%s: acme_renew_percent is 0 to 100 and acme_renew_check_s at least 1", file);
+    return FALSE;
+  }
   if (config->http_stream_unwritten_max < MIN_HTTP_STREAM_UNWRITTEN_MAX) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: http_stream_unwritten_max: want at least %d",
                  file, MIN_HTTP_STREAM_UNWRITTEN_MAX);
@@ -290,6 +325,10 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   g_autofree char *edge_cert = NULL;
   g_autofree char *edge_http_listen = NULL;
   g_autofree char *edge_key = NULL;
+  g_autofree char *acme_directory = NULL;
+  g_autofree char *acme_email = NULL;
+  g_autofree char *acme_ca_file = NULL;
+  gboolean acme = FALSE;
   g_autofree char *base_url = NULL;
   g_autofree char *plugin_dir = NULL;
   g_autofree char *storage = NULL;
@@ -320,6 +359,14 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
       N_("The edge's certificate chain (PEM; default: issued by boxd's own CA)"), N_("FILE") },
     { "edge-key", 0, 0, G_OPTION_ARG_FILENAME, &edge_key,
       N_("The key of --edge-cert (PEM)"), N_("FILE") },
+    { "acme", 0, 0, G_OPTION_ARG_NONE, &acme,
+      N_("Get certificates for hosts under own domains from an ACME server"), NULL },
+    { "acme-directory", 0, 0, G_OPTION_ARG_STRING, &acme_directory,
+      N_("The ACME server's directory URL (default: Let's Encrypt)"), N_("URL") },
+    { "acme-email", 0, 0, G_OPTION_ARG_STRING, &acme_email,
+      N_("The ACME account's contact address"), N_("EMAIL") },
+    { "acme-ca-file", 0, 0, G_OPTION_ARG_FILENAME, &acme_ca_file,
+      N_("Trust the CAs in FILE for the ACME server's https (default: the system's)"), N_("FILE") },
     { "base-url", 0, 0, G_OPTION_ARG_STRING, &base_url,
       N_("The API's public base URL (default http://LISTEN)"), N_("URL") },
     { "plugin-dir", 0, 0, G_OPTION_ARG_FILENAME, &plugin_dir,
@@ -374,6 +421,9 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   TAKE (edge_cert, edge_cert);
   TAKE (edge_key, edge_key);
   TAKE (edge_http_listen, edge_http_listen);
+  TAKE (acme_directory, acme_directory);
+  TAKE (acme_email, acme_email);
+  TAKE (acme_ca_file, acme_ca_file);
   TAKE (base_url, base_url);
   TAKE (plugin_dir, plugin_dir);
   TAKE (storage, storage);
@@ -383,6 +433,8 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   TAKE (secret_key_file, secret_key_file);
 #undef TAKE
 
+  if (acme)
+    config->acme = TRUE;
   if (no_secret_key)
     config->secret_key = FALSE;
   if ((session_bus ? 1 : 0) + (system_bus ? 1 : 0) + (no_dbus ? 1 : 0) > 1) {

@@ -15,6 +15,15 @@
  *   edge_key=                    neither: without, boxd's own CA in <data-dir>/tls/)
  *   edge_http_listen=           (HOST:PORT of the edge's plain-HTTP listener: redirects
  *                                to https, ACME http-01 challenges; off when empty)
+ *   acme=false                  (certificates for hosts under own domains from an ACME server,
+ *                                core/edge/box-acme.h; needs edge_http_listen on port 80)
+ *   acme_directory=https://acme-v02.api.letsencrypt.org/directory
+ *   acme_email=                 (the account's contact, optional)
+ *   acme_ca_file=               (PEM CAs to trust for the ACME server's https; default: the system's)
+ *   acme_orders_per_hour=20     (0: no bound; orders started in any hour, renewals included)
+ *   acme_max_concurrent=4       (0: no bound; orders under way at once)
+ *   acme_renew_percent=33       (renew when less than this share of the lifetime is left)
+ *   acme_renew_check_s=3600     (how often certificates are checked for renewal)
  *   base_url=http://127.0.0.1:7070
  *   plugin_dir=/usr/lib/x86_64-linux-gnu/box/plugins
  *   storage=auto        (auto: the best installed plugin for the role
@@ -81,6 +90,14 @@ typedef struct {
   char        *edge_cert;         /* NULL: boxd's own CA issues one */
   char        *edge_key;
   char        *edge_http_listen;  /* host:port, or NULL: no plain-HTTP listener */
+  gboolean     acme;              /* own domains' certificates from acme_directory */
+  char        *acme_directory;
+  char        *acme_email;        /* NULL or "": no contact */
+  char        *acme_ca_file;      /* NULL or "": the system's trust */
+  guint        acme_orders_per_hour;
+  guint        acme_max_concurrent;
+  guint        acme_renew_percent;
+  guint        acme_renew_check_s;
   char        *base_url;          /* the API's public base URL */
   char        *plugin_dir;
   char        *storage;           /* plugin names */
