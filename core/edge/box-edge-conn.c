@@ -26,6 +26,8 @@ struct _BoxEdgeConn {
   gulong                shutdown_id;
   guint                 timer;
   gboolean              closed;
+  GDestroyNotify        ended;
+  gpointer              ended_data;
 
   /* the request under way */
   SoupMessageHeaders   *headers;
@@ -99,6 +101,8 @@ conn_unref (BoxEdgeConn *c)
   g_clear_object (&c->cancel);
   g_clear_object (&c->engine);
   g_free (c->peer);
+  if (c->ended != NULL)
+    c->ended (c->ended_data);
   g_free (c);
 }
 
@@ -229,7 +233,7 @@ pump (BoxEdgeConn *c, GInputStream *in, GOutputStream *out, gint64 length, ConnF
 static void
 read_head (BoxEdgeConn *c, GBufferedInputStream *in, HeadFunc func)
 {
-  box_edge_read_head (in, c->cancel, then_head, then_new (c, NULL, func));
+  box_edge_read_head (in, BOX_EDGE_HEAD_MAX, c->cancel, then_head, then_new (c, NULL, func));
 }
 
 /* ---- usage stats (box-stats.h): memory only, on this thread ------------ */
@@ -380,8 +384,10 @@ relay_head_sent (BoxEdgeConn *c, gboolean ok)
     conn_close (c);
     return;
   }
-  pump (c, G_INPUT_STREAM (c->cin), c->uout, -1, relay_done);
-  pump (c, G_INPUT_STREAM (c->uin), c->cout, -1, relay_done);
+  box_edge_relay (G_INPUT_STREAM (c->cin), c->uout, c->cancel, then_done,
+                  then_new (c, relay_done, NULL));
+  box_edge_relay (G_INPUT_STREAM (c->uin), c->cout, c->cancel, then_done,
+                  then_new (c, relay_done, NULL));
 }
 
 static void response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big);
@@ -573,9 +579,7 @@ port_connected (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   c->up = g_steal_pointer (&stream);
-  c->uin = G_BUFFERED_INPUT_STREAM (g_buffered_input_stream_new_sized (
-    g_io_stream_get_input_stream (G_IO_STREAM (c->up)), BOX_EDGE_HEAD_MAX));
-  g_filter_input_stream_set_close_base_stream (G_FILTER_INPUT_STREAM (c->uin), FALSE);
+  c->uin = box_edge_buffered_new (g_io_stream_get_input_stream (G_IO_STREAM (c->up)));
   c->uout = g_io_stream_get_output_stream (G_IO_STREAM (c->up));
   write_string (c, c->uout, upstream_head (c), request_head_sent);
 }
@@ -799,6 +803,8 @@ static void
 next_request (BoxEdgeConn *c)
 {
   clear_request (c);
+  /* a large head grew it: an idle connection keeps the small one */
+  box_edge_buffered_shrink (c->cin);
   if (c->idle_timeout_s > 0)
     c->timer = g_timeout_add_seconds (c->idle_timeout_s, timeout_cb, c);
   read_head (c, c->cin, request_head);
@@ -806,19 +812,20 @@ next_request (BoxEdgeConn *c)
 
 void
 box_edge_conn_serve (BoxEngine *engine, GIOStream *stream, const char *peer,
-                     guint idle_timeout_s, GCancellable *shutdown)
+                     guint idle_timeout_s, GCancellable *shutdown, GDestroyNotify ended,
+                     gpointer data)
 {
   BoxEdgeConn *c = g_new0 (BoxEdgeConn, 1);
 
   c->refs = 1;   /* until conn_close() */
   c->engine = g_object_ref (engine);
   c->client = g_object_ref (stream);
-  c->cin = G_BUFFERED_INPUT_STREAM (g_buffered_input_stream_new_sized (
-    g_io_stream_get_input_stream (stream), BOX_EDGE_HEAD_MAX));
-  g_filter_input_stream_set_close_base_stream (G_FILTER_INPUT_STREAM (c->cin), FALSE);
+  c->cin = box_edge_buffered_new (g_io_stream_get_input_stream (stream));
   c->cout = g_io_stream_get_output_stream (stream);
   c->peer = g_strdup (peer);
   c->idle_timeout_s = idle_timeout_s;
+  c->ended = ended;
+  c->ended_data = data;
   c->cancel = g_cancellable_new ();
   c->shutdown = g_object_ref (shutdown);
   c->shutdown_id = g_cancellable_connect (shutdown, G_CALLBACK (shutdown_cb), c, NULL);
