@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "box-agent-stream.h"
+#include "box-edge-access.h"
 #include "box-edge-io.h"
 #include "box-edge-route.h"
 #include "box-error.h"
@@ -614,57 +615,6 @@ connect_try (BoxEdgeConn *c)
 
 /* ---- the request: route, access ---------------------------------------- */
 
-/* Whether @credential is a key of the request's project; *@read_only
- * (may be NULL) whether it is a read-only one. */
-static gboolean
-project_credential (BoxEdgeConn *c, const char *credential, gboolean *read_only)
-{
-  g_autoptr(BoxPrincipal) principal = NULL;
-
-  if (credential == NULL || credential[0] == '\0')
-    return FALSE;
-  principal = box_engine_authenticate (c->engine, credential, NULL);
-  if (principal == NULL || principal->kind != BOX_PRINCIPAL_KEY ||
-      g_strcmp0 (principal->project, c->project) != 0)
-    return FALSE;
-  if (read_only != NULL)
-    *read_only = principal->key != NULL && box_engine_key_is_read_only (c->engine,
-                                                                         principal->key->id);
-  return TRUE;
-}
-
-/* Whether @credential is a full key of the request's project: a read-only
- * key opens no URL (the app behind it may change state). */
-static gboolean
-project_key (BoxEdgeConn *c, const char *credential)
-{
-  gboolean read_only = FALSE;
-
-  return project_credential (c, credential, &read_only) && !read_only;
-}
-
-static char *
-cookie_token (SoupMessageHeaders *headers)
-{
-  SoupMessageHeadersIter iter;
-  const char *name, *value;
-  char *found = NULL;
-
-  soup_message_headers_iter_init (&iter, headers);
-  while (soup_message_headers_iter_next (&iter, &name, &value)) {
-    g_autofree char *token = NULL;
-    g_autofree char *rest = NULL;
-    if (g_ascii_strcasecmp (name, "Cookie") != 0)
-      continue;
-    rest = box_edge_strip_cookie (value, &token);
-    if (token != NULL) {
-      g_free (found);
-      found = g_steal_pointer (&token);
-    }
-  }
-  return found;
-}
-
 /* The request is for this edge: access, then the port. */
 static void
 route (BoxEdgeConn *c, const char *query_token)
@@ -693,7 +643,7 @@ route (BoxEdgeConn *c, const char *query_token)
   access = g_hash_table_lookup (sandbox->port_access, port_key);
 
   /* ?box_token=KEY: the cookie for this host, and the same URL without it */
-  if (query_token != NULL && project_key (c, query_token)) {
+  if (query_token != NULL && box_edge_project_key (c->engine, c->project, query_token)) {
     c->key_request = TRUE;
     g_autofree char *extra = g_strdup_printf (
       "Location: https://%s%s%s%s\r\n"
@@ -706,10 +656,11 @@ route (BoxEdgeConn *c, const char *query_token)
   authorization = soup_message_headers_get_one (c->headers, "Authorization");
   /* any key of the project stays out of the sandbox; only a full one opens */
   if (authorization != NULL && g_ascii_strncasecmp (authorization, "Bearer ", 7) == 0 &&
-      project_credential (c, authorization + 7, &read_only_bearer))
+      box_edge_project_credential (c->engine, c->project, authorization + 7, &read_only_bearer))
     c->strip_authorization = TRUE;
-  cookie = cookie_token (c->headers);
-  c->key_request = (c->strip_authorization && !read_only_bearer) || project_key (c, cookie);
+  cookie = box_edge_cookie_token (c->headers);
+  c->key_request = (c->strip_authorization && !read_only_bearer) ||
+                   box_edge_project_key (c->engine, c->project, cookie);
   allowed = c->key_request || g_strcmp0 (access, "public") == 0;
   if (!allowed) {
     reply_error_literal (c, BOX_ERROR_UNAUTHORIZED, "a valid API key is required");
