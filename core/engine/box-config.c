@@ -294,7 +294,7 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   g_autofree char *edge_cert = NULL;
   g_autofree char *edge_http_listen = NULL;
   g_autofree char *edge_key = NULL;
-  gint edge_max_connections = -1;
+  gint edge_max_connections = G_MININT;   /* not given */
   g_autofree char *base_url = NULL;
   g_autofree char *plugin_dir = NULL;
   g_autofree char *storage = NULL;
@@ -390,7 +390,7 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   TAKE (secret_key_file, secret_key_file);
 #undef TAKE
 
-  if (edge_max_connections < -1) {
+  if (edge_max_connections != G_MININT && edge_max_connections < 0) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
                          _("--edge-max-connections must not be negative"));
     return FALSE;

@@ -7,18 +7,23 @@
 # edge_max_connections cap closes the next connection before TLS and lets
 # one in again once one closed, and a second round of the same
 # connections costs no more than the first (nothing kept per connection).
+# A 40 KiB head grows the head buffer and the connection goes on; a
+# negative --edge-max-connections or a bad config value stops boxd.
 # Then an open WebSocket through the edge holds its sandbox awake past
 # its idle timeout, and once it closed the sandbox idles as usual.
 
 import os
+import shutil
 import socket
 import ssl
+import subprocess
+import tempfile
 import time
 
 import boxtest
 import edge_echo
 from boxtest import Tap
-from edgetest import Edge, echo_back
+from edgetest import Edge, echo_back, hdr
 from test_edge import start_edge_boxd
 
 DOMAIN = boxtest.SANDBOX_DOMAIN
@@ -75,7 +80,24 @@ def open_round(t, e, host, key, auth):
     return conns, ws
 
 
+def check_bad_values(t):
+    """A negative flag or a bad config value stops boxd at start."""
+    tmp = tempfile.mkdtemp(prefix='box-e2e-edge-mem-')
+    conf = os.path.join(tmp, 'boxd.conf')
+    with open(conf, 'w') as f:
+        f.write('[boxd]\nedge_max_connections=many\n')
+    for args, want in ((['--edge-max-connections', '-1'], 'must not be negative'),
+                       (['--config', conf], 'edge_max_connections')):
+        p = subprocess.run([boxtest.BOXD, '--data-dir', os.path.join(tmp, 'data'), '--no-dbus',
+                            '--hypervisor', 'dummy', '--plugin-dir', boxtest.PLUGIN_DIR] + args,
+                           capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        t.ok(p.returncode != 0 and want in p.stderr, '%s: refused at start' % ' '.join(args),
+             (p.returncode, p.stderr[-200:]))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_edge_mem(t):
+    check_bad_values(t)
     started = start_edge_boxd(t, 'the edge memory', ['--edge-max-connections', str(CAP)])
     if started is None:
         return
@@ -122,6 +144,17 @@ def test_edge_mem(t):
                  '%.1f' % per_idle)
             t.ok(per_ws < WEBSOCKET_BOUND_KIB, 'RSS per open WebSocket < %d KiB'
                  % WEBSOCKET_BOUND_KIB, '%.1f' % per_ws)
+
+    with t.section('a head larger than the first buffer'):
+        # the head buffer starts at 4 KiB and grows to 64 KiB for a head
+        # that needs it; the connection goes on after it
+        c = e.conn(host)
+        r = e.get(host, '/big-head', headers=dict(auth, **{'X-Big': 'b' * 40000}), conn=c)
+        t.status(r, 200, 'a 40 KiB head passes')
+        t.eq([len(v) for v in hdr(r[2], 'X-Big')], [40000], 'all of it reached the sandbox')
+        t.status(e.get(host, '/small', headers=auth, conn=c), 200,
+                 'the next request on the same connection')
+        c.close()
 
     with t.section('the cap'):
         extra = []
