@@ -9,8 +9,9 @@
 # connections costs no more than the first (nothing kept per connection).
 # A 40 KiB head grows the head buffer and the connection goes on; a
 # negative --edge-max-connections or a bad config value stops boxd.
-# Then an open WebSocket through the edge holds its sandbox awake past
-# its idle timeout, and once it closed the sandbox idles as usual.
+# Meanwhile an open WebSocket through the edge holds a sandbox of its own
+# (no other traffic) awake past its idle timeout, and once it closed that
+# sandbox idles as usual.
 
 import os
 import shutil
@@ -29,7 +30,7 @@ from test_edge import start_edge_boxd
 DOMAIN = boxtest.SANDBOX_DOMAIN
 IDLE = 100           # idle keep-alive connections opened at once
 WEBSOCKETS = 40      # open WebSockets at once
-CAP = IDLE + WEBSOCKETS + 10
+CAP = IDLE + WEBSOCKETS + 10 + 1   # and the WebSocket that holds a sandbox awake
 # bounds of boxd's RSS growth (measured: ~31 KiB and ~54 KiB, see
 # doc/PERFORMANCE.md "The edge's memory"; 3.7 MiB a connection before the
 # trust store was no longer parsed per connection)
@@ -104,13 +105,22 @@ def test_edge_mem(t):
     d, edge_port, _ = started
     key = d.project_with_key('acme')
     web_port = boxtest.free_port()
-    d.create_sandbox(key, {'name': 'web', 'http_port': web_port,
-                           'idle': {'timeout_s': IDLE_TIMEOUT_S, 'action': 'pause'}})
+    d.create_sandbox(key, {'name': 'web', 'http_port': web_port})
     srv = edge_echo.serve(web_port)
     host = 'web--acme.%s' % DOMAIN
     e = Edge(edge_port, os.path.join(d.data_dir, 'tls', 'ca.pem'))
     auth = {'Authorization': 'Bearer ' + key}
     sanitized = d.sanitized()
+
+    # a sandbox of its own (no other traffic) with a WebSocket open on it
+    # while the sections below run: it must outlive the idle timeout
+    hold_port = boxtest.free_port()
+    d.create_sandbox(key, {'name': 'hold', 'http_port': hold_port,
+                           'idle': {'timeout_s': IDLE_TIMEOUT_S, 'action': 'pause'}})
+    hold_srv = edge_echo.serve(hold_port)
+    hold_ws, head = e.upgrade('hold--acme.%s' % DOMAIN, key)
+    hold_opened = time.time()
+    t.ok(head.startswith(b'HTTP/1.1 101'), 'a WebSocket is open on sandbox hold', head[:40])
 
     with t.section('memory per connection'):
         # warm up: the first connection and upgrade set up what all share
@@ -158,7 +168,7 @@ def test_edge_mem(t):
 
     with t.section('the cap'):
         extra = []
-        for _ in range(CAP - IDLE - WEBSOCKETS):
+        for _ in range(CAP - IDLE - WEBSOCKETS - 1):
             c = e.conn(host)
             e.get(host, '/', headers=auth, conn=c)
             extra.append(c)
@@ -196,15 +206,13 @@ def test_edge_mem(t):
 
     with t.section('an open WebSocket holds the sandbox awake'):
         def state():
-            return d.request('GET', '/v1/sandboxes/web', token=key)[2].get('state')
+            return d.request('GET', '/v1/sandboxes/hold', token=key)[2].get('state')
 
-        s, head = e.upgrade(host, key)
-        t.ok(head.startswith(b'HTTP/1.1 101'), 'a WebSocket is open', head[:40])
-        time.sleep(IDLE_TIMEOUT_S + 8)
+        time.sleep(max(0, hold_opened + IDLE_TIMEOUT_S + 8 - time.time()))
         t.eq(state(), 'running', 'running %d s past the idle timeout with it open'
-             % (IDLE_TIMEOUT_S + 8))
-        t.eq(echo_back(s, b'still'), b'still', 'the WebSocket still relays')
-        s.close()
+             % (time.time() - hold_opened - IDLE_TIMEOUT_S))
+        t.eq(echo_back(hold_ws, b'still'), b'still', 'the WebSocket still relays')
+        hold_ws.close()
         closed = time.time()
         time.sleep(IDLE_TIMEOUT_S / 2)
         t.eq(state(), 'running', 'half the idle timeout after it closed: still running')
@@ -216,6 +224,7 @@ def test_edge_mem(t):
              '%.1f s' % (time.time() - closed))
 
     srv.shutdown()
+    hold_srv.shutdown()
     d.stop()
 
 
