@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "box-agent-stream.h"
+#include "box-edge-access.h"
 #include "box-edge-io.h"
 #include "box-edge-route.h"
 #include "box-error.h"
@@ -26,6 +27,8 @@ struct _BoxEdgeConn {
   gulong                shutdown_id;
   guint                 timer;
   gboolean              closed;
+  GDestroyNotify        ended;
+  gpointer              ended_data;
 
   /* the request under way */
   SoupMessageHeaders   *headers;
@@ -99,6 +102,8 @@ conn_unref (BoxEdgeConn *c)
   g_clear_object (&c->cancel);
   g_clear_object (&c->engine);
   g_free (c->peer);
+  if (c->ended != NULL)
+    c->ended (c->ended_data);
   g_free (c);
 }
 
@@ -229,7 +234,7 @@ pump (BoxEdgeConn *c, GInputStream *in, GOutputStream *out, gint64 length, ConnF
 static void
 read_head (BoxEdgeConn *c, GBufferedInputStream *in, HeadFunc func)
 {
-  box_edge_read_head (in, c->cancel, then_head, then_new (c, NULL, func));
+  box_edge_read_head (in, BOX_EDGE_HEAD_MAX, c->cancel, then_head, then_new (c, NULL, func));
 }
 
 /* ---- usage stats (box-stats.h): memory only, on this thread ------------ */
@@ -380,8 +385,10 @@ relay_head_sent (BoxEdgeConn *c, gboolean ok)
     conn_close (c);
     return;
   }
-  pump (c, G_INPUT_STREAM (c->cin), c->uout, -1, relay_done);
-  pump (c, G_INPUT_STREAM (c->uin), c->cout, -1, relay_done);
+  box_edge_relay (G_INPUT_STREAM (c->cin), c->uout, c->cancel, then_done,
+                  then_new (c, relay_done, NULL));
+  box_edge_relay (G_INPUT_STREAM (c->uin), c->cout, c->cancel, then_done,
+                  then_new (c, relay_done, NULL));
 }
 
 static void response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big);
@@ -573,9 +580,7 @@ port_connected (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   c->up = g_steal_pointer (&stream);
-  c->uin = G_BUFFERED_INPUT_STREAM (g_buffered_input_stream_new_sized (
-    g_io_stream_get_input_stream (G_IO_STREAM (c->up)), BOX_EDGE_HEAD_MAX));
-  g_filter_input_stream_set_close_base_stream (G_FILTER_INPUT_STREAM (c->uin), FALSE);
+  c->uin = box_edge_buffered_new (g_io_stream_get_input_stream (G_IO_STREAM (c->up)));
   c->uout = g_io_stream_get_output_stream (G_IO_STREAM (c->up));
   write_string (c, c->uout, upstream_head (c), request_head_sent);
 }
@@ -610,57 +615,6 @@ connect_try (BoxEdgeConn *c)
 
 /* ---- the request: route, access ---------------------------------------- */
 
-/* Whether @credential is a key of the request's project; *@read_only
- * (may be NULL) whether it is a read-only one. */
-static gboolean
-project_credential (BoxEdgeConn *c, const char *credential, gboolean *read_only)
-{
-  g_autoptr(BoxPrincipal) principal = NULL;
-
-  if (credential == NULL || credential[0] == '\0')
-    return FALSE;
-  principal = box_engine_authenticate (c->engine, credential, NULL);
-  if (principal == NULL || principal->kind != BOX_PRINCIPAL_KEY ||
-      g_strcmp0 (principal->project, c->project) != 0)
-    return FALSE;
-  if (read_only != NULL)
-    *read_only = principal->key != NULL && box_engine_key_is_read_only (c->engine,
-                                                                         principal->key->id);
-  return TRUE;
-}
-
-/* Whether @credential is a full key of the request's project: a read-only
- * key opens no URL (the app behind it may change state). */
-static gboolean
-project_key (BoxEdgeConn *c, const char *credential)
-{
-  gboolean read_only = FALSE;
-
-  return project_credential (c, credential, &read_only) && !read_only;
-}
-
-static char *
-cookie_token (SoupMessageHeaders *headers)
-{
-  SoupMessageHeadersIter iter;
-  const char *name, *value;
-  char *found = NULL;
-
-  soup_message_headers_iter_init (&iter, headers);
-  while (soup_message_headers_iter_next (&iter, &name, &value)) {
-    g_autofree char *token = NULL;
-    g_autofree char *rest = NULL;
-    if (g_ascii_strcasecmp (name, "Cookie") != 0)
-      continue;
-    rest = box_edge_strip_cookie (value, &token);
-    if (token != NULL) {
-      g_free (found);
-      found = g_steal_pointer (&token);
-    }
-  }
-  return found;
-}
-
 /* The request is for this edge: access, then the port. */
 static void
 route (BoxEdgeConn *c, const char *query_token)
@@ -689,7 +643,7 @@ route (BoxEdgeConn *c, const char *query_token)
   access = g_hash_table_lookup (sandbox->port_access, port_key);
 
   /* ?box_token=KEY: the cookie for this host, and the same URL without it */
-  if (query_token != NULL && project_key (c, query_token)) {
+  if (query_token != NULL && box_edge_project_key (c->engine, c->project, query_token)) {
     c->key_request = TRUE;
     g_autofree char *extra = g_strdup_printf (
       "Location: https://%s%s%s%s\r\n"
@@ -702,10 +656,11 @@ route (BoxEdgeConn *c, const char *query_token)
   authorization = soup_message_headers_get_one (c->headers, "Authorization");
   /* any key of the project stays out of the sandbox; only a full one opens */
   if (authorization != NULL && g_ascii_strncasecmp (authorization, "Bearer ", 7) == 0 &&
-      project_credential (c, authorization + 7, &read_only_bearer))
+      box_edge_project_credential (c->engine, c->project, authorization + 7, &read_only_bearer))
     c->strip_authorization = TRUE;
-  cookie = cookie_token (c->headers);
-  c->key_request = (c->strip_authorization && !read_only_bearer) || project_key (c, cookie);
+  cookie = box_edge_cookie_token (c->headers);
+  c->key_request = (c->strip_authorization && !read_only_bearer) ||
+                   box_edge_project_key (c->engine, c->project, cookie);
   allowed = c->key_request || g_strcmp0 (access, "public") == 0;
   if (!allowed) {
     reply_error_literal (c, BOX_ERROR_UNAUTHORIZED, "a valid API key is required");
@@ -799,6 +754,8 @@ static void
 next_request (BoxEdgeConn *c)
 {
   clear_request (c);
+  /* a large head grew it: an idle connection keeps the small one */
+  box_edge_buffered_shrink (c->cin);
   if (c->idle_timeout_s > 0)
     c->timer = g_timeout_add_seconds (c->idle_timeout_s, timeout_cb, c);
   read_head (c, c->cin, request_head);
@@ -806,19 +763,20 @@ next_request (BoxEdgeConn *c)
 
 void
 box_edge_conn_serve (BoxEngine *engine, GIOStream *stream, const char *peer,
-                     guint idle_timeout_s, GCancellable *shutdown)
+                     guint idle_timeout_s, GCancellable *shutdown, GDestroyNotify ended,
+                     gpointer data)
 {
   BoxEdgeConn *c = g_new0 (BoxEdgeConn, 1);
 
   c->refs = 1;   /* until conn_close() */
   c->engine = g_object_ref (engine);
   c->client = g_object_ref (stream);
-  c->cin = G_BUFFERED_INPUT_STREAM (g_buffered_input_stream_new_sized (
-    g_io_stream_get_input_stream (stream), BOX_EDGE_HEAD_MAX));
-  g_filter_input_stream_set_close_base_stream (G_FILTER_INPUT_STREAM (c->cin), FALSE);
+  c->cin = box_edge_buffered_new (g_io_stream_get_input_stream (stream));
   c->cout = g_io_stream_get_output_stream (stream);
   c->peer = g_strdup (peer);
   c->idle_timeout_s = idle_timeout_s;
+  c->ended = ended;
+  c->ended_data = data;
   c->cancel = g_cancellable_new ();
   c->shutdown = g_object_ref (shutdown);
   c->shutdown_id = g_cancellable_connect (shutdown, G_CALLBACK (shutdown_cb), c, NULL);

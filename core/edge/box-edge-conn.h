@@ -27,8 +27,10 @@ typedef struct _BoxEdgeConn BoxEdgeConn;
 
 /* Serves @stream (a handshaken TLS connection) until it ends or
  * @shutdown is cancelled; @peer is the client's address for
- * X-Forwarded-For; @idle_timeout_s bounds the wait for a request head. */
+ * X-Forwarded-For; @idle_timeout_s bounds the wait for a request head;
+ * @ended (may be NULL) runs with @data once the connection is gone. */
 void box_edge_conn_serve (BoxEngine *engine, GIOStream *stream, const char *peer,
-                          guint idle_timeout_s, GCancellable *shutdown);
+                          guint idle_timeout_s, GCancellable *shutdown, GDestroyNotify ended,
+                          gpointer data);
 
 G_END_DECLS

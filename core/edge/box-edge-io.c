@@ -49,7 +49,8 @@ typedef struct {
   gsize            moving;       /* the bytes of the write under way */
   BoxEdgeDoneFunc  func;
   gpointer         user_data;
-  guint8           buffer[BOX_EDGE_PUMP_BUFFER];
+  gsize            size;
+  guint8          *buffer;       /* not zeroed: pages untouched until read into */
 } Pump;
 
 static void pump_read (Pump *p);
@@ -61,6 +62,7 @@ pump_end (Pump *p, gboolean ok)
   g_object_unref (p->in);
   g_object_unref (p->out);
   g_clear_object (&p->cancel);
+  g_free (p->buffer);
   g_free (p);
 }
 
@@ -106,7 +108,7 @@ static void
 pump_read (Pump *p)
 {
   GInputStream *in = p->in;
-  gsize want = sizeof p->buffer;
+  gsize want = p->size;
 
   if (p->left == 0) {
     pump_end (p, TRUE);
@@ -137,12 +139,14 @@ box_edge_pump (GInputStream *in, GOutputStream *out, gint64 length, GCancellable
   box_edge_pump_counted (in, out, length, NULL, cancel, func, user_data);
 }
 
-void
-box_edge_pump_counted (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted,
-                       GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data)
+static void
+pump_start (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted, gsize size,
+            GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data)
 {
   Pump *p = g_new0 (Pump, 1);
 
+  p->size = size;
+  p->buffer = g_malloc (size);
   p->counted = counted;
   p->in = g_object_ref (in);
   p->out = g_object_ref (out);
@@ -153,11 +157,26 @@ box_edge_pump_counted (GInputStream *in, GOutputStream *out, gint64 length, guin
   pump_read (p);
 }
 
+void
+box_edge_pump_counted (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted,
+                       GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data)
+{
+  pump_start (in, out, length, counted, BOX_EDGE_PUMP_BUFFER, cancel, func, user_data);
+}
+
+void
+box_edge_relay (GInputStream *in, GOutputStream *out, GCancellable *cancel, BoxEdgeDoneFunc func,
+                gpointer user_data)
+{
+  pump_start (in, out, -1, NULL, BOX_EDGE_RELAY_BUFFER, cancel, func, user_data);
+}
+
 /* ---- reading a head ---------------------------------------------------- */
 
 typedef struct {
   GBufferedInputStream *in;
   GCancellable         *cancel;
+  gsize                 max;
   BoxEdgeHeadFunc       func;
   gpointer              user_data;
 } HeadRead;
@@ -207,21 +226,43 @@ head_try (HeadRead *h)
     }
   }
   if (avail >= g_buffered_input_stream_get_buffer_size (h->in)) {
-    head_end (h, NULL, TRUE);
-    return;
+    gsize size = g_buffered_input_stream_get_buffer_size (h->in);
+
+    if (size >= h->max) {
+      head_end (h, NULL, TRUE);
+      return;
+    }
+    g_buffered_input_stream_set_buffer_size (h->in, MIN (size * 4, h->max));
   }
   g_buffered_input_stream_fill_async (h->in, -1, G_PRIORITY_DEFAULT, h->cancel, head_filled, h);
 }
 
 void
-box_edge_read_head (GBufferedInputStream *in, GCancellable *cancel, BoxEdgeHeadFunc func,
-                    gpointer user_data)
+box_edge_read_head (GBufferedInputStream *in, gsize max, GCancellable *cancel,
+                    BoxEdgeHeadFunc func, gpointer user_data)
 {
   HeadRead *h = g_new0 (HeadRead, 1);
 
+  h->max = max;
   h->in = g_object_ref (in);
   h->cancel = cancel != NULL ? g_object_ref (cancel) : NULL;
   h->func = func;
   h->user_data = user_data;
   head_try (h);
+}
+
+GBufferedInputStream *
+box_edge_buffered_new (GInputStream *base)
+{
+  GInputStream *in = g_buffered_input_stream_new_sized (base, BOX_EDGE_HEAD_START);
+
+  g_filter_input_stream_set_close_base_stream (G_FILTER_INPUT_STREAM (in), FALSE);
+  return G_BUFFERED_INPUT_STREAM (in);
+}
+
+void
+box_edge_buffered_shrink (GBufferedInputStream *in)
+{
+  if (g_buffered_input_stream_get_buffer_size (in) > BOX_EDGE_HEAD_START)
+    g_buffered_input_stream_set_buffer_size (in, BOX_EDGE_HEAD_START);
 }

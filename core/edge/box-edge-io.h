@@ -14,6 +14,13 @@
 G_BEGIN_DECLS
 
 #define BOX_EDGE_PUMP_BUFFER (64 * 1024)
+/* The buffer of each direction of a relay (an upgraded connection):
+ * one TLS record; it mostly idles */
+#define BOX_EDGE_RELAY_BUFFER (16 * 1024)
+/* A buffered stream that reads heads starts with this much and grows
+ * (x4) up to the head's limit only while a head does not fit yet; an idle
+ * connection so holds no 64 KiB buffer. */
+#define BOX_EDGE_HEAD_START  (4 * 1024)
 
 typedef void (*BoxEdgeDoneFunc) (gboolean ok, gpointer user_data);
 /* @head: the bytes up to and including the blank line (with a NUL after
@@ -32,9 +39,17 @@ void box_edge_pump      (GInputStream *in, GOutputStream *out, gint64 length, GC
  * (@counted must live until @func has run). */
 void box_edge_pump_counted (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted,
                             GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data);
-/* Reads up to "\r\n\r\n" within @in's buffer size; what follows stays
- * in @in. */
-void box_edge_read_head (GBufferedInputStream *in, GCancellable *cancel, BoxEdgeHeadFunc func,
-                         gpointer user_data);
+/* box_edge_pump() until the end of @in with a BOX_EDGE_RELAY_BUFFER. */
+void box_edge_relay        (GInputStream *in, GOutputStream *out, GCancellable *cancel,
+                            BoxEdgeDoneFunc func, gpointer user_data);
+/* Reads up to "\r\n\r\n" within @max bytes, growing @in's buffer up to
+ * @max as needed; what follows stays in @in. */
+void box_edge_read_head (GBufferedInputStream *in, gsize max, GCancellable *cancel,
+                         BoxEdgeHeadFunc func, gpointer user_data);
+/* A buffered stream over @base (not closing it) of BOX_EDGE_HEAD_START
+ * bytes. */
+GBufferedInputStream *box_edge_buffered_new (GInputStream *base);
+/* Shrinks @in's buffer back to BOX_EDGE_HEAD_START (or what it holds). */
+void box_edge_buffered_shrink (GBufferedInputStream *in);
 
 G_END_DECLS

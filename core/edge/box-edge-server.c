@@ -25,6 +25,8 @@ struct _BoxEdgeServer {
   GSocketService   *service;
   GCancellable     *shutdown;
   guint             port;
+  guint             open;      /* connections from accept to their end */
+  gint64            refused_logged;
 };
 
 G_DEFINE_FINAL_TYPE (BoxEdgeServer, box_edge_server, G_TYPE_OBJECT)
@@ -44,6 +46,7 @@ typedef struct {
   guint              retry;
   guint8            *peeked;
   char              *server_name;  /* while waiting for ACME */
+  gboolean           served;   /* passed on to box_edge_conn_serve() */
 } Handshake;
 
 static void
@@ -57,6 +60,8 @@ handshake_free (Handshake *h)
     g_source_destroy (h->readable);
     g_source_unref (h->readable);
   }
+  if (!h->served)
+    h->server->open--;
   g_object_unref (h->server);
   g_object_unref (h->connection);
   g_clear_object (&h->tls);
@@ -65,6 +70,15 @@ handshake_free (Handshake *h)
   g_object_unref (h->cancel);
   g_free (h->peer);
   g_free (h);
+}
+
+static void
+conn_ended (gpointer data)
+{
+  BoxEdgeServer *self = data;
+
+  self->open--;
+  g_object_unref (self);
 }
 
 static gboolean
@@ -96,8 +110,9 @@ handshake_done (GObject *source, GAsyncResult *result, gpointer user_data)
              error != NULL ? error->message : "shutting down");
     g_io_stream_close_async (h->tls, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
   } else {
+    h->served = TRUE;
     box_edge_conn_serve (h->server->engine, h->tls, h->peer, config->http_idle_timeout_s,
-                         h->server->shutdown);
+                         h->server->shutdown, conn_ended, g_object_ref (h->server));
   }
   handshake_free (h);
 }
@@ -213,7 +228,13 @@ start_handshake (Handshake *h, const char *server_name)
   g_autoptr(GTlsCertificate) certificate = box_edge_certs_lookup (h->server->certs, server_name);
   g_autoptr(GError) error = NULL;
 
-  h->tls = g_tls_server_connection_new (G_IO_STREAM (h->connection), certificate, &error);
+  /* "database" set to none: without it glib-networking gives each
+   * connection credentials of its own with the system's trust store
+   * parsed anew, ~3.6 MiB a connection; the edge verifies no client
+   * certificates, so it needs no store at all */
+  h->tls = g_initable_new (g_tls_backend_get_server_connection_type (g_tls_backend_get_default ()),
+                           NULL, &error, "base-io-stream", h->connection, "certificate", certificate,
+                           "database", NULL, NULL);
   if (h->tls == NULL) {
     g_warning ("edge: no TLS: %s", error->message);
     g_io_stream_close (G_IO_STREAM (h->connection), NULL, NULL);
@@ -231,8 +252,22 @@ incoming (GSocketService *service, GSocketConnection *connection, GObject *sourc
 {
   BoxEdgeServer *self = user_data;
   g_autoptr(GSocketAddress) remote = NULL;
+  BoxConfig *config = box_engine_get_config (self->engine);
   Handshake *h;
 
+  /* over the cap: closed before a byte is read, so memory stays bounded */
+  if (config->edge_max_connections > 0 && self->open >= config->edge_max_connections) {
+    gint64 now = g_get_monotonic_time ();
+
+    if (now - self->refused_logged >= 60 * G_USEC_PER_SEC) {
+      self->refused_logged = now;
+      g_warning ("edge: %u connections open (edge_max_connections): new ones are closed",
+                 self->open);
+    }
+    g_io_stream_close (G_IO_STREAM (connection), NULL, NULL);
+    return TRUE;
+  }
+  self->open++;
   h = g_new0 (Handshake, 1);
   h->server = g_object_ref (self);
   h->connection = g_object_ref (connection);
@@ -348,6 +383,13 @@ box_edge_server_listen (BoxEdgeServer *self, const char *address, GError **error
   g_signal_connect (self->service, "incoming", G_CALLBACK (incoming), self);
   g_socket_service_start (self->service);
   return TRUE;
+}
+
+guint
+box_edge_server_get_open (BoxEdgeServer *self)
+{
+  g_return_val_if_fail (BOX_IS_EDGE_SERVER (self), 0);
+  return self->open;
 }
 
 guint

@@ -35,6 +35,9 @@ void           box_edge_server_set_acme  (BoxEdgeServer *self, BoxAcme *acme);
 GSocketAddress *box_edge_listen_address  (const char *address, const char *key, GError **error);
 /* Listens on @address (HOST:PORT; port 0 picks one). */
 gboolean       box_edge_server_listen    (BoxEdgeServer *self, const char *address, GError **error);
+/* Connections open now, from accept (the handshake counts) to their end:
+ * past the config's edge_max_connections new ones are closed at once. */
+guint          box_edge_server_get_open  (BoxEdgeServer *self);
 guint          box_edge_server_get_port  (BoxEdgeServer *self);
 /* Stops listening and ends every connection. */
 void           box_edge_server_shutdown  (BoxEdgeServer *self);

@@ -17,6 +17,7 @@
 #define DEFAULT_SANDBOX_DOMAIN "sandbox.localhost"
 #define DEFAULT_HTTP_IDLE_TIMEOUT_S 60
 #define DEFAULT_HTTP_MAX_IDLE 256
+#define DEFAULT_EDGE_MAX_CONNECTIONS 4096
 /* what an event stream keeps queued for one reader (box-http-sse.h) */
 #define DEFAULT_HTTP_STREAM_UNWRITTEN_MAX (1024 * 1024)
 #define MIN_HTTP_STREAM_UNWRITTEN_MAX     4096
@@ -65,6 +66,7 @@ box_config_new (void)
   config->secret_key = TRUE;
   config->http_idle_timeout_s = DEFAULT_HTTP_IDLE_TIMEOUT_S;
   config->http_max_idle = DEFAULT_HTTP_MAX_IDLE;
+  config->edge_max_connections = DEFAULT_EDGE_MAX_CONNECTIONS;
   config->http_stream_unwritten_max = DEFAULT_HTTP_STREAM_UNWRITTEN_MAX;
   config->http_header_timeout_s = DEFAULT_HTTP_HEADER_TIMEOUT_S;
   config->rate_per_s = DEFAULT_RATE_PER_S;
@@ -277,6 +279,8 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
   }
   if (!take_uint (config->keyfile, file, "http_idle_timeout_s", &config->http_idle_timeout_s, error) ||
       !take_uint (config->keyfile, file, "http_max_idle", &config->http_max_idle, error) ||
+      !take_uint (config->keyfile, file, "edge_max_connections", &config->edge_max_connections,
+                  error) ||
       !take_uint (config->keyfile, file, "http_stream_unwritten_max",
                   &config->http_stream_unwritten_max, error) ||
       !take_uint (config->keyfile, file, "http_header_timeout_s", &config->http_header_timeout_s,
@@ -329,6 +333,7 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
   g_autofree char *acme_email = NULL;
   g_autofree char *acme_ca_file = NULL;
   gboolean acme = FALSE;
+  gint edge_max_connections = G_MININT;   /* not given */
   g_autofree char *base_url = NULL;
   g_autofree char *plugin_dir = NULL;
   g_autofree char *storage = NULL;
@@ -355,6 +360,8 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
       N_("Answer sandbox and port URLs over TLS on HOST:PORT (default: off)"), N_("HOST:PORT") },
     { "edge-http-listen", 0, 0, G_OPTION_ARG_STRING, &edge_http_listen,
       N_("Redirect plain HTTP on HOST:PORT to the edge's https (default: off)"), N_("HOST:PORT") },
+    { "edge-max-connections", 0, 0, G_OPTION_ARG_INT, &edge_max_connections,
+      N_("Close new edge connections past N open ones (default: 4096; 0: no bound)"), N_("N") },
     { "edge-cert", 0, 0, G_OPTION_ARG_FILENAME, &edge_cert,
       N_("The edge's certificate chain (PEM; default: issued by boxd's own CA)"), N_("FILE") },
     { "edge-key", 0, 0, G_OPTION_ARG_FILENAME, &edge_key,
@@ -435,6 +442,13 @@ box_config_parse_args (BoxConfig *config, int *argc, char ***argv, GError **erro
 
   if (acme)
     config->acme = TRUE;
+  if (edge_max_connections != G_MININT && edge_max_connections < 0) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
+                         _("--edge-max-connections must not be negative"));
+    return FALSE;
+  }
+  if (edge_max_connections >= 0)
+    config->edge_max_connections = (guint) edge_max_connections;
   if (no_secret_key)
     config->secret_key = FALSE;
   if ((session_bus ? 1 : 0) + (system_bus ? 1 : 0) + (no_dbus ? 1 : 0) > 1) {

@@ -13,6 +13,8 @@
  *   edge_listen=                (HOST:PORT of the edge's TLS listener; off when empty)
  *   edge_cert=                  (the edge's certificate chain and key, PEM; both or
  *   edge_key=                    neither: without, boxd's own CA in <data-dir>/tls/)
+ *   edge_max_connections=4096   (0: no bound; open edge connections, handshakes included;
+ *                                past it a new one is closed at once, before TLS)
  *   edge_http_listen=           (HOST:PORT of the edge's plain-HTTP listener: redirects
  *                                to https, ACME http-01 challenges; off when empty)
  *   acme=false                  (certificates for hosts under own domains from an ACME server,
@@ -111,6 +113,7 @@ typedef struct {
   char        *admin_token_file;  /* set when the token was read from or generated into a file */
   guint        http_idle_timeout_s;
   guint        http_max_idle;
+  guint        edge_max_connections;
   guint        http_stream_unwritten_max;  /* bytes an event stream keeps for one reader */
   guint        http_header_timeout_s;
   guint        rate_per_s;
