@@ -314,10 +314,10 @@ open_ino (const char *name, uint64_t ino, bool *found)
  * now: go on from the file) or 'y' (taken; the pipe was empty). After 'y'
  * it waits until the follower fell behind: 'r' then the inode of the file,
  * the offset to go on from and the cut's line state (8 bytes each, little
- * endian). Returns true when it went on from there (*fd is the file to
- * read next, -1 when there is none); exits when the agent closed the
- * socket (the channel ended). */
-static bool
+ * endian). Returns 1 when it went on from there (*fd is the file to
+ * read next, -1 when there is none), 0 when refused, -1 when no offer was
+ * made; exits when the agent closed the socket (the channel ended). */
+static int
 offer (BaLogsEmit *e, int res, const char *name, int *fdp)
 {
   int fd = *fdp;
@@ -328,7 +328,7 @@ offer (BaLogsEmit *e, int res, const char *name, int *fdp)
   bool found;
 
   if (res < 0 || at < 0 || fstat (fd, &st) < 0)
-    return false;
+    return -1;
   ba_logs_emit_flush (e);
   ba_jw_begin (&b);
   ba_jw_str (&b, "handoff", name);
@@ -344,7 +344,7 @@ offer (BaLogsEmit *e, int res, const char *name, int *fdp)
   if (!read_exact (res, m, 1))
     _exit (0);
   if (m[0] != 'y')
-    return false;
+    return 0;
   if (!read_exact (res, m, sizeof m) || m[0] != 'r')
     _exit (0);
   close (fd);
@@ -353,7 +353,41 @@ offer (BaLogsEmit *e, int res, const char *name, int *fdp)
   if (found)
     lseek (fd, (off_t) get_u64 (m + 9), SEEK_SET);
   *fdp = fd;
-  return true;
+  return 1;
+}
+
+/* A follower that was refused, or handed back within OFFER_KEEP_MS (a
+ * service printing faster than the host takes it), offers again only after
+ * a pause doubling from OFFER_BACKOFF_MIN_MS to OFFER_BACKOFF_MAX_MS: each
+ * offer stops the worker until its pipe drained, and such a follower is
+ * served best by the file path, the worker reading in parallel with the
+ * agent. One that stayed live that long offers again at once. */
+#define OFFER_KEEP_MS 1000
+#define OFFER_BACKOFF_MIN_MS 50
+#define OFFER_BACKOFF_MAX_MS 2000
+
+typedef struct {
+  int64_t next; /* no offer before (monotonic ms) */
+  int64_t backoff;
+} Offers;
+
+/* At the end of the current file: offer() when it is time; true when the
+ * follow goes on from another place (*fdp). */
+static bool
+maybe_offer (Offers *o, BaLogsEmit *e, int res, const char *name, int *fdp)
+{
+  int64_t t0 = ba_now_ms (), t1;
+  int r;
+  if (t0 < o->next || (r = offer (e, res, name, fdp)) < 0)
+    return false;
+  t1 = ba_now_ms ();
+  if (r == 1 && t1 - t0 >= OFFER_KEEP_MS)
+    o->backoff = 0;
+  else
+    o->backoff = o->backoff == 0 ? OFFER_BACKOFF_MIN_MS :
+                 (o->backoff * 2 < OFFER_BACKOFF_MAX_MS ? o->backoff * 2 : OFFER_BACKOFF_MAX_MS);
+  o->next = t1 + o->backoff;
+  return r == 1;
 }
 
 /* Follows the current file: whatever is appended, then, when the name
@@ -365,6 +399,7 @@ static void
 follow (BaLogsEmit *e, int res, const char *name, int fd)
 {
   char path[512];
+  Offers offers = { 0 };
   int ino = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
   if (ino >= 0 && inotify_add_watch (ino, ba_services_log_dir,
                                      IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM |
@@ -398,7 +433,7 @@ follow (BaLogsEmit *e, int res, const char *name, int fd)
       }
       if (now.st_size > at)
         continue;
-      if (now.st_size == at && offer (e, res, name, &fd))
+      if (now.st_size == at && maybe_offer (&offers, e, res, name, &fd))
         continue;
     }
     if (ino >= 0) {
