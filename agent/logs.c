@@ -24,45 +24,32 @@
 /* follow: how long to wait for a change before looking anyway */
 #define FOLLOW_POLL_MS 500
 
-/* What emit() writes is gathered here and written when full and at the end
- * of every chunk read (copy_to_end), so a pipe write carries many lines
- * instead of two writes per line; the worker still blocks in write() when
- * the host does not drain, and holds at most one buffer. */
-#define EMIT_BYTES (64u << 10)
-
-typedef struct {
-  int out;
-  uint64_t line; /* bytes of the current line passed on so far */
-  size_t len;    /* bytes in buf */
-  uint8_t buf[EMIT_BYTES];
-} Emit;
-
-static void
-emit_flush (Emit *e)
+void
+ba_logs_emit_flush (BaLogsEmit *e)
 {
   if (e->len > 0)
-    ba_fs_write_all (e->out, e->buf, e->len);
+    e->sink (e->ctx, e->buf, e->len);
   e->len = 0;
 }
 
 static void
-emit_put (Emit *e, const uint8_t *p, size_t n)
+emit_put (BaLogsEmit *e, const uint8_t *p, size_t n)
 {
   while (n > 0) {
-    size_t k = n < EMIT_BYTES - e->len ? n : EMIT_BYTES - e->len;
+    size_t k = n < BA_LOGS_EMIT_BYTES - e->len ? n : BA_LOGS_EMIT_BYTES - e->len;
     memcpy (e->buf + e->len, p, k);
     e->len += k;
     p += k;
     n -= k;
-    if (e->len == EMIT_BYTES)
-      emit_flush (e);
+    if (e->len == BA_LOGS_EMIT_BYTES)
+      ba_logs_emit_flush (e);
   }
 }
 
 /* Passes @n bytes on, cutting every line at BA_LOGS_LINE_MAX bytes (its
  * end, the newline, is kept). */
 static void
-emit (Emit *e, const uint8_t *p, size_t n)
+emit (BaLogsEmit *e, const uint8_t *p, size_t n)
 {
   while (n > 0) {
     const uint8_t *nl = memchr (p, '\n', n);
@@ -89,8 +76,8 @@ emit (Emit *e, const uint8_t *p, size_t n)
 #define DIRECT_MIN (4u << 10)
 
 /* Passes @n bytes read from a log on, as emit() does. */
-static void
-emit_chunk (Emit *e, const uint8_t *p, size_t n)
+void
+ba_logs_emit_chunk (BaLogsEmit *e, const uint8_t *p, size_t n)
 {
   while (n > 0) {
     size_t ok = 0; /* bytes from p the cut leaves as they are */
@@ -115,8 +102,8 @@ emit_chunk (Emit *e, const uint8_t *p, size_t n)
       }
     }
     if (ok >= DIRECT_MIN) {
-      emit_flush (e);
-      ba_fs_write_all (e->out, p, ok);
+      ba_logs_emit_flush (e);
+      e->sink (e->ctx, p, ok);
       e->line = line;
     } else if (ok > 0) {
       emit (e, p, ok);
@@ -133,7 +120,7 @@ emit_chunk (Emit *e, const uint8_t *p, size_t n)
 
 /* Copies @fd from where it is to its end; false on a read error. */
 static bool
-copy_to_end (Emit *e, int fd)
+copy_to_end (BaLogsEmit *e, int fd)
 {
   static uint8_t buf[READ_BYTES];
   for (;;) {
@@ -142,8 +129,8 @@ copy_to_end (Emit *e, int fd)
       continue;
     if (r <= 0)
       return r == 0;
-    emit_chunk (e, buf, (size_t) r);
-    emit_flush (e);
+    ba_logs_emit_chunk (e, buf, (size_t) r);
+    ba_logs_emit_flush (e);
   }
 }
 
@@ -248,7 +235,7 @@ ba_logs_tail_start (const int fds[], int nfds, uint64_t lines, int *file, uint64
  * old files are. A follower more than three rotations behind loses the
  * files rotated out meanwhile. */
 static int
-next_file (Emit *e, const char *name, const struct stat *old)
+next_file (BaLogsEmit *e, const char *name, const struct stat *old)
 {
   int fds[LOG_FILES];
   struct stat st;
@@ -272,14 +259,147 @@ next_file (Emit *e, const char *name, const struct stat *old)
   return fds[LOG_FILES - 1];
 }
 
+static bool
+read_exact (int fd, uint8_t *p, size_t n)
+{
+  while (n > 0) {
+    ssize_t r = read (fd, p, n);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r <= 0)
+      return false;
+    p += r;
+    n -= (size_t) r;
+  }
+  return true;
+}
+
+static uint64_t
+get_u64 (const uint8_t *p)
+{
+  return (uint64_t) ba_get_u32 (p) | (uint64_t) ba_get_u32 (p + 4) << 32;
+}
+
+/* The log file whose inode is @ino (the current one or a rotated one),
+ * else the oldest there is (@ino was rotated out: what it held after the
+ * offset is lost, as for any follower three rotations behind); -1 when
+ * there is none. */
+static int
+open_ino (const char *name, uint64_t ino, bool *found)
+{
+  int fds[LOG_FILES], fd = -1;
+  struct stat st;
+  open_set (name, fds);
+  *found = false;
+  for (int i = 0; i < LOG_FILES; i++)
+    if (!*found && fds[i] >= 0 && fstat (fds[i], &st) == 0 && (uint64_t) st.st_ino == ino) {
+      fd = fds[i];
+      fds[i] = -1;
+      *found = true;
+    }
+  for (int i = 0; i < LOG_FILES; i++)
+    if (fd < 0 && fds[i] >= 0) {
+      fd = fds[i];
+      fds[i] = -1;
+    }
+  for (int i = 0; i < LOG_FILES; i++)
+    if (fds[i] >= 0)
+      close (fds[i]);
+  return fd;
+}
+
+/* The hand-off (logs-live.c): at the end of the current file @fd, the
+ * worker offers the agent to pass what the service writes next straight to
+ * the channel, and waits for its answer on the result socket: 'n' (not
+ * now: go on from the file) or 'y' (taken; the pipe was empty). After 'y'
+ * it waits until the follower fell behind: 'r' then the inode of the file,
+ * the offset to go on from and the cut's line state (8 bytes each, little
+ * endian). Returns 1 when it went on from there (*fd is the file to
+ * read next, -1 when there is none), 0 when refused, -1 when no offer was
+ * made; exits when the agent closed the socket (the channel ended). */
+static int
+offer (BaLogsEmit *e, int res, const char *name, int *fdp)
+{
+  int fd = *fdp;
+  struct stat st;
+  off_t at = lseek (fd, 0, SEEK_CUR);
+  BaBuf b = { 0 };
+  uint8_t m[25];
+  bool found;
+
+  if (res < 0 || at < 0 || fstat (fd, &st) < 0)
+    return -1;
+  ba_logs_emit_flush (e);
+  ba_jw_begin (&b);
+  ba_jw_str (&b, "handoff", name);
+  ba_jw_int (&b, "ino", (int64_t) st.st_ino);
+  ba_jw_int (&b, "off", (int64_t) at);
+  ba_jw_int (&b, "line", (int64_t) e->line);
+  ba_jw_end (&b);
+  ba_buf_append (&b, "\n", 1);
+  if (b.oom)
+    _exit (4);
+  ba_fs_write_all (res, b.data, b.len);
+  ba_buf_clear (&b);
+  if (!read_exact (res, m, 1))
+    _exit (0);
+  if (m[0] != 'y')
+    return 0;
+  if (!read_exact (res, m, sizeof m) || m[0] != 'r')
+    _exit (0);
+  close (fd);
+  fd = open_ino (name, get_u64 (m + 1), &found);
+  e->line = found ? get_u64 (m + 17) : 0;
+  if (found)
+    lseek (fd, (off_t) get_u64 (m + 9), SEEK_SET);
+  *fdp = fd;
+  return 1;
+}
+
+/* A follower that was refused, or handed back within OFFER_KEEP_MS (a
+ * service printing faster than the host takes it), offers again only after
+ * a pause doubling from OFFER_BACKOFF_MIN_MS to OFFER_BACKOFF_MAX_MS: each
+ * offer stops the worker until its pipe drained, and such a follower is
+ * served best by the file path, the worker reading in parallel with the
+ * agent. One that stayed live that long offers again at once. */
+#define OFFER_KEEP_MS 1000
+#define OFFER_BACKOFF_MIN_MS 50
+#define OFFER_BACKOFF_MAX_MS 2000
+
+typedef struct {
+  int64_t next; /* no offer before (monotonic ms) */
+  int64_t backoff;
+} Offers;
+
+/* At the end of the current file: offer() when it is time; true when the
+ * follow goes on from another place (*fdp). */
+static bool
+maybe_offer (Offers *o, BaLogsEmit *e, int res, const char *name, int *fdp)
+{
+  int64_t t0 = ba_now_ms (), t1;
+  int r;
+  if (t0 < o->next || (r = offer (e, res, name, fdp)) < 0)
+    return false;
+  t1 = ba_now_ms ();
+  if (r == 1 && t1 - t0 >= OFFER_KEEP_MS)
+    o->backoff = 0;
+  else
+    o->backoff = o->backoff == 0 ? OFFER_BACKOFF_MIN_MS :
+                 (o->backoff * 2 < OFFER_BACKOFF_MAX_MS ? o->backoff * 2 : OFFER_BACKOFF_MAX_MS);
+  o->next = t1 + o->backoff;
+  return r == 1;
+}
+
 /* Follows the current file: whatever is appended, then, when the name
  * names a new file (rotation) or the file shrank (truncation), the rest of
- * the old one and the new one from its start. Never returns: the host
- * ends it by closing the channel (the agent kills the worker). */
+ * the old one and the new one from its start; caught up, it offers the
+ * agent to take over (offer()). Never returns: the host ends it by closing
+ * the channel (the agent kills the worker). */
 static void
-follow (Emit *e, const char *name, int fd)
+follow (BaLogsEmit *e, int res, const char *name, int fd)
 {
   char path[512];
+  Offers offers = { 0 };
   int ino = inotify_init1 (IN_CLOEXEC | IN_NONBLOCK);
   if (ino >= 0 && inotify_add_watch (ino, ba_services_log_dir,
                                      IN_MODIFY | IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM |
@@ -313,6 +433,8 @@ follow (Emit *e, const char *name, int fd)
       }
       if (now.st_size > at)
         continue;
+      if (now.st_size == at && maybe_offer (&offers, e, res, name, &fd))
+        continue;
     }
     if (ino >= 0) {
       static char evbuf[4096];
@@ -326,6 +448,12 @@ follow (Emit *e, const char *name, int fd)
   }
 }
 
+static void
+write_out (void *ctx, const uint8_t *p, size_t n)
+{
+  ba_fs_write_all (((BaWorkCtx *) ctx)->out, p, n);
+}
+
 /* The worker: {"name", "tail"?, "follow"?}. */
 static void
 logs_worker (BaWorkCtx *w, const BaJson *req)
@@ -334,7 +462,7 @@ logs_worker (BaWorkCtx *w, const BaJson *req)
   bool follows = ba_json_get_bool (req, "follow", false);
   int64_t tail = BA_LOGS_TAIL_DEFAULT;
   int fds[LOG_FILES];
-  static Emit e;
+  static BaLogsEmit e;
   uint64_t offset;
   int file;
 
@@ -343,7 +471,8 @@ logs_worker (BaWorkCtx *w, const BaJson *req)
     ba_work_error (w, "invalid", "tail must be an integer from 0 to %d", BA_LOGS_TAIL_MAX);
     return;
   }
-  e.out = w->out;
+  e.sink = write_out;
+  e.ctx = w;
   open_set (name, fds);
   ba_logs_tail_start (fds, LOG_FILES, (uint64_t) tail, &file, &offset);
   ba_work_reply_ok (w);
@@ -363,7 +492,7 @@ logs_worker (BaWorkCtx *w, const BaJson *req)
       close (fds[LOG_FILES - 1]);
     return;
   }
-  follow (&e, name, fds[LOG_FILES - 1]);
+  follow (&e, w->res, name, fds[LOG_FILES - 1]);
 }
 
 void

@@ -42,6 +42,7 @@
 #include "services.h"
 #include "session.h"
 #include "work.h"
+#include "logs.h"
 
 static struct {
   int fd;              /* the port, -1 while closed */
@@ -707,6 +708,7 @@ serve (void)
     ba_chan_poll_prepare ();
     ba_session_poll_prepare ();
     ba_work_poll_prepare ();
+    ba_logs_poll_prepare ();
     ba_net_poll_prepare ();
     ba_services_poll_prepare ();
 

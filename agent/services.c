@@ -75,6 +75,7 @@ typedef struct {
   int out_fd;           /* the output pipe, -1 */
   int log_fd;           /* -1 */
   uint64_t log_size;
+  uint64_t log_ino;     /* of the file log_fd writes */
   int64_t pending[MAX_PENDING];
   int npending;
 } Svc;
@@ -326,13 +327,30 @@ log_open (Svc *s)
   make_dirs (ba_services_log_dir);
   ba_service_log_path (path, sizeof path, s->name, 0);
   s->log_fd = open (path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
-  s->log_size = s->log_fd >= 0 && fstat (s->log_fd, &st) == 0 ? (uint64_t) st.st_size : 0;
+  s->log_size = s->log_ino = 0;
+  if (s->log_fd >= 0 && fstat (s->log_fd, &st) == 0) {
+    s->log_size = (uint64_t) st.st_size;
+    s->log_ino = (uint64_t) st.st_ino;
+  }
+}
+
+bool
+ba_service_log_pos (const char *name, uint64_t *ino, uint64_t *size)
+{
+  for (int i = 0; i < BA_SERVICES_MAX; i++)
+    if (svcs[i].used && svcs[i].log_fd >= 0 && strcmp (svcs[i].name, name) == 0) {
+      *ino = svcs[i].log_ino;
+      *size = svcs[i].log_size;
+      return true;
+    }
+  return false;
 }
 
 static void
 log_rotate (Svc *s)
 {
   char a[512], b[512];
+  uint64_t ino = s->log_ino, end = s->log_size;
   if (s->log_fd >= 0)
     close (s->log_fd);
   s->log_fd = -1;
@@ -342,6 +360,7 @@ log_rotate (Svc *s)
   ba_service_log_path (b, sizeof b, s->name, 0);
   rename (b, a);
   log_open (s);
+  ba_logs_rotated (s->name, ino, end, s->log_fd >= 0 ? s->log_ino : 0);
 }
 
 /* Append to the log, rotating so that no file passes the limit (a chunk
@@ -362,6 +381,7 @@ log_write (Svc *s, const char *data, size_t n)
     w = write (s->log_fd, data, k);
     if (w <= 0)
       return; /* a full disk: the output is lost, the service runs on */
+    ba_logs_written (s->name, s->log_ino, s->log_size, data, (size_t) w);
     s->log_size += (uint64_t) w;
     data += w;
     n -= (size_t) w;

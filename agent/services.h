@@ -35,6 +35,9 @@ bool ba_service_name_ok (const char *name);
 
 /* LOGDIR/<name>.log (gen 0) or LOGDIR/<name>.log.<gen> */
 void ba_service_log_path (char *out, size_t n, const char *name, int gen);
+/* The current log file of service @name (its inode) and its size, while
+ * the agent has it open; false otherwise. */
+bool ba_service_log_pos (const char *name, uint64_t *ino, uint64_t *size);
 
 /* Read the definitions (once); services start at the first ba_services_go
  * (PID 1: the first set-env after boot, so they get the sandbox's env).

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "logs.h"
 
 #define MAX_LINE (BA_MAX_PAYLOAD + 4096)
 
@@ -394,6 +395,13 @@ ba_work_input_done (BaWorker *w, int err)
 }
 
 void
+ba_work_tell (BaWorker *w, const void *p, size_t n)
+{
+  /* a few bytes on a socket the worker reads before it writes more: they fit */
+  (void) !send (w->res, p, n, MSG_NOSIGNAL);
+}
+
+void
 ba_work_abort (BaWorker *w)
 {
   /* A worker reading host input sees its end (no commit byte) once the
@@ -455,6 +463,13 @@ handle_line (BaWorker *w, uint8_t *line, size_t n)
   }
   if (n >= 17 && memcmp (line, "{\"event\":\"error\"", 16) == 0)
     w->failed = true;
+  if (n >= 12 && memcmp (line, "{\"handoff\":", 11) == 0) {
+    if (w->chan != NULL && w->has_out)
+      ba_logs_offer (w->chan, line, n);
+    else
+      ba_work_tell (w, "n", 1);
+    return;
+  }
   if (w->chan == NULL || n > BA_MAX_PAYLOAD)
     return;
   if (w->has_out) {

@@ -69,6 +69,9 @@ void ba_work_end_chan (BaWorker *w);
 /* The host's input was all written and the pipe closed: commit (err 0), or
  * writing it into the worker's file failed with errno err. */
 void ba_work_input_done (BaWorker *w, int err);
+/* A few bytes to the worker on its result socket (the hand-off of
+ * logs-live.c). */
+void ba_work_tell (BaWorker *w, const void *p, size_t n);
 /* The host abandoned it: kill the child (no reply, no events). */
 void ba_work_abort (BaWorker *w);
 void ba_work_forget_chan (BaWorker *w);

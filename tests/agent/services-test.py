@@ -47,6 +47,54 @@ class ServiceCase(at.AgentCase):
     def get(self, name):
         return self.a.request("service-get", name=name)["service"]
 
+    def tearDown(self):
+        try:
+            for s in self.a.request("service-list", timeout=5)["services"]:
+                self.a.request("service-delete", name=s["name"], timeout=10)
+        except Exception:
+            pass
+        super().tearDown()
+
+    def follow_triggered(self, name, body):
+        """Service @name prints "first", then runs the shell @body each time
+        the test touches the returned trigger file; a follow (tail 5) of it
+        that got "first": (trigger, chan, what it got)."""
+        trig = os.path.join(self.tmp, "go")
+        self.put(name, cmd=["sh", "-c", "echo first; while :; do if [ -e %s ]; then rm %s; %s; fi; "
+                            "sleep 0.05; done" % (trig, trig, body)])
+        self.wait_for(lambda: self.slurp_log(name) == b"first\n", what="the first line")
+        chan, r = self.a.open("service-logs", name=name, tail=5, follow=True)
+        res = self.a.collect(chan, timeout=10, until=lambda x: x["data"][1] == b"first\n")
+        return trig, chan, res
+
+    def follow_worker(self):
+        """The pid of the agent's one forked child that is the agent itself
+        (the follow worker; services exec other programs)."""
+        exe = os.path.realpath(at.AGENT)
+        with open("/proc/%d/task/%d/children" % (self.proc.pid, self.proc.pid)) as f:
+            for pid in map(int, f.read().split()):
+                try:
+                    if os.path.realpath("/proc/%d/exe" % pid) == exe:
+                        return pid
+                except OSError:
+                    pass
+        return None
+
+    def worker_live(self, pid):
+        """The worker handed the follow to the agent: it waits in read() on
+        its result socket (fd 3) for the agent to hand it back."""
+        nr = 63 if os.uname().machine == "aarch64" else 0
+        try:
+            with open("/proc/%d/syscall" % pid) as f:
+                w = f.read().split()
+        except OSError:
+            return False
+        return len(w) > 1 and w[0] == str(nr) and int(w[1], 16) == 3
+
+    def worker_read_bytes(self, pid):
+        with open("/proc/%d/io" % pid) as f:
+            return int(next(x for x in f if x.startswith("rchar:")).split()[1])
+
 
 def make_setup(base):
     # AgentCase.setUp spawns the agent with self.extra_args; the directory
@@ -63,7 +111,8 @@ def make_setup(base):
         os.mkdir(self.svc_dir)
         self.prepare(self.svc_dir)
         self.extra_args = ["--services-dir", self.svc_dir, "--service-logs-dir", self.log_dir,
-                           "--service-log-bytes", "65536", "--service-grace-ms", "1000"]
+                           "--service-log-bytes", str(getattr(self, "log_bytes", 65536)),
+                           "--service-grace-ms", "1000"]
         orig(self)
     return setUp
 
@@ -78,14 +127,6 @@ class Services(ServiceCase):
             f.write("{}")
         with open(os.path.join(d, "broken.json"), "w") as f:
             f.write("{\"cmd\": 3}")
-
-    def tearDown(self):
-        try:
-            for s in self.a.request("service-list", timeout=5)["services"]:
-                self.a.request("service-delete", name=s["name"], timeout=10)
-        except Exception:
-            pass
-        super().tearDown()
 
     def test_boot_start_and_list(self):
         s = self.wait_for(lambda: self.get("early")["state"] == "running" and self.get("early"),
@@ -320,13 +361,8 @@ class Services(ServiceCase):
         self.assert_tail_and_follow("mixed", want)
 
     def test_logs_follow_across_rotations(self):
-        trig = os.path.join(self.tmp, "go")
-        self.put("burst", cmd=["sh", "-c", "echo first; while :; do if [ -e %s ]; then rm %s; i=0; "
-                               "while [ $i -lt 2000 ]; do printf '%%099d\\n' $i; i=$((i+1)); done; fi; "
-                               "sleep 0.05; done" % (trig, trig)])
-        self.wait_for(lambda: self.slurp_log("burst") == b"first\n", what="the first line")
-        chan, r = self.a.open("service-logs", name="burst", tail=5, follow=True)
-        res = self.a.collect(chan, timeout=10, until=lambda x: x["data"][1] == b"first\n")
+        trig, chan, res = self.follow_triggered(
+            "burst", "i=0; while [ $i -lt 2000 ]; do printf '%099d\\n' $i; i=$((i+1)); done")
         open(trig, "w").close()
         want = b"first\n" + b"".join(b"%099d\n" % i for i in range(2000))
         res2 = self.a.collect(chan, timeout=30, until=lambda x: len(x["data"][1]) >= len(want) - 6)
@@ -334,6 +370,33 @@ class Services(ServiceCase):
         self.assertEqual(res["data"][1] + res2["data"][1], want)  # 200 KB: three rotations
         self.assertTrue(os.path.exists(os.path.join(self.log_dir, "burst.log.2")))
         # the host ends it
+        self.a.send(ba.CLOSE, 0, chan)
+        self.assertTrue(self.a.collect(chan, timeout=10)["closed"])
+
+    # ---- live followers (agent/logs-live.c) ----
+
+    def test_logs_live_follow_through_rotations(self):
+        # a caught-up follower gets the bytes from the agent as it writes
+        # them: the worker reads no file meanwhile, and nothing is lost or
+        # doubled at the switch nor through four rotations (64 KiB files)
+        trig, chan, res = self.follow_triggered(
+            "live", "i=0; while [ $i -lt 3000 ]; do printf '%099d\\n' $i; i=$((i+1)); done")
+        pid = self.follow_worker()
+        self.assertIsNotNone(pid)
+        self.wait_for(lambda: self.worker_live(pid), what="the worker to hand the follow over")
+        before = self.worker_read_bytes(pid)
+        open(trig, "w").close()
+        want = b"first\n" + b"".join(b"%099d\n" % i for i in range(3000))
+        res2 = self.a.collect(chan, timeout=30, until=lambda x: len(x["data"][1]) >= len(want) - 6)
+        self.assertEqual(res["data"][1] + res2["data"][1], want)
+        self.assertTrue(os.path.exists(os.path.join(self.log_dir, "live.log.2")))
+        # the follower kept up: the bytes came from the agent, not the file
+        self.assertLess(self.worker_read_bytes(pid) - before, 300000 // 2)
+        self.wait_for(lambda: self.worker_live(pid), what="the worker to stay handed over")
+        # more after a pause, still live, still whole
+        open(trig, "w").close()
+        res3 = self.a.collect(chan, timeout=30, until=lambda x: len(x["data"][1]) >= len(want) - 6)
+        self.assertEqual(res3["data"][1], want[6:])
         self.a.send(ba.CLOSE, 0, chan)
         self.assertTrue(self.a.collect(chan, timeout=10)["closed"])
 
@@ -367,6 +430,54 @@ class Services(ServiceCase):
         self.a.send(ba.CLOSE, 0, chan)
         self.a.request("service-stop", name="fast", timeout=20)
 
+
+class LiveFollowFallback(ServiceCase):
+    """A live follower the host stops draining goes back to the file and
+    comes back live once caught up (1 MiB log files: a stall of a window's
+    worth stays within the kept files)."""
+    log_bytes = 1 << 20
+    setUp = make_setup(None)
+
+    def prepare(self, d):
+        pass
+
+    def test_logs_slow_follower_falls_back_to_the_file(self):
+        n = 200000  # 1.3 MB of numbered lines, more than the window
+        trig, chan, res = self.follow_triggered("seq", "seq 1 %d" % n)
+        got = res["data"][1]
+        pid = self.follow_worker()
+        self.wait_for(lambda: self.worker_live(pid), what="the worker to hand the follow over")
+        r0 = self.worker_read_bytes(pid)
+        open(trig, "w").close()
+        # no credit: the window runs out, and the follower goes back to its
+        # worker, which reads the rest from the file into its pipe (and then
+        # waits for the pipe to drain), not into a buffer of the agent
+        stalled = self.a.collect(chan, timeout=20, credit=False,
+                                 until=lambda x: len(x["data"][1]) >= ba.WINDOW)["data"][1]
+        self.assertEqual(len(stalled), ba.WINDOW)
+        self.wait_for(lambda: self.slurp_log("seq").endswith(b"%d\n" % n), timeout=30, what="the output")
+        self.a.request("ping", timeout=5)  # the agent goes on meanwhile
+        got += stalled
+        # credit back: the rest comes from the file
+        self.a.send(ba.CREDIT, 0, chan, struct.pack("<I", len(stalled)))
+        want = b"first\n" + b"".join(b"%d\n" % i for i in range(1, n + 1))
+        got += self.a.collect(chan, timeout=30,
+                              until=lambda x: len(got) + len(x["data"][1]) >= len(want))["data"][1]
+        self.assertEqual(len(got), len(want))
+        self.assertTrue(got == want, "lost or doubled bytes at the switches")
+        # it fell back: the worker read (from the file) at least the write
+        # that found no room (seq writes 4 KiB at a time); what was written
+        # after its next offer the agent may have read itself (the gap)
+        r1 = self.worker_read_bytes(pid)
+        self.assertGreaterEqual(r1 - r0, 1000)
+        # caught up again: live again (the next burst is not read from the file)
+        self.wait_for(lambda: self.worker_live(pid), what="the worker to hand over again")
+        open(trig, "w").close()
+        more = self.a.collect(chan, timeout=30, until=lambda x: len(x["data"][1]) >= len(want) - 6)["data"][1]
+        self.assertTrue(more == want[6:], "lost or doubled bytes")
+        self.assertLess(self.worker_read_bytes(pid) - r1, (len(want) - 6) // 2)
+        self.a.send(ba.CLOSE, 0, chan)
+        self.assertTrue(self.a.collect(chan, timeout=10)["closed"])
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
