@@ -78,16 +78,21 @@ def free_bytes():
 
 def fill(left=FREE_LEFT):
     """The tmpfs full but @left: one fallocate (quick, where writing a
-    gigabyte would race the checkpoint once its delay is over)."""
-    fd = os.open(FILLER, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        # from the filler's end, so that a second fill takes what was freed
-        os.posix_fallocate(fd, os.fstat(fd).st_size, max(free_bytes() - left, 1))
-    except OSError as e:
-        if e.errno != errno.ENOSPC:   # (the checkpoint wrote meanwhile: full anyway)
-            raise
-    finally:
-        os.close(fd)
+    gigabyte would race the checkpoint once its delay is over).  A
+    fallocate that meets ENOSPC (a guest or QEMU wrote meanwhile) is undone
+    whole by tmpfs, so it is asked again with the new free space."""
+    for _ in range(50):
+        fd = os.open(FILLER, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            # from the filler's end, so that a second fill takes what was freed
+            os.posix_fallocate(fd, os.fstat(fd).st_size, max(free_bytes() - left, 1))
+        except OSError as e:
+            if e.errno != errno.ENOSPC:
+                raise
+        finally:
+            os.close(fd)
+        if free_bytes() <= left + (1 << 20):
+            return
 
 
 def unfill():
