@@ -127,7 +127,7 @@ ref_name (const char *name)
   const char *last;
 
   if (syntax == NULL)
-    syntax = g_regex_new ("^(?:[a-z0-9_-]{1,63}\\.)*[a-z0-9_-]{1,63}$", G_REGEX_RAW, 0, NULL);
+    syntax = g_regex_new ("^(?:[a-z0-9_-]{1,63}\\.)*[a-z0-9_-]{1,63}$", G_REGEX_RAW | G_REGEX_DOLLAR_ENDONLY, 0, NULL);
   if (len > 0 && lower[len - 1] == '.')
     lower[--len] = '\0';
   if (len > 253 || !g_regex_match (syntax, lower, 0, NULL))

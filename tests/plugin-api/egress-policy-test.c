@@ -30,8 +30,8 @@ rule_parse (const char *word)
   g_assert_true (word[0] == '+' || word[0] == '-');
   rule->allow = word[0] == '+';
   parts = g_strsplit (word + 1, ":", 2);
-  rule->domain = g_strdup (parts[0]);
-  if (parts[1] != NULL) {
+  rule->domain = g_strdup (parts[0] != NULL ? parts[0] : "");
+  if (parts[0] != NULL && parts[1] != NULL) {
     g_auto(GStrv) ports = g_strsplit (parts[1], ",", -1);
     guint i;
 
