@@ -163,6 +163,7 @@ main (int argc, char **argv)
       box_engine_stop (engine);
       return 1;
     }
+    box_engine_set_edge_port (engine, box_edge_server_get_port (edge));
   }
 
   if (cfg->dbus != BOX_DBUS_NONE) {
