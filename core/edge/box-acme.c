@@ -18,7 +18,6 @@
 #define HOUR_US          (G_USEC_PER_SEC * (gint64) 3600)
 #define BACKOFF_FIRST_S  60
 #define BACKOFF_MAX_S    (24 * 3600)
-#define HOST_MAX         253
 /* how long shutdown waits for the orders under way to end */
 #define SHUTDOWN_US      (5 * G_USEC_PER_SEC)
 /* refused orders are logged at most once in this long */
@@ -177,21 +176,6 @@ box_acme_store (BoxAcme *self, const char *host, const char *chain, const char *
 
 /* ---- which hosts ----------------------------------------------------------- */
 
-static gboolean
-is_host_name (const char *name)
-{
-  gsize len = strnlen (name, HOST_MAX + 1);
-
-  if (len == 0 || len > HOST_MAX || name[0] == '.' || name[0] == '-' || name[len - 1] == '.' ||
-      strstr (name, "..") != NULL)
-    return FALSE;
-  for (gsize i = 0; i < len; i++)
-    if (!g_ascii_islower (name[i]) && !g_ascii_isdigit (name[i]) && name[i] != '-' &&
-        name[i] != '.')
-      return FALSE;
-  return TRUE;
-}
-
 static char *
 project_for_host (gpointer engine, const char *host, char **prefix)
 {
@@ -226,7 +210,10 @@ box_acme_wants (BoxAcme *self, const char *server_name)
   /* the sandbox domain's names have the default certificate */
   if (g_str_has_suffix (host, self->sandbox_suffix))
     return FALSE;
-  return is_host_name (host) && !g_hash_table_contains (self->held, host) &&
+  /* under_own_domain() checks the name's shape: every label before the
+   * own domain goes through box_edge_resolve_host()'s label rules, and the
+   * domain is a stored one */
+  return !g_hash_table_contains (self->held, host) &&
          !box_edge_certs_covers (self->certs, host) && under_own_domain (self, host);
 }
 
