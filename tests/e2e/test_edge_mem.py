@@ -240,7 +240,8 @@ def test_edge_mem(t):
     d.stop()
 
 
-SLOW_S = 3   # http_idle_timeout_s of the slow-body test
+SLOW_S = 4   # http_idle_timeout_s of the slow-body test
+SLOW_GAP = 1.0   # the steady body's pause between parts (well under SLOW_S, under load too)
 
 
 def slow_post(e, host, key, parts, gap):
@@ -276,10 +277,10 @@ def test_slow_body(t):
     t.ok(got == b'' and SLOW_S - 0.5 <= took <= SLOW_S + 5,
          'a body that stops for http_idle_timeout_s (%d s): the connection is cut, unanswered '
          '(after %.1f s)' % (SLOW_S, took), got[:100])
-    got, took = slow_post(e, host, key, [20] * 5, SLOW_S - 1.5)
+    got, took = slow_post(e, host, key, [10] * 10, SLOW_GAP)
     t.ok(got.startswith(b'HTTP/1.1 200'),
          'a body that comes a part every %.1f s (%.1f s in all, longer than the timeout): '
-         'answered' % (SLOW_S - 1.5, 4 * (SLOW_S - 1.5)), got[:100])
+         'answered' % (SLOW_GAP, 9 * SLOW_GAP), got[:100])
     t.ok(d.alive(), 'boxd lives')
     srv.shutdown()
     d.stop()
