@@ -9,7 +9,8 @@
  * service whose http_port it is, then 502 port_closed.  The request goes
  * to the sandbox with Connection: close and the forwarded headers, the
  * bodies are copied both ways a buffer at a time (so each side waits for
- * the other: back-pressure), a 101 turns the connection into a two-way
+ * the other: back-pressure; a request body that brings no bytes for the
+ * idle timeout cuts the connection), a 101 turns the connection into a two-way
  * byte relay (WebSockets) until either side ends.  The client's
  * connection is kept alive after a response whose end is known. */
 #pragma once
