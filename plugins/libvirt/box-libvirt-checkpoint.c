@@ -31,12 +31,13 @@
  * a held lock is another's checkpoint under way).  Restores write
  * disk.qcow2.tmp, layer-N.qcow2.tmp and cold.mig.tmp and rename them.
  *
- *   memory, running   the guest forgets its env; under KVM QEMU copies its
- *                     RAM while it runs (pre-copy: its dirty tracking
- *                     sends again what the guest writes) and stops the
- *                     vCPUs for the last pass; under TCG the vCPUs stop
- *                     for the whole copy (stop-copy: QEMU < 9.0 loses
- *                     writes during a TCG pre-copy, see
+ *   memory, running   the guest forgets its env; QEMU copies its RAM
+ *                     while it runs (pre-copy: its dirty tracking sends
+ *                     again what the guest writes) and stops the vCPUs
+ *                     for the last pass; under TCG only for a RAM block
+ *                     that is no multiple of 256 KiB, otherwise the vCPUs
+ *                     stop for the whole copy (stop-copy: QEMU < 9.0 loses
+ *                     writes during such a TCG pre-copy, see
  *                     box_libvirt_live_ram_copy()); the disk is copied,
  *                     the vCPUs run again; clock and env are pushed back
  *   memory, hot pause state and disk saved; the VM becomes cold on that
@@ -436,20 +437,18 @@ resume_domain (virDomainPtr dom, GError **error)
 }
 
 /* Whether a memory checkpoint of a running guest may copy its RAM while it
- * runs (pre-copy).  Only under KVM, whose dirty log is the kernel's.  Under
- * TCG, QEMU before 9.0 loses writes during a pre-copy: the aligned fast
- * path of cpu_physical_memory_sync_dirty_bitmap() clears the migration
- * dirty bits without resetting the vCPUs' TLB entries (QEMU commit
- * 03bfc2188f, "physmem: Fix migration dirty bitmap coherency with TCG
- * memory access", 9.0), so a vCPU keeps writing a page through a TLB entry
- * that no longer marks it dirty, and the file keeps the page as it was
- * (per-CPU kernel data written by the timer interrupt: the restored guest
- * oopses within a second).  Its author saw other lost updates under TCG
- * after that fix, so TCG gets the stop-copy whatever QEMU's version. */
+ * runs (pre-copy, QEMU's dirty tracking sending again what the guest
+ * writes meanwhile).  Under KVM, whose dirty log is the kernel's, always.
+ * Under TCG only when the RAM block takes QEMU's page-by-page dirty sync,
+ * which resets the vCPUs' TLB entries: QEMU before 9.0 loses writes on its
+ * other path (box-libvirt-ram.c).  Otherwise the vCPUs stop for the whole
+ * copy (stop-copy). */
 gboolean
-box_libvirt_live_ram_copy (BoxLibvirtPlugin *self)
+box_libvirt_live_ram_copy (BoxLibvirtPlugin *self, virDomainPtr dom)
 {
-  return g_strcmp0 (self->accel, "kvm") == 0;
+  if (g_strcmp0 (self->accel, "kvm") == 0)
+    return TRUE;
+  return box_libvirt_live_ram_copy_for (self->accel, box_libvirt_domain_ram_bytes (dom));
 }
 
 /* How long the last pass of a memory checkpoint kept the guest stopped
@@ -508,13 +507,13 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
     return FALSE;
   }
   was_running = state == VIR_DOMAIN_RUNNING;
-  live = was_running && box_libvirt_live_ram_copy (self);
+  live = was_running && box_libvirt_live_ram_copy (self, dom);
   if (op->memory) {
-    /* live (KVM): the guest carries on while QEMU copies its RAM (its
-     * dirty tracking sends again what the guest writes meanwhile) and
-     * stops for the last pass only.  TCG: the vCPUs stop for the whole
-     * copy (box_libvirt_live_ram_copy()).  The migration ends with the
-     * vCPUs stopped either way */
+    /* live: the guest carries on while QEMU copies its RAM (its dirty
+     * tracking sends again what the guest writes meanwhile) and stops for
+     * the last pass only.  Otherwise (TCG, an aligned RAM block) the
+     * vCPUs stop for the whole copy (box_libvirt_live_ram_copy()).  The
+     * migration ends with the vCPUs stopped either way */
     if (was_running && !live) {
       stopped_at = g_get_monotonic_time ();
       ok = virDomainSuspend (dom) == 0 || box_libvirt_set_error (error, "cannot pause the VM");

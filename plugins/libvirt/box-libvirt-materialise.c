@@ -140,9 +140,11 @@ helper_prepare (BoxLibvirtPlugin *self, BoxLibvirtMaterialise *job, const char *
   g_autofree char *ram = g_build_filename (hdir, "ram", NULL);
   g_autofree char *socket = g_build_filename (hdir, "agent.sock", NULL);
   g_autofree char *console = g_build_filename (hdir, "console.log", NULL);
+  g_autofree char *state = g_build_filename (ckpt, "state", NULL);
   BoxLibvirtOwner owner = { .role = "build", .state_dir = self->state_dir,
                             .vm_dir = self->config.vm_dir };
   BoxLibvirtDomainSpec spec = { 0 };
+  guint64 ram_kib;
   int fd;
 
   /* the guest never runs: the disk is only there for its device state */
@@ -150,8 +152,12 @@ helper_prepare (BoxLibvirtPlugin *self, BoxLibvirtMaterialise *job, const char *
       !box_libvirt_give_to_qemu (self, disk, uid, error) ||
       !box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error))
     return NULL;
+  /* the RAM block of the checkpoint's stream (box-libvirt-ram.c) */
+  ram_kib = box_libvirt_state_ram_kib (state);
+  if (ram_kib == 0)
+    ram_kib = (guint64) info->resources.memory_mib * 1024;
   fd = open (ram, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0 || ftruncate (fd, (off_t) info->resources.memory_mib << 20) != 0) {
+  if (fd < 0 || ftruncate (fd, (off_t) ram_kib * 1024) != 0) {
     errno_error (error, "cannot create", ram);
     if (fd >= 0)
       close (fd);
@@ -173,6 +179,7 @@ helper_prepare (BoxLibvirtPlugin *self, BoxLibvirtMaterialise *job, const char *
   spec.console_log = console;
   spec.ram_path = ram;
   spec.ram_shared = TRUE;
+  spec.ram_kib = ram_kib;
   spec.incoming = TRUE;
   spec.nic = info->nic ? BOX_LIBVIRT_NIC_LOOSE : BOX_LIBVIRT_NIC_NONE;
   spec.uid = uid;

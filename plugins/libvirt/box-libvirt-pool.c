@@ -361,6 +361,7 @@ box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *
   spec.console_log = console;
   spec.ram_path = ram;
   spec.ram_shared = FALSE;
+  spec.ram_kib = box_libvirt_file_ram_kib (ram);
   spec.incoming = TRUE;
   if (fill->slot->net != NULL) {
     spec.nic = BOX_LIBVIRT_NIC_TAP;

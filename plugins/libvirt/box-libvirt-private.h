@@ -29,10 +29,13 @@ G_BEGIN_DECLS
 /* Changes whenever the domain layout changes: template snapshots made by
  * another recipe cannot be restored into our domains, so it is part of
  * their key. */
-#define BOX_LIBVIRT_RECIPE      "box-libvirt-3"
+#define BOX_LIBVIRT_RECIPE      "box-libvirt-4"
 #define BOX_LIBVIRT_RAM_ID      "box-ram"
 #define BOX_LIBVIRT_AGENT_PORT  "org.box.agent.0"
 #define BOX_LIBVIRT_NAME_PREFIX "box-"
+/* Under TCG a VM booted now has this much RAM beyond its memory_mib, so
+ * that its RAM block is no multiple of 256 KiB (box-libvirt-ram.c) */
+#define BOX_LIBVIRT_TCG_RAM_PAD_KIB 8
 
 /* ---- the guest image -------------------------------------------------- */
 
@@ -150,6 +153,7 @@ typedef struct {
   const char    *accel;         /* "kvm" or "tcg" */
   guint          cpus;
   guint          memory_mib;
+  guint64        ram_kib;       /* the RAM block; 0: memory_mib MiB */
   const char    *kernel;
   const char    *initrd;
   const char    *cmdline;
@@ -169,6 +173,15 @@ typedef struct {
 } BoxLibvirtDomainSpec;
 
 char *box_libvirt_domain_xml     (const BoxLibvirtDomainSpec *spec);
+
+/* box-libvirt-ram.c: the RAM block's size (0: unknown) */
+guint64  box_libvirt_ram_kib_for_boot  (const char *accel, guint memory_mib);
+gboolean box_libvirt_live_ram_copy_for (const char *accel, guint64 ram_bytes);
+guint64  box_libvirt_stream_ram_kib    (const guint8 *head, gsize len);
+guint64  box_libvirt_state_ram_kib     (const char *path);
+guint64  box_libvirt_file_ram_kib      (const char *path);
+/* Worker threads: the running VM's RAM block as its QEMU reports it. */
+guint64  box_libvirt_domain_ram_bytes  (virDomainPtr dom);
 /* console, hostname and (with @net) the guest's address for a cold boot */
 char *box_libvirt_kernel_cmdline (const char *hostname, const BoxNetAttachment *net);
 
@@ -507,7 +520,7 @@ gboolean  box_libvirt_copy_sparse            (const char *src, const char *dst, 
 /* TRUE when a memory checkpoint of a running guest copies its RAM while it
  * runs (KVM); FALSE: the vCPUs stop for the whole copy (TCG, whose dirty
  * tracking loses writes in QEMU < 9.0: box-libvirt-checkpoint.c). */
-gboolean  box_libvirt_live_ram_copy          (BoxLibvirtPlugin *self);
+gboolean  box_libvirt_live_ram_copy          (BoxLibvirtPlugin *self, virDomainPtr dom);
 /* BOX_ERROR_CAPACITY unless @bytes (and a reserve) fit on vm_dir's file system. */
 gboolean  box_libvirt_check_disk_room        (BoxLibvirtPlugin *self, guint64 bytes,
                                               GError **error);

@@ -37,6 +37,7 @@ vm_xml (BoxLibvirtOp *op, gboolean boot, const char *ram_path)
   g_autofree char *console = box_libvirt_op_file (op, "console.log");
   g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
   g_autofree char *cmdline = box_libvirt_kernel_cmdline (op->vm->hostname, op->net);
+  g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
 
   spec.name = op->domain;
   spec.owner = &owner;
@@ -53,6 +54,14 @@ vm_xml (BoxLibvirtOp *op, gboolean boot, const char *ram_path)
   spec.incoming = !boot;
   spec.ram_path = ram_path;
   spec.ram_shared = FALSE;
+  /* the RAM block must be the size of the one in the snapshot it loads
+   * (box-libvirt-ram.c); a boot gets today's */
+  if (boot)
+    spec.ram_kib = box_libvirt_ram_kib_for_boot (self->accel, spec.memory_mib);
+  else if (ram_path != NULL)
+    spec.ram_kib = box_libvirt_file_ram_kib (ram_path);
+  else
+    spec.ram_kib = box_libvirt_state_ram_kib (cold);
   if (op->net != NULL) {
     spec.nic = BOX_LIBVIRT_NIC_TAP;
     spec.tap = op->net->ifname;
@@ -124,6 +133,7 @@ box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op, gboolea
                                GError **error)
 {
   g_autofree char *cold = box_libvirt_op_file (op, "cold.mig");
+  g_autofree char *restore_xml = NULL;
   virConnectPtr conn = box_libvirt_conn_get (self->conn, error);
   virDomainPtr dom;
   gboolean ok;
@@ -137,7 +147,11 @@ box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op, gboolea
     box_libvirt_vm_drop_ram_state (op, TRUE);
     return TRUE;
   }
-  dom = box_libvirt_domain_start (conn, op->xml, !boot, op->vm->resources.memory_mib,
+  /* a restore's XML once cold.mig is in place: its RAM block's size */
+  if (!boot)
+    restore_xml = box_libvirt_vm_xml (op, FALSE);
+  dom = box_libvirt_domain_start (conn, boot ? op->xml : restore_xml, !boot,
+                                  op->vm->resources.memory_mib,
                                   self->config.tb_cache_mib, error);
   ok = dom != NULL;
   if (ok && !boot) {

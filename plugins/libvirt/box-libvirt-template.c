@@ -265,6 +265,7 @@ build_boot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   g_autofree char *ram = g_build_filename (build->tmp_dir, "ram", NULL);
   virConnectPtr conn;
   virDomainPtr dom;
+  guint64 ram_kib = box_libvirt_ram_kib_for_boot (self->accel, build->tmpl->memory_mib);
   int fd;
 
   /* tmp_dir is new: box_libvirt_template_build claimed it */
@@ -274,7 +275,7 @@ build_boot_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     return FALSE;
   /* the RAM file: sparse, QEMU's, kept after the VM ends */
   fd = open (ram, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0 || ftruncate (fd, (off_t) build->tmpl->memory_mib << 20) != 0) {
+  if (fd < 0 || ftruncate (fd, (off_t) ram_kib * 1024) != 0) {
     int saved_errno = errno;
     if (fd >= 0)
       close (fd);
@@ -563,6 +564,7 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
   spec.console_log = console;
   spec.ram_path = ram;
   spec.ram_shared = TRUE;
+  spec.ram_kib = box_libvirt_ram_kib_for_boot (self->accel, tmpl->memory_mib);
   spec.nic = tmpl->nic ? BOX_LIBVIRT_NIC_LOOSE : BOX_LIBVIRT_NIC_NONE;
   build->xml = box_libvirt_domain_xml (&spec);
 

@@ -68,6 +68,7 @@ box_libvirt_domain_xml (const BoxLibvirtDomainSpec *spec)
   GString *xml = g_string_new (NULL);
   gboolean kvm = g_strcmp0 (spec->accel, "kvm") == 0;
   g_autofree char *ram_object = NULL;
+  guint64 ram_kib;
 
   g_string_append (xml, "<domain type='");
   g_string_append (xml, kvm ? "kvm" : "qemu");
@@ -158,19 +159,25 @@ box_libvirt_domain_xml (const BoxLibvirtDomainSpec *spec)
                    "    <rng model='virtio'><backend model='random'>/dev/urandom</backend></rng>\n"
                    "  </devices>\n"
                    "  <qemu:commandline>\n");
+  ram_kib = spec->ram_kib != 0 ? spec->ram_kib : (guint64) spec->memory_mib * 1024;
   if (spec->ram_path != NULL)
     ram_object = g_strdup_printf ("memory-backend-file,id=" BOX_LIBVIRT_RAM_ID
-                                  ",size=%uM,mem-path=%s,share=%s",
-                                  spec->memory_mib, spec->ram_path,
-                                  spec->ram_shared ? "on" : "off");
+                                  ",size=%" G_GUINT64_FORMAT "K,mem-path=%s,share=%s",
+                                  ram_kib, spec->ram_path, spec->ram_shared ? "on" : "off");
   else
-    ram_object = g_strdup_printf ("memory-backend-ram,id=" BOX_LIBVIRT_RAM_ID ",size=%uM",
-                                  spec->memory_mib);
+    ram_object = g_strdup_printf ("memory-backend-ram,id=" BOX_LIBVIRT_RAM_ID
+                                  ",size=%" G_GUINT64_FORMAT "K", ram_kib);
   g_string_append (xml, "    <qemu:arg value='-object'/>\n");
   append_escaped (xml, "    <qemu:arg value='%s'/>\n", ram_object);
   g_string_append (xml,
                    "    <qemu:arg value='-machine'/>\n"
                    "    <qemu:arg value='memory-backend=" BOX_LIBVIRT_RAM_ID "'/>\n");
+  /* libvirt's <memory> is whole MiB; QEMU takes the last -m, which must
+   * match the backend */
+  if (ram_kib % 1024 != 0)
+    g_string_append_printf (xml,
+                            "    <qemu:arg value='-m'/>\n"
+                            "    <qemu:arg value='size=%" G_GUINT64_FORMAT "K'/>\n", ram_kib);
   if (spec->incoming)
     g_string_append (xml,
                      "    <qemu:arg value='-incoming'/>\n"
