@@ -21,6 +21,7 @@ struct _BoxEdgeServer {
   GObject           parent_instance;
   BoxEngine        *engine;
   BoxEdgeCerts     *certs;
+  BoxEdgePool      *pool;     /* idle streams to sandbox ports */
   BoxAcme          *acme;     /* NULL: no ACME */
   GSocketService   *service;
   GCancellable     *shutdown;
@@ -111,8 +112,8 @@ handshake_done (GObject *source, GAsyncResult *result, gpointer user_data)
     g_io_stream_close_async (h->tls, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
   } else {
     h->served = TRUE;
-    box_edge_conn_serve (h->server->engine, h->tls, h->peer, config->http_idle_timeout_s,
-                         h->server->shutdown, conn_ended, g_object_ref (h->server));
+    box_edge_conn_serve (h->server->engine, h->server->pool, h->tls, h->peer,
+                         config->http_idle_timeout_s, h->server->shutdown, conn_ended, g_object_ref (h->server));
   }
   handshake_free (h);
 }
@@ -293,6 +294,7 @@ box_edge_server_dispose (GObject *object)
   g_clear_object (&self->service);
   g_clear_object (&self->certs);
   g_clear_object (&self->acme);
+  g_clear_pointer (&self->pool, box_edge_pool_free);
   g_clear_object (&self->engine);
   g_clear_object (&self->shutdown);
   G_OBJECT_CLASS (box_edge_server_parent_class)->dispose (object);
@@ -323,6 +325,7 @@ box_edge_server_new (BoxEngine *engine, BoxEdgeCerts *certs)
 
   self->engine = g_object_ref (engine);
   self->certs = g_object_ref (certs);
+  self->pool = box_edge_pool_new (engine);
   return self;
 }
 
@@ -409,4 +412,6 @@ box_edge_server_shutdown (BoxEdgeServer *self)
     g_socket_listener_close (G_SOCKET_LISTENER (self->service));
   }
   g_cancellable_cancel (self->shutdown);
+  if (self->pool != NULL)
+    box_edge_pool_shutdown (self->pool);
 }
