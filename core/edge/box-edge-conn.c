@@ -452,6 +452,7 @@ response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
 
   if (head == NULL && !too_big && retry_fresh (c))
     return;
+  c->reused = FALSE;   /* it answered: what comes now is this request's */
   if (head == NULL ||
       !soup_headers_parse_response (data, (int) len, headers, &version, &status, &phrase)) {
     c->keep_alive = FALSE;
