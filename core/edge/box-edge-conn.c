@@ -410,6 +410,10 @@ response_head_sent (BoxEdgeConn *c, gboolean ok)
     conn_close (c);
     return;
   }
+  if (c->resp_length == 0 && !c->resp_chunked) {
+    response_body_done (c, TRUE);
+    return;
+  }
   if (c->resp_chunked) {
     memset (&c->chunks, 0, sizeof c->chunks);
     box_edge_pump_chunked (G_INPUT_STREAM (c->uin), c->cout, &c->chunks, &c->body_sent, c->cancel,
@@ -500,6 +504,12 @@ response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
                                                                         "close"))
     c->up_reusable = FALSE;
   g_string_append_printf (text, "%s\r\n", c->keep_alive ? "" : "Connection: close\r\n");
+  /* a small body that came with the head goes in the same write: one TLS record */
+  if (!c->resp_chunked && c->resp_length > 0 && c->resp_length <= BOX_EDGE_HEAD_START &&
+      box_edge_take_buffered (c->uin, (gsize) c->resp_length, text)) {
+    c->body_sent = (guint64) c->resp_length;
+    c->resp_length = 0;
+  }
   count_answer (c, status);
   write_string (c, c->cout, text, response_head_sent);
 }

@@ -359,6 +359,19 @@ box_edge_read_head (GBufferedInputStream *in, gsize max, GCancellable *cancel,
   head_try (h);
 }
 
+gboolean
+box_edge_take_buffered (GBufferedInputStream *in, gsize length, GString *text)
+{
+  gsize avail = 0;
+  const char *data = g_buffered_input_stream_peek_buffer (in, &avail);
+
+  if (avail < length)
+    return FALSE;
+  g_string_append_len (text, data, (gssize) length);
+  g_input_stream_skip (G_INPUT_STREAM (in), length, NULL, NULL);
+  return TRUE;
+}
+
 GBufferedInputStream *
 box_edge_buffered_new (GInputStream *base)
 {

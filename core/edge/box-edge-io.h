@@ -65,6 +65,9 @@ void box_edge_pump_chunked (GInputStream *in, GOutputStream *out, BoxEdgeChunks 
  * @max as needed; what follows stays in @in. */
 void box_edge_read_head (GBufferedInputStream *in, gsize max, GCancellable *cancel,
                          BoxEdgeHeadFunc func, gpointer user_data);
+/* When @in holds @length bytes already: appends them to @text, takes
+ * them from @in and says TRUE. */
+gboolean box_edge_take_buffered (GBufferedInputStream *in, gsize length, GString *text);
 /* A buffered stream over @base (not closing it) of BOX_EDGE_HEAD_START
  * bytes. */
 GBufferedInputStream *box_edge_buffered_new (GInputStream *base);

@@ -4,6 +4,8 @@
 #include "box-edge-server.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "box-acme.h"
@@ -269,6 +271,10 @@ incoming (GSocketService *service, GSocketConnection *connection, GObject *sourc
     return TRUE;
   }
   self->open++;
+  /* no Nagle: an answer's second write (a body after its head, the next
+   * chunk) would otherwise wait for the client's delayed ACK (~40 ms) */
+  g_socket_set_option (g_socket_connection_get_socket (connection), IPPROTO_TCP, TCP_NODELAY, 1,
+                       NULL);
   h = g_new0 (Handshake, 1);
   h->server = g_object_ref (self);
   h->connection = g_object_ref (connection);

@@ -22,6 +22,10 @@ CLOSED = set()
 
 class Echo(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
+    # a head and a body are two writes: without this the body would wait
+    # for the delayed ACK of the head (the edge's own Nagle is what e2e-edge
+    # checks)
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass

@@ -229,6 +229,20 @@ def test_edge(t):
         s13, up13, _r = conn_of('/k13')
         t.ok(s13 == 200 and up13 not in (None, up12), 'then a request gets a new one', (up12, up13))
 
+    with t.section('no Nagle delay on the client connection'):
+        # a head and a body over 4 KiB go in two writes: with Nagle the
+        # second waits for the client's delayed ACK (~40 ms on Linux)
+        c = e.conn(host)
+        took = []
+        for _ in range(30):
+            start = time.time()
+            r = e.get(host, '/big/10000', headers=auth, conn=c)
+            took.append(time.time() - start)
+        c.close()
+        took.sort()
+        t.ok(r[0] == 200 and len(r[3]) == 10000 and took[15] < 0.02,
+             'answers in two writes come at once (median under 20 ms)', '%.1f ms' % (took[15] * 1000))
+
     with t.section('1 GiB each way, boxd memory bounded'):
         # bytes really cross the edge and the agent channel; the edge keeps
         # at most ~256 KiB a connection and the channel is flow-controlled,
