@@ -2,7 +2,10 @@
  * of a sandbox and of its ports (spec "Ports and URLs", Authentication 5).
  *
  * A sandbox's URL is the record's `url` (https://<name>--<project>.<domain>,
- * its http_port); a port's is the same with "<port>--" before the name.  A
+ * its http_port); a port's is the same with "<port>--" before the name.
+ * With --all, `box url` also prints the record's `urls` (https://<name>.<own
+ * domain>, with "<port>--" for a port).  Each is printed with the edge's
+ * port (GET /v1/edge) when that is not 443, so that it can be opened.  A
  * private URL needs the key: `box open` hands the browser the URL with
  * ?box_token=<key> (the edge sets its cookie and answers 302 to the URL
  * without it); `box url` prints the key only when asked with --token.
@@ -61,61 +64,134 @@ box_cli_port_access (JsonNode *settings, guint port)
   return "private";
 }
 
+/* The edge's TCP port from GET /v1/edge: 0 when it is 443 (the URL needs
+ * none) or boxd serves no edge (null), and also from a boxd that has no
+ * such route (404). */
+static gboolean
+edge_port (BoxCli *cli, guint *port, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+  g_autoptr(JsonNode) answer = box_cli_call (cli, "GET", "/v1/edge", NULL, NULL, &local_error);
+  gint64 value;
+
+  *port = 0;
+  if (answer == NULL) {
+    if (g_error_matches (local_error, BOX_ERROR, BOX_ERROR_NOT_FOUND))
+      return TRUE;
+    g_propagate_error (error, g_steal_pointer (&local_error));
+    return FALSE;
+  }
+  value = JSON_NODE_HOLDS_OBJECT (answer)
+          ? box_cli_json_int (json_node_get_object (answer), "port", 0) : 0;
+  if (value < 0 || value > 65535) {
+    g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_PROTOCOL,
+                 _("The API's answer has no port for the edge"));
+    return FALSE;
+  }
+  *port = value == 443 ? 0 : (guint) value;
+  return TRUE;
+}
+
+/* @url (https://HOST as the API gives it) as the user reaches it: the host
+ * with "<port>--" before it when @port is not 0, and the edge's
+ * @edge_port (0: none) after it.  NULL for a URL that is no https://HOST. */
+static char *
+reachable_url (const char *url, guint port, guint edge_port)
+{
+  const char *host = g_str_has_prefix (url, "https://") ? url + strlen ("https://") : NULL;
+  GString *out;
+
+  if (host == NULL || *host == '\0' || strpbrk (host, "/:?#@") != NULL)
+    return NULL;
+  out = g_string_new ("https://");
+  if (port != 0)
+    g_string_append_printf (out, "%u--", port);
+  g_string_append (out, host);
+  if (edge_port != 0)
+    g_string_append_printf (out, ":%u", edge_port);
+  return g_string_free (out, FALSE);
+}
+
 typedef struct {
-  char    *url;      /* without the key */
-  gboolean private;
+  GPtrArray *urls;     /* without the key: the sandbox domain's, then own domains' */
+  gboolean   private;
 } Target;
 
 static void
 target_clear (Target *target)
 {
-  g_clear_pointer (&target->url, g_free);
+  g_clear_pointer (&target->urls, g_ptr_array_unref);
 }
 G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Target, target_clear)
 
-/* The URL of @sandbox (@port 0: its own, which follows its http_port's
- * access) and whether it is private. */
+/* Adds the URL @url of the record as the user reaches it. */
 static gboolean
-resolve_target (BoxCli *cli, const char *sandbox, guint port, Target *target, GError **error)
+add_url (Target *target, const char *url, guint port, guint edge, GError **error)
 {
-  g_autofree char *path = box_cli_sandbox_path (sandbox, NULL);
-  g_autoptr(JsonNode) record = box_cli_call (cli, "GET", path, NULL, NULL, error);
-  g_autoptr(JsonNode) settings = NULL;
-  const char *url;
-  JsonObject *object;
+  char *shown = url != NULL ? reachable_url (url, port, edge) : NULL;
 
-  if (record == NULL)
-    return FALSE;
-  object = JSON_NODE_HOLDS_OBJECT (record) ? json_node_get_object (record) : NULL;
-  url = object != NULL ? box_cli_json_string (object, "url") : NULL;
-  if (url == NULL || !g_str_has_prefix (url, "https://") || url[strlen ("https://")] == '\0') {
+  if (shown == NULL) {
     g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_PROTOCOL,
                  _("The API's answer has no URL for the sandbox"));
     return FALSE;
   }
+  g_ptr_array_add (target->urls, shown);
+  return TRUE;
+}
+
+/* The URLs of @sandbox (@port 0: its own, which follow its http_port's
+ * access): its `url`, then (with @all) each of its `urls` under the
+ * project's own domains; and whether they are private. */
+static gboolean
+resolve_target (BoxCli *cli, const char *sandbox, guint port, gboolean all, Target *target,
+                GError **error)
+{
+  g_autofree char *path = box_cli_sandbox_path (sandbox, NULL);
+  g_autoptr(JsonNode) record = NULL;
+  g_autoptr(JsonNode) settings = NULL;
+  JsonObject *object;
+  JsonArray *urls = NULL;
+  guint edge = 0;
+
+  record = box_cli_call (cli, "GET", path, NULL, NULL, error);
+  if (record == NULL || !edge_port (cli, &edge, error))
+    return FALSE;
+  object = JSON_NODE_HOLDS_OBJECT (record) ? json_node_get_object (record) : NULL;
+  target->urls = g_ptr_array_new_with_free_func (g_free);
+  if (!add_url (target, object != NULL ? box_cli_json_string (object, "url") : NULL, port, edge,
+                error))
+    return FALSE;
+  if (all && object != NULL && json_object_has_member (object, "urls") &&
+      JSON_NODE_HOLDS_ARRAY (json_object_get_member (object, "urls")))
+    urls = json_object_get_array_member (object, "urls");
+  for (guint i = 0; urls != NULL && i < json_array_get_length (urls); i++) {
+    JsonNode *element = json_array_get_element (urls, i);
+    const char *url = JSON_NODE_HOLDS_VALUE (element) &&
+                      json_node_get_value_type (element) == G_TYPE_STRING
+                      ? json_node_get_string (element) : NULL;
+
+    if (!add_url (target, url, port, edge, error))
+      return FALSE;
+  }
   settings = box_cli_port_settings (cli, sandbox, error);
   if (settings == NULL)
     return FALSE;
-  if (port == 0) {
-    target->url = g_strdup (url);
+  if (port == 0)
     port = (guint) box_cli_json_int (object, "http_port", 8080);
-  } else {
-    target->url = g_strdup_printf ("https://%u--%s", port, url + strlen ("https://"));
-  }
   target->private = g_strcmp0 (box_cli_port_access (settings, port), "private") == 0;
   return TRUE;
 }
 
-/* The URL that signs a browser in: ?box_token=<key> on a private one. */
+/* @url as it signs a browser in: ?box_token=<key> on a private one. */
 static char *
-token_url (BoxCli *cli, const Target *target)
+token_url (BoxCli *cli, const Target *target, const char *url)
 {
   g_autofree char *escaped = NULL;
 
   if (!target->private)
-    return g_strdup (target->url);
+    return g_strdup (url);
   escaped = g_uri_escape_string (cli->key, NULL, FALSE);
-  return g_strdup_printf ("%s/?box_token=%s", target->url, escaped);
+  return g_strdup_printf ("%s/?box_token=%s", url, escaped);
 }
 
 /* SANDBOX [PORT]: parses the port; a usage error sets *status. */
@@ -137,27 +213,35 @@ int
 box_cmd_url (BoxCli *cli, int argc, char **argv)
 {
   gboolean with_token = FALSE;
+  gboolean all = FALSE;
   const GOptionEntry entries[] = {
     { "token", 0, 0, G_OPTION_ARG_NONE, &with_token,
       N_("For a private URL, print it with ?box_token= and the key (it signs a browser in)"),
+      NULL },
+    { "all", 0, 0, G_OPTION_ARG_NONE, &all,
+      N_("Also print the URLs under the project's own domains, one a line after the first"),
       NULL },
     { NULL }
   };
   g_auto(Target) target = { 0 };
   g_autoptr(GError) error = NULL;
-  g_autofree char *shown = NULL;
   guint port = 0;
   int status;
 
   if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX [PORT]"),
-                      _("Print the URL of a sandbox (its http_port), or of one of its ports. "
-                        "The key is printed only with --token."), 1, 2, &status) ||
+                      _("Print the URL of a sandbox (its http_port), or of one of its ports, "
+                        "with the edge's port when it is not 443.  The key is printed only "
+                        "with --token."), 1, 2, &status) ||
       !parse_target_args (cli, "url", argc, argv, &port, &status))
     return status;
-  if (!resolve_target (cli, argv[1], port, &target, &error))
+  if (!resolve_target (cli, argv[1], port, all, &target, &error))
     return box_cli_fail (cli, error);
-  shown = with_token ? token_url (cli, &target) : g_strdup (target.url);
-  g_print ("%s\n", shown);
+  for (guint i = 0; i < target.urls->len; i++) {
+    const char *url = g_ptr_array_index (target.urls, i);
+    g_autofree char *shown = with_token ? token_url (cli, &target, url) : g_strdup (url);
+
+    g_print ("%s\n", shown);
+  }
   return BOX_CLI_EXIT_OK;
 }
 
@@ -225,6 +309,7 @@ box_cmd_open (BoxCli *cli, int argc, char **argv)
   g_auto(Target) target = { 0 };
   g_autoptr(GError) error = NULL;
   g_autofree char *url = NULL;
+  const char *shown;
   guint port = 0;
   int status;
 
@@ -237,15 +322,16 @@ box_cmd_open (BoxCli *cli, int argc, char **argv)
                       1, 2, &status) ||
       !parse_target_args (cli, "open", argc, argv, &port, &status))
     return status;
-  if (!resolve_target (cli, argv[1], port, &target, &error))
+  if (!resolve_target (cli, argv[1], port, FALSE, &target, &error))
     return box_cli_fail (cli, error);
-  url = token_url (cli, &target);
+  shown = g_ptr_array_index (target.urls, 0);
+  url = token_url (cli, &target, shown);
   if (open_in_browser (url)) {
     /* TRANSLATORS: the URL, without the key */
-    g_print (_("Opened %s\n"), target.url);
+    g_print (_("Opened %s\n"), shown);
     return BOX_CLI_EXIT_OK;
   }
-  g_print ("%s\n", target.url);
+  g_print ("%s\n", shown);
   if (target.private)
     g_printerr (_("box: no browser found (set BROWSER); the URL is private: "
                   "“box url --token” prints it with the key.\n"));
@@ -267,7 +353,7 @@ box_cmd_port_access (BoxCli *cli, int argc, char **argv)
   g_autoptr(GError) error = NULL;
   g_autofree char *suffix = NULL;
   g_autofree char *path = NULL;
-  guint port = 0;
+  guint port = 0, edge = 0;
   int status;
 
   if (!box_cli_parse (cli, &argc, &argv, entries, _("SANDBOX PORT private|public"),
@@ -292,6 +378,9 @@ box_cmd_port_access (BoxCli *cli, int argc, char **argv)
   json_builder_add_string_value (builder, argv[3]);
   json_builder_end_object (builder);
   body = json_builder_get_root (builder);
+  /* (before the change: a failure here changes nothing) */
+  if (!cli->json && !edge_port (cli, &edge, &error))
+    return box_cli_fail (cli, error);
   suffix = g_strdup_printf ("/ports/%u", port);
   path = box_cli_sandbox_path (argv[1], suffix);
   answer = box_cli_call (cli, "PUT", path, NULL, body, &error);
@@ -303,8 +392,9 @@ box_cmd_port_access (BoxCli *cli, int argc, char **argv)
     JsonObject *object = json_node_get_object (answer);
     const char *access = box_cli_json_string (object, "access");
     const char *url = box_cli_json_string (object, "url");
+    g_autofree char *shown = url != NULL ? reachable_url (url, 0, edge) : NULL;
 
-    g_print ("%u %s %s\n", port, access != NULL ? access : argv[3], url != NULL ? url : "");
+    g_print ("%u %s %s\n", port, access != NULL ? access : argv[3], shown != NULL ? shown : "");
   }
   return BOX_CLI_EXIT_OK;
 }

@@ -44,7 +44,7 @@ static const BoxCliCommand commands[] = {
   { "ports", N_("SANDBOX [--access]"), N_("List the TCP ports listening in a sandbox"), box_cmd_ports },
   { "port-forward", N_("SANDBOX [LOCAL:]REMOTE…"),
     N_("Forward local TCP ports to ports of a sandbox"), box_cmd_port_forward },
-  { "url", N_("SANDBOX [PORT] [--token]"), N_("Print the URL of a sandbox or of its port"),
+  { "url", N_("SANDBOX [PORT] [--all] [--token]"), N_("Print the URL of a sandbox or of its port"),
     box_cmd_url },
   { "open", N_("SANDBOX [PORT]"), N_("Open the URL of a sandbox or of its port in the browser"),
     box_cmd_open },

@@ -95,11 +95,18 @@ start_edge (BoxEngine *engine, BoxConfig *cfg, BoxEdgeCerts **certs_out,
   return g_steal_pointer (&edge);
 }
 
+/* SIGHUP, always handled (its default would end boxd): reloads what
+ * reloads without a restart, the edge's certificates (@user_data, NULL
+ * without the edge); the rest of the configuration is read at start only. */
 static gboolean
 on_sighup (gpointer user_data)
 {
   BoxEdgeCerts *certs = user_data;
 
+  if (certs == NULL) {
+    g_message (_("SIGHUP: nothing to reload (no edge; the configuration is read at start)"));
+    return G_SOURCE_CONTINUE;
+  }
   g_message (_("SIGHUP: reloading the edge's certificates"));
   box_edge_certs_reload (certs);
   return G_SOURCE_CONTINUE;
@@ -163,6 +170,7 @@ main (int argc, char **argv)
       box_engine_stop (engine);
       return 1;
     }
+    box_engine_set_edge_port (engine, box_edge_server_get_port (edge));
   }
 
   if (cfg->dbus != BOX_DBUS_NONE) {
@@ -192,8 +200,7 @@ main (int argc, char **argv)
   loop = g_main_loop_new (NULL, FALSE);
   g_unix_signal_add (SIGTERM, on_signal, loop);
   g_unix_signal_add (SIGINT, on_signal, loop);
-  if (edge_certs != NULL)
-    g_unix_signal_add (SIGHUP, on_sighup, edge_certs);
+  g_unix_signal_add (SIGHUP, on_sighup, edge_certs);
   g_main_loop_run (loop);
 
   if (dbus != NULL)

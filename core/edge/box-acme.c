@@ -6,7 +6,6 @@
 #include "box-acme.h"
 
 #include <errno.h>
-#include <gnutls/x509.h>
 #include <string.h>
 
 #include "box-acme-jws.h"
@@ -19,7 +18,6 @@
 #define HOUR_US          (G_USEC_PER_SEC * (gint64) 3600)
 #define BACKOFF_FIRST_S  60
 #define BACKOFF_MAX_S    (24 * 3600)
-#define HOST_MAX         253
 /* how long shutdown waits for the orders under way to end */
 #define SHUTDOWN_US      (5 * G_USEC_PER_SEC)
 /* refused orders are logged at most once in this long */
@@ -101,34 +99,19 @@ box_acme_init (BoxAcme *self)
 
 /* ---- certificates on disk ------------------------------------------------ */
 
-static gboolean
-times_of (const char *pem, gsize len, gint64 *not_before, gint64 *not_after)
-{
-  gnutls_x509_crt_t crt = NULL;
-  gnutls_datum_t datum = { (unsigned char *) pem, (unsigned int) len };
-  gboolean ok;
-
-  ok = gnutls_x509_crt_init (&crt) >= 0 &&
-       gnutls_x509_crt_import (crt, &datum, GNUTLS_X509_FMT_PEM) >= 0;
-  if (ok) {
-    *not_before = gnutls_x509_crt_get_activation_time (crt);
-    *not_after = gnutls_x509_crt_get_expiration_time (crt);
-    ok = *not_before != -1 && *not_after > *not_before;
-  }
-  if (crt != NULL)
-    gnutls_x509_crt_deinit (crt);
-  return ok;
-}
-
-/* Installs @cert for @host and remembers its lifetime. */
+/* Installs @cert for @host and remembers its lifetime (0, 0 when the
+ * certificate tells none: renewed at the next check). */
 static void
-hold (BoxAcme *self, const char *host, GTlsCertificate *cert, const char *pem)
+hold (BoxAcme *self, const char *host, GTlsCertificate *cert)
 {
+  g_autoptr(GDateTime) not_before = g_tls_certificate_get_not_valid_before (cert);
+  g_autoptr(GDateTime) not_after = g_tls_certificate_get_not_valid_after (cert);
   Held *h = g_new0 (Held, 1);
 
-  if (!times_of (pem, strlen (pem), &h->not_before, &h->not_after)) {
-    h->not_before = 0;
-    h->not_after = 0;
+  if (not_before != NULL && not_after != NULL &&
+      g_date_time_compare (not_after, not_before) > 0) {
+    h->not_before = g_date_time_to_unix (not_before);
+    h->not_after = g_date_time_to_unix (not_after);
   }
   h->cert = g_object_ref (cert);
   g_hash_table_insert (self->held, g_strdup (host), h);
@@ -145,7 +128,6 @@ load_stored (BoxAcme *self)
     g_autofree char *host = NULL;
     g_autofree char *cert_path = NULL;
     g_autofree char *key_path = NULL;
-    g_autofree char *pem = NULL;
     g_autoptr(GTlsCertificate) cert = NULL;
     g_autoptr(GError) error = NULL;
 
@@ -155,12 +137,11 @@ load_stored (BoxAcme *self)
     cert_path = g_build_filename (self->dir, entry, NULL);
     key_path = g_strdup_printf ("%s/%s-key.pem", self->dir, host);
     cert = box_edge_cert_load_pair (cert_path, key_path, &error);
-    if (cert == NULL || !g_file_get_contents (cert_path, &pem, NULL, NULL)) {
-      g_warning ("acme: stored certificate for %s refused: %s", host,
-                 error != NULL ? error->message : "unreadable");
+    if (cert == NULL) {
+      g_warning ("acme: stored certificate for %s refused: %s", host, error->message);
       continue;
     }
-    hold (self, host, cert, pem);
+    hold (self, host, cert);
     g_message ("acme: loaded the certificate for %s", host);
   }
 }
@@ -189,26 +170,11 @@ box_acme_store (BoxAcme *self, const char *host, const char *chain, const char *
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s", local_error->message);
     return FALSE;
   }
-  hold (self, host, cert, chain);
+  hold (self, host, cert);
   return TRUE;
 }
 
 /* ---- which hosts ----------------------------------------------------------- */
-
-static gboolean
-is_host_name (const char *name)
-{
-  gsize len = strnlen (name, HOST_MAX + 1);
-
-  if (len == 0 || len > HOST_MAX || name[0] == '.' || name[0] == '-' || name[len - 1] == '.' ||
-      strstr (name, "..") != NULL)
-    return FALSE;
-  for (gsize i = 0; i < len; i++)
-    if (!g_ascii_islower (name[i]) && !g_ascii_isdigit (name[i]) && name[i] != '-' &&
-        name[i] != '.')
-      return FALSE;
-  return TRUE;
-}
 
 static char *
 project_for_host (gpointer engine, const char *host, char **prefix)
@@ -244,7 +210,10 @@ box_acme_wants (BoxAcme *self, const char *server_name)
   /* the sandbox domain's names have the default certificate */
   if (g_str_has_suffix (host, self->sandbox_suffix))
     return FALSE;
-  return is_host_name (host) && !g_hash_table_contains (self->held, host) &&
+  /* under_own_domain() checks the name's shape: every label before the
+   * own domain goes through box_edge_resolve_host()'s label rules, and the
+   * domain is a stored one */
+  return !g_hash_table_contains (self->held, host) &&
          !box_edge_certs_covers (self->certs, host) && under_own_domain (self, host);
 }
 

@@ -44,7 +44,9 @@ BoxAcme  *box_acme_new           (BoxEngine *engine, BoxEdgeCerts *certs,
                                   BoxEdgeChallenges *challenges, GError **error);
 /* Whether a handshake for @server_name should wait for
  * box_acme_ensure_async(): a host under an own domain that has no
- * certificate of its own yet. */
+ * certificate of its own yet.  @server_name is as box-edge-sni.c gives
+ * it (no trailing dot, no more than 253 characters); its labels are
+ * checked here. */
 gboolean  box_acme_wants         (BoxAcme *self, const char *server_name);
 /* Orders a certificate for @host (or joins the order under way) and
  * completes when it is installed, when the order fails or is refused, or

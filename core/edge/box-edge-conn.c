@@ -52,6 +52,7 @@ struct _BoxEdgeConn {
   char                 *sandbox_id;    /* once routed to a sandbox: its usage is counted */
   gboolean              key_request;   /* it carried the project's key */
   guint64               body_sent;     /* response body bytes sent (counted at its end) */
+  gboolean              body_timed_out; /* the client sent no body bytes for idle_timeout_s */
   gboolean              reused;        /* the stream came from the pool */
   gboolean              up_reusable;   /* the stream may go back to the pool after */
   gboolean              resp_chunked;
@@ -83,6 +84,7 @@ clear_request (BoxEdgeConn *c)
   g_clear_pointer (&c->sandbox_id, g_free);
   c->key_request = FALSE;
   c->body_sent = 0;
+  c->body_timed_out = FALSE;
   c->port = 0;
   c->length = 0;
   c->keep_alive = FALSE;
@@ -235,12 +237,6 @@ write_string (BoxEdgeConn *c, GOutputStream *out, GString *text, ConnFunc func)
 }
 
 static void
-pump (BoxEdgeConn *c, GInputStream *in, GOutputStream *out, gint64 length, ConnFunc func)
-{
-  box_edge_pump (in, out, length, c->cancel, then_done, then_new (c, func, NULL));
-}
-
-static void
 read_head (BoxEdgeConn *c, GBufferedInputStream *in, HeadFunc func)
 {
   box_edge_read_head (in, BOX_EDGE_HEAD_MAX, c->cancel, then_head, then_new (c, NULL, func));
@@ -367,6 +363,11 @@ response_body_done (BoxEdgeConn *c, gboolean ok)
 static void
 request_body_done (BoxEdgeConn *c, gboolean ok)
 {
+  /* a client that stopped sending its body: cut, unanswered, as a head */
+  if (c->body_timed_out) {
+    conn_close (c);
+    return;
+  }
   /* a failed write to the sandbox still lets its answer through */
   if (!ok)
     c->keep_alive = FALSE;
@@ -526,7 +527,9 @@ request_head_sent (BoxEdgeConn *c, gboolean ok)
   }
   c->pending = c->length != 0 && !c->upgrade ? 2 : 1;
   if (c->pending == 2)
-    pump (c, G_INPUT_STREAM (c->cin), c->uout, c->length, request_body_done);
+    box_edge_pump_timed (G_INPUT_STREAM (c->cin), c->uout, c->length, c->idle_timeout_s,
+                         &c->body_timed_out, c->cancel, then_done,
+                         then_new (c, request_body_done, NULL));
   read_head (c, c->uin, response_head);
 }
 

@@ -12,7 +12,8 @@
  * request goes to the sandbox with the forwarded headers (and Connection:
  * close when it has a body), the
  * bodies are copied both ways a buffer at a time (so each side waits for
- * the other: back-pressure), a 101 turns the connection into a two-way
+ * the other: back-pressure; a request body that brings no bytes for the
+ * idle timeout cuts the connection), a 101 turns the connection into a two-way
  * byte relay (WebSockets) until either side ends.  The client's
  * connection is kept alive after a response whose end is known (a
  * length, or a chunked body's last chunk), and so is the stream to the

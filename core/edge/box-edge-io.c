@@ -44,6 +44,11 @@ typedef struct {
   GInputStream    *in;
   GOutputStream   *out;
   GCancellable    *cancel;
+  GCancellable    *read_cancel;  /* the reads' with a read timeout (a child of cancel), or NULL */
+  gulong           cancel_id;
+  guint            read_timeout_s;
+  guint            timer;        /* the read under way's timeout */
+  gboolean        *timed_out;
   gint64           left;         /* -1: until the end */
   guint64         *counted;      /* NULL, or bytes written are added here */
   BoxEdgeChunks   *chunks;       /* NULL, or the body is chunked: its end found here */
@@ -59,6 +64,10 @@ static void pump_read (Pump *p);
 static void
 pump_end (Pump *p, gboolean ok)
 {
+  if (p->read_cancel != NULL) {
+    g_cancellable_disconnect (p->cancel, p->cancel_id);
+    g_object_unref (p->read_cancel);
+  }
   p->func (ok, p->user_data);
   g_object_unref (p->in);
   g_object_unref (p->out);
@@ -119,7 +128,29 @@ pump_move (Pump *p, gssize n)
 static void
 pump_got (GObject *source, GAsyncResult *result, gpointer user_data)
 {
-  pump_move (user_data, g_input_stream_read_finish (G_INPUT_STREAM (source), result, NULL));
+  Pump *p = user_data;
+
+  if (p->timer != 0)
+    g_source_remove (p->timer);
+  p->timer = 0;
+  pump_move (p, g_input_stream_read_finish (G_INPUT_STREAM (source), result, NULL));
+}
+
+static gboolean
+pump_read_timeout (gpointer user_data)
+{
+  Pump *p = user_data;
+
+  p->timer = 0;
+  *p->timed_out = TRUE;
+  g_cancellable_cancel (p->read_cancel);   /* the read ends with an error */
+  return G_SOURCE_REMOVE;
+}
+
+static void
+cancel_child (GCancellable *parent, gpointer child)
+{
+  g_cancellable_cancel (child);
 }
 
 static void
@@ -147,7 +178,10 @@ pump_read (Pump *p)
     }
     in = g_filter_input_stream_get_base_stream (G_FILTER_INPUT_STREAM (in));
   }
-  g_input_stream_read_async (in, p->buffer, want, G_PRIORITY_DEFAULT, p->cancel, pump_got, p);
+  if (p->read_timeout_s > 0)
+    p->timer = g_timeout_add_seconds (p->read_timeout_s, pump_read_timeout, p);
+  g_input_stream_read_async (in, p->buffer, want, G_PRIORITY_DEFAULT,
+                             p->read_cancel != NULL ? p->read_cancel : p->cancel, pump_got, p);
 }
 
 void
@@ -157,12 +191,22 @@ box_edge_pump (GInputStream *in, GOutputStream *out, gint64 length, GCancellable
   box_edge_pump_counted (in, out, length, NULL, cancel, func, user_data);
 }
 
+/* A pump, not started yet (pump_read() starts it). */
 static Pump *
-pump_start_paused (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted,
-                   gsize size, GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data)
+pump_new (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted, gsize size,
+          guint read_timeout_s, gboolean *timed_out, GCancellable *cancel, BoxEdgeDoneFunc func,
+          gpointer user_data)
 {
   Pump *p = g_new0 (Pump, 1);
 
+  if (read_timeout_s > 0) {
+    p->read_timeout_s = read_timeout_s;
+    p->timed_out = timed_out;
+    p->read_cancel = g_cancellable_new ();
+    if (cancel != NULL)
+      p->cancel_id = g_cancellable_connect (cancel, G_CALLBACK (cancel_child), p->read_cancel,
+                                            NULL);
+  }
   p->size = size;
   p->buffer = g_malloc (size);
   p->counted = counted;
@@ -179,7 +223,17 @@ static void
 pump_start (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted, gsize size,
             GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data)
 {
-  pump_read (pump_start_paused (in, out, length, counted, size, cancel, func, user_data));
+  pump_read (pump_new (in, out, length, counted, size, 0, NULL, cancel, func, user_data));
+}
+
+void
+box_edge_pump_timed (GInputStream *in, GOutputStream *out, gint64 length, guint read_timeout_s,
+                     gboolean *timed_out, GCancellable *cancel, BoxEdgeDoneFunc func,
+                     gpointer user_data)
+{
+  *timed_out = FALSE;
+  pump_read (pump_new (in, out, length, NULL, BOX_EDGE_PUMP_BUFFER, read_timeout_s, timed_out,
+                       cancel, func, user_data));
 }
 
 void
@@ -195,7 +249,7 @@ box_edge_pump_chunked (GInputStream *in, GOutputStream *out, BoxEdgeChunks *chun
                        gpointer user_data)
 {
   /* (-1: pump_read() reads whole buffers; the scan sets left to 0 at the end) */
-  Pump *p = pump_start_paused (in, out, -1, counted, BOX_EDGE_PUMP_BUFFER, cancel, func, user_data);
+  Pump *p = pump_new (in, out, -1, counted, BOX_EDGE_PUMP_BUFFER, 0, NULL, cancel, func, user_data);
 
   p->chunks = chunks;
   pump_read (p);

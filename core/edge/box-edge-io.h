@@ -39,6 +39,12 @@ void box_edge_pump      (GInputStream *in, GOutputStream *out, gint64 length, GC
  * (@counted must live until @func has run). */
 void box_edge_pump_counted (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted,
                             GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data);
+/* box_edge_pump() whose every read of @in must bring bytes within
+ * @read_timeout_s (0: no bound; the writes to @out are not timed): past
+ * it the read is cancelled, *@timed_out set and @func told FALSE. */
+void box_edge_pump_timed   (GInputStream *in, GOutputStream *out, gint64 length,
+                            guint read_timeout_s, gboolean *timed_out, GCancellable *cancel,
+                            BoxEdgeDoneFunc func, gpointer user_data);
 /* box_edge_pump() until the end of @in with a BOX_EDGE_RELAY_BUFFER. */
 void box_edge_relay        (GInputStream *in, GOutputStream *out, GCancellable *cancel,
                             BoxEdgeDoneFunc func, gpointer user_data);

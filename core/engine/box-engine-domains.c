@@ -6,7 +6,8 @@
  * box_engine_create_project(), box_engine_set_project_domains() and the
  * end of a project's deletion (box-engine-projects.c).  Domains are
  * unique across projects (check_domains() there), so a domain has at most
- * one owner. */
+ * one owner.  A stored domain that is the sandbox domain is left out at
+ * load (logged). */
 #include "config.h"
 
 #include <string.h>
@@ -49,7 +50,21 @@ box_engine_domains_load (BoxEngine *self, GError **error)
   g_clear_pointer (&self->domains, g_hash_table_unref);
   for (guint i = 0; i < projects->len; i++) {
     const BoxProject *project = g_ptr_array_index (projects, i);
-    box_engine_domains_set (self, project->name, (const char *const *) project->domains);
+    g_autoptr(GPtrArray) kept = g_ptr_array_new ();
+
+    /* a domain stored before check_domains() refused the sandbox domain,
+     * or one that became the sandbox domain since: no own domain (its
+     * N.<domain> hosts stay 404, its <name>--<project> hosts the sandbox
+     * domain's) */
+    for (guint j = 0; project->domains != NULL && project->domains[j] != NULL; j++) {
+      if (g_ascii_strcasecmp (project->domains[j], self->config->sandbox_domain) == 0)
+        g_warning ("project %s: its domain %s is the sandbox domain: left out of the own "
+                   "domains", project->name, project->domains[j]);
+      else
+        g_ptr_array_add (kept, project->domains[j]);
+    }
+    g_ptr_array_add (kept, NULL);
+    box_engine_domains_set (self, project->name, (const char *const *) kept->pdata);
   }
   return TRUE;
 }

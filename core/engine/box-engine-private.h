@@ -26,6 +26,7 @@ struct _BoxEngine {
   BoxBroker        *broker;           /* may be NULL */
   BoxSecretKey     *secret_key;       /* NULL: secrets unsupported */
   BoxStats         *stats;            /* the edge's usage counts; NULL until started */
+  guint             edge_port;        /* the edge's listening port; 0: no edge */
   GHashTable       *read_only_keys;   /* key IDs marked read-only (box-engine-projects.c) */
   GHashTable       *domains;          /* own domain -> project name (box-engine-domains.c) */
   GPtrArray        *network_defaults; /* BoxRule* */

@@ -183,33 +183,8 @@ connect_contexts (BoxEngine *self)
 static gboolean
 load_network_defaults (BoxEngine *self, GError **error)
 {
-  g_autoptr(GBytes) bytes = NULL;
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  g_autoptr(GPtrArray) rules = NULL;
-  JsonNode *root;
-  JsonObject *object;
-  gsize len;
-  const char *data;
-
-  bytes = g_resources_lookup_data ("/org/box/network-defaults.json",
-                                   G_RESOURCE_LOOKUP_FLAGS_NONE, error);
-  if (bytes == NULL)
-    return FALSE;
-  data = g_bytes_get_data (bytes, &len);
-  if (!json_parser_load_from_data (parser, data, (gssize) len, error))
-    return FALSE;
-  root = json_parser_get_root (parser);
-  if (!JSON_NODE_HOLDS_OBJECT (root) ||
-      !json_object_has_member ((object = json_node_get_object (root)), "egress")) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL,
-                         "network-defaults.json has no egress list");
-    return FALSE;
-  }
-  rules = box_rules_from_json (json_object_get_member (object, "egress"), error);
-  if (rules == NULL)
-    return FALSE;
-  self->network_defaults = g_steal_pointer (&rules);
-  return TRUE;
+  self->network_defaults = box_network_defaults_load (error);
+  return self->network_defaults != NULL;
 }
 
 /* One engine per data directory: two would both adopt the same VMs and

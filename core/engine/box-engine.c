@@ -165,6 +165,21 @@ box_engine_get_stats (BoxEngine *self)
   return self->stats;
 }
 
+void
+box_engine_set_edge_port (BoxEngine *self, guint port)
+{
+  g_return_if_fail (BOX_IS_ENGINE (self));
+  g_return_if_fail (port <= 65535);
+  self->edge_port = port;
+}
+
+guint
+box_engine_get_edge_port (BoxEngine *self)
+{
+  g_return_val_if_fail (BOX_IS_ENGINE (self), 0);
+  return self->edge_port;
+}
+
 GPtrArray *
 box_engine_get_plugins (BoxEngine *self)
 {

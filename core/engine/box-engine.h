@@ -70,6 +70,10 @@ BoxNetwork    *box_engine_get_network        (BoxEngine *self);   /* may be NULL
 BoxBroker     *box_engine_get_broker         (BoxEngine *self);   /* may be NULL */
 /* The usage stats of the sandboxes' URLs (box-stats.h); NULL until started */
 BoxStats      *box_engine_get_stats          (BoxEngine *self);
+/* The TCP port the edge (sandbox URLs) listens on, set by boxd once it
+ * listens; 0: boxd serves no edge.  GET /v1/edge tells clients. */
+void           box_engine_set_edge_port      (BoxEngine *self, guint port);
+guint          box_engine_get_edge_port      (BoxEngine *self);
 /* BoxPlugin*: the started instances */
 GPtrArray     *box_engine_get_plugins        (BoxEngine *self);
 /* A new context for plugin @plugin_name, as box_engine_start() makes them

@@ -34,6 +34,9 @@ BoxSandboxUpdate *box_sandbox_update_from_json  (JsonNode *body, GError **error)
 BoxSecretPut     *box_secret_put_from_json      (JsonNode *body, GError **error);
 /* The list under network.egress; each rule checked with box_validate_rule(). */
 GPtrArray        *box_rules_from_json           (JsonNode *egress, GError **error);
+/* What {include: defaults} stands for: data/network-defaults.json, compiled
+ * in as a resource; the engine serves it as GET /v1/network/defaults. */
+GPtrArray        *box_network_defaults_load     (GError **error);
 
 /* Operator bodies (doc/API.md) */
 gboolean          box_project_create_from_json  (JsonNode *body, char **name,

@@ -284,6 +284,8 @@ check_host_name (const char *name, gboolean need_dot)
     }
     if (g_ascii_isupper (c))
       return "must be lowercase";
+    if ((guchar) c >= 0x80)
+      return "must be ASCII: an internationalized name goes in its xn-- (punycode) form";
     if (!is_lower_alnum (c) && c != '-' && c != '_')
       return "must be a DNS name: lowercase letters, digits, '-', '_' and '.'";
   }

@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include "box-egress-policy.h"
 #include "box-records.h"
 
 G_BEGIN_DECLS
@@ -19,7 +20,7 @@ G_BEGIN_DECLS
 #define BOX_IDLE_TIMEOUT_MIN        30
 #define BOX_IDLE_TIMEOUT_DEFAULT    300
 #define BOX_HTTP_PORT_DEFAULT       8080
-#define BOX_EGRESS_RULES_MAX        1000
+#define BOX_EGRESS_RULES_MAX        BOX_EGRESS_POLICY_MAX_RULES
 #define BOX_SECRET_NAME_MAX         64
 #define BOX_SECRET_VALUE_MAX        8192
 #define BOX_PLACEHOLDER_PREFIX_MAX  64

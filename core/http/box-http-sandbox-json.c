@@ -122,8 +122,13 @@ box_http_sandbox_json_write (GString *out, const BoxSandbox *sandbox,
   box_json_key (out, "urls");
   box_json_begin_array (out);
   for (guint i = 0; project_domains != NULL && project_domains[i] != NULL; i++) {
-    g_autofree char *u = g_strdup_printf ("https://%s.%s", name, project_domains[i]);
+    g_autofree char *u = NULL;
 
+    /* a stored domain that is the sandbox domain is no own domain
+     * (box-engine-domains.c): its N.<domain> is 404 */
+    if (sandbox_domain != NULL && g_ascii_strcasecmp (project_domains[i], sandbox_domain) == 0)
+      continue;
+    u = g_strdup_printf ("https://%s.%s", name, project_domains[i]);
     box_json_string (out, u);
   }
   box_json_end_array (out);

@@ -40,6 +40,7 @@ G_DEFINE_FINAL_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
 static const BoxHttpRoute routes[] = {
   /* identity and operator */
   { "GET",    "/v1/whoami",                          K, FALSE, box_http_whoami },
+  { "GET",    "/v1/edge",                            K, FALSE, box_http_edge },
   { "POST",   "/v1/projects",                        A, TRUE,  box_http_project_create },
   { "GET",    "/v1/projects",                        A, FALSE, box_http_project_list },
   { "GET",    "/v1/projects/{project}",              A, FALSE, box_http_project_get },

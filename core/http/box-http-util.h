@@ -234,6 +234,7 @@ void box_http_port_connect    (BoxHttpRequest *req);
 void box_http_port_set        (BoxHttpRequest *req);
 void box_http_port_settings   (BoxHttpRequest *req);
 /* box-http-stats.c */
+void box_http_edge            (BoxHttpRequest *req);
 void box_http_sandbox_stats   (BoxHttpRequest *req);
 
 /* box-http-files.c: /v1/sandboxes/{sandbox}/fs/... */

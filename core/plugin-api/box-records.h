@@ -99,7 +99,7 @@ typedef struct {
  * @domain: (nullable): exact, "*.suffix" or "*"; %NULL for an include
  * @allow: allow, or deny
  * @ports: (array length=n_ports) (nullable): the ports an allow rule allows;
- *   none: every port
+ *   none: the default, 80 and 443
  * @n_ports: the number of @ports
  * @include: (nullable): "defaults", or %NULL
  *

@@ -8,6 +8,7 @@
 #include "box-agent.h"
 #include "box-auth.h"
 #include "box-broker.h"
+#include "box-egress-policy.h"
 #include "box-enum-types.h"
 #include "box-error.h"
 #include "box-export.h"

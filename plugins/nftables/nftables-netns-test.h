@@ -18,8 +18,10 @@
  *   host       serves TCP 8080 on every address
  *
  * Namespaces are held by "sleep" children killed with their parent
- * (PR_SET_PDEATHSIG).  Needs root, /dev/net/tun, ip(8) and python3; skips
- * otherwise.  Every "does not reach" check has a control showing that the
+ * (PR_SET_PDEATHSIG).  The servers are nftables-test-helper.py processes;
+ * the probes (connect, DNS query, UDP send) run in this process, on a
+ * socket made in the prober's namespace.  Needs root, /dev/net/tun, ip(8)
+ * and python3; skips otherwise.  Every "does not reach" check has a control showing that the
  * server it aims at does answer someone.
  */
 #pragma once
@@ -81,6 +83,9 @@ char              *dns_query       (Ns *ns, const char *server, const char *port
                                     const char *proto, int *status);
 char              *dns_query_name  (Ns *ns, const char *server, const char *port,
                                     const char *name, const char *proto, int *status);
+char              *dns_query_within (Ns *ns, const char *server, const char *port,
+                                     const char *name, const char *proto, int seconds,
+                                     int *status);   /* @seconds per step */
 
 /* the plugin */
 gboolean           make_veth       (const char *ifname, const char *sandbox_id,

@@ -5,11 +5,17 @@
 #endif
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -166,13 +172,91 @@ serve_tcp (Ns *ns, const char *bind, const char *port, const char *name)
   serve (ns, args, ready);
 }
 
-/* REACHED, DROPPED, 3 (refused) or 1 */
+/* A non-blocking IPv4 socket of @type made in @ns (NULL: the host): the
+ * calling thread enters @ns for the socket() call only, since a socket
+ * keeps the namespace it was made in. */
+static int
+socket_in (Ns *ns, int type)
+{
+  int home, fd, saved;
+
+  if (ns == NULL)
+    return socket (AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  home = open ("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  fd = open (ns->path, O_RDONLY | O_CLOEXEC);
+  g_assert_cmpint (home, >=, 0);
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (setns (fd, CLONE_NEWNET), ==, 0);
+  close (fd);
+  fd = socket (AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  saved = errno;
+  g_assert_cmpint (setns (home, CLONE_NEWNET), ==, 0);
+  close (home);
+  errno = saved;
+  return fd;
+}
+
+/* Waits up to @seconds for @events on @fd; FALSE on timeout. */
+static gboolean
+wait_fd (int fd, short events, int seconds)
+{
+  struct pollfd p = { .fd = fd, .events = events };
+  int n;
+
+  do
+    n = poll (&p, 1, seconds * 1000);
+  while (n < 0 && errno == EINTR);
+  return n > 0;
+}
+
+/* The helper's "connect" in this process (no interpreter started per
+ * probe): connect from @ns to @host:@port, from @src if given, and read
+ * the server's greeting, a second for each step.  REACHED, DROPPED (timed
+ * out), 3 (refused) or 1 (another error, or not the greeting). */
 int
 probe (Ns *ns, const char *host, const char *port, const char *src)
 {
-  const char *argv[] = { "python3", HELPER, "connect", host, port, "1", src, NULL };
+  struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (atoi (port)) };
+  struct sockaddr_in from = { .sin_family = AF_INET };
+  char greeting[16] = "";
+  socklen_t len = sizeof (int);
+  int fd, err = 0, status = 1;
+  ssize_t n = 0;
 
-  return run_argv (ns, argv, NULL);
+  g_assert_cmpint (inet_pton (AF_INET, host, &to.sin_addr), ==, 1);
+  fd = socket_in (ns, SOCK_STREAM);
+  g_assert_cmpint (fd, >=, 0);
+  if (src != NULL) {
+    g_assert_cmpint (inet_pton (AF_INET, src, &from.sin_addr), ==, 1);
+    if (bind (fd, (struct sockaddr *) &from, sizeof from) != 0)
+      goto out;
+  }
+  if (connect (fd, (struct sockaddr *) &to, sizeof to) != 0 && errno != EINPROGRESS) {
+    status = errno == ECONNREFUSED ? 3 : 1;
+    goto out;
+  }
+  if (!wait_fd (fd, POLLOUT, 1)) {
+    status = DROPPED;
+    goto out;
+  }
+  getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (err != 0) {
+    status = err == ECONNREFUSED ? 3 : 1;
+    goto out;
+  }
+  if (!wait_fd (fd, POLLIN, 1)) {
+    status = DROPPED;
+    goto out;
+  }
+  n = recv (fd, greeting, sizeof greeting - 1, 0);
+  status = n == 6 && memcmp (greeting, "hello\n", 6) == 0 ? REACHED : 1;
+out:
+  if (status != REACHED)
+    g_test_message ("probe %s:%s from %s: %s", host, port, src ? src : "-",
+                    status == DROPPED ? "timed out" : status == 3 ? "refused"
+                    : err != 0 ? g_strerror (err) : "an error, or not the greeting");
+  close (fd);
+  return status;
 }
 
 void
@@ -208,15 +292,161 @@ last_peer (const char *name)
   return g_strdup (lines[n - 1]);
 }
 
+/* Reads exactly @len bytes within @seconds per read; FALSE otherwise. */
+static gboolean
+read_exact (int fd, guint8 *buf, gsize len, int seconds, gboolean *timed_out)
+{
+  gsize got = 0;
+
+  while (got < len) {
+    ssize_t n;
+
+    if (!wait_fd (fd, POLLIN, seconds)) {
+      *timed_out = TRUE;
+      return FALSE;
+    }
+    n = recv (fd, buf + got, len - got, 0);
+    if (n <= 0)
+      return FALSE;
+    got += n;
+  }
+  return TRUE;
+}
+
+/* The first A record's address in the DNS message @msg, or NULL. */
+static char *
+first_a (const guint8 *msg, gsize len)
+{
+  gsize off = 12;
+  guint answers;
+
+  if (len < 12)
+    return NULL;
+  answers = msg[6] << 8 | msg[7];
+  while (off < len && msg[off] != 0)   /* the question's name */
+    off += 1 + msg[off];
+  off += 5;
+  for (guint i = 0; i < answers && off < len; i++) {
+    guint type, rdlen;
+
+    if ((msg[off] & 0xC0) == 0xC0) {
+      off += 2;
+    } else {
+      while (off < len && msg[off] != 0)
+        off += 1 + msg[off];
+      off += 1;
+    }
+    if (off + 10 > len)
+      return NULL;
+    type = msg[off] << 8 | msg[off + 1];
+    rdlen = msg[off + 8] << 8 | msg[off + 9];
+    off += 10;
+    if (off + rdlen > len)
+      return NULL;
+    if (type == 1 && rdlen == 4)
+      return g_strdup_printf ("%u.%u.%u.%u", msg[off], msg[off + 1], msg[off + 2], msg[off + 3]);
+    off += rdlen;
+  }
+  return NULL;
+}
+
+/* The helper's "dns-query" in this process: an A query for @name to
+ * @server:@port over @proto ("udp" or "tcp") from @ns, @seconds per step.
+ * Returns the first A answer (*status 0), or what went wrong: "timed out"
+ * (*status DROPPED), "no answer (rcode N)", "wrong id" or an error (1). */
+char *
+dns_query_within (Ns *ns, const char *server, const char *port, const char *name,
+                  const char *proto, int seconds, int *status)
+{
+  struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (atoi (port)) };
+  gboolean tcp = g_str_equal (proto, "tcp"), timed_out = FALSE;
+  g_autoptr(GByteArray) query = g_byte_array_new ();
+  g_auto(GStrv) labels = g_strsplit (name, ".", -1);
+  static const guint8 header[] = { 0x42, 0x42, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0 };
+  static const guint8 a_in[] = { 0, 0, 1, 0, 1 };   /* root label, type A, class IN */
+  guint8 reply[4096], prefix[2];
+  gsize reply_len = 0;
+  char *answer = NULL;
+  int fd;
+
+  g_assert_cmpint (inet_pton (AF_INET, server, &to.sin_addr), ==, 1);
+  if (tcp)
+    g_byte_array_append (query, (const guint8 *) "\0\0", 2);   /* the length, below */
+  g_byte_array_append (query, header, sizeof header);
+  for (guint i = 0; labels[i] != NULL; i++) {
+    guint8 n = strlen (labels[i]);
+
+    if (n == 0)
+      continue;
+    g_byte_array_append (query, &n, 1);
+    g_byte_array_append (query, (const guint8 *) labels[i], n);
+  }
+  g_byte_array_append (query, a_in, sizeof a_in);
+  if (tcp) {
+    query->data[0] = (query->len - 2) >> 8;
+    query->data[1] = (query->len - 2) & 0xFF;
+  }
+
+  fd = socket_in (ns, tcp ? SOCK_STREAM : SOCK_DGRAM);
+  g_assert_cmpint (fd, >=, 0);
+  *status = 1;
+  if (connect (fd, (struct sockaddr *) &to, sizeof to) != 0 && errno != EINPROGRESS)
+    goto out;
+  if (tcp) {
+    int err = 0;
+    socklen_t len = sizeof err;
+
+    if (!wait_fd (fd, POLLOUT, seconds)) {
+      timed_out = TRUE;
+      goto out;
+    }
+    getsockopt (fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0)
+      goto out;
+  }
+  if (send (fd, query->data, query->len, MSG_NOSIGNAL) != (ssize_t) query->len)
+    goto out;
+  if (tcp) {
+    if (!read_exact (fd, prefix, 2, seconds, &timed_out))
+      goto out;
+    reply_len = prefix[0] << 8 | prefix[1];
+    if (!read_exact (fd, reply, reply_len, seconds, &timed_out))
+      goto out;
+  } else {
+    ssize_t n;
+
+    if (!wait_fd (fd, POLLIN, seconds)) {
+      timed_out = TRUE;
+      goto out;
+    }
+    n = recv (fd, reply, sizeof reply, 0);
+    if (n < 0)
+      goto out;
+    reply_len = n;
+  }
+  if (reply_len < 4 || reply[0] != 0x42 || reply[1] != 0x42) {
+    answer = g_strdup ("wrong id");
+  } else if ((answer = first_a (reply, reply_len)) != NULL) {
+    *status = 0;
+  } else {
+    answer = g_strdup_printf ("no answer (rcode %d)", reply[3] & 0x0F);
+  }
+out:
+  if (timed_out) {
+    *status = DROPPED;
+    answer = g_strdup ("timed out");
+  } else if (answer == NULL) {
+    answer = g_strdup_printf ("error: %s", g_strerror (errno));
+  }
+  close (fd);
+  return answer;
+}
+
 char *
 dns_query_name (Ns *ns, const char *server, const char *port, const char *name,
                 const char *proto, int *status)
 {
-  const char *argv[] = { "python3", HELPER, "dns-query", server, port, name, proto, "2", NULL };
-  char *out = NULL;
-
-  *status = run_argv (ns, argv, &out);
-  return g_strchomp (out);
+  return dns_query_within (ns, server, port, name, proto, 2, status);
 }
 
 char *
@@ -318,13 +548,23 @@ log_has (const char *name, const char *line)
   return strstr (contents, needle) != NULL;
 }
 
+/* One datagram with @payload from @ns (from @src) to 203.0.113.1:5000. */
 void
 udp_send (Ns *ns, const char *payload, const char *src)
 {
-  const char *argv[] = { "python3", HELPER, "udp-send", "203.0.113.1", "5000", payload, src,
-                         NULL };
+  struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (5000) };
+  struct sockaddr_in from = { .sin_family = AF_INET };
+  int fd = socket_in (ns, SOCK_DGRAM);
 
-  g_assert_cmpint (run_argv (ns, argv, NULL), ==, 0);
+  g_assert_cmpint (fd, >=, 0);
+  inet_pton (AF_INET, "203.0.113.1", &to.sin_addr);
+  if (src != NULL) {
+    g_assert_cmpint (inet_pton (AF_INET, src, &from.sin_addr), ==, 1);
+    g_assert_cmpint (bind (fd, (struct sockaddr *) &from, sizeof from), ==, 0);
+  }
+  g_assert_cmpint (sendto (fd, payload, strlen (payload), 0, (struct sockaddr *) &to, sizeof to),
+                   ==, (gssize) strlen (payload));
+  close (fd);
 }
 
 /* ---- the world ---- */

@@ -261,6 +261,11 @@ def test_list_get(t):
                          ('URL', 'https://beta--clip.' + boxtest.SANDBOX_DOMAIN)):
         t.ok(re.search(r'^%s:\s+%s$' % (label, re.escape(value)), r.out, re.M) is not None,
              'get shows %s: %s' % (label, value), r.out)
+    # this boxd serves no edge: GET /v1/edge says so, and `box url` adds no port
+    t.eq(api_get('/v1/edge')[:3:2], (200, {'sandbox_domain': boxtest.SANDBOX_DOMAIN, 'port': None}),
+         'GET /v1/edge without an edge: port null')
+    check(t, c('url', 'beta', '--all'), 0, 'url without an edge: the record\'s URL as it is',
+          out='https://beta--clip.%s\n' % boxtest.SANDBOX_DOMAIN)
     sb = api_get('/v1/sandboxes/beta')[2]
     r = c('get', sb['id'], '--json')
     check(t, r, 0, 'get by ID --json')

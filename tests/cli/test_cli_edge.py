@@ -6,7 +6,9 @@
 # script here) handed the ?box_token= URL of a private port and the plain
 # one of a public port, that URL followed through the edge (302 and the
 # cookie), access set through the CLI as the API and the edge see it, and
-# bad arguments refused with exit 2 and nothing changed.
+# bad arguments refused with exit 2 and nothing changed.  The edge listens
+# on a port other than 443 here, so every URL printed carries it (from GET
+# /v1/edge), and `box url --all` adds the project's own domains' URLs.
 
 import json
 import os
@@ -54,7 +56,7 @@ def test_cli_edge(t):
     if started is None:
         return
     d, edge_port, tmp = started
-    key = d.project_with_key('acme')
+    key = d.project_with_key('acme', domains=['acme.test', 'www.acme.example'])
     c = Client(d, key)
     web_port = boxtest.free_port()
     pub_port = boxtest.free_port()
@@ -65,19 +67,47 @@ def test_cli_edge(t):
     host = 'web--acme.%s' % DOMAIN
     pub_host = '%d--web--acme.%s' % (pub_port, DOMAIN)
     e = Edge(edge_port, os.path.join(d.data_dir, 'tls', 'ca.pem'))
+    # what a user opens: the host and the edge's port
+    at = ':%d' % edge_port
+
+    with t.section('GET /v1/edge'):
+        r = d.request('GET', '/v1/edge', token=key)
+        t.eq((r[0], r[2]), (200, {'sandbox_domain': DOMAIN, 'port': edge_port}),
+             'GET /v1/edge: the sandbox domain and the edge\'s port')
+        r = d.request('GET', '/v1/edge')
+        t.status(r, 401, 'GET /v1/edge without a key')
 
     with t.section('box url'):
-        check(t, c('url', 'web'), 0, 'url: the sandbox\'s URL', out='https://%s\n' % host)
+        check(t, c('url', 'web'), 0, 'url: the sandbox\'s URL with the edge\'s port',
+              out='https://%s%s\n' % (host, at))
         check(t, c('url', 'web', str(pub_port)), 0, 'url PORT: the port\'s URL',
-              out='https://%s\n' % pub_host)
+              out='https://%s%s\n' % (pub_host, at))
         check(t, c('url', 'web', '--token'), 0, 'url --token: a private URL with the key',
-              out='https://%s/?box_token=%s\n' % (host, key))
+              out='https://%s%s/?box_token=%s\n' % (host, at, key))
         r = c('url', 'web')
         t.ok(key not in r.out + r.err, 'without --token the key is not printed', r.describe())
+        r = e.get(host, '/', headers={'Authorization': 'Bearer ' + key})
+        t.status(r, 200, 'the URL printed answers (with the key)')
+
+    with t.section('box url --all: own domains'):
+        check(t, c('url', 'web', '--all'), 0, 'url --all: the sandbox domain\'s, then each own domain\'s',
+              out='https://%s%s\nhttps://web.acme.test%s\nhttps://web.www.acme.example%s\n'
+              % (host, at, at, at))
+        check(t, c('url', 'web', str(pub_port), '--all'), 0, 'url PORT --all',
+              out='https://%s%s\nhttps://%d--web.acme.test%s\nhttps://%d--web.www.acme.example%s\n'
+              % (pub_host, at, pub_port, at, pub_port, at))
+        check(t, c('url', 'web', '--all', '--token'), 0, 'url --all --token: the key on each',
+              out=''.join('https://%s%s/?box_token=%s\n' % (h, at, key)
+                          for h in (host, 'web.acme.test', 'web.www.acme.example')))
+        r = e.get('web.acme.test', '/', headers={'Authorization': 'Bearer ' + key}, sni=host)
+        t.status(r, 200, 'the own domain\'s URL printed answers (with the key)')
+        d.admin('PATCH', '/v1/projects/acme', {'domains': []})
+        check(t, c('url', 'web', '--all'), 0, 'url --all without own domains: one line',
+              out='https://%s%s\n' % (host, at))
 
     with t.section('box port-access'):
         check(t, c('port-access', 'web', str(pub_port), 'public'), 0, 'port-access public',
-              out='%d public https://%s\n' % (pub_port, pub_host))
+              out='%d public https://%s%s\n' % (pub_port, pub_host, at))
         check(t, c('port-access', 'web', str(idle_port), 'public'), 0,
               'port-access of a port nothing listens on')
         t.eq(settings(d, key), sorted([(pub_port, 'public'), (idle_port, 'public')]),
@@ -85,7 +115,7 @@ def test_cli_edge(t):
         r = e.get(pub_host)
         t.status(r, 200, 'the edge serves the public port without a key')
         check(t, c('url', 'web', str(pub_port), '--token'), 0,
-              'url --token of a public port: no key in it', out='https://%s\n' % pub_host)
+              'url --token of a public port: no key in it', out='https://%s%s\n' % (pub_host, at))
         check(t, c('port-access', 'web', str(idle_port), 'private', '--json'), 0,
               'port-access private --json')
         r = c('port-access', 'web', str(idle_port), 'private', '--json')
@@ -116,12 +146,12 @@ def test_cli_edge(t):
     with t.section('box open'):
         browser, record = make_browser(tmp)
         r = c('open', 'web', extra_env={'BROWSER': browser})
-        check(t, r, 0, 'open of a private URL', out='Opened https://%s\n' % host)
+        check(t, r, 0, 'open of a private URL', out='Opened https://%s%s\n' % (host, at))
         t.ok(key not in r.out + r.err, 'open does not print the key', r.describe())
         got = opened(record)
-        t.eq(got, ['https://%s/?box_token=%s' % (host, key)],
+        t.eq(got, ['https://%s%s/?box_token=%s' % (host, at, key)],
              'the browser got the URL with ?box_token=')
-        path = (got or ['https://x/'])[0].split(host, 1)[-1]
+        path = (got or ['https://x/'])[0].split(host + at, 1)[-1]
         r = e.get(host, path)
         t.eq((r[0], r[1].get('location'), r[1].get('set-cookie')),
              (302, 'https://%s:%d/' % (host, edge_port),
@@ -131,14 +161,14 @@ def test_cli_edge(t):
         t.status(r, 200, 'the cookie opens the page')
         r = c('open', 'web', str(pub_port), extra_env={'BROWSER': browser + ' --new-tab=%s'})
         check(t, r, 0, 'open of a public port (BROWSER with %s)',
-              out='Opened https://%s\n' % pub_host)
-        t.eq(opened(record), ['--new-tab=https://%s' % pub_host],
+              out='Opened https://%s%s\n' % (pub_host, at))
+        t.eq(opened(record), ['--new-tab=https://%s%s' % (pub_host, at)],
              'the browser got the plain URL, in place of %s')
         r = c('open', 'web', extra_env={'BROWSER': '/nonexistent/browser:' + browser})
         check(t, r, 0, 'BROWSER: the first that starts wins')
-        t.eq(opened(record), ['https://%s/?box_token=%s' % (host, key)], '... the second one')
+        t.eq(opened(record), ['https://%s%s/?box_token=%s' % (host, at, key)], '... the second one')
         r = c('open', 'web', extra_env={'BROWSER': '', 'PATH': '/nonexistent'})
-        check(t, r, 0, 'open without a browser prints the URL', out='https://%s\n' % host)
+        check(t, r, 0, 'open without a browser prints the URL', out='https://%s%s\n' % (host, at))
         t.ok('box url --token' in r.err and key not in r.out + r.err,
              '... without the key, saying how to get it', r.describe())
 

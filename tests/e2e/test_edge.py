@@ -36,17 +36,18 @@ RSS_BOUND_KIB = 32 * 1024
 serve = edge_echo.serve
 
 
-def start_edge_boxd(t, what, extra_args=()):
+def start_edge_boxd(t, what, extra_args=(), conf_text=''):
     """boxd with its edge on a free port, on the dummy hypervisor running the
-    real agent ($BOX_AGENT) per sandbox: (boxd, edge port, a temp dir), or
-    None when there is no agent (@what skipped)."""
+    real agent ($BOX_AGENT) per sandbox (@conf_text: more of its config file):
+    (boxd, edge port, a temp dir), or None when there is no agent (@what
+    skipped)."""
     if not os.access(BOX_AGENT, os.X_OK):
         t.skip(what, 'needs BOX_AGENT')
         return None
     tmp = tempfile.mkdtemp(prefix='box-e2e-edge-')
     conf = os.path.join(tmp, 'boxd.conf')
     with open(conf, 'w') as f:
-        f.write('[plugin.dummy]\nagent=%s\n' % BOX_AGENT)
+        f.write('[plugin.dummy]\nagent=%s\n%s' % (BOX_AGENT, conf_text))
     edge_port = boxtest.free_port()
     d = Boxd(t, extra_args=['--config', conf, '--edge-listen', '127.0.0.1:%d' % edge_port] +
              list(extra_args)).start()

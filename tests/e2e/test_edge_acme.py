@@ -245,6 +245,17 @@ def served(port, sni, cafile=None, timeout=40):
             return s.getpeercert(binary_form=True)
 
 
+def served_openssl(port, sni):
+    """The first line of the leaf's PEM body that openssl s_client is served
+    for @sni (sent as it is)."""
+    r = subprocess.run(['openssl', 's_client', '-connect', '127.0.0.1:%d' % port,
+                        '-servername', sni], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, timeout=60)
+    lines = r.stdout.decode('ascii', 'replace').split('\n')
+    begin = lines.index('-----BEGIN CERTIFICATE-----') if '-----BEGIN CERTIFICATE-----' in lines else -2
+    return lines[begin + 1] if begin >= 0 else None
+
+
 def pem_of(der):
     return ssl.DER_cert_to_PEM_cert(der)
 
@@ -382,6 +393,10 @@ def test_edge_acme(t):
         t.eq(served(edge_port, DOMAIN), default, 'the own domain itself: default, no order')
         t.eq(served(edge_port, 'a.b.%s' % DOMAIN), default, 'a deeper name (no sandbox URL): default')
         t.eq(served(edge_port, 'a--b--c.%s' % DOMAIN), default, 'a bad label: default')
+        # names Python's ssl would not send, through openssl as they are
+        for bad in ('-q.', '..q.', '.', 'q..'):
+            t.eq(served_openssl(edge_port, bad + DOMAIN), pem_of(default).split('\n')[1],
+                 'a server name %s: default' % (bad + DOMAIN))
         t.eq(d.log_text().count(ORDERING), before, 'no order for any of them')
 
     with t.section('a storm on one new host: one order'):

@@ -7,7 +7,8 @@
 # the TLS client checks the chain and the host name for the own hosts too.
 # Routing, private and public, the cookie per host and the 302 exactly, key
 # stripping, stats counting, every 404, the longest domain winning, domains
-# set, removed and deleted with their project, and the map after a restart.
+# set, removed and deleted with their project, the map after a restart, and
+# a stored domain that is the sandbox domain left out at start.
 
 import http.cookiejar
 import os
@@ -229,6 +230,29 @@ def test_edge_domains(t):
         not_found('web.' + GONE, 'a removed domain stays 404', auth)
         t.status(e.get('web.' + DEEP, headers={'Authorization': 'Bearer ' + deep}), 200,
                  'the nested domain too')
+
+    with t.section('a stored domain that is the sandbox domain'):
+        # boxd restarted with the sandbox domain set to acme's own domain
+        # FREE (as a domain stored before the 400 check would be)
+        d.stop()
+        d.extra_args += ['--sandbox-domain', FREE]
+        d.start()
+        t.ok(wait_verified(e, host), 'boxd starts with it')
+        t.ok('project acme: its domain %s is the sandbox domain: left out of the own domains'
+             % FREE in d.log_text(), 'it is logged at start')
+        not_found('web.' + FREE, 'its N.<domain> host is 404', auth)
+        r = d.request('GET', '/v1/sandboxes/web', token=key)
+        t.eq((r[2] or {}).get('urls'), ['https://web.' + APPS],
+             'the record\'s urls leave it out too')
+        r = e.get('web--acme.' + FREE, headers=auth)
+        t.eq((r[0], (r[2] or {}).get('port')), (200, web_port),
+             'the sandbox domain\'s URL under it goes to the http_port')
+        t.status(e.get(host, headers=auth), 200, 'the project\'s other domain still answers')
+        d.stop()
+        del d.extra_args[-2:]
+        d.start()
+        t.ok(wait_verified(e, host), 'boxd back with its own sandbox domain')
+        t.status(e.get('web.' + FREE, headers=auth), 200, 'and %s is an own domain again' % FREE)
 
     with t.section('project deleted'):
         r = d.admin('DELETE', '/v1/projects/deep')

@@ -11,7 +11,8 @@
 # negative --edge-max-connections or a bad config value stops boxd.
 # Meanwhile an open WebSocket through the edge holds a sandbox of its own
 # (no other traffic) awake past its idle timeout, and once it closed that
-# sandbox idles as usual.
+# sandbox idles as usual.  A request body that stops for
+# http_idle_timeout_s is cut; one that keeps coming, slowly, is not.
 
 import os
 import shutil
@@ -97,18 +98,29 @@ def check_bad_values(t):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def test_edge_mem(t):
-    check_bad_values(t)
-    started = start_edge_boxd(t, 'the edge memory', ['--edge-max-connections', str(CAP)])
+def web_behind_edge(t, what, project, extra_args=(), conf_text=''):
+    """boxd with its edge (start_edge_boxd()), a project and a key, its
+    sandbox web whose http_port has the echo server: (boxd, edge port, key,
+    that port, the server, web's host, an Edge client), or None."""
+    started = start_edge_boxd(t, what, extra_args, conf_text=conf_text)
     if started is None:
-        return
+        return None
     d, edge_port, _ = started
-    key = d.project_with_key('acme')
+    key = d.project_with_key(project)
     web_port = boxtest.free_port()
     d.create_sandbox(key, {'name': 'web', 'http_port': web_port})
     srv = edge_echo.serve(web_port)
-    host = 'web--acme.%s' % DOMAIN
     e = Edge(edge_port, os.path.join(d.data_dir, 'tls', 'ca.pem'))
+    return d, edge_port, key, web_port, srv, 'web--%s.%s' % (project, DOMAIN), e
+
+
+def test_edge_mem(t):
+    check_bad_values(t)
+    started = web_behind_edge(t, 'the edge memory', 'acme',
+                              extra_args=['--edge-max-connections', str(CAP)])
+    if started is None:
+        return
+    d, edge_port, key, web_port, srv, host, e = started
     auth = {'Authorization': 'Bearer ' + key}
     sanitized = d.sanitized()
 
@@ -228,6 +240,52 @@ def test_edge_mem(t):
     d.stop()
 
 
+SLOW_S = 4   # http_idle_timeout_s of the slow-body test
+SLOW_GAP = 1.0   # the steady body's pause between parts (well under SLOW_S, under load too)
+
+
+def slow_post(e, host, key, parts, gap):
+    """A POST whose Content-Length is 100 sent as @parts bytes @gap seconds
+    apart (then nothing): (the answer's first bytes or b'' when the edge
+    closed, seconds from the last byte sent to that)."""
+    s = e.ctx.wrap_socket(socket.create_connection(('127.0.0.1', e.port)), server_hostname=host)
+    s.sendall(('POST /slow HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n'
+               'Content-Length: 100\r\n\r\n' % (host, key)).encode())
+    for i, n in enumerate(parts):
+        if i > 0:
+            time.sleep(gap)
+        s.sendall(b'x' * n)
+    last = time.time()
+    s.settimeout(30)
+    try:
+        got = s.recv(200)
+    except (ConnectionError, ssl.SSLError, socket.timeout) as err:
+        got = b'' if not isinstance(err, socket.timeout) else b'(no end after 30 s)'
+    took = time.time() - last
+    s.close()
+    return got, took
+
+
+def test_slow_body(t):
+    started = web_behind_edge(t, 'a slow request body', 'slow',
+                              conf_text='[boxd]\nhttp_idle_timeout_s=%d\n' % SLOW_S)
+    if started is None:
+        return
+    d, edge_port, key, web_port, srv, host, e = started
+
+    got, took = slow_post(e, host, key, [10], 0)
+    t.ok(got == b'' and SLOW_S - 0.5 <= took <= SLOW_S + 5,
+         'a body that stops for http_idle_timeout_s (%d s): the connection is cut, unanswered '
+         '(after %.1f s)' % (SLOW_S, took), got[:100])
+    got, took = slow_post(e, host, key, [10] * 10, SLOW_GAP)
+    t.ok(got.startswith(b'HTTP/1.1 200'),
+         'a body that comes a part every %.1f s (%.1f s in all, longer than the timeout): '
+         'answered' % (SLOW_GAP, 9 * SLOW_GAP), got[:100])
+    t.ok(d.alive(), 'boxd lives')
+    srv.shutdown()
+    d.stop()
+
+
 if __name__ == '__main__':
     tap = Tap()
-    boxtest.main(tap, test_edge_mem)
+    boxtest.main(tap, test_edge_mem, test_slow_body)

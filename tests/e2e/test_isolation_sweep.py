@@ -77,6 +77,7 @@ SPEC_ROUTES = [
 # ws: the route is a WebSocket (or SSE) and is also tried as an upgrade.
 SWEEP = {
     ('GET', '/v1/whoami'): {'kind': 'own'},
+    ('GET', '/v1/edge'): {'kind': 'own'},   # the deployment's, no project's
     ('POST', '/v1/projects'): {'kind': 'admin', 'body': {'name': 'gamma'}},
     ('GET', '/v1/projects'): {'kind': 'admin'},
     ('GET', '/v1/projects/{project}'): {'kind': 'admin'},

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # e2e: records survive a restart (SIGTERM) and a SIGKILL in the middle of a
-# burst of writes: every acknowledged write is there afterwards.
+# burst of writes: every acknowledged write is there afterwards.  A SIGHUP
+# does not end boxd, with or without the edge.
 
 import os
 import random
+import signal
 import sqlite3
 import subprocess
 import tempfile
@@ -91,6 +93,21 @@ def test_restart(t):
     for k in (key, key2['secret'], key_b):
         t.eq(boxtest.grep_dir(d.data_dir, k.encode()), [], 'key %s... not stored on disk (only its hash)' % k[:8])
         t.ok(k not in d.log_text(), 'key %s... not in boxd\'s log' % k[:8])
+
+
+def test_sighup(t):
+    d = Boxd(t).start()   # no --edge-listen: nothing to reload
+    key = d.project_with_key('hup')
+    for i in range(2):
+        d.proc.send_signal(signal.SIGHUP)
+        end = time.time() + 10
+        while d.log_text().count('SIGHUP: nothing to reload') <= i and time.time() < end:
+            time.sleep(0.05)
+        t.ok(d.log_text().count('SIGHUP: nothing to reload') > i,
+             'SIGHUP %d without the edge: logged' % (i + 1), d.log_text()[-1000:])
+        t.ok(d.alive(), '... and boxd lives')
+        t.status(d.request('GET', '/v1/whoami', token=key), 200, '... and answers')
+    d.stop()
 
 
 def test_one_boxd_per_data_dir(t):
@@ -217,4 +234,4 @@ def test_kill9_burst(t):
 
 
 if __name__ == '__main__':
-    boxtest.main(Tap(), test_restart, test_one_boxd_per_data_dir, test_kill9_burst)
+    boxtest.main(Tap(), test_restart, test_sighup, test_one_boxd_per_data_dir, test_kill9_burst)

@@ -81,6 +81,8 @@ def test_create_validation(t):
             ({'network': {'egress': [{'domain': 'x.com', 'action': 'deny', 'ports': [80]}]}}, 'deny with ports'),
             ({'network': {'egress': [{'domain': 'x.com', 'action': 'maybe'}]}}, 'rule action maybe'),
             ({'network': {'egress': [{'domain': 'X.com', 'action': 'allow'}]}}, 'rule domain with uppercase'),
+            ({'network': {'egress': [{'domain': 'b\u00fccher.example', 'action': 'allow'}]}},
+             'rule domain in Unicode (an IDN goes in its xn-- form)'),
             ({'network': {'egress': [{'include': 'everything'}]}}, 'include other than defaults'),
             ({'network': {'egress': rules(1001)}}, '1001 rules'),
             ({'network': {'egress': [{'include': 'defaults'}] + rules(1001 - n_defaults)}},

@@ -327,6 +327,9 @@ test_rule (void)
   CHECK_RULE (NULL, TRUE, 0, NULL, FALSE, "domain is required");
   CHECK_RULE ("https://a.com", TRUE, 0, NULL, FALSE, NULL);
   CHECK_RULE ("a.com:443", TRUE, 0, NULL, FALSE, NULL);
+  CHECK_RULE ("b\xc3\xbc" "cher.example", TRUE, 0, NULL, FALSE, "xn--");
+  CHECK_RULE ("*.b\xc3\xbc" "cher.example", TRUE, 0, NULL, FALSE, "xn--");
+  CHECK_RULE ("xn--bcher-kva.example", TRUE, 0, NULL, TRUE, NULL);
   /* ports */
   CHECK_RULE ("x.com", FALSE, 80, NULL, FALSE, "deny rule takes no ports");
   zero_port->ports[0] = 0;
