@@ -3,6 +3,8 @@
 
 #include "box-edge-access.h"
 
+#include <string.h>
+
 #include "box-edge-route.h"
 
 gboolean
@@ -52,4 +54,54 @@ box_edge_cookie_token (SoupMessageHeaders *headers)
     }
   }
   return found;
+}
+
+gboolean
+box_edge_hop_by_hop (SoupMessageHeaders *headers, const char *name)
+{
+  static const char *const hop[] = {
+    "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Upgrade",
+    "Proxy-Authorization", "Proxy-Authenticate", NULL,
+  };
+
+  for (guint i = 0; hop[i] != NULL; i++)
+    if (g_ascii_strcasecmp (name, hop[i]) == 0)
+      return TRUE;
+  /* and what the Connection header names */
+  return soup_message_headers_header_contains (headers, "Connection", name);
+}
+
+GString *
+box_edge_upstream_head (const BoxEdgeUpstream *up)
+{
+  GString *text = g_string_new (NULL);
+  SoupMessageHeadersIter iter;
+  const char *name, *value;
+
+  g_string_append_printf (text, "%s %s%s%s HTTP/1.1\r\n", up->method, up->path,
+                          up->query != NULL ? "?" : "", up->query != NULL ? up->query : "");
+  soup_message_headers_iter_init (&iter, up->headers);
+  while (soup_message_headers_iter_next (&iter, &name, &value)) {
+    if (box_edge_hop_by_hop (up->headers, name) ||
+        g_ascii_strncasecmp (name, "X-Forwarded-", strlen ("X-Forwarded-")) == 0 ||
+        (up->strip_authorization && g_ascii_strcasecmp (name, "Authorization") == 0))
+      continue;
+    if (g_ascii_strcasecmp (name, "Cookie") == 0) {
+      g_autofree char *token = NULL;
+      g_autofree char *rest = box_edge_strip_cookie (value, &token);
+      if (rest != NULL)
+        g_string_append_printf (text, "Cookie: %s\r\n", rest);
+      continue;
+    }
+    g_string_append_printf (text, "%s: %s\r\n", name, value);
+  }
+  g_string_append_printf (text, "X-Forwarded-For: %s\r\nX-Forwarded-Proto: https\r\n"
+                          "X-Forwarded-Host: %s\r\n", up->peer, up->host);
+  if (up->upgrade)
+    g_string_append_printf (text, "Connection: Upgrade\r\nUpgrade: %s\r\n",
+                            soup_message_headers_get_one (up->headers, "Upgrade"));
+  else if (up->close)
+    g_string_append (text, "Connection: close\r\n");
+  g_string_append (text, "\r\n");
+  return text;
 }

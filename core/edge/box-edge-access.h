@@ -21,4 +21,26 @@ gboolean  box_edge_project_key        (BoxEngine *engine, const char *project,
 /* The box_token cookie's value in @headers (the last one), or NULL. */
 char     *box_edge_cookie_token       (SoupMessageHeaders *headers);
 
+/* Whether header @name of a message with @headers is hop-by-hop: one of
+ * RFC 9110's, or one its Connection header names. */
+gboolean  box_edge_hop_by_hop         (SoupMessageHeaders *headers, const char *name);
+
+/* A request as it goes to the sandbox: the edge's client's request. */
+typedef struct {
+  const char         *method;
+  const char         *path;
+  const char         *query;            /* without box_token, or NULL */
+  SoupMessageHeaders *headers;
+  const char         *peer;             /* X-Forwarded-For */
+  const char         *host;             /* X-Forwarded-Host */
+  gboolean            strip_authorization;
+  gboolean            upgrade;
+  gboolean            close;            /* the server is to close after it */
+} BoxEdgeUpstream;
+
+/* @up's head: hop-by-hop headers, the key and box_token out, the forwarded
+ * headers in, then Connection: Upgrade, Connection: close or nothing
+ * (HTTP/1.1: the connection stays open). */
+GString  *box_edge_upstream_head      (const BoxEdgeUpstream *up);
+
 G_END_DECLS

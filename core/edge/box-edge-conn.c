@@ -9,6 +9,7 @@
 #include "box-agent-stream.h"
 #include "box-edge-access.h"
 #include "box-edge-io.h"
+#include "box-edge-pool.h"
 #include "box-edge-route.h"
 #include "box-error.h"
 
@@ -17,6 +18,7 @@
 struct _BoxEdgeConn {
   gint                  refs;
   BoxEngine            *engine;
+  BoxEdgePool          *pool;          /* the server's */
   GIOStream            *client;
   GBufferedInputStream *cin;
   GOutputStream        *cout;
@@ -51,6 +53,10 @@ struct _BoxEdgeConn {
   gboolean              key_request;   /* it carried the project's key */
   guint64               body_sent;     /* response body bytes sent (counted at its end) */
   gboolean              body_timed_out; /* the client sent no body bytes for idle_timeout_s */
+  gboolean              reused;        /* the stream came from the pool */
+  gboolean              up_reusable;   /* the stream may go back to the pool after */
+  gboolean              resp_chunked;
+  BoxEdgeChunks         chunks;
 
   /* the stream to the port */
   BoxAgentStream       *up;
@@ -86,6 +92,9 @@ clear_request (BoxEdgeConn *c)
   c->strip_authorization = FALSE;
   c->service_tried = FALSE;
   c->pending = 0;
+  c->reused = FALSE;
+  c->up_reusable = FALSE;
+  c->resp_chunked = FALSE;
 }
 
 static void
@@ -315,24 +324,16 @@ reply_error_literal (BoxEdgeConn *c, BoxErrorCode code, const char *message)
 
 /* ---- the exchange with the port ---------------------------------------- */
 
-static gboolean
-hop_by_hop (SoupMessageHeaders *headers, const char *name)
-{
-  static const char *const hop[] = {
-    "Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer", "Upgrade",
-    "Proxy-Authorization", "Proxy-Authenticate", NULL,
-  };
-
-  for (guint i = 0; hop[i] != NULL; i++)
-    if (g_ascii_strcasecmp (name, hop[i]) == 0)
-      return TRUE;
-  /* and what the Connection header names */
-  return soup_message_headers_header_contains (headers, "Connection", name);
-}
-
 static void
 exchange_end (BoxEdgeConn *c)
 {
+  if (c->up != NULL && c->up_reusable && !c->chunks.extra &&
+      g_buffered_input_stream_get_available (c->uin) == 0) {
+    box_edge_buffered_shrink (c->uin);
+    box_edge_pool_put (c->pool, c->sandbox_id, c->port, g_steal_pointer (&c->up),
+                       g_steal_pointer (&c->uin));
+    c->uout = NULL;
+  }
   drop_upstream (c, FALSE);
   if (c->keep_alive)
     next_request (c);
@@ -410,8 +411,33 @@ response_head_sent (BoxEdgeConn *c, gboolean ok)
     conn_close (c);
     return;
   }
+  if (c->resp_length == 0 && !c->resp_chunked) {
+    response_body_done (c, TRUE);
+    return;
+  }
+  if (c->resp_chunked) {
+    memset (&c->chunks, 0, sizeof c->chunks);
+    box_edge_pump_chunked (G_INPUT_STREAM (c->uin), c->cout, &c->chunks, &c->body_sent, c->cancel,
+                           then_done, then_new (c, response_body_done, NULL));
+    return;
+  }
   box_edge_pump_counted (G_INPUT_STREAM (c->uin), c->cout, c->resp_length, &c->body_sent, c->cancel,
                          then_done, then_new (c, response_body_done, NULL));
+}
+
+static void connect_try (BoxEdgeConn *c);
+
+/* A stream from the pool failed before any answer came (the server closed
+ * it meanwhile): the request goes again on a new one. */
+static gboolean
+retry_fresh (BoxEdgeConn *c)
+{
+  if (!c->reused)
+    return FALSE;
+  drop_upstream (c, TRUE);
+  c->reused = FALSE;
+  connect_try (c);
+  return TRUE;
 }
 
 static void
@@ -429,6 +455,9 @@ response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
   const char *length_value;
   guint64 length = 0;
 
+  if (head == NULL && !too_big && retry_fresh (c))
+    return;
+  c->reused = FALSE;   /* it answered: what comes now is this request's */
   if (head == NULL ||
       !soup_headers_parse_response (data, (int) len, headers, &version, &status, &phrase)) {
     c->keep_alive = FALSE;
@@ -440,7 +469,7 @@ response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
   g_string_append_printf (text, "HTTP/1.1 %u %s\r\n", status, phrase);
   soup_message_headers_iter_init (&iter, headers);
   while (soup_message_headers_iter_next (&iter, &name, &value))
-    if (!hop_by_hop (headers, name))
+    if (!box_edge_hop_by_hop (headers, name))
       g_string_append_printf (text, "%s: %s\r\n", name, value);
 
   if (status == SOUP_STATUS_SWITCHING_PROTOCOLS && c->upgrade) {
@@ -465,11 +494,23 @@ response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
            g_ascii_string_to_unsigned (length_value, 10, 0, G_MAXINT64, &length, NULL))
     c->resp_length = (gint64) length;
   else
-    c->resp_length = -1;   /* chunked or until the end: the sandbox closes after it */
-  if (c->resp_length < 0 && !soup_message_headers_header_contains (headers, "Transfer-Encoding",
-                                                                  "chunked"))
+    c->resp_length = -1;   /* chunked, or until the sandbox closes */
+  c->resp_chunked = c->resp_length < 0 &&
+                    soup_message_headers_header_contains (headers, "Transfer-Encoding", "chunked");
+  if (c->resp_length < 0 && !c->resp_chunked) {
     c->keep_alive = FALSE;
+    c->up_reusable = FALSE;
+  }
+  if (version != SOUP_HTTP_1_1 || soup_message_headers_header_contains (headers, "Connection",
+                                                                        "close"))
+    c->up_reusable = FALSE;
   g_string_append_printf (text, "%s\r\n", c->keep_alive ? "" : "Connection: close\r\n");
+  /* a small body that came with the head goes in the same write: one TLS record */
+  if (!c->resp_chunked && c->resp_length > 0 && c->resp_length <= BOX_EDGE_HEAD_START &&
+      box_edge_take_buffered (c->uin, (gsize) c->resp_length, text)) {
+    c->body_sent = (guint64) c->resp_length;
+    c->resp_length = 0;
+  }
   count_answer (c, status);
   write_string (c, c->cout, text, response_head_sent);
 }
@@ -477,6 +518,8 @@ response_head (BoxEdgeConn *c, GBytes *head, gboolean too_big)
 static void
 request_head_sent (BoxEdgeConn *c, gboolean ok)
 {
+  if (!ok && retry_fresh (c))
+    return;
   if (!ok) {
     c->keep_alive = FALSE;
     reply_error_literal (c, BOX_ERROR_PORT_CLOSED, "the server in the sandbox closed the connection");
@@ -490,43 +533,21 @@ request_head_sent (BoxEdgeConn *c, gboolean ok)
   read_head (c, c->uin, response_head);
 }
 
-/* The request as it goes to the sandbox: hop-by-hop headers, the key and
- * box_token out, the forwarded headers in, Connection: close (or Upgrade). */
-static GString *
-upstream_head (BoxEdgeConn *c)
+/* The request goes to the sandbox on c->up. */
+static void
+exchange_start (BoxEdgeConn *c)
 {
-  GString *text = g_string_new (NULL);
-  SoupMessageHeadersIter iter;
-  const char *name, *value;
+  BoxEdgeUpstream up = {
+    .method = c->method, .path = c->path, .query = c->query, .headers = c->headers,
+    .peer = c->peer, .host = c->host, .strip_authorization = c->strip_authorization,
+    .upgrade = c->upgrade, .close = c->length != 0,
+  };
 
-  g_string_append_printf (text, "%s %s%s%s HTTP/1.1\r\n", c->method, c->path,
-                          c->query != NULL ? "?" : "", c->query != NULL ? c->query : "");
-  soup_message_headers_iter_init (&iter, c->headers);
-  while (soup_message_headers_iter_next (&iter, &name, &value)) {
-    if (hop_by_hop (c->headers, name) ||
-        g_ascii_strncasecmp (name, "X-Forwarded-", strlen ("X-Forwarded-")) == 0 ||
-        (c->strip_authorization && g_ascii_strcasecmp (name, "Authorization") == 0))
-      continue;
-    if (g_ascii_strcasecmp (name, "Cookie") == 0) {
-      g_autofree char *token = NULL;
-      g_autofree char *rest = box_edge_strip_cookie (value, &token);
-      if (rest != NULL)
-        g_string_append_printf (text, "Cookie: %s\r\n", rest);
-      continue;
-    }
-    g_string_append_printf (text, "%s: %s\r\n", name, value);
-  }
-  g_string_append_printf (text, "X-Forwarded-For: %s\r\nX-Forwarded-Proto: https\r\n"
-                          "X-Forwarded-Host: %s\r\n", c->peer, c->host);
-  if (c->upgrade)
-    g_string_append_printf (text, "Connection: Upgrade\r\nUpgrade: %s\r\n\r\n",
-                            soup_message_headers_get_one (c->headers, "Upgrade"));
-  else
-    g_string_append (text, "Connection: close\r\n\r\n");
-  return text;
+  /* a request with a body is not retried: its stream is not kept either */
+  c->up_reusable = c->length == 0 && !c->upgrade;
+  c->uout = g_io_stream_get_output_stream (G_IO_STREAM (c->up));
+  write_string (c, c->uout, box_edge_upstream_head (&up), request_head_sent);
 }
-
-static void connect_try (BoxEdgeConn *c);
 
 static gboolean
 retry_cb (gpointer user_data)
@@ -584,8 +605,7 @@ port_connected (GObject *source, GAsyncResult *result, gpointer user_data)
   }
   c->up = g_steal_pointer (&stream);
   c->uin = box_edge_buffered_new (g_io_stream_get_input_stream (G_IO_STREAM (c->up)));
-  c->uout = g_io_stream_get_output_stream (G_IO_STREAM (c->up));
-  write_string (c, c->uout, upstream_head (c), request_head_sent);
+  exchange_start (c);
 }
 
 static void
@@ -670,6 +690,14 @@ route (BoxEdgeConn *c, const char *query_token)
     return;
   }
   c->wait_until = g_get_monotonic_time () + BOX_EDGE_PORT_WAIT_S * G_USEC_PER_SEC;
+  /* a GET or HEAD without a body may go again if a kept stream turns out closed */
+  if (c->length == 0 && !c->upgrade &&
+      (strcmp (c->method, "GET") == 0 || strcmp (c->method, "HEAD") == 0) &&
+      box_edge_pool_take (c->pool, c->sandbox_id, c->port, &c->up, &c->uin)) {
+    c->reused = TRUE;
+    exchange_start (c);
+    return;
+  }
   connect_try (c);
 }
 
@@ -765,7 +793,7 @@ next_request (BoxEdgeConn *c)
 }
 
 void
-box_edge_conn_serve (BoxEngine *engine, GIOStream *stream, const char *peer,
+box_edge_conn_serve (BoxEngine *engine, BoxEdgePool *pool, GIOStream *stream, const char *peer,
                      guint idle_timeout_s, GCancellable *shutdown, GDestroyNotify ended,
                      gpointer data)
 {
@@ -773,6 +801,7 @@ box_edge_conn_serve (BoxEngine *engine, GIOStream *stream, const char *peer,
 
   c->refs = 1;   /* until conn_close() */
   c->engine = g_object_ref (engine);
+  c->pool = pool;
   c->client = g_object_ref (stream);
   c->cin = box_edge_buffered_new (g_io_stream_get_input_stream (stream));
   c->cout = g_io_stream_get_output_stream (stream);

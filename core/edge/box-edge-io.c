@@ -51,6 +51,7 @@ typedef struct {
   gboolean        *timed_out;
   gint64           left;         /* -1: until the end */
   guint64         *counted;      /* NULL, or bytes written are added here */
+  BoxEdgeChunks   *chunks;       /* NULL, or the body is chunked: its end found here */
   gsize            moving;       /* the bytes of the write under way */
   BoxEdgeDoneFunc  func;
   gpointer         user_data;
@@ -97,11 +98,28 @@ pump_move (Pump *p, gssize n)
     return;
   }
   if (n == 0) {
-    pump_end (p, p->left < 0);
+    /* (a chunked body ends at its last chunk, not with the stream) */
+    pump_end (p, p->left < 0 && p->chunks == NULL);
     return;
   }
   if (p->left > 0)
     p->left -= n;
+  if (p->chunks != NULL) {
+    gssize body = box_edge_chunks_scan (p->chunks, p->buffer, (gsize) n);
+    if (body < 0) {
+      pump_end (p, FALSE);
+      return;
+    }
+    if (body < n)
+      p->chunks->extra = TRUE;
+    if (p->chunks->done)
+      p->left = 0;          /* this write is the last */
+    if (body == 0) {
+      pump_end (p, TRUE);
+      return;
+    }
+    n = body;
+  }
   p->moving = (gsize) n;
   g_output_stream_write_all_async (p->out, p->buffer, (gsize) n, G_PRIORITY_DEFAULT, p->cancel,
                                    pump_written, p);
@@ -173,10 +191,11 @@ box_edge_pump (GInputStream *in, GOutputStream *out, gint64 length, GCancellable
   box_edge_pump_counted (in, out, length, NULL, cancel, func, user_data);
 }
 
-static void
-pump_start_timed (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted,
-                  gsize size, guint read_timeout_s, gboolean *timed_out, GCancellable *cancel,
-                  BoxEdgeDoneFunc func, gpointer user_data)
+/* A pump, not started yet (pump_read() starts it). */
+static Pump *
+pump_new (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted, gsize size,
+          guint read_timeout_s, gboolean *timed_out, GCancellable *cancel, BoxEdgeDoneFunc func,
+          gpointer user_data)
 {
   Pump *p = g_new0 (Pump, 1);
 
@@ -197,14 +216,14 @@ pump_start_timed (GInputStream *in, GOutputStream *out, gint64 length, guint64 *
   p->left = length;
   p->func = func;
   p->user_data = user_data;
-  pump_read (p);
+  return p;
 }
 
 static void
 pump_start (GInputStream *in, GOutputStream *out, gint64 length, guint64 *counted, gsize size,
             GCancellable *cancel, BoxEdgeDoneFunc func, gpointer user_data)
 {
-  pump_start_timed (in, out, length, counted, size, 0, NULL, cancel, func, user_data);
+  pump_read (pump_new (in, out, length, counted, size, 0, NULL, cancel, func, user_data));
 }
 
 void
@@ -213,8 +232,8 @@ box_edge_pump_timed (GInputStream *in, GOutputStream *out, gint64 length, guint 
                      gpointer user_data)
 {
   *timed_out = FALSE;
-  pump_start_timed (in, out, length, NULL, BOX_EDGE_PUMP_BUFFER, read_timeout_s, timed_out, cancel,
-                    func, user_data);
+  pump_read (pump_new (in, out, length, NULL, BOX_EDGE_PUMP_BUFFER, read_timeout_s, timed_out,
+                       cancel, func, user_data));
 }
 
 void
@@ -225,10 +244,93 @@ box_edge_pump_counted (GInputStream *in, GOutputStream *out, gint64 length, guin
 }
 
 void
+box_edge_pump_chunked (GInputStream *in, GOutputStream *out, BoxEdgeChunks *chunks,
+                       guint64 *counted, GCancellable *cancel, BoxEdgeDoneFunc func,
+                       gpointer user_data)
+{
+  /* (-1: pump_read() reads whole buffers; the scan sets left to 0 at the end) */
+  Pump *p = pump_new (in, out, -1, counted, BOX_EDGE_PUMP_BUFFER, 0, NULL, cancel, func, user_data);
+
+  p->chunks = chunks;
+  pump_read (p);
+}
+
+void
 box_edge_relay (GInputStream *in, GOutputStream *out, GCancellable *cancel, BoxEdgeDoneFunc func,
                 gpointer user_data)
 {
   pump_start (in, out, -1, NULL, BOX_EDGE_RELAY_BUFFER, cancel, func, user_data);
+}
+
+/* ---- where a chunked body ends ----------------------------------------- */
+
+enum { CH_SIZE, CH_EXT, CH_DATA, CH_DATA_END, CH_TRAILER_START, CH_TRAILER, CH_TRAILER_CR };
+
+gssize
+box_edge_chunks_scan (BoxEdgeChunks *ch, const guint8 *data, gsize len)
+{
+  gsize i = 0;
+
+  while (i < len && !ch->done) {
+    guint8 b = data[i];
+
+    switch (ch->state) {
+    case CH_SIZE:
+      if (g_ascii_isxdigit (b)) {
+        if (ch->left > (G_MAXUINT64 >> 4))
+          return -1;
+        ch->left = ch->left * 16 + (guint64) g_ascii_xdigit_value (b);
+        ch->digits++;
+        i++;
+        continue;
+      }
+      if (ch->digits == 0 || (b != ';' && b != ' ' && b != '\t' && b != '\r' && b != '\n'))
+        return -1;
+      ch->state = CH_EXT;
+      continue;   /* the same byte: it may be the line's end */
+    case CH_EXT:
+      if (b == '\n') {
+        ch->digits = 0;
+        ch->state = ch->left > 0 ? CH_DATA : CH_TRAILER_START;
+      }
+      i++;
+      continue;
+    case CH_DATA: {
+      gsize n = (gsize) MIN ((guint64) (len - i), ch->left);
+      ch->left -= n;
+      i += n;
+      if (ch->left == 0)
+        ch->state = CH_DATA_END;
+      continue;
+    }
+    case CH_DATA_END:   /* the CRLF after the data */
+      if (b == '\n')
+        ch->state = CH_SIZE;
+      else if (b != '\r')
+        return -1;
+      i++;
+      continue;
+    case CH_TRAILER_START:
+      ch->state = b == '\r' ? CH_TRAILER_CR : b == '\n' ? CH_TRAILER_START : CH_TRAILER;
+      ch->done = b == '\n';
+      i++;
+      continue;
+    case CH_TRAILER:
+      if (b == '\n')
+        ch->state = CH_TRAILER_START;
+      i++;
+      continue;
+    case CH_TRAILER_CR:
+      if (b != '\n')
+        return -1;
+      ch->done = TRUE;
+      i++;
+      continue;
+    default:
+      return -1;
+    }
+  }
+  return (gssize) i;
 }
 
 /* ---- reading a head ---------------------------------------------------- */
@@ -309,6 +411,19 @@ box_edge_read_head (GBufferedInputStream *in, gsize max, GCancellable *cancel,
   h->func = func;
   h->user_data = user_data;
   head_try (h);
+}
+
+gboolean
+box_edge_take_buffered (GBufferedInputStream *in, gsize length, GString *text)
+{
+  gsize avail = 0;
+  const char *data = g_buffered_input_stream_peek_buffer (in, &avail);
+
+  if (avail < length)
+    return FALSE;
+  g_string_append_len (text, data, (gssize) length);
+  g_input_stream_skip (G_INPUT_STREAM (in), length, NULL, NULL);
+  return TRUE;
 }
 
 GBufferedInputStream *

@@ -48,10 +48,32 @@ void box_edge_pump_timed   (GInputStream *in, GOutputStream *out, gint64 length,
 /* box_edge_pump() until the end of @in with a BOX_EDGE_RELAY_BUFFER. */
 void box_edge_relay        (GInputStream *in, GOutputStream *out, GCancellable *cancel,
                             BoxEdgeDoneFunc func, gpointer user_data);
+/* Where a chunked body (RFC 9112 7.1) ends, found as its bytes pass by:
+ * zero it before the body; box_edge_chunks_scan() says how many of @len
+ * bytes belong to the body (the rest comes after its end), or -1 when
+ * they break the framing. */
+typedef struct {
+  guint   state;
+  guint   digits;
+  guint64 left;          /* of the chunk's data, or its size so far */
+  gboolean done;         /* the last chunk and the trailer went by */
+  gboolean extra;        /* bytes came after the end (set by the pump) */
+} BoxEdgeChunks;
+
+gssize box_edge_chunks_scan (BoxEdgeChunks *chunks, const guint8 *data, gsize len);
+/* box_edge_pump_counted() of a chunked body: copied as it is, to the end
+ * of its last chunk and trailer; bytes after that are not copied (and
+ * @chunks->extra set), a broken framing ends it with FALSE. */
+void box_edge_pump_chunked (GInputStream *in, GOutputStream *out, BoxEdgeChunks *chunks,
+                            guint64 *counted, GCancellable *cancel, BoxEdgeDoneFunc func,
+                            gpointer user_data);
 /* Reads up to "\r\n\r\n" within @max bytes, growing @in's buffer up to
  * @max as needed; what follows stays in @in. */
 void box_edge_read_head (GBufferedInputStream *in, gsize max, GCancellable *cancel,
                          BoxEdgeHeadFunc func, gpointer user_data);
+/* When @in holds @length bytes already: appends them to @text, takes
+ * them from @in and says TRUE. */
+gboolean box_edge_take_buffered (GBufferedInputStream *in, gsize length, GString *text);
 /* A buffered stream over @base (not closing it) of BOX_EDGE_HEAD_START
  * bytes. */
 GBufferedInputStream *box_edge_buffered_new (GInputStream *base);

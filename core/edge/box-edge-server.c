@@ -4,6 +4,8 @@
 #include "box-edge-server.h"
 
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include "box-acme.h"
@@ -21,6 +23,7 @@ struct _BoxEdgeServer {
   GObject           parent_instance;
   BoxEngine        *engine;
   BoxEdgeCerts     *certs;
+  BoxEdgePool      *pool;     /* idle streams to sandbox ports */
   BoxAcme          *acme;     /* NULL: no ACME */
   GSocketService   *service;
   GCancellable     *shutdown;
@@ -111,8 +114,8 @@ handshake_done (GObject *source, GAsyncResult *result, gpointer user_data)
     g_io_stream_close_async (h->tls, G_PRIORITY_DEFAULT, NULL, NULL, NULL);
   } else {
     h->served = TRUE;
-    box_edge_conn_serve (h->server->engine, h->tls, h->peer, config->http_idle_timeout_s,
-                         h->server->shutdown, conn_ended, g_object_ref (h->server));
+    box_edge_conn_serve (h->server->engine, h->server->pool, h->tls, h->peer,
+                         config->http_idle_timeout_s, h->server->shutdown, conn_ended, g_object_ref (h->server));
   }
   handshake_free (h);
 }
@@ -268,6 +271,10 @@ incoming (GSocketService *service, GSocketConnection *connection, GObject *sourc
     return TRUE;
   }
   self->open++;
+  /* no Nagle: an answer's second write (a body after its head, the next
+   * chunk) would otherwise wait for the client's delayed ACK (~40 ms) */
+  g_socket_set_option (g_socket_connection_get_socket (connection), IPPROTO_TCP, TCP_NODELAY, 1,
+                       NULL);
   h = g_new0 (Handshake, 1);
   h->server = g_object_ref (self);
   h->connection = g_object_ref (connection);
@@ -293,6 +300,7 @@ box_edge_server_dispose (GObject *object)
   g_clear_object (&self->service);
   g_clear_object (&self->certs);
   g_clear_object (&self->acme);
+  g_clear_pointer (&self->pool, box_edge_pool_free);
   g_clear_object (&self->engine);
   g_clear_object (&self->shutdown);
   G_OBJECT_CLASS (box_edge_server_parent_class)->dispose (object);
@@ -323,6 +331,7 @@ box_edge_server_new (BoxEngine *engine, BoxEdgeCerts *certs)
 
   self->engine = g_object_ref (engine);
   self->certs = g_object_ref (certs);
+  self->pool = box_edge_pool_new (engine);
   return self;
 }
 
@@ -409,4 +418,6 @@ box_edge_server_shutdown (BoxEdgeServer *self)
     g_socket_listener_close (G_SOCKET_LISTENER (self->service));
   }
   g_cancellable_cancel (self->shutdown);
+  if (self->pool != NULL)
+    box_edge_pool_shutdown (self->pool);
 }

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 # edge_echo.py: the HTTP server behind the edge in the edge tests (standard
 # library only): it answers what it received as JSON (method, path,
-# headers; for a POST the length and SHA-256 of the body), /big/N with N
-# bytes, /chunked with a chunked answer, and echoes the raw bytes of an
-# upgraded connection.  tests/e2e/test_edge.py imports it (on the host);
+# headers, the connection's client address as conn; for a POST the length
+# and SHA-256 of the body), /big/N with N bytes, /chunked with a chunked
+# answer, /close with Connection: close, /drop (then closes without
+# saying so), /nolength (a body that ends when it closes), and echoes the
+# raw bytes of an upgraded connection.  CLOSED: the client addresses of
+# the connections that ended.  tests/e2e/test_edge.py imports it (on the host);
 # tests/e2e-vm/test_edge.py and bench/edge-bench copy it into the guest
 # and run it there: python3 edge_echo.py PORT [ADDRESS].
 
@@ -14,20 +17,39 @@ import socketserver
 import sys
 import threading
 
+CLOSED = set()
+
 
 class Echo(http.server.BaseHTTPRequestHandler):
     protocol_version = 'HTTP/1.1'
+    # a head and a body are two writes: without this the body would wait
+    # for the delayed ACK of the head (the edge's own Nagle is what e2e-edge
+    # checks)
+    disable_nagle_algorithm = True
 
     def log_message(self, *args):
         pass
 
+    def conn_name(self):
+        return '%s:%d' % self.client_address[:2]
+
+    def finish(self):
+        super().finish()
+        CLOSED.add(self.conn_name())
+
     def reply(self, obj, status=200):
+        obj['conn'] = self.conn_name()
         data = json.dumps(obj).encode()
         self.send_response(status)
         self.send_header('Content-Type', 'application/json')
-        self.send_header('Content-Length', str(len(data)))
+        if self.path != '/nolength':
+            self.send_header('Content-Length', str(len(data)))
+        if self.path == '/close':
+            self.send_header('Connection', 'close')
         self.end_headers()
         self.wfile.write(data)
+        if self.path in ('/nolength', '/drop'):
+            self.close_connection = True
 
     def do_GET(self):
         if self.headers.get('Upgrade'):

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "box-edge-cert.h"
+#include "box-edge-io.h"
 #include "box-edge-route.h"
 
 /* own domains: apps.example.test and deep.apps.example.test (nested) of
@@ -242,6 +243,62 @@ test_own_ca (void)
   g_assert_nonnull (other);
 }
 
+/* How many bytes of @text box_edge_chunks_scan() takes as the body, fed
+ * @step bytes at a time (-1: broken); *@done whether it found the end. */
+static gssize
+scan_chunks (const char *text, gsize step, gboolean *done)
+{
+  BoxEdgeChunks chunks = { 0 };
+  gsize len = strlen (text), at = 0;
+
+  while (at < len && !chunks.done) {
+    gsize n = MIN (step, len - at);
+    gssize took = box_edge_chunks_scan (&chunks, (const guint8 *) text + at, n);
+
+    if (took < 0)
+      return -1;
+    at += (gsize) took;
+    if ((gsize) took < n)
+      break;
+  }
+  *done = chunks.done;
+  return (gssize) at;
+}
+
+static void
+test_chunks (void)
+{
+  static const char *const whole[] = {
+    "0\r\n\r\n",
+    "5\r\nhello\r\n0\r\n\r\n",
+    "5;ext=1\r\nhello\r\nA\r\n0123456789\r\n0\r\n\r\n",
+    "3\r\nabc\r\n0\r\nX-Trailer: 1\r\nY: 2\r\n\r\n",
+    "3\nabc\n0\n\n",                       /* bare LFs */
+    "1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\n\r\n",
+  };
+  gboolean done = FALSE;
+
+  for (guint i = 0; i < G_N_ELEMENTS (whole); i++)
+    for (gsize step = 1; step <= strlen (whole[i]); step++) {
+      g_assert_cmpint (scan_chunks (whole[i], step, &done), ==, (gssize) strlen (whole[i]));
+      g_assert_true (done);
+    }
+  /* bytes after the end are not the body's */
+  g_assert_cmpint (scan_chunks ("2\r\nab\r\n0\r\n\r\nHTTP/1.1", 64, &done), ==, 12);
+  g_assert_true (done);
+  /* not yet at the end */
+  g_assert_cmpint (scan_chunks ("5\r\nhel", 64, &done), ==, 6);
+  g_assert_false (done);
+  g_assert_cmpint (scan_chunks ("0\r\nX: 1\r\n", 64, &done), ==, 9);
+  g_assert_false (done);
+  /* broken framing */
+  g_assert_cmpint (scan_chunks ("x\r\n", 64, &done), ==, -1);
+  g_assert_cmpint (scan_chunks ("\r\n", 64, &done), ==, -1);
+  g_assert_cmpint (scan_chunks ("2\r\nabX\r\n", 64, &done), ==, -1);
+  g_assert_cmpint (scan_chunks ("0\r\n\rX", 64, &done), ==, -1);
+  g_assert_cmpint (scan_chunks ("11111111111111111\r\n", 64, &done), ==, -1);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -251,5 +308,6 @@ main (int argc, char **argv)
   g_test_add_func ("/edge/query", test_query);
   g_test_add_func ("/edge/cookie", test_cookie);
   g_test_add_func ("/edge/own-ca", test_own_ca);
+  g_test_add_func ("/edge/chunks", test_chunks);
   return g_test_run ();
 }
