@@ -24,8 +24,8 @@ typedef struct {
   GArray   *ports;   /* guint16, sorted, unique once compiled */
 } Entry;
 
+/* in a g_atomic_rc_box: the reference count is GLib's */
 struct _BoxEgressPolicy {
-  gint         ref_count;
   gboolean     restricted;
   guint        n_rules;
   GHashTable  *exact;     /* name -> Entry */
@@ -238,12 +238,11 @@ add_rules (BoxEgressPolicy *self, GPtrArray *rules, GPtrArray *defaults, GError 
 BoxEgressPolicy *
 box_egress_policy_new (GPtrArray *rules, GPtrArray *defaults, GError **error)
 {
-  g_autoptr(BoxEgressPolicy) self = g_new0 (BoxEgressPolicy, 1);
+  g_autoptr(BoxEgressPolicy) self = g_atomic_rc_box_new0 (BoxEgressPolicy);
   GHashTableIter iter;
   gpointer value;
 
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
-  self->ref_count = 1;
   self->exact = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) entry_free);
   self->suffix = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, (GDestroyNotify) entry_free);
   self->restricted = rules != NULL && rules->len > 0;
@@ -266,19 +265,22 @@ BoxEgressPolicy *
 box_egress_policy_ref (BoxEgressPolicy *policy)
 {
   g_return_val_if_fail (policy != NULL, NULL);
-  g_atomic_int_inc (&policy->ref_count);
-  return policy;
+  return g_atomic_rc_box_acquire (policy);
+}
+
+static void
+policy_clear (BoxEgressPolicy *policy)
+{
+  g_hash_table_unref (policy->exact);
+  g_hash_table_unref (policy->suffix);
+  entry_free (policy->star);
 }
 
 void
 box_egress_policy_unref (BoxEgressPolicy *policy)
 {
-  if (policy == NULL || !g_atomic_int_dec_and_test (&policy->ref_count))
-    return;
-  g_hash_table_unref (policy->exact);
-  g_hash_table_unref (policy->suffix);
-  entry_free (policy->star);
-  g_free (policy);
+  if (policy != NULL)
+    g_atomic_rc_box_release_full (policy, (GDestroyNotify) policy_clear);
 }
 
 gboolean
