@@ -8,6 +8,8 @@ BOX_DEB_PACKAGES=(
   build-essential meson ninja-build pkg-config gettext
   libglib2.0-dev libglib2.0-dev-bin libsoup-3.0-dev libjson-glib-dev libgnutls28-dev
   libsqlite3-dev libvirt-dev libarchive-dev libnftables-dev
+  # the egress engine: DNS messages (ldns), upstream resolution (unbound), conntrack
+  libldns-dev libunbound-dev libnetfilter-conntrack-dev
   # run: libvirt + QEMU for real sandboxes, D-Bus for the admin interface
   libvirt-daemon-system libvirt-clients qemu-system-x86 qemu-utils dbus nftables
   # guest images and kernels

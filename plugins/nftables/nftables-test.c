@@ -8,6 +8,7 @@
 
 #include "box-error.h"
 #include "box-nftables-dns.h"
+#include "box-nftables-egress.h"
 #include "box-nftables-pool.h"
 #include "box-nftables-record.h"
 #include "box-nftables-ruleset.h"
@@ -524,6 +525,163 @@ test_resolv_conf (void)
   g_assert_cmpuint (g_strv_length (none), ==, 0);
 }
 
+/* ---- the egress registry (box-nftables-egress.c) ---- */
+
+static BoxEgressPolicy *
+policy_allowing (const char *domain)
+{
+  g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  g_autoptr(GError) error = NULL;
+  BoxRule *rule = g_new0 (BoxRule, 1);
+  BoxEgressPolicy *policy;
+
+  rule->allow = TRUE;
+  rule->domain = g_strdup (domain);
+  g_ptr_array_add (rules, rule);
+  policy = box_egress_policy_new (rules, NULL, &error);
+  g_assert_no_error (error);
+  return policy;
+}
+
+typedef struct {
+  guint    calls;
+  guint32  guest;
+  char    *name;
+  guint32  addr;
+  guint32  ttl;
+  GError  *error;
+  GPtrArray *lines;
+} EgressSeen;
+
+static void
+on_resolved (guint32 guest, const char *name, const guint32 *addrs, guint n, guint32 ttl,
+             gpointer data)
+{
+  EgressSeen *seen = data;
+
+  seen->calls++;
+  seen->guest = guest;
+  g_free (seen->name);
+  seen->name = g_strdup (name);
+  seen->addr = n > 0 ? addrs[0] : 0;
+  seen->ttl = ttl;
+}
+
+static void
+on_resolve_done (const guint32 *addrs, guint n, guint32 ttl, const GError *error, gpointer data)
+{
+  EgressSeen *seen = data;
+
+  seen->calls++;
+  seen->addr = n > 0 ? addrs[0] : 0;
+  seen->ttl = ttl;
+  g_clear_error (&seen->error);
+  seen->error = error != NULL ? g_error_copy (error) : NULL;
+}
+
+static void
+fake_resolver (const char *name, BoxNftablesResolveDone done, gpointer done_data, gpointer data)
+{
+  guint32 addr = 0xC0000202;   /* 192.0.2.2 */
+
+  g_assert_cmpstr (name, ==, "api.example.com");
+  g_assert_cmpstr (data, ==, "resolver-data");
+  done (&addr, 1, 30, NULL, done_data);
+}
+
+static void
+on_log (const char *line, gpointer data)
+{
+  g_ptr_array_add (((EgressSeen *) data)->lines, g_strdup (line));
+}
+
+static void
+test_egress_registry (void)
+{
+  g_autoptr(BoxNftablesEgress) egress = box_nftables_egress_new ();
+  g_autoptr(BoxEgressPolicy) policy = policy_allowing ("api.example.com");
+  g_autoptr(BoxEgressPolicy) open = box_egress_policy_new (NULL, NULL, NULL);
+  BoxEgressPolicy *found = NULL;
+  g_autofree char *id = NULL;
+  EgressSeen seen = { 0, };
+  guint32 addr = 0xC6336401;   /* 198.51.100.1 */
+  guint64 generation;
+  guint i;
+
+  seen.lines = g_ptr_array_new_with_free_func (g_free);
+
+  /* unknown guest */
+  g_assert_false (box_nftables_egress_lookup (egress, 0x0ADE0002, &found, &id));
+  g_assert_null (found);
+  generation = box_nftables_egress_get_generation (egress);
+
+  /* restricted: the policy comes back, referenced */
+  box_nftables_egress_set (egress, 0x0ADE0002, "sb-one", policy);
+  g_assert_cmpuint (box_nftables_egress_get_generation (egress), ==, generation + 1);
+  g_assert_true (box_nftables_egress_lookup (egress, 0x0ADE0002, &found, &id));
+  g_assert_true (found == policy);
+  g_assert_cmpstr (id, ==, "sb-one");
+  g_clear_pointer (&found, box_egress_policy_unref);
+  g_clear_pointer (&id, g_free);
+
+  /* an unrestricted policy is stored as none */
+  box_nftables_egress_set (egress, 0x0ADE0006, "sb-two", open);
+  g_assert_true (box_nftables_egress_lookup (egress, 0x0ADE0006, &found, NULL));
+  g_assert_null (found);
+
+  /* update in place, then remove */
+  box_nftables_egress_set (egress, 0x0ADE0006, "sb-two", policy);
+  g_assert_true (box_nftables_egress_lookup (egress, 0x0ADE0006, &found, NULL));
+  g_assert_true (found == policy);
+  g_clear_pointer (&found, box_egress_policy_unref);
+  box_nftables_egress_remove (egress, 0x0ADE0006);
+  g_assert_false (box_nftables_egress_lookup (egress, 0x0ADE0006, NULL, NULL));
+  g_assert_cmpuint (box_nftables_egress_get_generation (egress), ==, generation + 4);
+
+  /* resolved reports reach the function; empty ones do not */
+  box_nftables_egress_report_resolved (egress, 0x0ADE0002, "api.example.com", &addr, 1, 60);
+  g_assert_cmpuint (seen.calls, ==, 0);
+  box_nftables_egress_set_resolved_func (egress, on_resolved, &seen);
+  box_nftables_egress_report_resolved (egress, 0x0ADE0002, "api.example.com", &addr, 0, 60);
+  g_assert_cmpuint (seen.calls, ==, 0);
+  box_nftables_egress_report_resolved (egress, 0x0ADE0002, "api.example.com", &addr, 1, 60);
+  g_assert_cmpuint (seen.calls, ==, 1);
+  g_assert_cmpuint (seen.guest, ==, 0x0ADE0002);
+  g_assert_cmpstr (seen.name, ==, "api.example.com");
+  g_assert_cmpuint (seen.addr, ==, addr);
+  g_assert_cmpuint (seen.ttl, ==, 60);
+
+  /* no resolver: an error at once; with one: its answer */
+  seen.calls = 0;
+  box_nftables_egress_resolve (egress, "api.example.com", on_resolve_done, &seen);
+  g_assert_cmpuint (seen.calls, ==, 1);
+  g_assert_nonnull (seen.error);
+  box_nftables_egress_set_resolver (egress, fake_resolver, (gpointer) "resolver-data");
+  box_nftables_egress_resolve (egress, "api.example.com", on_resolve_done, &seen);
+  g_assert_cmpuint (seen.calls, ==, 2);
+  g_assert_null (seen.error);
+  g_assert_cmpuint (seen.addr, ==, 0xC0000202);
+  g_assert_cmpuint (seen.ttl, ==, 30);
+
+  /* refusals: logged per sandbox, names made printable, at most the
+   * burst per minute; an unknown guest logs nothing */
+  box_nftables_egress_set_log_func (egress, on_log, &seen);
+  box_nftables_egress_report_refused (egress, 0x0ADE0099, "tcp", "x.example", 22);
+  g_assert_cmpuint (seen.lines->len, ==, 0);
+  box_nftables_egress_report_refused (egress, 0x0ADE0002, "tls", NULL, 443);
+  g_assert_cmpstr (g_ptr_array_index (seen.lines, 0), ==,
+                   "egress refused: sandbox sb-one tls (no name):443");
+  box_nftables_egress_report_refused (egress, 0x0ADE0002, "dns", "evil\n.example\x1b", 0);
+  g_assert_cmpstr (g_ptr_array_index (seen.lines, 1), ==,
+                   "egress refused: sandbox sb-one dns evil?.example?");
+  for (i = 0; i < 100; i++)
+    box_nftables_egress_report_refused (egress, 0x0ADE0002, "http", "denied.example", 80);
+  g_assert_cmpuint (seen.lines->len, ==, BOX_NFTABLES_EGRESS_LOG_BURST);
+
+  g_free (seen.name);
+  g_ptr_array_unref (seen.lines);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -538,5 +696,6 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables/dns/messages", test_dns_messages);
   g_test_add_func ("/nftables/dns/answers", test_dns_answers);
   g_test_add_func ("/nftables/dns/resolv-conf", test_resolv_conf);
+  g_test_add_func ("/nftables/egress/registry", test_egress_registry);
   return g_test_run ();
 }
