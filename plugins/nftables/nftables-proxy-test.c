@@ -1,0 +1,675 @@
+/* nftables-proxy-test.c: the name-checking proxy (box-nftables-proxy.c)
+ * and its parsers (box-nftables-sni.c).
+ *
+ * The proxy listens on loopback; clients connect straight to its ports
+ * from 127.0.0.1 (sandbox sb-a), 127.0.0.2 (sb-b, same rules), 127.0.0.4
+ * (sb-open, unrestricted) or 127.0.0.3 (no sandbox).  A fake node
+ * resolver answers 127.0.0.1 for every *.test name, so allowed
+ * connections reach the local upstreams: an echo server, and a GnuTLS
+ * server whose certificate the TLS clients verify.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <json-glib/json-glib.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "box-error.h"
+#include "box-nftables-proxy.h"
+#include "box-nftables-sni.h"
+#include "box-test-tls.h"
+#include "nftables-proxy-test.h"
+
+#define GUEST_A    0x7f000001u
+#define GUEST_B    0x7f000002u
+#define GUEST_OPEN 0x7f000004u
+
+/* ---- the parsers ---- */
+
+typedef struct {
+  const char *head;
+  const char *host;    /* NULL: refused */
+} HttpCase;
+
+static const HttpCase http_cases[] = {
+  { "GET / HTTP/1.1\r\nHost: Allowed.Test\r\n\r\n", "allowed.test" },
+  { "GET / HTTP/1.1\r\nUser-Agent: x\r\nhost:\tallowed.test:8080 \r\nAccept: */*\r\n\r\n",
+    "allowed.test" },
+  { "POST /a?b HTTP/1.0\r\nHost: a.b\r\n\r\nbody after the head", "a.b" },
+  { "GET http://allowed.test/x HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "allowed.test" },
+  { "GET HTTP://Allowed.Test:80?q HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n", "allowed.test" },
+  { "OPTIONS * HTTP/1.1\r\nHost: a.test\r\n\r\n", "a.test" },
+  { "GET http://denied.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n", NULL },
+  { "GET http://allowed.test@denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n", NULL },
+  { "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\n\r\n", NULL },
+  { "GET / HTTP/1.0\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\nHost: a.test\r\n folded\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\nHost : a.test\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\nHost: a.test\n\n", NULL },
+  { "GET / HTTP/1.1\r\nHost: a.test\rX: y\r\n\r\n", NULL },
+  { "GET / HTTP/2.0\r\nHost: a.test\r\n\r\n", NULL },
+  { "GET /  HTTP/1.1\r\nHost: a.test\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\nHost: [::1]\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\nHost: a.test:\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\nHost: a.test:123456\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\nHost: user@a.test\r\n\r\n", NULL },
+  { "GET / HTTP/1.1\r\nHost: \r\n\r\n", NULL },
+  { "GET a.test HTTP/1.1\r\nHost: a.test\r\n\r\n", NULL },
+  { "\r\n\r\n", NULL },
+};
+
+static void
+test_parse_http (void)
+{
+  g_autofree guint8 *big = g_malloc (BOX_NFTABLES_SNI_MAX);
+  g_autofree char *host = NULL;
+  const char *reason;
+
+  for (guint i = 0; i < G_N_ELEMENTS (http_cases); i++) {
+    const HttpCase *c = &http_cases[i];
+    const char *blank = strstr (c->head, "\r\n\r\n");
+    gsize len = strlen (c->head), end = blank != NULL ? (gsize) (blank - c->head) + 4 : len;
+    BoxNftablesSniResult result =
+      box_nftables_sni_parse_http ((const guint8 *) c->head, len, &host, &reason);
+
+    g_autofree char *shown = g_strescape (c->head, NULL);
+
+    g_test_message ("case %u: %s", i, shown);
+    g_assert_cmpint (result, ==, c->host != NULL ? BOX_NFTABLES_SNI_DONE : BOX_NFTABLES_SNI_BAD);
+    g_assert_cmpstr (host, ==, c->host);
+    g_assert_true ((reason == NULL) == (c->host != NULL));
+    g_clear_pointer (&host, g_free);
+    /* an accepted head is MORE at every shorter length */
+    for (gsize n = 0; c->host != NULL && n < end; n++) {
+      g_assert_cmpint (box_nftables_sni_parse_http ((const guint8 *) c->head, n, &host, &reason),
+                       ==, BOX_NFTABLES_SNI_MORE);
+      g_assert_null (host);
+    }
+  }
+  /* no end of the head within the bound */
+  memset (big, 'a', BOX_NFTABLES_SNI_MAX);
+  memcpy (big, "GET / HTTP/1.1\r\nX: ", 19);
+  g_assert_cmpint (box_nftables_sni_parse_http (big, BOX_NFTABLES_SNI_MAX - 1, &host, &reason),
+                   ==, BOX_NFTABLES_SNI_MORE);
+  g_assert_cmpint (box_nftables_sni_parse_http (big, BOX_NFTABLES_SNI_MAX, &host, &reason),
+                   ==, BOX_NFTABLES_SNI_BAD);
+  g_assert_nonnull (strstr (reason, "too large"));
+}
+
+/* @hello's handshake message cut into records of at most @size bytes. */
+static GByteArray *
+reframe (GByteArray *hello, gsize size)
+{
+  GByteArray *out = g_byte_array_new ();
+
+  for (gsize pos = 5; pos < hello->len; pos += size) {
+    gsize n = MIN (size, hello->len - pos);
+    guint8 header[5] = { 0x16, 0x03, 0x01, (guint8) (n >> 8), (guint8) n };
+
+    g_byte_array_append (out, header, 5);
+    g_byte_array_append (out, hello->data + pos, (guint) n);
+  }
+  return out;
+}
+
+static BoxNftablesSniResult
+parse_tls (GByteArray *bytes, gsize len, char **name)
+{
+  const char *reason;
+
+  return box_nftables_sni_parse_tls (bytes->data, len, name, &reason);
+}
+
+static void
+test_parse_tls (void)
+{
+  g_autoptr(GByteArray) hello = box_test_client_hello ("Allowed.TEST");
+  g_autoptr(GByteArray) bare = box_test_client_hello (NULL);
+  g_autoptr(GByteArray) split = reframe (hello, 100);
+  g_autoptr(GByteArray) tiny = reframe (hello, 1);
+  g_autoptr(GByteArray) http = g_byte_array_new ();
+  g_autofree guint8 *copy = NULL;
+  g_autofree char *name = NULL;
+  const char *reason;
+
+  g_assert_cmpint (parse_tls (hello, hello->len, &name), ==, BOX_NFTABLES_SNI_DONE);
+  g_assert_cmpstr (name, ==, "allowed.test");
+  g_clear_pointer (&name, g_free);
+  for (guint n = 0; n < hello->len; n++) {
+    g_assert_cmpint (parse_tls (hello, n, &name), ==, BOX_NFTABLES_SNI_MORE);
+    g_assert_null (name);
+  }
+  /* a hello spread over several records, at every length */
+  for (GByteArray *a = split; a != NULL; a = a == split ? tiny : NULL) {
+    g_assert_cmpint (parse_tls (a, a->len, &name), ==, BOX_NFTABLES_SNI_DONE);
+    g_assert_cmpstr (name, ==, "allowed.test");
+    g_clear_pointer (&name, g_free);
+    for (guint n = 0; n < a->len; n++)
+      g_assert_cmpint (parse_tls (a, n, &name), ==, BOX_NFTABLES_SNI_MORE);
+  }
+  g_assert_cmpint (box_nftables_sni_parse_tls (bare->data, bare->len, &name, &reason), ==,
+                   BOX_NFTABLES_SNI_BAD);
+  g_assert_cmpstr (reason, ==, "no server name");
+  g_byte_array_append (http, (const guint8 *) "GET / HTTP/1.1\r\n", 16);
+  g_assert_cmpint (parse_tls (http, http->len, &name), ==, BOX_NFTABLES_SNI_BAD);
+  /* an alert record in the middle of the hello */
+  split->data[105] = 0x15;
+  g_assert_cmpint (parse_tls (split, split->len, &name), ==, BOX_NFTABLES_SNI_BAD);
+  /* hostile bytes: every single-byte change parses within its bounds
+   * (ASan checks the reads) to a plausible name or a refusal */
+  copy = g_memdup2 (hello->data, hello->len);
+  for (guint i = 0; i < hello->len; i++) {
+    for (guint v = 1; v < 256; v += 37) {
+      BoxNftablesSniResult result;
+
+      copy[i] = (guint8) (hello->data[i] ^ v);
+      result = box_nftables_sni_parse_tls (copy, hello->len, &name, &reason);
+      g_assert_true (result != BOX_NFTABLES_SNI_DONE || (name != NULL && strlen (name) <= 254));
+      g_assert_true (result == BOX_NFTABLES_SNI_DONE || name == NULL);
+      g_clear_pointer (&name, g_free);
+      copy[i] = hello->data[i];
+    }
+  }
+}
+
+/* ---- the proxy ---- */
+
+typedef struct {
+  BoxNftablesEgress *egress;
+  BoxNftablesProxy  *proxy;
+  TestUpstream      *echo;
+  TestUpstream      *tls;
+  GMutex             lock;
+  GPtrArray         *log;
+} Fixture;
+
+typedef struct {
+  const char *domain;
+  gboolean    allow;
+  guint16     port;  /* 0: the default ports */
+} Rule;
+
+static const Rule default_rules[] = {
+  { "allowed.test", TRUE, 0 },
+  { "*.ok.test", TRUE, 0 },
+  { "bad.ok.test", FALSE, 0 },
+  { "httponly.test", TRUE, 80 },
+  { "tlsonly.test", TRUE, 443 },
+};
+
+static BoxEgressPolicy *
+make_policy (const Rule *rules, guint n)
+{
+  g_autoptr(GPtrArray) list = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  g_autoptr(GError) error = NULL;
+  BoxEgressPolicy *policy;
+
+  for (guint i = 0; i < n; i++) {
+    BoxRule *rule = g_new0 (BoxRule, 1);
+
+    rule->domain = g_strdup (rules[i].domain);
+    rule->allow = rules[i].allow;
+    if (rules[i].port != 0) {
+      rule->n_ports = 1;
+      rule->ports = g_new (guint16, 1);
+      rule->ports[0] = rules[i].port;
+    }
+    g_ptr_array_add (list, rule);
+  }
+  policy = box_egress_policy_new (list, NULL, &error);
+  g_assert_no_error (error);
+  return policy;
+}
+
+typedef struct {
+  BoxNftablesResolveDone done;
+  gpointer               done_data;
+} LateAnswer;
+
+static gpointer
+answer_late (gpointer data)
+{
+  g_autofree LateAnswer *late = data;
+  guint32 addr = 0x7f000001u;
+
+  g_usleep (50 * 1000);
+  late->done (&addr, 1, 60, NULL, late->done_data);
+  return NULL;
+}
+
+/* The node's resolver, faked: every *.test name is 127.0.0.1 (a name
+ * starting "late." answers from another thread), "nowhere.test" fails. */
+static void
+fake_resolve (const char *name, BoxNftablesResolveDone done, gpointer done_data,
+              gpointer user_data)
+{
+  guint32 addrs[2] = { 0x7f000001u, 0x7f000001u };
+  g_autoptr(GError) error = NULL;
+
+  if (strcmp (name, "nowhere.test") == 0) {
+    error = g_error_new_literal (BOX_ERROR, BOX_ERROR_NOT_FOUND, "no such name");
+    done (NULL, 0, 0, error, done_data);
+  } else if (g_str_has_prefix (name, "late.")) {
+    LateAnswer *late = g_new0 (LateAnswer, 1);
+
+    late->done = done;
+    late->done_data = done_data;
+    g_thread_unref (g_thread_new ("late-answer", answer_late, late));
+  } else {
+    done (addrs, 2, 60, NULL, done_data);
+  }
+}
+
+static void
+log_line (const char *line, gpointer user_data)
+{
+  Fixture *f = user_data;
+
+  g_mutex_lock (&f->lock);
+  g_ptr_array_add (f->log, g_strdup (line));
+  g_mutex_unlock (&f->lock);
+}
+
+static gboolean
+logged (Fixture *f, const char *line)
+{
+  gboolean found = FALSE;
+
+  g_mutex_lock (&f->lock);
+  for (guint i = 0; i < f->log->len && !found; i++)
+    found = strcmp (f->log->pdata[i], line) == 0;
+  g_mutex_unlock (&f->lock);
+  return found;
+}
+
+static void
+fixture_set_up (Fixture *f, gconstpointer data)
+{
+  g_autoptr(BoxEgressPolicy) policy = make_policy (default_rules, G_N_ELEMENTS (default_rules));
+  g_autoptr(GError) error = NULL;
+
+  g_mutex_init (&f->lock);
+  f->log = g_ptr_array_new_with_free_func (g_free);
+  f->egress = box_nftables_egress_new ();
+  box_nftables_egress_set (f->egress, GUEST_A, "sb-a", policy);
+  box_nftables_egress_set (f->egress, GUEST_B, "sb-b", policy);
+  box_nftables_egress_set (f->egress, GUEST_OPEN, "sb-open", NULL);
+  box_nftables_egress_set_resolver (f->egress, fake_resolve, NULL);
+  box_nftables_egress_set_log_func (f->egress, log_line, f);
+  f->proxy = box_nftables_proxy_new (f->egress, "127.0.0.1", 0, 0, &error);
+  g_assert_no_error (error);
+  f->echo = test_upstream_echo_new ();
+  f->tls = test_upstream_tls_new ();
+  box_nftables_proxy_set_upstream_ports (f->proxy, test_upstream_port (f->echo),
+                                         test_upstream_port (f->tls));
+}
+
+static void
+fixture_tear_down (Fixture *f, gconstpointer data)
+{
+  box_nftables_proxy_free (f->proxy);
+  test_upstream_free (f->echo);
+  test_upstream_free (f->tls);
+  box_nftables_egress_free (f->egress);
+  g_ptr_array_unref (f->log);
+  g_mutex_clear (&f->lock);
+}
+
+static int
+connect_http (Fixture *f, const char *source)
+{
+  return test_connect (source, box_nftables_proxy_get_port (f->proxy, FALSE));
+}
+
+/* Sends @head, half-closes and reads everything back. */
+static GString *
+exchange (Fixture *f, const char *source, const char *head, gboolean *reset)
+{
+  int fd = connect_http (f, source);
+  GString *answer;
+
+  test_send_all (fd, head, strlen (head));
+  shutdown (fd, SHUT_WR);
+  answer = test_read_all (fd, 1 << 20, reset);
+  close (fd);
+  return answer;
+}
+
+static void
+assert_passes (Fixture *f, const char *source, const char *head)
+{
+  gboolean reset;
+  g_autoptr(GString) answer = exchange (f, source, head, &reset);
+
+  g_autofree char *shown = g_strescape (head, NULL);
+
+  g_test_message ("passes: %s", shown);
+  g_assert_false (reset);
+  g_assert_cmpstr (answer->str, ==, head);  /* the echo: forwarded untouched */
+}
+
+/* A 403 permission_denied whose message contains @words, then a reset. */
+static void
+assert_forbidden (Fixture *f, const char *source, const char *head, const char *words)
+{
+  guint before = test_upstream_accepted (f->echo);
+  gboolean reset;
+  g_autoptr(GString) answer = exchange (f, source, head, &reset);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GError) error = NULL;
+  const char *body = strstr (answer->str, "\r\n\r\n");
+  JsonObject *err;
+
+  g_autofree char *shown = g_strescape (head, NULL);
+
+  g_test_message ("forbidden: %s", shown);
+  g_assert_true (g_str_has_prefix (answer->str, "HTTP/1.1 403 Forbidden\r\n"));
+  g_assert_nonnull (strstr (answer->str, "\r\nConnection: close\r\n"));
+  g_assert_nonnull (body);
+  g_assert_true (json_parser_load_from_data (parser, body + 4, -1, &error));
+  g_assert_no_error (error);
+  err = json_object_get_object_member (json_node_get_object (json_parser_get_root (parser)),
+                                       "error");
+  g_assert_cmpstr (json_object_get_string_member (err, "code"), ==, "permission_denied");
+  g_assert_nonnull (strstr (json_object_get_string_member (err, "message"), words));
+  g_assert_true (reset);
+  g_assert_cmpuint (test_upstream_accepted (f->echo), ==, before);
+}
+
+static void
+test_http_allowed (Fixture *f, gconstpointer data)
+{
+  assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+  assert_passes (f, "127.0.0.2", "GET /x HTTP/1.1\r\nHost: www.ok.test\r\n\r\nand a body");
+  assert_passes (f, "127.0.0.1", "GET http://httponly.test/ HTTP/1.1\r\nHost: httponly.test\r\n\r\n");
+  assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: late.ok.test\r\n\r\n");
+  /* an unrestricted sandbox is not checked */
+  assert_passes (f, "127.0.0.4", "GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n");
+}
+
+static void
+test_http_denied (Fixture *f, gconstpointer data)
+{
+  BoxNftablesProxyStats stats;
+
+  assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+                    "egress rules do not allow denied.test on port 80");
+  g_assert_true (logged (f, "egress refused: sandbox sb-a http denied.test:80"));
+  assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: bad.ok.test\r\n\r\n", "bad.ok.test");
+  /* allowed on 443 only */
+  assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: tlsonly.test\r\n\r\n", "tlsonly.test");
+  assert_forbidden (f, "127.0.0.1",
+                    "GET http://denied.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+                    "another host");
+  assert_forbidden (f, "127.0.0.1",
+                    "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "CONNECT");
+  assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", "no Host");
+  assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "127.0.0.1");
+  g_assert_true (box_nftables_proxy_get_stats (f->proxy, GUEST_A, &stats));
+  g_assert_cmpuint (stats.refused, ==, 7);
+  g_assert_cmpuint (stats.connections, ==, 0);
+}
+
+static void
+test_http_unreachable (Fixture *f, gconstpointer data)
+{
+  gboolean reset;
+  g_autoptr(GString) unknown = exchange (f, "127.0.0.3",
+                                         "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", &reset);
+  g_autoptr(GString) nowhere = NULL;
+  BoxNftablesProxyStats stats;
+
+  /* no sandbox: reset without a word */
+  g_assert_cmpuint (unknown->len, ==, 0);
+  g_assert_true (reset);
+  g_assert_false (box_nftables_proxy_get_stats (f->proxy, 0x7f000003u, &stats));
+  /* the node cannot resolve the name: reset too */
+  nowhere = exchange (f, "127.0.0.4", "GET / HTTP/1.1\r\nHost: nowhere.test\r\n\r\n", &reset);
+  g_assert_cmpuint (nowhere->len, ==, 0);
+  g_assert_true (reset);
+}
+
+static void
+tls_exchange (Fixture *f, const char *sni, gboolean expect_ok)
+{
+  int fd = test_connect ("127.0.0.1", box_nftables_proxy_get_port (f->proxy, TRUE));
+  guint before = test_upstream_accepted (f->tls);
+  gnutls_session_t session;
+  int ret = test_tls_handshake (fd, sni, f->tls, &session);
+  char buf[64];
+
+  g_test_message ("TLS to %s: %s", sni != NULL ? sni : "(no name)", gnutls_strerror (ret));
+  if (expect_ok) {
+    g_assert_cmpint (ret, ==, 0);
+    g_assert_cmpint (gnutls_record_send (session, "ping", 4), ==, 4);
+    g_assert_cmpint (gnutls_record_recv (session, buf, sizeof buf), ==, 4);
+    g_assert_cmpmem (buf, 4, "ping", 4);
+    gnutls_bye (session, GNUTLS_SHUT_RDWR);
+  } else {
+    g_assert_cmpint (ret, <, 0);
+    g_assert_cmpuint (test_upstream_accepted (f->tls), ==, before);
+  }
+  test_tls_free (session);
+  close (fd);
+}
+
+static void
+test_tls (Fixture *f, gconstpointer data)
+{
+  tls_exchange (f, "allowed.test", TRUE);
+  tls_exchange (f, "www.ok.test", TRUE);
+  tls_exchange (f, "denied.test", FALSE);
+  g_assert_true (logged (f, "egress refused: sandbox sb-a tls denied.test:443"));
+  tls_exchange (f, "bad.ok.test", FALSE);
+  tls_exchange (f, "httponly.test", FALSE);
+  tls_exchange (f, NULL, FALSE);
+  g_assert_true (logged (f, "egress refused: sandbox sb-a tls (no name):443"));
+}
+
+/* A ClientHello in 1-byte records, sent a few bytes at a time, reaches
+ * the upstream (the echo here) byte for byte. */
+static void
+test_tls_fragmented (Fixture *f, gconstpointer data)
+{
+  g_autoptr(GByteArray) hello = box_test_client_hello ("www.ok.test");
+  g_autoptr(GByteArray) pieces = reframe (hello, 1);
+  g_autoptr(GString) answer = NULL;
+  int fd, one = 1;
+  gboolean reset;
+
+  box_nftables_proxy_set_upstream_ports (f->proxy, test_upstream_port (f->echo),
+                                         test_upstream_port (f->echo));
+  g_assert_cmpuint (pieces->len, <, BOX_NFTABLES_SNI_MAX);
+  fd = test_connect ("127.0.0.1", box_nftables_proxy_get_port (f->proxy, TRUE));
+  setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  for (guint pos = 0; pos < pieces->len; pos += 97) {
+    test_send_all (fd, pieces->data + pos, MIN (97, pieces->len - pos));
+    g_usleep (1000);
+  }
+  shutdown (fd, SHUT_WR);
+  answer = test_read_all (fd, 1 << 20, &reset);
+  close (fd);
+  g_assert_false (reset);
+  g_assert_cmpmem (answer->str, answer->len, pieces->data, pieces->len);
+}
+
+/* A client that does not finish its head in time is reset. */
+static void
+test_slow (Fixture *f, gconstpointer data)
+{
+  gint64 start;
+  int slow, silent;
+
+  box_nftables_proxy_set_limits (f->proxy, 0, 300, 0);
+  start = g_get_monotonic_time ();
+  slow = connect_http (f, "127.0.0.1");
+  silent = test_connect ("127.0.0.1", box_nftables_proxy_get_port (f->proxy, TRUE));
+  test_send_all (slow, "GET / HTTP/1.1\r\nHost: allowed.te", 33);
+  g_assert_true (test_ends_within (slow, 3000));
+  g_assert_true (test_ends_within (silent, 3000));
+  g_assert_cmpint (g_get_monotonic_time () - start, >=, 250 * 1000);
+  close (slow);
+  close (silent);
+}
+
+static void
+wait_connections (Fixture *f, guint32 guest, guint n)
+{
+  BoxNftablesProxyStats stats = { 0 };
+
+  for (guint i = 0; i < 500; i++) {
+    if (box_nftables_proxy_get_stats (f->proxy, guest, &stats) && stats.connections == n)
+      return;
+    g_usleep (10 * 1000);
+  }
+  g_assert_cmpuint (stats.connections, ==, n);
+}
+
+/* With a cap of 8, sandbox a's flood of silent connections gets its share
+ * and no more, and sandbox b still gets through (taking the place of one
+ * of a's). */
+static void
+test_fair_share (Fixture *f, gconstpointer data)
+{
+  int flood[8], extra;
+  guint ended = 0;
+
+  box_nftables_proxy_set_limits (f->proxy, 8, 20000, 0);
+  for (guint i = 0; i < G_N_ELEMENTS (flood); i++)
+    flood[i] = connect_http (f, "127.0.0.1");
+  wait_connections (f, GUEST_A, 8);
+  extra = connect_http (f, "127.0.0.1");
+  g_assert_true (test_ends_within (extra, 2000));
+  close (extra);
+  wait_connections (f, GUEST_A, 8);
+  assert_passes (f, "127.0.0.2", "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+  wait_connections (f, GUEST_A, 7);
+  for (guint i = 0; i < G_N_ELEMENTS (flood); i++) {
+    ended += test_ends_within (flood[i], 10) ? 1 : 0;
+    close (flood[i]);
+  }
+  g_assert_cmpuint (ended, ==, 1);
+}
+
+static void
+send_and_expect_echo (int fd, const char *text)
+{
+  char buf[256];
+  gsize len = strlen (text), got = 0;
+
+  test_send_all (fd, text, len);
+  while (got < len) {
+    ssize_t n = recv (fd, buf + got, len - got, 0);
+
+    g_assert_cmpint (n, >, 0);
+    got += (gsize) n;
+  }
+  g_assert_cmpmem (buf, got, text, len);
+}
+
+/* New rules close the live connections they no longer allow, and only
+ * those; forget closes the rest. */
+static void
+test_recheck (Fixture *f, gconstpointer data)
+{
+  static const Rule narrower[] = { { "allowed.test", TRUE, 0 } };
+  g_autoptr(BoxEgressPolicy) policy = make_policy (narrower, G_N_ELEMENTS (narrower));
+  int kept = connect_http (f, "127.0.0.1");
+  int dropped = connect_http (f, "127.0.0.1");
+  int other = connect_http (f, "127.0.0.2");
+  BoxNftablesProxyStats stats;
+
+  send_and_expect_echo (kept, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+  send_and_expect_echo (dropped, "GET / HTTP/1.1\r\nHost: www.ok.test\r\n\r\n");
+  send_and_expect_echo (other, "GET / HTTP/1.1\r\nHost: www.ok.test\r\n\r\n");
+  box_nftables_egress_set (f->egress, GUEST_A, "sb-a", policy);
+  box_nftables_proxy_recheck (f->proxy, GUEST_A);
+  g_assert_true (test_ends_within (dropped, 2000));
+  g_assert_true (logged (f, "egress refused: sandbox sb-a http www.ok.test:80"));
+  send_and_expect_echo (kept, "more");
+  send_and_expect_echo (other, "more");
+  box_nftables_proxy_forget (f->proxy, GUEST_A);
+  g_assert_true (test_ends_within (kept, 2000));
+  send_and_expect_echo (other, "still");
+  g_assert_false (box_nftables_proxy_get_stats (f->proxy, GUEST_A, &stats));
+  close (kept);
+  close (dropped);
+  close (other);
+}
+
+typedef struct {
+  int          fd;
+  const guint8 *data;
+  gsize        len;
+} Sender;
+
+static gpointer
+send_thread (gpointer data)
+{
+  Sender *s = data;
+
+  test_send_all (s->fd, s->data, s->len);
+  shutdown (s->fd, SHUT_WR);
+  return NULL;
+}
+
+/* 48 MiB through the proxy and back (the echo), intact. */
+static void
+test_large (Fixture *f, gconstpointer data)
+{
+  const char *head = "PUT /big HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+  gsize head_len = strlen (head), len = head_len + 48 * 1024 * 1024;
+  g_autofree guint8 *payload = g_malloc (len);
+  g_autoptr(GRand) rand = g_rand_new_with_seed (16);
+  g_autoptr(GString) answer = NULL;
+  g_autofree char *sent_sum = NULL, *got_sum = NULL;
+  BoxNftablesProxyStats stats;
+  Sender sender;
+  GThread *thread;
+  gboolean reset;
+
+  memcpy (payload, head, head_len);
+  for (gsize i = head_len; i < len; i++)
+    payload[i] = (guint8) g_rand_int (rand);
+  sender = (Sender) { connect_http (f, "127.0.0.1"), payload, len };
+  thread = g_thread_new ("sender", send_thread, &sender);
+  answer = test_read_all (sender.fd, len + 1, &reset);
+  g_thread_join (thread);
+  close (sender.fd);
+  g_assert_false (reset);
+  g_assert_cmpuint (answer->len, ==, len);
+  sent_sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, payload, len);
+  got_sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (guint8 *) answer->str, answer->len);
+  g_assert_cmpstr (got_sum, ==, sent_sum);
+  wait_connections (f, GUEST_A, 0);
+  g_assert_true (box_nftables_proxy_get_stats (f->proxy, GUEST_A, &stats));
+  g_assert_cmpuint (stats.bytes_out, ==, len);
+  g_assert_cmpuint (stats.bytes_in, ==, len);
+}
+
+int
+main (int argc, char **argv)
+{
+  g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/nftables/proxy/parse/http", test_parse_http);
+  g_test_add_func ("/nftables/proxy/parse/tls", test_parse_tls);
+#define ADD(path, func) \
+  g_test_add ("/nftables/proxy/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
+  ADD ("http/allowed", test_http_allowed);
+  ADD ("http/denied", test_http_denied);
+  ADD ("http/unreachable", test_http_unreachable);
+  ADD ("tls", test_tls);
+  ADD ("tls/fragmented", test_tls_fragmented);
+  ADD ("slow", test_slow);
+  ADD ("fair-share", test_fair_share);
+  ADD ("recheck", test_recheck);
+  ADD ("large", test_large);
+#undef ADD
+  return g_test_run ();
+}
