@@ -344,8 +344,16 @@ conn_read_head (BoxNftablesProxy *proxy, Conn *conn)
     box_nftables_proxy_conn_close (proxy, conn, TRUE);  /* gone before saying where to */
   else if (result == BOX_NFTABLES_SNI_BAD)
     conn_refuse (proxy, conn, NULL, reason);
-  else if (result == BOX_NFTABLES_SNI_DONE)
+  else if (result == BOX_NFTABLES_SNI_DONE) {
+    if (!conn->tls) {
+      GByteArray *head = box_nftables_sni_http_close (conn->head, conn->head_len);
+
+      g_free (conn->head);
+      conn->head_len = conn->head_size = head->len;
+      conn->head = g_byte_array_free (head, FALSE);
+    }
     conn_check (proxy, conn, name);
+  }
 }
 
 void

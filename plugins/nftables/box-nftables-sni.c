@@ -406,3 +406,42 @@ box_nftables_sni_parse_http (const guint8 *data, gsize len, char **host, const c
   }
   return BOX_NFTABLES_SNI_MORE;
 }
+
+static gboolean
+header_is (const guint8 *line, gsize len, const char *name)
+{
+  gsize n = strlen (name);
+
+  return len > n && line[n] == ':' && g_ascii_strncasecmp ((const char *) line, name, n) == 0;
+}
+
+GByteArray *
+box_nftables_sni_http_close (const guint8 *data, gsize len)
+{
+  GByteArray *out = g_byte_array_sized_new ((guint) len + 32);
+  gboolean upgrade = FALSE;
+  gsize start = 0;
+
+  for (;;) {
+    const guint8 *cr = memchr (data + start, '\r', len - start);
+    gsize line_len;
+
+    g_return_val_if_fail (cr != NULL, out);  /* not an accepted head */
+    line_len = (gsize) (cr - (data + start));
+    if (line_len == 0)
+      break;
+    if (start > 0 && header_is (data + start, line_len, "upgrade"))
+      upgrade = TRUE;
+    if (start == 0 || (!header_is (data + start, line_len, "connection") &&
+                       !header_is (data + start, line_len, "keep-alive") &&
+                       !header_is (data + start, line_len, "proxy-connection")))
+      g_byte_array_append (out, data + start, (guint) line_len + 2);
+    start += line_len + 2;
+  }
+  if (upgrade)
+    g_byte_array_append (out, (const guint8 *) "Connection: upgrade, close\r\n", 28);
+  else
+    g_byte_array_append (out, (const guint8 *) "Connection: close\r\n", 19);
+  g_byte_array_append (out, data + start, (guint) (len - start));
+  return out;
+}

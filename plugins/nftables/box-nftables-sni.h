@@ -39,4 +39,14 @@ BoxNftablesSniResult box_nftables_sni_parse_tls  (const guint8 *data, gsize len,
 BoxNftablesSniResult box_nftables_sni_parse_http (const guint8 *data, gsize len, char **host,
                                                   const char **reason);
 
+/* A head that box_nftables_sni_parse_http() accepted (with whatever
+ * followed it), rewritten so that the server answers this one request and
+ * closes: every Connection, Keep-Alive and Proxy-Connection header dropped,
+ * "Connection: close" added ("Connection: upgrade, close" when the request
+ * asks for an Upgrade), the bytes after the head unchanged.  Only the first
+ * request of a connection is checked, so a second one (another Host, maybe
+ * served from the same address) must never be served on it: RFC 9112 9.6,
+ * a server MUST NOT process further requests after "close". */
+GByteArray *box_nftables_sni_http_close (const guint8 *data, gsize len);
+
 G_END_DECLS

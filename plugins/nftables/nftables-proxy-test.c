@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -341,9 +342,20 @@ exchange (Fixture *f, const char *source, const char *head, gboolean *reset)
   return answer;
 }
 
+/* What the upstream gets for @head: told to close after its answer. */
+static char *
+closed_head (const char *head)
+{
+  GByteArray *bytes = box_nftables_sni_http_close ((const guint8 *) head, strlen (head));
+
+  g_byte_array_append (bytes, (const guint8 *) "", 1);
+  return (char *) g_byte_array_free (bytes, FALSE);
+}
+
 static void
 assert_passes (Fixture *f, const char *source, const char *head)
 {
+  g_autofree char *expected = closed_head (head);
   gboolean reset;
   g_autoptr(GString) answer = exchange (f, source, head, &reset);
 
@@ -351,7 +363,7 @@ assert_passes (Fixture *f, const char *source, const char *head)
 
   g_test_message ("passes: %s", shown);
   g_assert_false (reset);
-  g_assert_cmpstr (answer->str, ==, head);  /* the echo: forwarded untouched */
+  g_assert_cmpstr (answer->str, ==, expected);  /* the echo: what the upstream got */
 }
 
 /* A 403 permission_denied whose message contains @words, then a reset. */
@@ -383,12 +395,33 @@ assert_forbidden (Fixture *f, const char *source, const char *head, const char *
 }
 
 static void
+assert_echo (Fixture *f, const char *head, const char *echo)
+{
+  gboolean reset;
+  g_autoptr(GString) answer = exchange (f, "127.0.0.1", head, &reset);
+
+  g_assert_false (reset);
+  g_assert_cmpstr (answer->str, ==, echo);
+}
+
+static void
 test_http_allowed (Fixture *f, gconstpointer data)
 {
   assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
   assert_passes (f, "127.0.0.2", "GET /x HTTP/1.1\r\nHost: www.ok.test\r\n\r\nand a body");
   assert_passes (f, "127.0.0.1", "GET http://httponly.test/ HTTP/1.1\r\nHost: httponly.test\r\n\r\n");
   assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: late.ok.test\r\n\r\n");
+  /* a kept-alive connection is not: the server is told to close after the
+   * first answer, so a second request (another Host) is never served */
+  assert_echo (f, "GET / HTTP/1.1\r\nHost: allowed.test\r\nconnection: keep-alive\r\n"
+               "Keep-Alive: timeout=5\r\nProxy-Connection: x\r\n\r\n"
+               "GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+               "GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"
+               "GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n");
+  assert_echo (f, "GET /ws HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\n"
+               "Connection: Upgrade\r\n\r\n",
+               "GET /ws HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\n"
+               "Connection: upgrade, close\r\n\r\n");
   /* an unrestricted sandbox is not checked */
   assert_passes (f, "127.0.0.4", "GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n");
 }
@@ -557,20 +590,23 @@ test_fair_share (Fixture *f, gconstpointer data)
   g_assert_cmpuint (ended, ==, 1);
 }
 
+/* Sends @text and reads back what the upstream got (@text itself past the
+ * head; a head is told to close). */
 static void
 send_and_expect_echo (int fd, const char *text)
 {
+  g_autofree char *echo = g_str_has_prefix (text, "GET ") ? closed_head (text) : g_strdup (text);
   char buf[256];
-  gsize len = strlen (text), got = 0;
+  gsize len = strlen (echo), got = 0;
 
-  test_send_all (fd, text, len);
+  test_send_all (fd, text, strlen (text));
   while (got < len) {
     ssize_t n = recv (fd, buf + got, len - got, 0);
 
     g_assert_cmpint (n, >, 0);
     got += (gsize) n;
   }
-  g_assert_cmpmem (buf, got, text, len);
+  g_assert_cmpmem (buf, got, echo, len);
 }
 
 /* New rules close the live connections they no longer allow, and only
@@ -603,6 +639,55 @@ test_recheck (Fixture *f, gconstpointer data)
   close (other);
 }
 
+static gsize
+rss_bytes (void)
+{
+  g_autofree char *statm = NULL;
+  g_auto(GStrv) fields = NULL;
+
+  g_assert_true (g_file_get_contents ("/proc/self/statm", &statm, NULL, NULL));
+  fields = g_strsplit (statm, " ", -1);
+  return (gsize) g_ascii_strtoull (fields[1], NULL, 10) * (gsize) sysconf (_SC_PAGESIZE);
+}
+
+/* Two thousand connections waiting in their head at once, each holding
+ * its head buffer: the proxy keeps them all, a bounded amount of memory
+ * each, and another sandbox still gets through at once. */
+static void
+test_many (Fixture *f, gconstpointer data)
+{
+  struct rlimit limit;
+  guint n = 2000;
+  g_autofree int *fds = NULL;
+  gsize before, after;
+  gint64 start;
+
+  g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &limit), ==, 0);
+  limit.rlim_cur = limit.rlim_max;
+  g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &limit), ==, 0);
+  if (limit.rlim_cur < 3 * n + 100) {
+    g_test_skip ("not enough file descriptors");
+    return;
+  }
+  fds = g_new (int, n);
+  before = rss_bytes ();
+  for (guint i = 0; i < n; i++) {
+    fds[i] = connect_http (f, "127.0.0.1");
+    test_send_all (fds[i], "GET / HTTP/1.1\r\n", 16);
+  }
+  wait_connections (f, GUEST_A, n);
+  after = rss_bytes ();
+  g_test_message ("%u connections waiting in their head: %zu bytes each", n,
+                  (after - MIN (before, after)) / n);
+  g_assert_cmpuint ((after - MIN (before, after)) / n, <, 8 * 1024);
+  start = g_get_monotonic_time ();
+  assert_passes (f, "127.0.0.2", "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+  g_assert_cmpint (g_get_monotonic_time () - start, <, G_USEC_PER_SEC);
+  for (guint i = 0; i < n; i++)
+    close (fds[i]);
+  wait_connections (f, GUEST_A, 0);
+}
+
 typedef struct {
   int          fd;
   const guint8 *data;
@@ -624,11 +709,14 @@ static void
 test_large (Fixture *f, gconstpointer data)
 {
   const char *head = "PUT /big HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
-  gsize head_len = strlen (head), len = head_len + 48 * 1024 * 1024;
+  g_autofree char *closed = closed_head (head);
+  gsize head_len = strlen (head), body_len = 48 * 1024 * 1024;
+  gsize len = head_len + body_len, echo_len = strlen (closed) + body_len;
   g_autofree guint8 *payload = g_malloc (len);
   g_autoptr(GRand) rand = g_rand_new_with_seed (16);
   g_autoptr(GString) answer = NULL;
-  g_autofree char *sent_sum = NULL, *got_sum = NULL;
+  g_autoptr(GChecksum) sent = g_checksum_new (G_CHECKSUM_SHA256);
+  g_autofree char *got_sum = NULL;
   BoxNftablesProxyStats stats;
   Sender sender;
   GThread *thread;
@@ -639,18 +727,19 @@ test_large (Fixture *f, gconstpointer data)
     payload[i] = (guint8) g_rand_int (rand);
   sender = (Sender) { connect_http (f, "127.0.0.1"), payload, len };
   thread = g_thread_new ("sender", send_thread, &sender);
-  answer = test_read_all (sender.fd, len + 1, &reset);
+  answer = test_read_all (sender.fd, echo_len + 1, &reset);
   g_thread_join (thread);
   close (sender.fd);
   g_assert_false (reset);
-  g_assert_cmpuint (answer->len, ==, len);
-  sent_sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, payload, len);
+  g_assert_cmpuint (answer->len, ==, echo_len);
+  g_checksum_update (sent, (const guchar *) closed, (gssize) strlen (closed));
+  g_checksum_update (sent, payload + head_len, (gssize) body_len);
   got_sum = g_compute_checksum_for_data (G_CHECKSUM_SHA256, (guint8 *) answer->str, answer->len);
-  g_assert_cmpstr (got_sum, ==, sent_sum);
+  g_assert_cmpstr (got_sum, ==, g_checksum_get_string (sent));
   wait_connections (f, GUEST_A, 0);
   g_assert_true (box_nftables_proxy_get_stats (f->proxy, GUEST_A, &stats));
-  g_assert_cmpuint (stats.bytes_out, ==, len);
-  g_assert_cmpuint (stats.bytes_in, ==, len);
+  g_assert_cmpuint (stats.bytes_out, ==, echo_len);
+  g_assert_cmpuint (stats.bytes_in, ==, echo_len);
 }
 
 int
@@ -670,6 +759,7 @@ main (int argc, char **argv)
   ADD ("fair-share", test_fair_share);
   ADD ("recheck", test_recheck);
   ADD ("large", test_large);
+  ADD ("many", test_many);
 #undef ADD
   return g_test_run ();
 }

@@ -7,6 +7,8 @@
  * only with BAD, a name of host-name bytes only, and a prefix of the input
  * may only be MORE or the same answer as the whole (the proxy parses again
  * as bytes arrive, so an answer may not depend on how they were cut).
+ * A head it accepts, rewritten to close (box_nftables_sni_http_close()),
+ * must parse again to the same host.
  */
 #include "config.h"
 
@@ -54,6 +56,19 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   if (part != BOX_NFTABLES_SNI_MORE) {
     g_assert_cmpint (part, ==, whole);
     g_assert_cmpstr (prefix_name, ==, name);
+  }
+  /* the head told to close still names the same host, and only grows by
+   * the Connection line */
+  if (!tls && whole == BOX_NFTABLES_SNI_DONE) {
+    g_autoptr(GByteArray) closed = box_nftables_sni_http_close (data, size);
+    g_autofree char *again = NULL;
+
+    g_assert_cmpuint (closed->len, <=, size + 28);
+    if (closed->len <= BOX_NFTABLES_SNI_MAX) {
+      g_assert_cmpint (parse (FALSE, closed->data, closed->len, &again, &reason), ==,
+                       BOX_NFTABLES_SNI_DONE);
+      g_assert_cmpstr (again, ==, name);
+    }
   }
   return 0;
 }
