@@ -245,7 +245,8 @@ answer_late (gpointer data)
 }
 
 /* The node's resolver, faked: every *.test name is 127.0.0.1 (a name
- * starting "late." answers from another thread), "nowhere.test" fails. */
+ * starting "late." answers from another thread), "second.ok.test" is
+ * 127.0.0.9 (refused) then 127.0.0.1, "nowhere.test" fails. */
 static void
 fake_resolve (const char *name, BoxNftablesResolveDone done, gpointer done_data,
               gpointer user_data)
@@ -253,7 +254,10 @@ fake_resolve (const char *name, BoxNftablesResolveDone done, gpointer done_data,
   guint32 addrs[2] = { 0x7f000001u, 0x7f000001u };
   g_autoptr(GError) error = NULL;
 
-  if (strcmp (name, "nowhere.test") == 0) {
+  if (strcmp (name, "second.ok.test") == 0) {
+    addrs[0] = 0x7f000009u;  /* nothing listens there: refused */
+    done (addrs, 2, 60, NULL, done_data);
+  } else if (strcmp (name, "nowhere.test") == 0) {
     error = g_error_new_literal (BOX_ERROR, BOX_ERROR_NOT_FOUND, "no such name");
     done (NULL, 0, 0, error, done_data);
   } else if (g_str_has_prefix (name, "late.")) {
@@ -411,6 +415,7 @@ test_http_allowed (Fixture *f, gconstpointer data)
   assert_passes (f, "127.0.0.2", "GET /x HTTP/1.1\r\nHost: www.ok.test\r\n\r\nand a body");
   assert_passes (f, "127.0.0.1", "GET http://httponly.test/ HTTP/1.1\r\nHost: httponly.test\r\n\r\n");
   assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: late.ok.test\r\n\r\n");
+  assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: second.ok.test\r\n\r\n");
   /* a kept-alive connection is not: the server is told to close after the
    * first answer, so a second request (another Host) is never served */
   assert_echo (f, "GET / HTTP/1.1\r\nHost: allowed.test\r\nconnection: keep-alive\r\n"
@@ -452,13 +457,16 @@ test_http_denied (Fixture *f, gconstpointer data)
 static void
 test_http_unreachable (Fixture *f, gconstpointer data)
 {
-  gboolean reset;
-  g_autoptr(GString) unknown = exchange (f, "127.0.0.3",
-                                         "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", &reset);
+  int fd = connect_http (f, "127.0.0.3");
+  g_autoptr(GString) unknown = NULL;
   g_autoptr(GString) nowhere = NULL;
   BoxNftablesProxyStats stats;
+  gboolean reset;
 
-  /* no sandbox: reset without a word */
+  /* no sandbox: reset at once, without a word (nothing sent, so that the
+   * reset cannot be taken by a send) */
+  unknown = test_read_all (fd, 1 << 20, &reset);
+  close (fd);
   g_assert_cmpuint (unknown->len, ==, 0);
   g_assert_true (reset);
   g_assert_false (box_nftables_proxy_get_stats (f->proxy, 0x7f000003u, &stats));
@@ -634,6 +642,9 @@ test_recheck (Fixture *f, gconstpointer data)
   g_assert_true (test_ends_within (kept, 2000));
   send_and_expect_echo (other, "still");
   g_assert_false (box_nftables_proxy_get_stats (f->proxy, GUEST_A, &stats));
+  /* the proxy going away resets what is left */
+  g_clear_pointer (&f->proxy, box_nftables_proxy_free);
+  g_assert_true (test_ends_within (other, 2000));
   close (kept);
   close (dropped);
   close (other);
