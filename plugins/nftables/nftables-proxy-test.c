@@ -10,6 +10,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <json-glib/json-glib.h>
 #include <netinet/in.h>
@@ -101,6 +102,35 @@ test_parse_http (void)
   g_assert_cmpint (box_nftables_sni_parse_http (big, BOX_NFTABLES_SNI_MAX, &host, &reason),
                    ==, BOX_NFTABLES_SNI_BAD);
   g_assert_nonnull (strstr (reason, "too large"));
+}
+
+/* The fuzz seeds' real ClientHellos from OpenSSL (Python's ssl module),
+ * after their one-byte fuzz prefix. */
+static void
+test_parse_tls_openssl (void)
+{
+  static const struct { const char *file; const char *name; } seeds[] = {
+    { "tls-openssl-sni", "api.example.com" },
+    { "tls-openssl-tls12", "www.ok.test" },
+    { "tls-split-records", "a.b.example" },
+    { "tls-openssl-nosni", NULL },
+    { "tls-gnutls-sni", "www.example.org" },
+  };
+
+  for (guint i = 0; i < G_N_ELEMENTS (seeds); i++) {
+    g_autofree char *path = g_build_filename (g_getenv ("BOX_SOURCE_ROOT"), "tests", "fuzz",
+                                              "corpus", "fuzz-sni", seeds[i].file, NULL);
+    g_autofree char *contents = NULL;
+    g_autofree char *name = NULL;
+    const char *reason;
+    gsize len;
+
+    g_assert_true (g_file_get_contents (path, &contents, &len, NULL));
+    g_assert_cmpint (box_nftables_sni_parse_tls ((const guint8 *) contents + 1, len - 1, &name,
+                                                 &reason),
+                     ==, seeds[i].name != NULL ? BOX_NFTABLES_SNI_DONE : BOX_NFTABLES_SNI_BAD);
+    g_assert_cmpstr (name, ==, seeds[i].name);
+  }
 }
 
 /* @hello's handshake message cut into records of at most @size bytes. */
@@ -559,6 +589,38 @@ test_slow (Fixture *f, gconstpointer data)
   close (silent);
 }
 
+/* An upstream that never completes the handshake (its accept queue is
+ * full, so the kernel drops further SYNs): each address gets the connect
+ * timeout, then the client is reset. */
+static void
+test_connect_timeout (Fixture *f, gconstpointer data)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (INADDR_LOOPBACK) };
+  socklen_t len = sizeof sa;
+  int stuck = socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), filler, client;
+  gboolean reset;
+  g_autoptr(GString) answer = NULL;
+  gint64 start;
+
+  g_assert_cmpint (bind (stuck, (struct sockaddr *) &sa, sizeof sa), ==, 0);
+  g_assert_cmpint (listen (stuck, 0), ==, 0);
+  g_assert_cmpint (getsockname (stuck, (struct sockaddr *) &sa, &len), ==, 0);
+  filler = test_connect ("127.0.0.1", ntohs (sa.sin_port));  /* fills the queue */
+  box_nftables_proxy_set_upstream_ports (f->proxy, ntohs (sa.sin_port), ntohs (sa.sin_port));
+  box_nftables_proxy_set_limits (f->proxy, 0, 0, 300);
+  start = g_get_monotonic_time ();
+  client = connect_http (f, "127.0.0.1");
+  test_send_all (client, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", 38);
+  answer = test_read_all (client, 1 << 20, &reset);
+  /* two addresses, 300 ms each */
+  g_assert_cmpint (g_get_monotonic_time () - start, >=, 550 * 1000);
+  g_assert_cmpuint (answer->len, ==, 0);
+  g_assert_true (reset);
+  close (client);
+  close (filler);
+  close (stuck);
+}
+
 static void
 wait_connections (Fixture *f, guint32 guest, guint n)
 {
@@ -759,6 +821,8 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/nftables/proxy/parse/http", test_parse_http);
   g_test_add_func ("/nftables/proxy/parse/tls", test_parse_tls);
+  if (g_getenv ("BOX_SOURCE_ROOT") != NULL)
+    g_test_add_func ("/nftables/proxy/parse/tls-openssl", test_parse_tls_openssl);
 #define ADD(path, func) \
   g_test_add ("/nftables/proxy/" path, Fixture, NULL, fixture_set_up, func, fixture_tear_down)
   ADD ("http/allowed", test_http_allowed);
@@ -767,6 +831,7 @@ main (int argc, char **argv)
   ADD ("tls", test_tls);
   ADD ("tls/fragmented", test_tls_fragmented);
   ADD ("slow", test_slow);
+  ADD ("connect-timeout", test_connect_timeout);
   ADD ("fair-share", test_fair_share);
   ADD ("recheck", test_recheck);
   ADD ("large", test_large);
