@@ -237,27 +237,41 @@ box_nftables_proxy_conn_connect_next (BoxNftablesProxy *proxy, Conn *conn)
 {
   guint16 port = (guint16) g_atomic_int_get (conn->tls ? &proxy->upstream_tls
                                                         : &proxy->upstream_http);
+  guint32 events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 
   if (conn->upstream >= 0) {
     close (conn->upstream);
     conn->upstream = -1;
   }
   while (conn->next_addr < conn->n_addrs) {
+    guint32 addr = conn->addrs[conn->next_addr++];
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons (port),
-                              .sin_addr.s_addr = htonl (conn->addrs[conn->next_addr++]) };
-    int fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+                              .sin_addr.s_addr = htonl (addr) };
+    int fd;
 
+    if (box_nftables_proxy_is_blocked (proxy, addr)) {
+      conn->blocked_seen = TRUE;
+      continue;
+    }
+    fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
       break;
     if ((connect (fd, (struct sockaddr *) &sa, sizeof sa) == 0 || errno == EINPROGRESS) &&
-        box_nftables_proxy_watch_fd (proxy, fd, &conn->upstream_watch, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)) {
+        box_nftables_proxy_watch_fd (proxy, fd, &conn->upstream_watch, events)) {
       conn->upstream = fd;
       conn->state = STATE_CONNECTING;
-      box_nftables_proxy_set_deadline (proxy, conn, (guint) g_atomic_int_get (&proxy->connect_timeout_ms));
+      box_nftables_proxy_set_deadline (proxy, conn,
+                                       (guint) g_atomic_int_get (&proxy->connect_timeout_ms));
       return;
     }
     close (fd);
   }
+  /* an internal address from the node's resolution: a rebinding attempt
+   * or a resolver bug, worth the operator's eye */
+  if (conn->blocked_seen)
+    box_nftables_egress_report_refused (proxy->egress, conn->guest->addr,
+                                        conn->tls ? "tls" : "http", conn->name,
+                                        conn->tls ? 443 : 80);
   box_nftables_proxy_conn_close (proxy, conn, TRUE);
 }
 
@@ -301,7 +315,8 @@ conn_check (BoxNftablesProxy *proxy, Conn *conn, char *name)
     return;
   }
   conn->state = STATE_RESOLVING;
-  box_nftables_proxy_set_deadline (proxy, conn, (guint) g_atomic_int_get (&proxy->connect_timeout_ms));
+  box_nftables_proxy_set_deadline (proxy, conn,
+                                   (guint) g_atomic_int_get (&proxy->connect_timeout_ms));
   data = g_new0 (ResolveData, 1);
   data->mailbox = box_nftables_proxy_mailbox_ref (proxy->mailbox);
   data->conn_id = conn->id;
@@ -419,6 +434,7 @@ box_nftables_proxy_conn_new (BoxNftablesProxy *proxy, int fd, Guest *guest, gboo
   guest->stats.connections = guest->conns.length;
   g_mutex_unlock (&proxy->lock);
   box_nftables_proxy_set_deadline (proxy, conn, (guint) g_atomic_int_get (&proxy->head_timeout_ms));
-  if (!box_nftables_proxy_watch_fd (proxy, fd, &conn->client_watch, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET))
+  if (!box_nftables_proxy_watch_fd (proxy, fd, &conn->client_watch,
+                                    EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET))
     box_nftables_proxy_conn_close (proxy, conn, TRUE);
 }

@@ -13,7 +13,13 @@
 
 typedef struct _Conn Conn;
 
-typedef enum { WATCH_LISTEN_HTTP, WATCH_LISTEN_TLS, WATCH_WAKE, WATCH_CLIENT, WATCH_UPSTREAM } WatchKind;
+typedef enum {
+  WATCH_LISTEN_HTTP,
+  WATCH_LISTEN_TLS,
+  WATCH_WAKE,
+  WATCH_CLIENT,
+  WATCH_UPSTREAM,
+} WatchKind;
 
 typedef struct {
   WatchKind kind;
@@ -54,6 +60,7 @@ struct _Conn {
   guint32   addrs[MAX_ADDRS];
   guint     n_addrs;
   guint     next_addr;
+  gboolean  blocked_seen;  /* an address was skipped as internal */
   gint64    deadline;    /* monotonic; in proxy->timed when not 0 */
   GList     timed_link;
   GList     guest_link;
@@ -108,12 +115,15 @@ struct _BoxNftablesProxy {
 
   GMutex             lock;
   GHashTable        *guests;         /* addr -> Guest*; written by the proxy's thread */
+  GArray            *blocked;        /* guint32 pairs: network, mask */
 };
 
 /* box-nftables-proxy.c; any thread */
 Mailbox *box_nftables_proxy_mailbox_ref   (Mailbox *mb);
 void     box_nftables_proxy_mailbox_unref (Mailbox *mb);
 void     box_nftables_proxy_mailbox_post  (Mailbox *mb, Cmd *cmd);
+/* whether @addr lies in a blocked network; any thread */
+gboolean box_nftables_proxy_is_blocked    (BoxNftablesProxy *proxy, guint32 addr);
 
 /* box-nftables-proxy-conn.c */
 void     box_nftables_proxy_reset_fd      (int fd);

@@ -32,10 +32,60 @@
 #include <unistd.h>
 
 #include "box-error.h"
+#include "box-nftables-pool.h"
 #include "box-nftables-proxy-private.h"
+#include "box-nftables-ruleset.h"
 
 #define SWEEP_MS        100
 #define ACCEPT_PAUSE_US (100 * 1000)
+
+/* ---- blocked networks ---- */
+
+static GArray *
+compile_blocked (const char *const *cidrs, GError **error)
+{
+  g_autoptr(GArray) list = g_array_new (FALSE, FALSE, sizeof (guint32));
+
+  for (guint i = 0; cidrs != NULL && cidrs[i] != NULL; i++) {
+    guint32 network, mask;
+    guint prefix;
+
+    if (!box_nftables_cidr_parse (cidrs[i], &network, &prefix, error))
+      return NULL;
+    mask = box_nftables_prefix_mask (prefix);
+    g_array_append_val (list, network);
+    g_array_append_val (list, mask);
+  }
+  return g_steal_pointer (&list);
+}
+
+gboolean
+box_nftables_proxy_set_blocked (BoxNftablesProxy *proxy, const char *const *cidrs,
+                                GError **error)
+{
+  GArray *list = compile_blocked (cidrs, error);
+
+  if (list == NULL)
+    return FALSE;
+  g_mutex_lock (&proxy->lock);
+  g_array_unref (proxy->blocked);
+  proxy->blocked = list;
+  g_mutex_unlock (&proxy->lock);
+  return TRUE;
+}
+
+gboolean
+box_nftables_proxy_is_blocked (BoxNftablesProxy *proxy, guint32 addr)
+{
+  gboolean blocked = FALSE;
+
+  g_mutex_lock (&proxy->lock);
+  for (guint i = 0; i + 1 < proxy->blocked->len && !blocked; i += 2)
+    blocked = (addr & g_array_index (proxy->blocked, guint32, i + 1)) ==
+              g_array_index (proxy->blocked, guint32, i);
+  g_mutex_unlock (&proxy->lock);
+  return blocked;
+}
 
 /* ---- the mailbox ---- */
 
@@ -246,6 +296,15 @@ run_commands (BoxNftablesProxy *proxy)
 
 /* ---- the thread ---- */
 
+/* Frees the connections closed during a batch of events, after it: a
+ * later event of the batch may still name one. */
+static void
+bury (BoxNftablesProxy *proxy)
+{
+  g_slist_free_full (g_steal_pointer (&proxy->graveyard),
+                     (GDestroyNotify) box_nftables_proxy_conn_free);
+}
+
 static void
 sweep (BoxNftablesProxy *proxy)
 {
@@ -296,7 +355,7 @@ proxy_thread (gpointer user_data)
       }
     }
     sweep (proxy);
-    g_slist_free_full (g_steal_pointer (&proxy->graveyard), (GDestroyNotify) box_nftables_proxy_conn_free);
+    bury (proxy);
   }
   return NULL;
 }
@@ -344,6 +403,7 @@ box_nftables_proxy_new (BoxNftablesEgress *egress, const char *bind_address, gui
   proxy->conns = g_hash_table_new (g_int64_hash, g_int64_equal);
   proxy->guests = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   g_mutex_init (&proxy->lock);
+  proxy->blocked = compile_blocked (box_nftables_blocked_builtin (), NULL);
   proxy->mailbox = g_new0 (Mailbox, 1);
   g_atomic_ref_count_init (&proxy->mailbox->ref);
   g_mutex_init (&proxy->mailbox->lock);
@@ -389,7 +449,7 @@ box_nftables_proxy_free (BoxNftablesProxy *proxy)
     g_hash_table_iter_steal (&iter);
     box_nftables_proxy_conn_close (proxy, conn, TRUE);
   }
-  g_slist_free_full (g_steal_pointer (&proxy->graveyard), (GDestroyNotify) box_nftables_proxy_conn_free);
+  bury (proxy);
   g_mutex_lock (&proxy->mailbox->lock);
   proxy->mailbox->closed = TRUE;
   g_mutex_unlock (&proxy->mailbox->lock);
@@ -402,6 +462,7 @@ box_nftables_proxy_free (BoxNftablesProxy *proxy)
     close (proxy->epoll);
   g_hash_table_unref (proxy->conns);
   g_hash_table_unref (proxy->guests);
+  g_array_unref (proxy->blocked);
   g_mutex_clear (&proxy->lock);
   g_free (proxy);
 }

@@ -55,6 +55,16 @@ void     box_nftables_proxy_set_upstream_ports (BoxNftablesProxy *proxy, guint16
 void     box_nftables_proxy_set_limits (BoxNftablesProxy *proxy, guint max_connections,
                                         guint head_timeout_ms, guint connect_timeout_ms);
 
+/* The networks the proxy never connects to, whatever the node's
+ * resolution answered (it hands out public addresses only: this is the
+ * second line, since the proxy dials from the node itself and the
+ * forward chain's `@blocked` does not see it).  Replaces the list, which
+ * starts as box_nftables_blocked_builtin(); the plugin passes those and
+ * its `blocked=`.  FALSE with %BOX_ERROR_INVALID on a malformed CIDR, and
+ * the list unchanged. */
+gboolean box_nftables_proxy_set_blocked (BoxNftablesProxy *proxy, const char *const *cidrs,
+                                         GError **error);
+
 /* The policy of @guest changed: each of its connections is checked again
  * against the registry and reset when no longer allowed (all of them when
  * the guest is gone). */

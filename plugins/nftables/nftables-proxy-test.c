@@ -276,7 +276,9 @@ answer_late (gpointer data)
 
 /* The node's resolver, faked: every *.test name is 127.0.0.1 (a name
  * starting "late." answers from another thread), "second.ok.test" is
- * 127.0.0.9 (refused) then 127.0.0.1, "nowhere.test" fails. */
+ * 127.0.0.9 (refused) then 127.0.0.1, "nowhere.test" fails, and
+ * "rebind.ok.test" and "mixed.ok.test" answer blocked addresses (all of
+ * them, the first). */
 static void
 fake_resolve (const char *name, BoxNftablesResolveDone done, gpointer done_data,
               gpointer user_data)
@@ -284,7 +286,14 @@ fake_resolve (const char *name, BoxNftablesResolveDone done, gpointer done_data,
   guint32 addrs[2] = { 0x7f000001u, 0x7f000001u };
   g_autoptr(GError) error = NULL;
 
-  if (strcmp (name, "second.ok.test") == 0) {
+  if (strcmp (name, "rebind.ok.test") == 0) {
+    guint32 internal[2] = { 0x7f00000cu, 0x7f00000du };  /* 127.0.0.12, .13 */
+
+    done (internal, 2, 60, NULL, done_data);
+  } else if (strcmp (name, "mixed.ok.test") == 0) {
+    addrs[0] = 0x7f00000eu;  /* 127.0.0.14 */
+    done (addrs, 2, 60, NULL, done_data);
+  } else if (strcmp (name, "second.ok.test") == 0) {
     addrs[0] = 0x7f000009u;  /* nothing listens there: refused */
     done (addrs, 2, 60, NULL, done_data);
   } else if (strcmp (name, "nowhere.test") == 0) {
@@ -323,6 +332,10 @@ logged (Fixture *f, const char *line)
   return found;
 }
 
+/* Internal addresses for the tests: on loopback, so that nothing would
+ * leave the machine even if the check failed. */
+static const char *const blocked_networks[] = { "127.0.0.12/30", "10.0.0.0/8", NULL };
+
 static void
 fixture_set_up (Fixture *f, gconstpointer data)
 {
@@ -338,6 +351,9 @@ fixture_set_up (Fixture *f, gconstpointer data)
   box_nftables_egress_set_resolver (f->egress, fake_resolve, NULL);
   box_nftables_egress_set_log_func (f->egress, log_line, f);
   f->proxy = box_nftables_proxy_new (f->egress, "127.0.0.1", 0, 0, &error);
+  g_assert_no_error (error);
+  /* the upstreams are on loopback, which is blocked by default */
+  g_assert_true (box_nftables_proxy_set_blocked (f->proxy, blocked_networks, &error));
   g_assert_no_error (error);
   f->echo = test_upstream_echo_new ();
   f->tls = test_upstream_tls_new ();
@@ -443,7 +459,8 @@ test_http_allowed (Fixture *f, gconstpointer data)
 {
   assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
   assert_passes (f, "127.0.0.2", "GET /x HTTP/1.1\r\nHost: www.ok.test\r\n\r\nand a body");
-  assert_passes (f, "127.0.0.1", "GET http://httponly.test/ HTTP/1.1\r\nHost: httponly.test\r\n\r\n");
+  assert_passes (f, "127.0.0.1",
+                 "GET http://httponly.test/ HTTP/1.1\r\nHost: httponly.test\r\n\r\n");
   assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: late.ok.test\r\n\r\n");
   assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: second.ok.test\r\n\r\n");
   /* a kept-alive connection is not: the server is told to close after the
@@ -504,6 +521,45 @@ test_http_unreachable (Fixture *f, gconstpointer data)
   nowhere = exchange (f, "127.0.0.4", "GET / HTTP/1.1\r\nHost: nowhere.test\r\n\r\n", &reset);
   g_assert_cmpuint (nowhere->len, ==, 0);
   g_assert_true (reset);
+}
+
+/* Whatever the node's resolution says, the proxy never dials an internal
+ * address: by default none of box_nftables_blocked_builtin() (loopback
+ * too), here the test's list. */
+static void
+test_blocked (Fixture *f, gconstpointer data)
+{
+  static const char *const bad[] = { "10.0.0.0/8", "10.0.0.1/8", NULL };
+  g_autoptr(BoxNftablesProxy) fresh = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GString) answer = NULL;
+  g_autoptr(GString) loopback = NULL;
+  guint before = test_upstream_accepted (f->echo);
+  gboolean reset;
+  int fd;
+
+  answer = exchange (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: rebind.ok.test\r\n\r\n", &reset);
+  g_assert_cmpuint (answer->len, ==, 0);
+  g_assert_true (reset);
+  g_assert_true (logged (f, "egress refused: sandbox sb-a http rebind.ok.test:80"));
+  assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: mixed.ok.test\r\n\r\n");
+  g_assert_cmpuint (test_upstream_accepted (f->echo), ==, before + 1);
+  /* a malformed list changes nothing */
+  g_assert_false (box_nftables_proxy_set_blocked (f->proxy, bad, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  assert_passes (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+  /* the built-in default keeps loopback out */
+  g_clear_error (&error);
+  fresh = box_nftables_proxy_new (f->egress, "127.0.0.1", 0, 0, &error);
+  g_assert_no_error (error);
+  box_nftables_proxy_set_upstream_ports (fresh, test_upstream_port (f->echo), 1);
+  fd = test_connect ("127.0.0.1", box_nftables_proxy_get_port (fresh, FALSE));
+  test_send_all (fd, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", 38);
+  loopback = test_read_all (fd, 1 << 20, &reset);
+  close (fd);
+  g_assert_cmpuint (loopback->len, ==, 0);
+  g_assert_true (reset);
+  g_assert_cmpuint (test_upstream_accepted (f->echo), ==, before + 2);
 }
 
 static void
@@ -828,6 +884,7 @@ main (int argc, char **argv)
   ADD ("http/allowed", test_http_allowed);
   ADD ("http/denied", test_http_denied);
   ADD ("http/unreachable", test_http_unreachable);
+  ADD ("http/blocked", test_blocked);
   ADD ("tls", test_tls);
   ADD ("tls/fragmented", test_tls_fragmented);
   ADD ("slow", test_slow);
