@@ -288,3 +288,19 @@ test_tls_free (gnutls_session_t session)
   gnutls_deinit (session);
   gnutls_certificate_free_credentials (creds);
 }
+
+/* @hello's handshake message cut into records of at most @size bytes. */
+GByteArray *
+test_reframe (GByteArray *hello, gsize size)
+{
+  GByteArray *out = g_byte_array_new ();
+
+  for (gsize pos = 5; pos < hello->len; pos += size) {
+    gsize n = MIN (size, hello->len - pos);
+    guint8 header[5] = { 0x16, 0x03, 0x01, (guint8) (n >> 8), (guint8) n };
+
+    g_byte_array_append (out, header, 5);
+    g_byte_array_append (out, hello->data + pos, (guint) n);
+  }
+  return out;
+}

@@ -39,6 +39,9 @@ gboolean  test_ends_within  (int fd, guint ms);
  * it against @sni; the handshake's return value. */
 int       test_tls_handshake (int fd, const char *sni, TestUpstream *up,
                               gnutls_session_t *session);
+/* @hello (one TLS record) with its handshake message cut into records of
+ * at most @size bytes. */
+GByteArray *test_reframe     (GByteArray *hello, gsize size);
 /* Frees a session of test_tls_handshake() and its credentials. */
 void      test_tls_free      (gnutls_session_t session);
 
