@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -76,6 +77,23 @@ box_nftables_proxy_set_deadline (BoxNftablesProxy *proxy, Conn *conn, guint ms)
   conn->deadline = ms > 0 ? g_get_monotonic_time () + (gint64) ms * 1000 : 0;
   if (conn->deadline != 0)
     g_queue_push_tail_link (&proxy->timed, &conn->timed_link);
+}
+
+/* A relay passes segments on as they come (no Nagle delay on top of the
+ * ends' own); an upstream that vanishes without a word is found by
+ * keepalive probes (there is no idle timeout), the guest side by forget. */
+static void
+tune_socket (int fd, gboolean upstream)
+{
+  int one = 1, idle = 300, interval = 30, probes = 4;
+
+  (void) setsockopt (fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (!upstream)
+    return;
+  (void) setsockopt (fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  (void) setsockopt (fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  (void) setsockopt (fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+  (void) setsockopt (fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof probes);
 }
 
 /* ---- connections ---- */
@@ -256,6 +274,7 @@ box_nftables_proxy_conn_connect_next (BoxNftablesProxy *proxy, Conn *conn)
     fd = socket (AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
       break;
+    tune_socket (fd, TRUE);
     if ((connect (fd, (struct sockaddr *) &sa, sizeof sa) == 0 || errno == EINPROGRESS) &&
         box_nftables_proxy_watch_fd (proxy, fd, &conn->upstream_watch, events)) {
       conn->upstream = fd;
@@ -417,6 +436,7 @@ box_nftables_proxy_conn_new (BoxNftablesProxy *proxy, int fd, Guest *guest, gboo
 {
   Conn *conn = g_new0 (Conn, 1);
 
+  tune_socket (fd, FALSE);
   conn->id = ++proxy->next_id;
   conn->guest = guest;
   conn->tls = tls;
