@@ -106,6 +106,10 @@ box_nftables_proxy_conn_close (BoxNftablesProxy *proxy, Conn *conn, gboolean res
     return;
   conn->dead = TRUE;
   box_nftables_proxy_set_deadline (proxy, conn, 0);
+  if (conn->again_link.data != NULL) {
+    g_queue_unlink (&proxy->again, &conn->again_link);
+    conn->again_link.data = NULL;
+  }
   g_mutex_lock (&proxy->lock);
   g_queue_unlink (&conn->guest->conns, &conn->guest_link);
   conn->guest->stats.connections = conn->guest->conns.length;
@@ -154,11 +158,13 @@ conn_refuse (BoxNftablesProxy *proxy, Conn *conn, const char *name, const char *
   box_nftables_proxy_conn_close (proxy, conn, TRUE);
 }
 
-/* Moves one direction on as far as it goes; FALSE on a broken socket. */
+/* Moves one direction on as far as it goes, or until @budget rounds
+ * (each up to PIPE_BYTES) are spent; FALSE on a broken socket. */
 static gboolean
-direction_step (BoxNftablesProxy *proxy, int src, int dst, Direction *dir, guint64 *counter)
+direction_step (BoxNftablesProxy *proxy, int src, int dst, Direction *dir, guint64 *counter,
+                guint *budget)
 {
-  for (;;) {
+  for (; *budget > 0; (*budget)--) {
     gboolean progress = FALSE;
     ssize_t n;
 
@@ -191,11 +197,14 @@ direction_step (BoxNftablesProxy *proxy, int src, int dst, Direction *dir, guint
     if (!progress)
       return TRUE;
   }
+  return TRUE;
 }
 
 static void
 conn_pump (BoxNftablesProxy *proxy, Conn *conn)
 {
+  guint out_budget = PUMP_ROUNDS, in_budget = PUMP_ROUNDS;
+
   while (conn->head_sent < conn->head_len) {
     ssize_t n = send (conn->upstream, conn->head + conn->head_sent,
                       conn->head_len - conn->head_sent, MSG_NOSIGNAL);
@@ -213,18 +222,24 @@ conn_pump (BoxNftablesProxy *proxy, Conn *conn)
   if (conn->head_sent == conn->head_len) {
     g_clear_pointer (&conn->head, g_free);
     if (!direction_step (proxy, conn->client, conn->upstream, &conn->out,
-                         &conn->guest->stats.bytes_out)) {
+                         &conn->guest->stats.bytes_out, &out_budget)) {
       box_nftables_proxy_conn_close (proxy, conn, TRUE);
       return;
     }
   }
   if (!direction_step (proxy, conn->upstream, conn->client, &conn->in,
-                       &conn->guest->stats.bytes_in)) {
+                       &conn->guest->stats.bytes_in, &in_budget)) {
     box_nftables_proxy_conn_close (proxy, conn, TRUE);
     return;
   }
-  if (conn->out.shut && conn->in.shut)
+  if (conn->out.shut && conn->in.shut) {
     box_nftables_proxy_conn_close (proxy, conn, FALSE);
+  } else if ((out_budget == 0 || in_budget == 0) && conn->again_link.data == NULL) {
+    /* more to move, but others' turn first: edge-triggered, so no event
+     * would come for what is already there */
+    conn->again_link.data = conn;
+    g_queue_push_tail_link (&proxy->again, &conn->again_link);
+  }
 }
 
 static gboolean
@@ -423,6 +438,14 @@ box_nftables_proxy_conn_event (BoxNftablesProxy *proxy, Watch *watch, guint32 ev
     conn_pump (proxy, conn);
     break;
   }
+}
+
+void
+box_nftables_proxy_conn_pump_again (BoxNftablesProxy *proxy, Conn *conn)
+{
+  g_queue_unlink (&proxy->again, &conn->again_link);
+  conn->again_link.data = NULL;
+  conn_pump (proxy, conn);
 }
 
 void

@@ -10,6 +10,9 @@
 #define PIPE_BYTES      65536
 #define HEAD_FIRST      1024
 #define MAX_ADDRS       8
+/* Rounds of up to PIPE_BYTES each way before a busy connection lets the
+ * others have their turn (round robin through `again`). */
+#define PUMP_ROUNDS     8
 
 typedef struct _Conn Conn;
 
@@ -64,6 +67,7 @@ struct _Conn {
   gint64    deadline;    /* monotonic; in proxy->timed when not 0 */
   GList     timed_link;
   GList     guest_link;
+  GList     again_link;  /* in proxy->again when .data is set */
   Direction out;         /* sandbox -> internet */
   Direction in;          /* internet -> sandbox */
 };
@@ -109,6 +113,7 @@ struct _BoxNftablesProxy {
   GHashTable        *conns;          /* id -> Conn* */
   guint64            next_id;
   GQueue             timed;          /* Conn* with a deadline */
+  GQueue             again;          /* Conn* with more to move, in turn */
   GSList            *graveyard;      /* closed during this batch of events */
   guint              n_holders;      /* guests with a connection */
   gint64             accept_paused_until;
@@ -139,4 +144,6 @@ void     box_nftables_proxy_conn_new      (BoxNftablesProxy *proxy, int fd, Gues
 void     box_nftables_proxy_conn_close    (BoxNftablesProxy *proxy, Conn *conn, gboolean reset);
 void     box_nftables_proxy_conn_event    (BoxNftablesProxy *proxy, Watch *watch, guint32 events);
 void     box_nftables_proxy_conn_connect_next (BoxNftablesProxy *proxy, Conn *conn);
+/* @conn's turn in `again` came: moves it on */
+void     box_nftables_proxy_conn_pump_again (BoxNftablesProxy *proxy, Conn *conn);
 void     box_nftables_proxy_conn_free     (Conn *conn);

@@ -335,7 +335,9 @@ proxy_thread (gpointer user_data)
 
   while (!proxy->quit) {
     gboolean timed = proxy->timed.length > 0 || proxy->accept_paused_until != 0;
-    int n = epoll_wait (proxy->epoll, events, G_N_ELEMENTS (events), timed ? SWEEP_MS : -1);
+    int timeout = proxy->again.length > 0 ? 0 : timed ? SWEEP_MS : -1;
+    int n = epoll_wait (proxy->epoll, events, G_N_ELEMENTS (events), timeout);
+    guint turns = proxy->again.length;
 
     for (int i = 0; i < n; i++) {
       Watch *watch = events[i].data.ptr;
@@ -354,6 +356,10 @@ proxy_thread (gpointer user_data)
         break;
       }
     }
+    /* the busy connections that were waiting, each once (a pump may queue
+     * its connection again, at the tail) */
+    while (turns-- > 0 && proxy->again.head != NULL)
+      box_nftables_proxy_conn_pump_again (proxy, proxy->again.head->data);
     sweep (proxy);
     bury (proxy);
   }

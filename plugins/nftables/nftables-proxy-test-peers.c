@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -303,4 +304,30 @@ test_reframe (GByteArray *hello, gsize size)
     g_byte_array_append (out, hello->data + pos, (guint) n);
   }
   return out;
+}
+
+/* Raises the descriptor limit to the hard one; skips the test when that
+ * is below @needed. */
+gboolean
+test_raise_fd_limit (guint needed)
+{
+  struct rlimit limit;
+
+  g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &limit), ==, 0);
+  limit.rlim_cur = limit.rlim_max;
+  g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &limit), ==, 0);
+  if (limit.rlim_cur < needed)
+    g_test_skip ("not enough file descriptors");
+  return limit.rlim_cur >= needed;
+}
+
+gsize
+test_rss_bytes (void)
+{
+  g_autofree char *statm = NULL;
+  g_auto(GStrv) fields = NULL;
+
+  g_assert_true (g_file_get_contents ("/proc/self/statm", &statm, NULL, NULL));
+  fields = g_strsplit (statm, " ", -1);
+  return (gsize) g_ascii_strtoull (fields[1], NULL, 10) * (gsize) sysconf (_SC_PAGESIZE);
 }

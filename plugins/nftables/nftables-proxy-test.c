@@ -16,7 +16,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -589,32 +588,6 @@ test_recheck (Fixture *f, gconstpointer data)
   close (other);
 }
 
-/* Raises the descriptor limit to the hard one; skips the test when that
- * is below @needed. */
-static gboolean
-raise_fd_limit (guint needed)
-{
-  struct rlimit limit;
-
-  g_assert_cmpint (getrlimit (RLIMIT_NOFILE, &limit), ==, 0);
-  limit.rlim_cur = limit.rlim_max;
-  g_assert_cmpint (setrlimit (RLIMIT_NOFILE, &limit), ==, 0);
-  if (limit.rlim_cur < needed)
-    g_test_skip ("not enough file descriptors");
-  return limit.rlim_cur >= needed;
-}
-
-static gsize
-rss_bytes (void)
-{
-  g_autofree char *statm = NULL;
-  g_auto(GStrv) fields = NULL;
-
-  g_assert_true (g_file_get_contents ("/proc/self/statm", &statm, NULL, NULL));
-  fields = g_strsplit (statm, " ", -1);
-  return (gsize) g_ascii_strtoull (fields[1], NULL, 10) * (gsize) sysconf (_SC_PAGESIZE);
-}
-
 /* Two thousand connections waiting in their head at once, each holding
  * its head buffer: the proxy keeps them all, a bounded amount of memory
  * each, and another sandbox still gets through at once. */
@@ -626,16 +599,16 @@ test_many (Fixture *f, gconstpointer data)
   gsize before, after;
   gint64 start;
 
-  if (!raise_fd_limit (3 * n + 100))
+  if (!test_raise_fd_limit (3 * n + 100))
     return;
   fds = g_new (int, n);
-  before = rss_bytes ();
+  before = test_rss_bytes ();
   for (guint i = 0; i < n; i++) {
     fds[i] = connect_http (f, "127.0.0.1");
     test_send_all (fds[i], "GET / HTTP/1.1\r\n", 16);
   }
   wait_connections (f, GUEST_A, n);
-  after = rss_bytes ();
+  after = test_rss_bytes ();
   g_test_message ("%u connections waiting in their head: %zu bytes each", n,
                   (after - MIN (before, after)) / n);
   g_assert_cmpuint ((after - MIN (before, after)) / n, <, 8 * 1024);
@@ -655,7 +628,7 @@ test_many_spliced (Fixture *f, gconstpointer data)
   guint n = 1000;
   g_autofree int *fds = NULL;
 
-  if (!raise_fd_limit (8 * n + 100))
+  if (!test_raise_fd_limit (8 * n + 100))
     return;
   fds = g_new (int, n);
   for (guint i = 0; i < n; i++) {
@@ -724,6 +697,66 @@ test_large (Fixture *f, gconstpointer data)
   g_assert_cmpuint (stats.bytes_in, ==, echo_len);
 }
 
+typedef struct {
+  int      fd;
+  gsize    len;
+  gboolean ok;
+  gint     done;  /* atomic */
+} Bulk;
+
+static gpointer
+bulk_reader (gpointer data)
+{
+  Bulk *bulk = data;
+  gboolean reset;
+  g_autoptr(GString) answer = test_read_all (bulk->fd, bulk->len + 1, &reset);
+
+  bulk->ok = !reset && answer->len == bulk->len;
+  g_atomic_int_set (&bulk->done, 1);
+  return NULL;
+}
+
+/* While one sandbox moves 256 MiB as fast as loopback goes, another's
+ * small exchanges keep being answered: a busy connection takes turns. */
+static void
+test_busy_neighbour (Fixture *f, gconstpointer data)
+{
+  const char *head = "PUT /big HTTP/1.1\r\nHost: allowed.test\r\n\r\n";
+  g_autofree char *closed = closed_head (head);
+  gsize body_len = 256 * 1024 * 1024;
+  g_autofree guint8 *payload = g_malloc0 (strlen (head) + body_len);
+  int small = connect_http (f, "127.0.0.2");
+  gint64 worst = 0;
+  guint rounds = 0;
+  Sender sender;
+  Bulk bulk;
+  GThread *writer, *reader;
+
+  memcpy (payload, head, strlen (head));
+  send_and_expect_echo (small, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+  sender = (Sender) { connect_http (f, "127.0.0.1"), payload, strlen (head) + body_len };
+  bulk = (Bulk) { sender.fd, strlen (closed) + body_len, FALSE, 0 };
+  writer = g_thread_new ("bulk-writer", send_thread, &sender);
+  reader = g_thread_new ("bulk-reader", bulk_reader, &bulk);
+  while (!g_atomic_int_get (&bulk.done) && rounds < 200) {
+    gint64 start = g_get_monotonic_time ();
+
+    send_and_expect_echo (small, "ping");
+    worst = MAX (worst, g_get_monotonic_time () - start);
+    rounds++;
+    g_usleep (2000);
+  }
+  g_thread_join (writer);
+  g_thread_join (reader);
+  close (sender.fd);
+  close (small);
+  g_test_message ("%u small exchanges during the bulk transfer, the slowest %" G_GINT64_FORMAT
+                  " us", rounds, worst);
+  g_assert_true (bulk.ok);
+  g_assert_cmpuint (rounds, >, 0);
+  g_assert_cmpint (worst, <, G_USEC_PER_SEC);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -743,6 +776,7 @@ main (int argc, char **argv)
   ADD ("large", test_large);
   ADD ("many", test_many);
   ADD ("many-spliced", test_many_spliced);
+  ADD ("busy-neighbour", test_busy_neighbour);
 #undef ADD
   return g_test_run ();
 }

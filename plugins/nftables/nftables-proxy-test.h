@@ -42,6 +42,11 @@ int       test_tls_handshake (int fd, const char *sni, TestUpstream *up,
 /* @hello (one TLS record) with its handshake message cut into records of
  * at most @size bytes. */
 GByteArray *test_reframe     (GByteArray *hello, gsize size);
+/* Raises RLIMIT_NOFILE to its hard limit; FALSE (and the test skipped)
+ * when that is below @needed. */
+gboolean  test_raise_fd_limit (guint needed);
+/* This process's resident memory. */
+gsize     test_rss_bytes     (void);
 /* Frees a session of test_tls_handshake() and its credentials. */
 void      test_tls_free      (gnutls_session_t session);
 
