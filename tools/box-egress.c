@@ -169,7 +169,7 @@ rules_from_network (JsonObject *network, GPtrArray *rules)
       g_ptr_array_add (rules, egress_rule_new (NULL, FALSE));
       continue;
     }
-    if (domain == NULL || action == NULL)
+    if (domain == NULL || (g_strcmp0 (action, "allow") != 0 && g_strcmp0 (action, "deny") != 0))
       return FALSE;
     rule = egress_rule_new (domain, strcmp (action, "allow") == 0);
     g_ptr_array_add (rules, rule);
@@ -177,8 +177,14 @@ rules_from_network (JsonObject *network, GPtrArray *rules)
       JsonArray *list = json_node_get_array (ports);
 
       for (guint j = 0; j < json_array_get_length (list); j++) {
-        guint16 port = (guint16) json_array_get_int_element (list, j);
+        JsonNode *element = json_array_get_element (list, j);
+        gint64 value = JSON_NODE_HOLDS_VALUE (element) &&
+                       json_node_get_value_type (element) == G_TYPE_INT64
+                       ? json_node_get_int (element) : 0;
+        guint16 port = (guint16) value;
 
+        if (value < 1 || value > 65535)
+          return FALSE;   /* a rule box would not send back as it was */
         g_array_append_val (rule->ports, port);
       }
     }

@@ -521,7 +521,9 @@ handle_list_sandbox_allowed (BoxDBusAdmin1 *object, GDBusMethodInvocation *invoc
   sandbox = find_sandbox (self, spec, &error);
   if (sandbox == NULL)
     return box_dbus_daemon_return_error (invocation, error);
-  if (sandbox->egress != NULL && sandbox->egress->len > 0) {
+  /* unrestricted: every public address; not running: none (nothing to ask) */
+  if (sandbox->egress != NULL && sandbox->egress->len > 0 &&
+      sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
     if (network == NULL)
       g_set_error_literal (&error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
                            "this node has no network plugin");

@@ -2,9 +2,9 @@
  * org.box.Admin1 on a private bus (dbus-fixture.h): a sandbox's rules with
  * {include: defaults} expanded and each marked with where it came from,
  * found by PROJECT/NAME, ID or a NAME one project uses; the addresses of
- * an unrestricted sandbox (none, without asking a plugin) and of a
- * restricted one on an engine without a network plugin (Unsupported); bad
- * and unknown sandboxes refused.
+ * an unrestricted sandbox and of a stopped one (none, without asking a
+ * plugin) and of a running restricted one on an engine without a network
+ * plugin (Unsupported); bad and unknown sandboxes refused.
  *
  * The rules are written to the sandbox's record through the engine's
  * storage, as the API stores them: this engine (no network plugin) refuses
@@ -92,6 +92,7 @@ test_egress (void)
   g_autoptr(GVariant) first = NULL;
   g_autoptr(GVariant) a_default = NULL;
   g_autoptr(GVariant) last = NULL;
+  g_autoptr(GVariant) stopped = NULL;
   g_autoptr(BoxSandbox) sandbox = NULL;
   g_autoptr(GError) error = NULL;
   const char *const bad[] = { "web", "eg/nosuch", "/web", "eg/", "" };
@@ -148,6 +149,14 @@ test_egress (void)
   g_assert_null (call_allowed ("eg/web", &error));
   assert_remote_error (error, "org.box.Error.Unsupported");
   g_clear_error (&error);
+
+  /* not running: nothing allowed, nothing asked */
+  sandbox->state = BOX_SANDBOX_STATE_STOPPED;
+  g_assert_true (box_storage_sandbox_update (box_engine_get_storage (engine), sandbox, &error));
+  g_assert_no_error (error);
+  stopped = call_allowed ("eg/web", &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (g_variant_n_children (stopped), ==, 0);
 
   for (guint i = 0; i < G_N_ELEMENTS (bad); i++) {
     g_assert_null (call_egress (bad[i], &error));
