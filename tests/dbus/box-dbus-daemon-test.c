@@ -1,10 +1,9 @@
 /* box-dbus-daemon-test.c: org.box.Admin1 on a private bus.
  *
  * An in-process BoxEngine (sqlite storage, keys auth, dummy hypervisor,
- * from BOX_PLUGIN_DIR) behind a BoxDBusDaemon on a GTestDBus session bus;
- * every method is called through the generated proxy, as boxctl does.
- * The daemon's handlers run on this thread's main context, so calls are
- * made asynchronously and the test spins the context until they finish.
+ * from BOX_PLUGIN_DIR) behind a BoxDBusDaemon on a GTestDBus session bus
+ * (dbus-fixture.h); every method is called through the generated proxy, as
+ * boxctl does.  The egress methods are in box-dbus-egress-test.c.
  *
  * The gate is also tried from another uid: as root, this binary runs itself
  * as nobody (--peer-call) over a peer-to-peer connection and must get
