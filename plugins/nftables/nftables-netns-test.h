@@ -102,5 +102,8 @@ void               dns_fair_udp    (void);
 void               dns_fair_tcp    (void);
 void               dns_port_privileged (void);   /* with the plugin stopped */
 
+/* the resolved set read back (nftables-netns-list.c) */
+void               list_allowed_in_world (void);
+
 void               world_set_up    (void);
 void               world_free      (void);
