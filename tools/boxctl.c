@@ -514,6 +514,27 @@ cmd_key_delete (BoxCtl *ctl, char **args, GError **error)
 }
 
 static gboolean
+cmd_rotate_signing_key (BoxCtl *ctl, char **args, GError **error)
+{
+  g_autoptr(GVariant) rotation = NULL;
+
+  if (!box_dbus_admin1_call_rotate_signing_key_sync (ctl->proxy, &rotation, NULL, error))
+    return FALSE;
+  if (ctl->json) {
+    g_autoptr(JsonNode) root = json_gvariant_serialize (rotation);
+
+    print_json (root);
+    return TRUE;
+  }
+  g_print (_("The identity signing key is now %s."), dict_str (rotation, "kid"));
+  g_print ("\n");
+  g_print (_("The old key %s stays in the JWKS until %s."), dict_str (rotation, "retired_kid"),
+           dict_str (rotation, "retired_until"));
+  g_print ("\n");
+  return TRUE;
+}
+
+static gboolean
 cmd_sandboxes (BoxCtl *ctl, char **args, GError **error)
 {
   g_autoptr(GVariant) sandboxes = NULL;
@@ -575,6 +596,9 @@ static const BoxCtlCommand commands[] = {
     cmd_key_create },
   { "key-delete", N_("PROJECT KEY_ID"), N_("Revoke an API key"), 2, 2, cmd_key_delete },
   { "sandboxes", "", N_("List the sandboxes of every project"), 0, 0, cmd_sandboxes },
+  { "rotate-signing-key", "",
+    N_("Make a new identity signing key; the old one stays in the JWKS for an hour"), 0, 0,
+    cmd_rotate_signing_key },
 };
 
 /* ---- errors and exit status -------------------------------------------- */

@@ -35,6 +35,9 @@
  *   broker=
  *   secret_key_file=<data-dir>/secret.key
  *   secret_key=true
+ *   identity=true               (false: no signing key; the identity routes answer 501)
+ *   identity_key_file=<data-dir>/identity/signing.pem  (RS256, made at the first start;
+ *                                retired keys beside it, box-identity.h)
  *   admin_token=
  *   dbus=system|session|none
  *   http_idle_timeout_s=60      (0: no bound; an idle keep-alive connection is closed after it)
@@ -109,6 +112,8 @@ typedef struct {
   char        *broker;            /* "" = none */
   char        *secret_key_file;
   gboolean     secret_key;        /* FALSE: run without (secrets answer 501) */
+  char        *identity_key_file; /* the identity signing key (box-identity.h) */
+  gboolean     identity;          /* FALSE: no signing key (identity routes answer 501) */
   char        *admin_token;       /* resolved by box_config_resolve() */
   char        *admin_token_file;  /* set when the token was read from or generated into a file */
   guint        http_idle_timeout_s;
