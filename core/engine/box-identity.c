@@ -25,6 +25,7 @@ typedef struct {
   char            *e;
   char            *path;
   gint64           until;   /* retired keys: listed until then; 0: the signing key */
+  gint64           made;    /* retired keys: its file's mtime (ns), which orders equal untils */
 } Key;
 
 struct _BoxIdentity {
@@ -219,7 +220,9 @@ newest_first (gconstpointer a, gconstpointer b)
 {
   const Key *ka = *(Key *const *) a, *kb = *(Key *const *) b;
 
-  return ka->until < kb->until ? 1 : ka->until > kb->until ? -1 : 0;
+  if (ka->until != kb->until)
+    return ka->until < kb->until ? 1 : -1;
+  return ka->made < kb->made ? 1 : ka->made > kb->made ? -1 : 0;
 }
 
 /* Forgets and removes the retired keys whose time is over at @now. */
@@ -256,6 +259,7 @@ load_retired (BoxIdentity *self, GError **error)
   while ((name = g_dir_read_name (dir)) != NULL) {
     g_autofree char *path = NULL;
     gint64 until = 0;
+    GStatBuf st;
     Key *key;
 
     if (!g_str_has_prefix (name, prefix) || !parse_retired_tail (name + strlen (prefix), &until))
@@ -265,6 +269,10 @@ load_retired (BoxIdentity *self, GError **error)
     if (key == NULL)
       return FALSE;
     key->until = until;
+    /* keys are written once (made, then renamed): the newer key is the
+     * newer file */
+    if (g_stat (path, &st) == 0)
+      key->made = (gint64) st.st_mtim.tv_sec * G_GINT64_CONSTANT (1000000000) + st.st_mtim.tv_nsec;
     g_ptr_array_add (self->retired, key);
   }
   g_ptr_array_sort (self->retired, newest_first);
@@ -325,23 +333,15 @@ box_identity_get_kid (BoxIdentity *self)
 static JsonNode *
 jwk_node (const Key *key)
 {
-  g_autoptr(JsonBuilder) builder = json_builder_new ();
+  JsonObject *jwk = json_object_new ();
 
-  json_builder_begin_object (builder);
-  json_builder_set_member_name (builder, "kty");
-  json_builder_add_string_value (builder, "RSA");
-  json_builder_set_member_name (builder, "use");
-  json_builder_add_string_value (builder, "sig");
-  json_builder_set_member_name (builder, "alg");
-  json_builder_add_string_value (builder, "RS256");
-  json_builder_set_member_name (builder, "kid");
-  json_builder_add_string_value (builder, key->kid);
-  json_builder_set_member_name (builder, "n");
-  json_builder_add_string_value (builder, key->n);
-  json_builder_set_member_name (builder, "e");
-  json_builder_add_string_value (builder, key->e);
-  json_builder_end_object (builder);
-  return json_builder_get_root (builder);
+  json_object_set_string_member (jwk, "kty", "RSA");
+  json_object_set_string_member (jwk, "use", "sig");
+  json_object_set_string_member (jwk, "alg", "RS256");
+  json_object_set_string_member (jwk, "kid", key->kid);
+  json_object_set_string_member (jwk, "n", key->n);
+  json_object_set_string_member (jwk, "e", key->e);
+  return json_node_init_object (json_node_alloc (), jwk);
 }
 
 JsonNode *
