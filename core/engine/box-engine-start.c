@@ -352,8 +352,13 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     g_message ("running without a secret key: secret routes answer 501 unsupported");
   }
   if (self->config->identity) {
-    self->identity = box_identity_load (self->config->identity_key_file,
-                                        box_engine_now (self) / G_USEC_PER_SEC, error);
+    /* box_config_resolve() fills the path; an engine made without it
+     * keeps its key in the data directory all the same */
+    g_autofree char *key_file = self->config->identity_key_file != NULL
+      ? g_strdup (self->config->identity_key_file)
+      : g_build_filename (self->config->data_dir, "identity", "signing.pem", NULL);
+
+    self->identity = box_identity_load (key_file, box_engine_now (self) / G_USEC_PER_SEC, error);
     if (self->identity == NULL)
       return FALSE;
   } else {
