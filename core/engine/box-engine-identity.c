@@ -28,11 +28,14 @@ require_identity (BoxEngine *self, GError **error)
   return FALSE;
 }
 
-/* base_url without its trailing slashes */
+/* base_url without its trailing slashes (box_config_resolve() fills it;
+ * without it, its default: the listen address as an http:// URL) */
 static char *
 issuer (BoxEngine *self)
 {
-  char *iss = g_strdup (self->config->base_url);
+  const char *base = self->config->base_url;
+  char *iss = base != NULL && base[0] != '\0' ? g_strdup (base)
+                                               : g_strdup_printf ("http://%s", self->config->listen);
   gsize n = strlen (iss);
 
   while (n > 0 && iss[n - 1] == '/')
