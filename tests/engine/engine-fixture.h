@@ -22,6 +22,7 @@ typedef struct {
   char          *data_dir;
   char          *dummy_script;   /* [plugin.dummy] script= for the next start, or NULL */
   char          *dummy_caps;     /* [plugin.dummy] capabilities=, or NULL */
+  gboolean       identity;       /* [boxd] identity for the next start (default FALSE) */
   BoxClock      *clock;
   BoxEngine     *engine;
   BoxHypervisor *hv;
