@@ -24,49 +24,7 @@
 #include <sys/stat.h>
 
 #include "box-error.h"
-#include "box-nftables-dns.h"
-
-#define BOX_DNS_MAX_PENDING       1024
-#define BOX_DNS_ATTEMPT_MS        2000
-#define BOX_DNS_TCP_TIMEOUT_S     10
-#define BOX_DNS_TCP_THREADS       8
-#define BOX_DNS_TCP_BACKLOG       64
-#define BOX_DNS_RESOLV_RECHECK_US (5 * G_USEC_PER_SEC)
-#define BOX_DNS_MAX_MESSAGE       65535
-
-struct _BoxNftablesDns {
-  GMutex         lock;            /* allowed, upstreams, resolv_*, tcp_by_client, blocked */
-  GHashTable    *allowed;         /* guint32 addresses (a set) */
-  GHashTable    *tcp_by_client;   /* guint32 address -> TCP connections queued or served */
-  GStrv          blocked;         /* extra CIDRs no answer may carry */
-  GPtrArray     *upstreams;       /* GSocketAddress* */
-  gboolean       from_resolv_conf;
-  char          *resolv_conf;
-  gint64         resolv_checked;
-  gint64         resolv_mtime;
-
-  GSocket       *udp;
-  GSocket       *tcp;
-  GMainContext  *context;
-  GMainLoop     *loop;
-  GThread       *thread;
-  GThreadPool   *tcp_pool;
-  GCancellable  *cancellable;
-  GHashTable    *pending;         /* BoxDnsQuery* set; forwarder thread only */
-  GHashTable    *pending_by_client; /* guint32 address -> queries in flight; forwarder thread only */
-};
-
-typedef struct {
-  BoxNftablesDns *dns;
-  guint32         client_addr;    /* host byte order */
-  GSocket        *sock;
-  GSocketAddress *client;
-  GBytes         *query;
-  guint           attempt;
-  guint           max_attempts;
-  GSource        *read_source;
-  GSource        *timer;
-} BoxDnsQuery;
+#include "box-nftables-dns-private.h"
 
 /* ---- upstreams ---- */
 
@@ -197,7 +155,8 @@ client_allowed (BoxNftablesDns *dns, GSocketAddress *client, guint32 *address, g
   *address = g_ntohl (addr);
   locker = g_mutex_locker_new (&dns->lock);
   *n_clients = MAX (1, g_hash_table_size (dns->allowed));
-  return g_hash_table_contains (dns->allowed, GUINT_TO_POINTER (*address));
+  return g_hash_table_contains (dns->allowed, GUINT_TO_POINTER (*address)) ||
+         (dns->egress != NULL && box_nftables_egress_lookup (dns->egress, *address, NULL, NULL));
 }
 
 /* An answer the sandbox may see: @answer itself, or REFUSED when it
@@ -224,6 +183,14 @@ box_nftables_dns_set_blocked (BoxNftablesDns *dns, const char *const *cidrs)
 }
 
 void
+box_nftables_dns_set_egress (BoxNftablesDns *dns, BoxNftablesEgress *egress)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+
+  dns->egress = egress;
+}
+
+void
 box_nftables_dns_allow (BoxNftablesDns *dns, guint32 address)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
@@ -241,14 +208,14 @@ box_nftables_dns_forget (BoxNftablesDns *dns, guint32 address)
 
 /* ---- per-sandbox counts (address -> count, absent = 0) ---- */
 
-static guint
-count_of (GHashTable *counts, guint32 address)
+guint
+box_dns_count_of (GHashTable *counts, guint32 address)
 {
   return GPOINTER_TO_UINT (g_hash_table_lookup (counts, GUINT_TO_POINTER (address)));
 }
 
-static void
-count_set (GHashTable *counts, guint32 address, guint n)
+void
+box_dns_count_set (GHashTable *counts, guint32 address, guint n)
 {
   if (n > 0)
     g_hash_table_insert (counts, GUINT_TO_POINTER (address), GUINT_TO_POINTER (n));
@@ -261,8 +228,14 @@ count_set (GHashTable *counts, guint32 address, guint n)
 static void
 query_free (BoxDnsQuery *q)
 {
-  count_set (q->dns->pending_by_client, q->client_addr,
-             count_of (q->dns->pending_by_client, q->client_addr) - 1);
+  if (q->done != NULL) {   /* a lookup never answered (shutdown): SERVFAIL */
+    BoxNftablesDnsResult failed = { .rcode = 2 };
+    BoxDnsLookupDone done = g_steal_pointer (&q->done);
+
+    done (q->dns, &failed, q->done_data);
+  }
+  box_dns_count_set (q->dns->pending_by_client, q->client_addr,
+             box_dns_count_of (q->dns->pending_by_client, q->client_addr) - 1);
   if (q->read_source != NULL) {
     g_source_destroy (q->read_source);
     g_source_unref (q->read_source);
@@ -276,13 +249,21 @@ query_free (BoxDnsQuery *q)
   g_clear_object (&q->sock);
   g_clear_object (&q->client);
   g_clear_pointer (&q->query, g_bytes_unref);
+  g_free (q->name);
   g_free (q);
 }
 
 static void
 query_finish (BoxDnsQuery *q, const guint8 *answer, gsize len)
 {
-  if (answer != NULL)
+  if (q->name != NULL) {   /* a lookup: @answer is the upstream's (NULL: all failed) */
+    BoxNftablesDnsResult result = { .rcode = 2 };
+    BoxDnsLookupDone done = g_steal_pointer (&q->done);
+
+    if (answer != NULL)
+      box_dns_lookup_complete (q->dns, q->name, answer, len, &result);
+    done (q->dns, &result, q->done_data);
+  } else if (answer != NULL)
     g_socket_send_to (q->dns->udp, q->client, (const char *) answer, len, NULL, NULL);
   g_hash_table_remove (q->dns->pending, q);   /* frees q */
 }
@@ -306,6 +287,14 @@ query_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
   }
   if (n < 12 || buf[0] != query[0] || buf[1] != query[1] || (buf[2] & 0x80) == 0)
     return G_SOURCE_CONTINUE;   /* not the answer to this query */
+  if (q->name != NULL) {
+    BoxNftablesDnsResult check;
+
+    if (!box_nftables_dns_read_answer (buf, (gsize) n, q->name, &check))
+      return G_SOURCE_CONTINUE;   /* not the answer to our question */
+    query_finish (q, buf, (gsize) n);
+    return G_SOURCE_REMOVE;
+  }
   {
     g_autoptr(GBytes) answer = filter_answer (q->dns, query, g_bytes_get_size (q->query),
                                               buf, (gsize) n);
@@ -366,6 +355,10 @@ query_send (BoxDnsQuery *q)
     g_source_attach (q->timer, q->dns->context);
     return TRUE;
   }
+  if (q->name != NULL) {
+    query_finish (q, NULL, 0);
+    return FALSE;
+  }
   {
     gsize len;
     const guint8 *data = g_bytes_get_data (q->query, &len);
@@ -375,6 +368,56 @@ query_send (BoxDnsQuery *q)
                   servfail != NULL ? g_bytes_get_size (servfail) : 0);
   }
   return FALSE;
+}
+
+typedef struct {
+  BoxNftablesDns *dns;
+  GSocketAddress *client;
+} UdpReply;
+
+static void
+udp_reply (GBytes *answer, gpointer data)
+{
+  UdpReply *reply = data;
+
+  if (answer != NULL)
+    g_socket_send_to (reply->dns->udp, reply->client, g_bytes_get_data (answer, NULL),
+                      g_bytes_get_size (answer), NULL, NULL);
+  g_object_unref (reply->client);
+  g_free (reply);
+}
+
+gboolean
+box_dns_lookup_send (BoxNftablesDns *dns, guint32 client_addr, const char *name,
+                     BoxDnsLookupDone done, gpointer done_data)
+{
+  guint n_clients, share, in_flight;
+  BoxDnsQuery *q;
+  guint16 id;
+  GBytes *query;
+
+  g_mutex_lock (&dns->lock);
+  n_clients = MAX (1, g_hash_table_size (dns->allowed));
+  g_mutex_unlock (&dns->lock);
+  share = MAX (1, BOX_DNS_MAX_PENDING / n_clients);
+  in_flight = box_dns_count_of (dns->pending_by_client, client_addr);
+  if (g_hash_table_size (dns->pending) >= BOX_DNS_MAX_PENDING || in_flight >= share)
+    return FALSE;
+  query = box_nftables_dns_build_query (name, &id);
+  if (query == NULL)
+    return FALSE;
+  box_dns_count_set (dns->pending_by_client, client_addr, in_flight + 1);
+  q = g_new0 (BoxDnsQuery, 1);
+  q->dns = dns;
+  q->client_addr = client_addr;
+  q->query = query;
+  q->max_attempts = 2;
+  q->name = g_strdup (name);
+  q->done = done;
+  q->done_data = done_data;
+  g_hash_table_add (dns->pending, q);
+  query_send (q);
+  return TRUE;
 }
 
 static gboolean
@@ -404,10 +447,22 @@ udp_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
       continue;
     /* the whole bound, and this sandbox's share of it */
     share = MAX (1, BOX_DNS_MAX_PENDING / n_clients);
-    in_flight = count_of (dns->pending_by_client, address);
+    in_flight = box_dns_count_of (dns->pending_by_client, address);
     if (g_hash_table_size (dns->pending) >= BOX_DNS_MAX_PENDING || in_flight >= share)
       continue;
-    count_set (dns->pending_by_client, address, in_flight + 1);
+    {
+      g_autoptr(BoxEgressPolicy) policy = box_dns_restricted_policy (dns, address);
+
+      if (policy != NULL) {
+        UdpReply *reply = g_new0 (UdpReply, 1);
+
+        reply->dns = dns;
+        reply->client = g_steal_pointer (&client);
+        box_dns_restricted_query (dns, address, policy, buf, (gsize) n, udp_reply, reply);
+        continue;
+      }
+    }
+    box_dns_count_set (dns->pending_by_client, address, in_flight + 1);
     q = g_new0 (BoxDnsQuery, 1);
     q->dns = dns;
     q->client_addr = address;
@@ -470,7 +525,7 @@ static void
 tcp_client_free (BoxDnsTcpClient *c)
 {
   g_mutex_lock (&c->dns->lock);
-  count_set (c->dns->tcp_by_client, c->address, count_of (c->dns->tcp_by_client, c->address) - 1);
+  box_dns_count_set (c->dns->tcp_by_client, c->address, box_dns_count_of (c->dns->tcp_by_client, c->address) - 1);
   g_mutex_unlock (&c->dns->lock);
   g_socket_close (c->sock, NULL);
   g_object_unref (c->sock);
@@ -482,11 +537,11 @@ static gboolean
 tcp_take_slot (BoxNftablesDns *dns, guint32 address, guint n_clients)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
-  guint n = count_of (dns->tcp_by_client, address);
+  guint n = box_dns_count_of (dns->tcp_by_client, address);
 
   if (n >= MAX (1, BOX_DNS_TCP_THREADS / n_clients))
     return FALSE;
-  count_set (dns->tcp_by_client, address, n + 1);
+  box_dns_count_set (dns->tcp_by_client, address, n + 1);
   return TRUE;
 }
 
@@ -514,6 +569,20 @@ tcp_serve (gpointer data, gpointer user_data)
     if (!read_message (g_io_stream_get_input_stream (G_IO_STREAM (conn)), buf, &len,
                        dns->cancellable, &error) || len == 0)
       break;
+    {
+      g_autoptr(BoxEgressPolicy) policy = box_dns_restricted_policy (dns, client->address);
+
+      if (policy != NULL) {
+        g_autoptr(GBytes) answer = box_dns_restricted_query_sync (dns, client->address, policy,
+                                                                  buf, len);
+        if (answer == NULL ||
+            !write_message (g_io_stream_get_output_stream (G_IO_STREAM (conn)),
+                            g_bytes_get_data (answer, NULL), g_bytes_get_size (answer),
+                            dns->cancellable, &error))
+          break;
+        continue;
+      }
+    }
     if (box_nftables_dns_question_end (buf, len) < 0 || (buf[2] & 0x80) != 0)
       break;
     if (upstream == NULL) {
@@ -639,6 +708,8 @@ box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *re
   dns->tcp_by_client = g_hash_table_new (NULL, NULL);
   dns->pending = g_hash_table_new_full (NULL, NULL, (GDestroyNotify) query_free, NULL);
   dns->pending_by_client = g_hash_table_new (NULL, NULL);
+  dns->cache = box_nftables_dns_cache_new (BOX_NFTABLES_DNS_CACHE_ENTRIES,
+                                           BOX_NFTABLES_DNS_CACHE_BYTES);
   dns->resolv_conf = g_strdup (resolv_conf != NULL ? resolv_conf : "/etc/resolv.conf");
   dns->cancellable = g_cancellable_new ();
   dns->context = g_main_context_new ();
@@ -707,6 +778,7 @@ box_nftables_dns_free (BoxNftablesDns *dns)
   g_hash_table_unref (dns->allowed);
   g_clear_pointer (&dns->tcp_by_client, g_hash_table_unref);
   g_strfreev (dns->blocked);
+  g_clear_pointer (&dns->cache, box_nftables_dns_cache_free);
   g_free (dns->resolv_conf);
   g_mutex_clear (&dns->lock);
   g_free (dns);
