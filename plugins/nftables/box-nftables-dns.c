@@ -441,9 +441,8 @@ udp_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
       g_debug ("dns: receive: %s", error->message);
       break;
     }
-    /* a query (QR clear) from a sandbox we know, with a sane question */
-    if (client == NULL || !client_allowed (dns, client, &address, &n_clients) ||
-        box_nftables_dns_question_end (buf, (gsize) n) < 0 || (buf[2] & 0x80) != 0)
+    /* from a sandbox we know */
+    if (client == NULL || !client_allowed (dns, client, &address, &n_clients))
       continue;
     /* the whole bound, and this sandbox's share of it */
     share = MAX (1, BOX_DNS_MAX_PENDING / n_clients);
@@ -453,7 +452,7 @@ udp_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
     {
       g_autoptr(BoxEgressPolicy) policy = box_dns_restricted_policy (dns, address);
 
-      if (policy != NULL) {
+      if (policy != NULL) {   /* the filtering resolver reads it (libldns) */
         UdpReply *reply = g_new0 (UdpReply, 1);
 
         reply->dns = dns;
@@ -462,6 +461,9 @@ udp_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
         continue;
       }
     }
+    /* relayed: a query (QR clear) with a sane question */
+    if (box_nftables_dns_question_end (buf, (gsize) n) < 0 || (buf[2] & 0x80) != 0)
+      continue;
     box_dns_count_set (dns->pending_by_client, address, in_flight + 1);
     q = g_new0 (BoxDnsQuery, 1);
     q->dns = dns;

@@ -101,6 +101,9 @@ char              *record_path     (const char *id);
 void               dns_fair_udp    (void);
 void               dns_fair_tcp    (void);
 void               dns_port_privileged (void);   /* with the plugin stopped */
+/* the filtering resolver of restricted sandboxes (nftables-netns-policy.c) */
+void               dns_restricted  (void);
+void               dns_restricted_world (void);
 
 void               world_set_up    (void);
 void               world_free      (void);
