@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include <ldns/ldns.h>
+#include <gio/gio.h>
 #include <string.h>
 
 #include "box-nftables-dns.h"
@@ -179,5 +180,45 @@ box_nftables_dns_parse_resolv_conf (const char *contents)
     if (first != NULL && second != NULL && g_str_equal (first, "nameserver"))
       g_strv_builder_add (builder, second);
   }
+  return g_strv_builder_end (builder);
+}
+
+static gboolean
+is_local_server (const char *server)
+{
+  g_autoptr(GInetAddress) addr = g_inet_address_new_from_string (server);
+
+  return addr == NULL || g_inet_address_get_is_loopback (addr) || g_inet_address_get_is_any (addr);
+}
+
+/* The servers of @contents that are (@local TRUE) or are not local. */
+static void
+add_servers (GStrvBuilder *builder, const char *contents, gboolean local, guint *n)
+{
+  g_auto(GStrv) servers = box_nftables_dns_parse_resolv_conf (contents);
+
+  for (guint i = 0; servers[i] != NULL; i++) {
+    if (is_local_server (servers[i]) == local) {
+      g_strv_builder_add (builder, servers[i]);
+      (*n)++;
+    }
+  }
+}
+
+char **
+box_nftables_dns_pick_upstreams (const char *contents, const char *stub_contents,
+                                 gboolean *from_stub)
+{
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  guint n = 0;
+
+  *from_stub = FALSE;
+  add_servers (builder, contents, FALSE, &n);
+  if (n == 0) {
+    add_servers (builder, stub_contents, FALSE, &n);
+    *from_stub = n > 0;
+  }
+  if (n == 0)
+    add_servers (builder, contents, TRUE, &n);
   return g_strv_builder_end (builder);
 }

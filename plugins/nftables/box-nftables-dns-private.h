@@ -26,6 +26,8 @@ struct _BoxNftablesDns {
   char          *resolv_conf;
   gint64         resolv_checked;
   gint64         resolv_mtime;
+  gint64         stub_mtime;      /* of BOX_NFTABLES_DNS_STUB_RESOLV_CONF */
+  gboolean       from_stub;       /* the upstreams are the local stub's own */
   BoxNftablesEgress   *egress;    /* not owned; NULL: none */
   BoxNftablesDnsCache *cache;     /* the filtering resolver's answers */
 
@@ -61,6 +63,13 @@ typedef struct {
   BoxDnsLookupDone done;          /* a lookup: called once, then cleared */
   gpointer        done_data;
 } BoxDnsQuery;
+
+/* box-nftables-dns-upstreams.c */
+GPtrArray      *box_dns_parse_upstreams (const char *const *list, GError **error);
+/* With the lock held: re-reads resolv.conf when due and changed. */
+void            box_dns_reload_resolv_conf_locked (BoxNftablesDns *dns);
+/* A new reference to upstream number @attempt (round robin). */
+GSocketAddress *box_dns_get_upstream (BoxNftablesDns *dns, guint attempt, guint *n_upstreams);
 
 /* box-nftables-dns.c, forwarder thread */
 guint    box_dns_count_of      (GHashTable *counts, guint32 address);

@@ -1,4 +1,6 @@
-/* box-nftables-dns.c: the sandboxes' DNS forwarder; see box-nftables-dns.h.
+/* box-nftables-dns.c: the sandboxes' resolver: sockets, the relay for
+ * unrestricted sandboxes and the upstream queries of the filtering
+ * resolver (box-nftables-dns-policy.c); see box-nftables-dns.h.
  *
  * UDP: each query gets its own upstream socket (a fresh source port, so a
  * forged answer must guess it), a 2 s timer per attempt, up to
@@ -21,119 +23,9 @@
 #include "config.h"
 
 #include <string.h>
-#include <sys/stat.h>
 
 #include "box-error.h"
 #include "box-nftables-dns-private.h"
-
-/* ---- upstreams ---- */
-
-static GSocketAddress *
-parse_upstream (const char *str, GError **error)
-{
-  g_autoptr(GSocketConnectable) connectable = NULL;
-  g_autoptr(GInetAddress) inet = NULL;
-  g_autofree char *host = NULL;
-  char *percent;
-
-  connectable = g_network_address_parse (str, 53, NULL);
-  if (connectable == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "DNS upstream \"%s\" is not an address or address:port", str);
-    return NULL;
-  }
-  host = g_strdup (g_network_address_get_hostname (G_NETWORK_ADDRESS (connectable)));
-  percent = strchr (host, '%');   /* an IPv6 scope: not for a forwarder */
-  if (percent != NULL)
-    *percent = '\0';
-  inet = g_inet_address_new_from_string (host);
-  if (inet == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "DNS upstream \"%s\" is not an IP address", str);
-    return NULL;
-  }
-  return g_inet_socket_address_new (inet,
-                                    g_network_address_get_port (G_NETWORK_ADDRESS (connectable)));
-}
-
-static GPtrArray *
-parse_upstreams (const char *const *list, GError **error)
-{
-  g_autoptr(GPtrArray) upstreams = g_ptr_array_new_with_free_func (g_object_unref);
-
-  for (guint i = 0; list != NULL && list[i] != NULL; i++) {
-    GSocketAddress *addr = parse_upstream (list[i], error);
-    if (addr == NULL)
-      return NULL;
-    g_ptr_array_add (upstreams, addr);
-  }
-  return g_steal_pointer (&upstreams);
-}
-
-/* With the lock held. */
-static void
-reload_resolv_conf_locked (BoxNftablesDns *dns)
-{
-  gint64 now = g_get_monotonic_time ();
-  g_autofree char *contents = NULL;
-  g_auto(GStrv) servers = NULL;
-  g_autoptr(GPtrArray) upstreams = NULL;
-  struct stat st;
-
-  if (!dns->from_resolv_conf ||
-      (dns->upstreams != NULL && now - dns->resolv_checked < BOX_DNS_RESOLV_RECHECK_US))
-    return;
-  dns->resolv_checked = now;
-  if (stat (dns->resolv_conf, &st) == 0 && dns->upstreams != NULL &&
-      (gint64) st.st_mtime == dns->resolv_mtime)
-    return;
-  dns->resolv_mtime = stat (dns->resolv_conf, &st) == 0 ? (gint64) st.st_mtime : 0;
-  g_file_get_contents (dns->resolv_conf, &contents, NULL, NULL);
-  servers = box_nftables_dns_parse_resolv_conf (contents);
-  upstreams = g_ptr_array_new_with_free_func (g_object_unref);
-  for (guint i = 0; servers[i] != NULL; i++) {
-    GSocketAddress *addr = parse_upstream (servers[i], NULL);
-    if (addr != NULL)
-      g_ptr_array_add (upstreams, addr);
-  }
-  if (upstreams->len == 0) {
-    /* what the C library does without a nameserver line */
-    GSocketAddress *addr = parse_upstream ("127.0.0.1", NULL);
-    g_ptr_array_add (upstreams, addr);
-  }
-  g_clear_pointer (&dns->upstreams, g_ptr_array_unref);
-  dns->upstreams = g_steal_pointer (&upstreams);
-}
-
-/* A new reference to upstream number @attempt (round robin). */
-static GSocketAddress *
-get_upstream (BoxNftablesDns *dns, guint attempt, guint *n_upstreams)
-{
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
-
-  reload_resolv_conf_locked (dns);
-  *n_upstreams = dns->upstreams->len;
-  return g_object_ref (g_ptr_array_index (dns->upstreams, attempt % dns->upstreams->len));
-}
-
-char *
-box_nftables_dns_describe_upstreams (BoxNftablesDns *dns)
-{
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
-  GString *out = g_string_new (NULL);
-
-  reload_resolv_conf_locked (dns);
-  for (guint i = 0; i < dns->upstreams->len; i++) {
-    GInetSocketAddress *addr = g_ptr_array_index (dns->upstreams, i);
-    g_autofree char *ip = g_inet_address_to_string (g_inet_socket_address_get_address (addr));
-
-    g_string_append_printf (out, "%s%s:%u", i > 0 ? " " : "", ip,
-                            g_inet_socket_address_get_port (addr));
-  }
-  if (dns->from_resolv_conf)
-    g_string_append_printf (out, " (from %s)", dns->resolv_conf);
-  return g_string_free (out, FALSE);
-}
 
 /* ---- who may ask ---- */
 
@@ -326,7 +218,7 @@ query_send (BoxDnsQuery *q)
     gsize len;
     const char *data = g_bytes_get_data (q->query, &len);
 
-    upstream = get_upstream (q->dns, q->attempt, &n_upstreams);
+    upstream = box_dns_get_upstream (q->dns, q->attempt, &n_upstreams);
     q->max_attempts = MAX (2, n_upstreams);
     q->attempt++;
     if (q->read_source != NULL) {
@@ -591,7 +483,7 @@ tcp_serve (gpointer data, gpointer user_data)
       g_autoptr(GSocketAddress) addr = NULL;
       guint n_upstreams;
 
-      addr = get_upstream (dns, 0, &n_upstreams);
+      addr = box_dns_get_upstream (dns, 0, &n_upstreams);
       upstream = g_socket_client_connect (connector, G_SOCKET_CONNECTABLE (addr),
                                           dns->cancellable, &error);
       if (upstream == NULL) {
@@ -718,12 +610,12 @@ box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *re
   dns->loop = g_main_loop_new (dns->context, FALSE);
 
   if (upstreams != NULL && upstreams[0] != NULL) {
-    dns->upstreams = parse_upstreams (upstreams, error);
+    dns->upstreams = box_dns_parse_upstreams (upstreams, error);
     if (dns->upstreams == NULL)
       return NULL;
   } else {
     dns->from_resolv_conf = TRUE;
-    reload_resolv_conf_locked (dns);
+    box_dns_reload_resolv_conf_locked (dns);
   }
 
   dns->udp = bind_socket (G_SOCKET_TYPE_DATAGRAM, port, error);

@@ -1,18 +1,19 @@
-/* box-nftables-dns.h: the sandboxes' resolver, a small DNS forwarder.
+/* box-nftables-dns.h: the sandboxes' resolver.
  *
  * Sandboxes are told to use their gateway as resolver; nftables redirects
- * udp/tcp 53 to the gateway onto this forwarder's port, and the forwarder
- * relays queries to the node's upstream resolvers (those of
- * /etc/resolv.conf, re-read when it changes, or the configured ones).  It
- * runs on its own thread with its own main context, answers only the guest
- * addresses it was told about (box_nftables_dns_allow), and knows for each
- * query which sandbox asked (the source address: taps are anti-spoofed in
- * nftables).  Each sandbox gets a fair share of the pending queries and of
- * the TCP slots, and an answer with an internal address in it is replaced
- * by REFUSED (the specification's "never answers with a private
- * address").  The later egress engine turns it into the filtering resolver
- * the specification asks for (REFUSED for names the rules do not allow);
- * see README.md.
+ * udp/tcp 53 to the gateway onto this resolver's port.  It runs on its own
+ * thread with its own main context, answers only the guest addresses it
+ * was told about (box_nftables_dns_allow, or registered in the egress
+ * registry), and knows for each query which sandbox asked (the source
+ * address: taps are anti-spoofed in nftables).  An unrestricted sandbox's
+ * queries are relayed to the upstreams (those of /etc/resolv.conf, re-read
+ * when it changes, or the configured ones) and an answer with an internal
+ * address in it is replaced by REFUSED; a restricted sandbox gets the
+ * filtering resolver (box-nftables-dns-policy.c): names its rules do not
+ * resolve REFUSED, A answers only, public addresses only, from a bounded
+ * TTL cache or the resolver's own upstream query.  Each sandbox gets a
+ * fair share of the pending queries and of the TCP slots.  DNS messages
+ * are read and written with libldns.  See README.md, "DNS".
  */
 #pragma once
 
@@ -112,6 +113,18 @@ gboolean        box_nftables_dns_read_answer  (const guint8 *msg, gsize len, con
                                                BoxNftablesDnsResult *result);
 /* The nameserver addresses of a resolv.conf (NULL-terminated, maybe empty). */
 char          **box_nftables_dns_parse_resolv_conf (const char *contents);
+/* The default upstreams, from a resolv.conf's @contents: its nameservers
+ * but the loopback (and unspecified) ones; when it has only those (a local
+ * stub such as systemd-resolved's 127.0.0.53, which answers names of the
+ * node's networks, VPNs, mDNS and LLMNR), the non-loopback ones of
+ * @stub_contents (the stub's own upstreams,
+ * BOX_NFTABLES_DNS_STUB_RESOLV_CONF), with *@from_stub set; when there
+ * are none either, the loopback ones (a local resolver the operator runs:
+ * used, its answers filtered like any).  Maybe empty. */
+#define BOX_NFTABLES_DNS_STUB_RESOLV_CONF "/run/systemd/resolve/resolv.conf"
+char          **box_nftables_dns_pick_upstreams    (const char *contents,
+                                                    const char *stub_contents,
+                                                    gboolean *from_stub);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNftablesDns, box_nftables_dns_free)
 

@@ -349,6 +349,35 @@ test_cache_bytes (void)
   g_assert_cmpuint (n, ==, BOX_NFTABLES_DNS_MAX_ADDRS);
 }
 
+static void
+test_pick_upstreams (void)
+{
+  const char *stub = "nameserver 127.0.0.53\noptions edns0 trust-ad\n";
+  const char *real = "nameserver 192.0.2.53\nnameserver 127.0.0.1\nnameserver 2001:db8::53\n";
+  const char *behind = "nameserver 198.51.100.53\nnameserver ::1\n";
+  g_auto(GStrv) direct = NULL;
+  g_auto(GStrv) via_stub = NULL;
+  g_auto(GStrv) local = NULL;
+  gboolean from_stub = TRUE;
+
+  /* loopback servers are dropped when there are others */
+  direct = box_nftables_dns_pick_upstreams (real, behind, &from_stub);
+  g_assert_false (from_stub);
+  g_assert_cmpuint (g_strv_length (direct), ==, 2);
+  g_assert_cmpstr (direct[0], ==, "192.0.2.53");
+  g_assert_cmpstr (direct[1], ==, "2001:db8::53");
+  /* only a local stub: the stub's own upstreams */
+  via_stub = box_nftables_dns_pick_upstreams (stub, behind, &from_stub);
+  g_assert_true (from_stub);
+  g_assert_cmpuint (g_strv_length (via_stub), ==, 1);
+  g_assert_cmpstr (via_stub[0], ==, "198.51.100.53");
+  /* nothing behind it: the local resolver after all */
+  local = box_nftables_dns_pick_upstreams (stub, NULL, &from_stub);
+  g_assert_false (from_stub);
+  g_assert_cmpuint (g_strv_length (local), ==, 1);
+  g_assert_cmpstr (local[0], ==, "127.0.0.53");
+}
+
 int
 main (int argc, char **argv)
 {
@@ -358,5 +387,6 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-dns/build", test_build);
   g_test_add_func ("/nftables-dns/cache", test_cache);
   g_test_add_func ("/nftables-dns/cache-bytes", test_cache_bytes);
+  g_test_add_func ("/nftables-dns/pick-upstreams", test_pick_upstreams);
   return g_test_run ();
 }
