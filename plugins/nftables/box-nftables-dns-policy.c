@@ -95,17 +95,22 @@ restricted_answer (BoxNftablesDns *dns, Restricted *r, const BoxNftablesDnsResul
 {
   g_autoptr(GBytes) answer = NULL;
   BoxNftablesEgress *egress;
+  guint n_addrs = result->n_addrs;
 
-  if (result->rcode == LDNS_RCODE_NOERROR && result->n_addrs > 0) {
+  if (result->rcode == LDNS_RCODE_NOERROR && n_addrs > 0) {
+    /* what fits a 512-byte UDP answer (header, question, then 16 bytes an
+     * A record): no client needs EDNS or TCP for it; the sandbox is told,
+     * and allowed, exactly those */
+    n_addrs = MIN (n_addrs, (512 - 12 - (strlen (r->question.name) + 2 + 4)) / 16);
     g_mutex_lock (&dns->lock);
     egress = dns->egress;
     g_mutex_unlock (&dns->lock);
     if (egress != NULL)
       box_nftables_egress_report_resolved (egress, r->guest, r->question.name, result->addrs,
-                                           result->n_addrs, result->ttl);
+                                           n_addrs, result->ttl);
   }
   answer = box_nftables_dns_build_answer (&r->question, result->rcode, result->addrs,
-                                          result->n_addrs, result->ttl);
+                                          n_addrs, result->ttl);
   r->reply (answer, r->reply_data);
   box_nftables_dns_question_clear (&r->question);
   g_free (r);

@@ -33,6 +33,7 @@ typedef struct {
   guint      resolved;      /* report_resolved calls */
   char      *name;
   guint32    addr;
+  guint      n_addrs;
   guint32    ttl;
   GPtrArray *lines;         /* refusal log lines */
   guint      done;          /* resolve_func completions */
@@ -52,6 +53,7 @@ on_resolved (guint32 guest, const char *name, const guint32 *addrs, guint n, gui
   g_free (seen->name);
   seen->name = g_strdup (name);
   seen->addr = n > 0 ? addrs[0] : 0;
+  seen->n_addrs = n;
   seen->ttl = ttl;
 }
 
@@ -400,6 +402,30 @@ restricted_udp (int client, int upstream, Seen *seen)
   g_free (upstream_answers (upstream, brief, WAIT_MS));
   assert_answer (next_answer (client, FALSE), 0x010d, LDNS_RCODE_NOERROR, "203.0.113.81", &ttl);
   g_assert_cmpuint (ttl, ==, 5);
+
+  /* 32 addresses: as many as fit 512 bytes are told, and reported */
+  {
+    g_autoptr(GPtrArray) many = g_ptr_array_new_with_free_func (g_free);
+    ldns_pkt *pkt;
+    guint8 *wire = NULL;
+    size_t size = 0;
+
+    for (guint i = 0; i < 32; i++)
+      g_ptr_array_add (many, g_strdup_printf ("many.allowed.test. 60 IN A 203.0.113.%u", 100 + i));
+    g_ptr_array_add (many, NULL);
+    send_query (client, 0x010e, "many.allowed.test", LDNS_RR_TYPE_A);
+    g_free (upstream_answers (upstream, (const char *const *) many->pdata, WAIT_MS));
+    pkt = next_answer (client, FALSE);
+    g_assert_nonnull (pkt);
+    g_assert_cmpint (ldns_pkt2wire (&wire, pkt, &size), ==, LDNS_STATUS_OK);
+    g_assert_cmpuint (size, <=, 512);
+    g_assert_cmpuint (ldns_pkt_ancount (pkt), ==, 29);
+    g_mutex_lock (&seen->lock);
+    g_assert_cmpuint (seen->n_addrs, ==, 29);
+    g_mutex_unlock (&seen->lock);
+    LDNS_FREE (wire);
+    ldns_pkt_free (pkt);
+  }
 }
 
 /* The same resolver over TCP. */
