@@ -80,6 +80,7 @@ test_read_query (void)
   g_assert_cmpint (read_rcode (q, &name), ==, LDNS_RCODE_NOERROR);
   g_assert_cmpstr (name, ==, "_sip._tcp.example.com");
   g_clear_pointer (&q, g_bytes_unref);
+  g_clear_pointer (&name, g_free);
 
   /* refused: ANY, zone transfers, another class */
   q = query_for ("example.com.", LDNS_RR_TYPE_ANY, LDNS_RR_CLASS_IN);
