@@ -533,10 +533,33 @@ dns_restricted (void)
     g_assert_cmphex ((buf[0] << 8) | buf[1], ==, 0x0301);
   }
 
-  /* a lookup in flight when the resolver stops: done, once, with an error */
+  /* lookups in flight when the resolver stops: the node's is done, once,
+   * with an error; a TCP worker waiting for one lets go, closing */
   box_nftables_dns_resolve_func ("late.allowed.test", on_done, &seen, dns);
   g_assert_true (readable_within (upstream, WAIT_MS));
-  box_nftables_dns_free (dns);
+  {
+    struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (RES_PORT),
+                              .sin_addr.s_addr = htonl (0x7f000001) };
+    int tcp = socket_on (SOCK_STREAM, RESTRICTED, 0);
+    g_autoptr(GBytes) q = query_for (0x0400, "tcp-late.allowed.test", LDNS_RR_TYPE_A);
+    gsize len;
+    const guint8 *data = g_bytes_get_data (q, &len);
+    guint8 prefix[2] = { 0, (guint8) len };
+    guint8 buf[600];
+    gint64 start;
+
+    g_assert_cmpint (connect (tcp, (struct sockaddr *) &to, sizeof to), ==, 0);
+    g_assert_cmpint (send (tcp, prefix, 2, 0), ==, 2);
+    g_assert_cmpint (send (tcp, data, len, 0), ==, (gssize) len);
+    g_assert_true (readable_within (upstream, WAIT_MS));
+    g_assert_cmpint (recv (upstream, buf, sizeof buf, 0), >, 12);   /* it is in flight */
+    start = g_get_monotonic_time ();
+    box_nftables_dns_free (dns);
+    g_assert_cmpint (g_get_monotonic_time () - start, <, G_USEC_PER_SEC);
+    g_assert_true (readable_within (tcp, WAIT_MS));
+    g_assert_cmpint (recv (tcp, buf, sizeof buf, 0), <=, 0);
+    close (tcp);
+  }
   g_assert_cmpuint (done_count (&seen), ==, 5);
   g_assert_nonnull (seen.done_error);
 
@@ -547,6 +570,64 @@ dns_restricted (void)
   g_free (seen.name);
   g_ptr_array_unref (seen.lines);
   g_mutex_clear (&seen.lock);
+}
+
+/* A restricted sandbox asking for 1200 new allowed names at once (its
+ * upstream never answers) holds at most its share of the lookups; its
+ * neighbour's query is still relayed and answered. */
+void
+dns_restricted_flood (void)
+{
+  g_autoptr(BoxNftablesEgress) egress = box_nftables_egress_new ();
+  g_autoptr(BoxEgressPolicy) policy = test_policy ();
+  g_autoptr(BoxNftablesDns) dns = NULL;
+  g_autoptr(GError) error = NULL;
+  int upstream = socket_on (SOCK_DGRAM, 0x7f000001, 0);
+  int flooder = socket_on (SOCK_DGRAM, RESTRICTED, 0);
+  int neighbour = socket_on (SOCK_DGRAM, OPEN, 0);
+  struct sockaddr_in sin;
+  socklen_t sin_len = sizeof sin;
+  g_autofree char *upstream_str = NULL;
+  const char *answer[] = { "fair.test. 60 IN A 203.0.113.90", NULL };
+  guint8 buf[600];
+  guint asked = 0;
+  char *name = NULL;
+
+  g_assert_cmpint (getsockname (upstream, (struct sockaddr *) &sin, &sin_len), ==, 0);
+  upstream_str = g_strdup_printf ("127.0.0.1:%u", ntohs (sin.sin_port));
+  dns = box_nftables_dns_new (RES_PORT, (const char *[]) { upstream_str, NULL }, NULL, &error);
+  g_assert_no_error (error);
+  box_nftables_egress_set (egress, RESTRICTED, "sb-flooder", policy);
+  box_nftables_egress_set (egress, OPEN, "sb-neighbour", NULL);
+  box_nftables_dns_set_egress (dns, egress);
+  box_nftables_dns_allow (dns, RESTRICTED);   /* as the plugin does at attach */
+  box_nftables_dns_allow (dns, OPEN);
+
+  for (guint i = 0; i < 1200; i++) {
+    g_autofree char *flood = g_strdup_printf ("f%u.allowed.test", i);
+
+    send_query (flooder, (guint16) i, flood, LDNS_RR_TYPE_A);
+    if (i % 20 == 19) {
+      g_usleep (2000);
+      while (readable_within (upstream, 0) && recv (upstream, buf, sizeof buf, 0) > 0)
+        asked++;
+    }
+  }
+  while (readable_within (upstream, 300) && recv (upstream, buf, sizeof buf, 0) > 0)
+    asked++;
+  g_test_message ("the restricted flooder got %u of its 1200 names asked upstream", asked);
+  g_assert_cmpuint (asked, >=, 256);
+  g_assert_cmpuint (asked, <=, 512);
+
+  send_query (neighbour, 0x0500, "fair.test", LDNS_RR_TYPE_A);
+  name = upstream_answers (upstream, answer, WAIT_MS);
+  g_assert_cmpstr (name, ==, "fair.test.");
+  g_free (name);
+  assert_answer (next_answer (neighbour, FALSE), 0x0500, LDNS_RCODE_NOERROR, "203.0.113.90",
+                 NULL);
+  close (upstream);
+  close (flooder);
+  close (neighbour);
 }
 
 /* With the world's DNS server in the "internet" as upstream, over UDP

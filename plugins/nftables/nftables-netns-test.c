@@ -317,6 +317,13 @@ test_resolver_restricted_world (void)
 }
 
 static void
+test_resolver_restricted_flood (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_restricted_flood ();
+}
+
+static void
 test_set_egress (void)
 {
   g_autoptr(GError) error = NULL;
@@ -541,6 +548,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-fair-tcp", test_resolver_fair_tcp);
   g_test_add_func ("/nftables-netns/resolver-restricted", test_resolver_restricted);
   g_test_add_func ("/nftables-netns/resolver-restricted-world", test_resolver_restricted_world);
+  g_test_add_func ("/nftables-netns/resolver-restricted-flood", test_resolver_restricted_flood);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);

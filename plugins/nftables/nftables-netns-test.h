@@ -104,6 +104,7 @@ void               dns_port_privileged (void);   /* with the plugin stopped */
 /* the filtering resolver of restricted sandboxes (nftables-netns-policy.c) */
 void               dns_restricted  (void);
 void               dns_restricted_world (void);
+void               dns_restricted_flood (void);
 
 void               world_set_up    (void);
 void               world_free      (void);
