@@ -494,31 +494,41 @@ node_resolution (BoxNftablesDns *dns, BoxNftablesEgress *egress, int upstream, S
   g_assert_error (seen->done_error, BOX_ERROR, BOX_ERROR_INVALID);
 }
 
-void
-dns_restricted (void)
+/* A resolver on RES_PORT asking @upstream (a socket on loopback), with
+ * @egress: the restricted sandbox with the test policy, and the open one. */
+static BoxNftablesDns *
+resolver_on (int upstream, BoxNftablesEgress *egress, BoxEgressPolicy *policy)
 {
-  g_autoptr(BoxNftablesEgress) egress = box_nftables_egress_new ();
-  g_autoptr(BoxEgressPolicy) policy = test_policy ();
-  BoxNftablesDns *dns;
   g_autoptr(GError) error = NULL;
-  int upstream = socket_on (SOCK_DGRAM, 0x7f000001, 0);
-  int client = socket_on (SOCK_DGRAM, RESTRICTED, 0);
-  int open_client = socket_on (SOCK_DGRAM, OPEN, 0);
+  g_autofree char *upstream_str = NULL;
   struct sockaddr_in sin;
   socklen_t sin_len = sizeof sin;
-  g_autofree char *upstream_str = NULL;
-  Seen seen = { .lines = g_ptr_array_new_with_free_func (g_free) };
+  BoxNftablesDns *dns;
 
-  g_mutex_init (&seen.lock);
   g_assert_cmpint (getsockname (upstream, (struct sockaddr *) &sin, &sin_len), ==, 0);
   upstream_str = g_strdup_printf ("127.0.0.1:%u", ntohs (sin.sin_port));
   dns = box_nftables_dns_new (RES_PORT, (const char *[]) { upstream_str, NULL }, NULL, &error);
   g_assert_no_error (error);
   box_nftables_egress_set (egress, RESTRICTED, "sb-restricted", policy);
   box_nftables_egress_set (egress, OPEN, "sb-open", NULL);
+  box_nftables_dns_set_egress (dns, egress);
+  return dns;
+}
+
+void
+dns_restricted (void)
+{
+  g_autoptr(BoxNftablesEgress) egress = box_nftables_egress_new ();
+  g_autoptr(BoxEgressPolicy) policy = test_policy ();
+  int upstream = socket_on (SOCK_DGRAM, 0x7f000001, 0);
+  int client = socket_on (SOCK_DGRAM, RESTRICTED, 0);
+  int open_client = socket_on (SOCK_DGRAM, OPEN, 0);
+  BoxNftablesDns *dns = resolver_on (upstream, egress, policy);
+  Seen seen = { .lines = g_ptr_array_new_with_free_func (g_free) };
+
+  g_mutex_init (&seen.lock);
   box_nftables_egress_set_resolved_func (egress, on_resolved, &seen);
   box_nftables_egress_set_log_func (egress, on_log, &seen);
-  box_nftables_dns_set_egress (dns, egress);
 
   restricted_udp (client, upstream, &seen);
   restricted_tcp (upstream);
@@ -580,26 +590,15 @@ dns_restricted_flood (void)
 {
   g_autoptr(BoxNftablesEgress) egress = box_nftables_egress_new ();
   g_autoptr(BoxEgressPolicy) policy = test_policy ();
-  g_autoptr(BoxNftablesDns) dns = NULL;
-  g_autoptr(GError) error = NULL;
   int upstream = socket_on (SOCK_DGRAM, 0x7f000001, 0);
   int flooder = socket_on (SOCK_DGRAM, RESTRICTED, 0);
   int neighbour = socket_on (SOCK_DGRAM, OPEN, 0);
-  struct sockaddr_in sin;
-  socklen_t sin_len = sizeof sin;
-  g_autofree char *upstream_str = NULL;
+  g_autoptr(BoxNftablesDns) dns = resolver_on (upstream, egress, policy);
   const char *answer[] = { "fair.test. 60 IN A 203.0.113.90", NULL };
   guint8 buf[600];
   guint asked = 0;
   char *name = NULL;
 
-  g_assert_cmpint (getsockname (upstream, (struct sockaddr *) &sin, &sin_len), ==, 0);
-  upstream_str = g_strdup_printf ("127.0.0.1:%u", ntohs (sin.sin_port));
-  dns = box_nftables_dns_new (RES_PORT, (const char *[]) { upstream_str, NULL }, NULL, &error);
-  g_assert_no_error (error);
-  box_nftables_egress_set (egress, RESTRICTED, "sb-flooder", policy);
-  box_nftables_egress_set (egress, OPEN, "sb-neighbour", NULL);
-  box_nftables_dns_set_egress (dns, egress);
   box_nftables_dns_allow (dns, RESTRICTED);   /* as the plugin does at attach */
   box_nftables_dns_allow (dns, OPEN);
 
