@@ -22,9 +22,9 @@
 static char *
 dname_to_host (const ldns_rdf *rdf)
 {
+  g_autoptr(GString) out = NULL;
   const guint8 *data;
   gsize size, off = 0;
-  GString *out;
 
   if (rdf == NULL || ldns_rdf_get_type (rdf) != LDNS_RDF_TYPE_DNAME)
     return NULL;
@@ -35,24 +35,21 @@ dname_to_host (const ldns_rdf *rdf)
     guint8 label = data[off];
 
     if (label > 63 || off + 1 + label > size)
-      goto bad;
+      return NULL;
     if (out->len > 0)
       g_string_append_c (out, '.');
     for (guint i = 1; i <= label; i++) {
       char c = (char) data[off + i];
 
       if (!g_ascii_isalnum (c) && c != '-' && c != '_')
-        goto bad;
+        return NULL;
       g_string_append_c (out, g_ascii_tolower (c));
     }
     off += 1 + label;
   }
   if (out->len == 0 || out->len > 253)
-    goto bad;
-  return g_string_free (out, FALSE);
-bad:
-  g_string_free (out, TRUE);
-  return NULL;
+    return NULL;
+  return g_string_free (g_steal_pointer (&out), FALSE);
 }
 
 void
@@ -206,31 +203,23 @@ negative_ttl (ldns_pkt *pkt)
   return 0;
 }
 
-gboolean
-box_nftables_dns_read_answer (const guint8 *msg, gsize len, const char *name,
-                              BoxNftablesDnsResult *result)
+/* The A records for @want in @pkt, an answer to "@want A IN". */
+static gboolean
+read_answer_pkt (ldns_pkt *pkt, ldns_rdf *want, BoxNftablesDnsResult *result)
 {
-  g_autofree char *fqdn = NULL;
   g_autoptr(GPtrArray) chain = NULL;
-  ldns_pkt *pkt = NULL;
-  ldns_rdf *want;
   ldns_rr *question;
   ldns_rr_list *answer;
-  gboolean ok = FALSE, grew;
+  gboolean grew;
 
-  memset (result, 0, sizeof *result);
-  if (msg == NULL || name == NULL || ldns_wire2pkt (&pkt, msg, len) != LDNS_STATUS_OK)
-    return FALSE;
-  fqdn = g_strconcat (name, ".", NULL);
-  want = ldns_dname_new_frm_str (fqdn);
-  if (want == NULL || !ldns_pkt_qr (pkt) || ldns_pkt_qdcount (pkt) != 1 ||
+  if (!ldns_pkt_qr (pkt) || ldns_pkt_qdcount (pkt) != 1 ||
       ldns_rr_list_rr_count (ldns_pkt_question (pkt)) != 1)
-    goto out;
+    return FALSE;
   question = ldns_rr_list_rr (ldns_pkt_question (pkt), 0);
   if (ldns_rr_get_type (question) != LDNS_RR_TYPE_A ||
       ldns_rr_get_class (question) != LDNS_RR_CLASS_IN ||
       ldns_dname_compare (ldns_rr_owner (question), want) != 0)
-    goto out;   /* not the answer to our question */
+    return FALSE;   /* not the answer to our question */
   result->rcode = (guint8) ldns_pkt_get_rcode (pkt);
   result->ttl = G_MAXUINT32;
   /* the name, and the CNAME targets reached from it */
@@ -265,10 +254,28 @@ box_nftables_dns_read_answer (const guint8 *msg, gsize len, const char *name,
   }
   if (result->n_addrs == 0)
     result->ttl = negative_ttl (pkt);
-  ok = TRUE;
-out:
-  if (want != NULL)
-    ldns_rdf_deep_free (want);
-  ldns_pkt_free (pkt);
+  return TRUE;
+}
+
+gboolean
+box_nftables_dns_read_answer (const guint8 *msg, gsize len, const char *name,
+                              BoxNftablesDnsResult *result)
+{
+  g_autofree char *fqdn = NULL;
+  ldns_pkt *pkt = NULL;
+  ldns_rdf *want;
+  gboolean ok;
+
+  memset (result, 0, sizeof *result);
+  if (msg == NULL || name == NULL)
+    return FALSE;
+  fqdn = g_strconcat (name, ".", NULL);
+  want = ldns_dname_new_frm_str (fqdn);
+  if (want == NULL)
+    return FALSE;
+  ok = ldns_wire2pkt (&pkt, msg, len) == LDNS_STATUS_OK && read_answer_pkt (pkt, want, result);
+  ldns_rdf_deep_free (want);
+  if (pkt != NULL)
+    ldns_pkt_free (pkt);
   return ok;
 }

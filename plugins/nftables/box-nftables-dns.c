@@ -127,7 +127,7 @@ query_free (BoxDnsQuery *q)
     done (q->dns, &failed, q->done_data);
   }
   box_dns_count_set (q->dns->pending_by_client, q->client_addr,
-             box_dns_count_of (q->dns->pending_by_client, q->client_addr) - 1);
+                     box_dns_count_of (q->dns->pending_by_client, q->client_addr) - 1);
   if (q->read_source != NULL) {
     g_source_destroy (q->read_source);
     g_source_unref (q->read_source);
@@ -419,7 +419,8 @@ static void
 tcp_client_free (BoxDnsTcpClient *c)
 {
   g_mutex_lock (&c->dns->lock);
-  box_dns_count_set (c->dns->tcp_by_client, c->address, box_dns_count_of (c->dns->tcp_by_client, c->address) - 1);
+  box_dns_count_set (c->dns->tcp_by_client, c->address,
+                     box_dns_count_of (c->dns->tcp_by_client, c->address) - 1);
   g_mutex_unlock (&c->dns->lock);
   g_socket_close (c->sock, NULL);
   g_object_unref (c->sock);
