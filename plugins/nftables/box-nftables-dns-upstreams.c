@@ -116,11 +116,15 @@ box_nftables_dns_describe_upstreams (BoxNftablesDns *dns)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
   GString *out = g_string_new (NULL);
+  gboolean local = TRUE;
 
   box_dns_reload_resolv_conf_locked (dns);
   for (guint i = 0; i < dns->upstreams->len; i++) {
     GInetSocketAddress *addr = g_ptr_array_index (dns->upstreams, i);
-    g_autofree char *ip = g_inet_address_to_string (g_inet_socket_address_get_address (addr));
+    GInetAddress *inet = g_inet_socket_address_get_address (addr);
+    g_autofree char *ip = g_inet_address_to_string (inet);
+
+    local = local && (g_inet_address_get_is_loopback (inet) || g_inet_address_get_is_any (inet));
 
     g_string_append_printf (out, "%s%s:%u", i > 0 ? " " : "", ip,
                             g_inet_socket_address_get_port (addr));
@@ -128,6 +132,10 @@ box_nftables_dns_describe_upstreams (BoxNftablesDns *dns)
   if (dns->from_resolv_conf && dns->from_stub)
     g_string_append_printf (out, " (from %s: %s has only a local stub)",
                             BOX_NFTABLES_DNS_STUB_RESOLV_CONF, dns->resolv_conf);
+  else if (dns->from_resolv_conf && local)
+    g_string_append_printf (out, " (from %s: a resolver on this node, which may answer "
+                            "names of the node's own networks; dns_upstream= chooses others)",
+                            dns->resolv_conf);
   else if (dns->from_resolv_conf)
     g_string_append_printf (out, " (from %s)", dns->resolv_conf);
   return g_string_free (out, FALSE);

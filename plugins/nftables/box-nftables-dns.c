@@ -643,6 +643,13 @@ box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *re
   return g_steal_pointer (&dns);
 }
 
+static gboolean
+quit_loop_cb (gpointer loop)
+{
+  g_main_loop_quit (loop);
+  return G_SOURCE_REMOVE;
+}
+
 void
 box_nftables_dns_free (BoxNftablesDns *dns)
 {
@@ -651,7 +658,13 @@ box_nftables_dns_free (BoxNftablesDns *dns)
   if (dns->cancellable != NULL)
     g_cancellable_cancel (dns->cancellable);
   if (dns->thread != NULL) {
-    g_main_loop_quit (dns->loop);
+    /* quit from inside the loop: a g_main_loop_quit() before the thread
+     * got to g_main_loop_run() would be lost, and the join would hang */
+    GSource *quit = g_idle_source_new ();
+
+    g_source_set_callback (quit, quit_loop_cb, dns->loop, NULL);
+    g_source_attach (quit, dns->context);
+    g_source_unref (quit);
     g_thread_join (dns->thread);
   }
   /* TCP workers see the cancellation; queued connections are just closed */
