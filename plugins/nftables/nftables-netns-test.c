@@ -358,6 +358,13 @@ test_set_egress (void)
 }
 
 static void
+test_list_allowed (void)
+{
+  SKIP_IF_NEEDED ();
+  list_allowed_in_world ();
+}
+
+static void
 test_rebind (void)
 {
   g_autoptr(GError) error = NULL;
@@ -559,6 +566,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-restricted-flood", test_resolver_restricted_flood);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
+  g_test_add_func ("/nftables-netns/list-allowed", test_list_allowed);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);
   g_test_add_func ("/nftables-netns/restart", test_restart);
   g_test_add_func ("/nftables-netns/real-taps", test_real_taps);

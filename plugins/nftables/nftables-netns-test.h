@@ -107,5 +107,8 @@ void               dns_restricted  (void);
 void               dns_restricted_world (void);
 void               dns_restricted_flood (void);
 
+/* the resolved set read back (nftables-netns-list.c) */
+void               list_allowed_in_world (void);
+
 void               world_set_up    (void);
 void               world_free      (void);
