@@ -101,6 +101,11 @@ char              *record_path     (const char *id);
 void               dns_fair_udp    (void);
 void               dns_fair_tcp    (void);
 void               dns_port_privileged (void);   /* with the plugin stopped */
+void               dns_default_upstreams (void);
+/* the filtering resolver of restricted sandboxes (nftables-netns-policy.c) */
+void               dns_restricted  (void);
+void               dns_restricted_world (void);
+void               dns_restricted_flood (void);
 
 /* the resolved set read back (nftables-netns-list.c) */
 void               list_allowed_in_world (void);
