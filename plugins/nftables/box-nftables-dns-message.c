@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "box-nftables-dns.h"
+#include "box-nftables-link.h"
 #include "box-nftables-pool.h"
 #include "box-nftables-ruleset.h"
 
@@ -90,7 +91,10 @@ ipv4_blocked (guint32 address, const char *const *extra)
         return TRUE;
     }
   }
-  return FALSE;
+  /* the node's own addresses, whatever their range: a name pointing
+   * there would take the proxy, which connects from the node, to the
+   * node's own services */
+  return box_nftables_address_is_local (address);
 }
 
 static gboolean

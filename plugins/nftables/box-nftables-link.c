@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <ifaddrs.h>
 #include <fcntl.h>
 #include <linux/ethtool.h>
 #include <linux/if.h>
@@ -318,4 +319,31 @@ box_nftables_enable_forwarding (gboolean *changed, GError **error)
   }
   *changed = TRUE;
   return TRUE;
+}
+
+gboolean
+box_nftables_address_is_local (guint32 address)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (address) };
+  struct ifaddrs *list = NULL;
+  gboolean local = FALSE;
+  int fd = socket (AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int bound;
+
+  if (fd < 0)
+    return TRUE;
+  bound = bind (fd, (struct sockaddr *) &sa, sizeof sa);
+  close (fd);
+  if (bound != 0)
+    return errno != EADDRNOTAVAIL;
+  if (getifaddrs (&list) != 0)
+    return TRUE;
+  for (struct ifaddrs *i = list; i != NULL && !local; i = i->ifa_next) {
+    if (i->ifa_addr != NULL && i->ifa_addr->sa_family == AF_INET)
+      local = ((struct sockaddr_in *) i->ifa_addr)->sin_addr.s_addr == sa.sin_addr.s_addr;
+  }
+  freeifaddrs (list);
+  /* 0.0.0.0 and the broadcast addresses bind without being listed; they
+   * are in the blocked ranges anyway */
+  return local;
 }

@@ -28,6 +28,12 @@ gboolean box_nftables_link_delete       (const char *ifname, GError **error);
 gboolean box_nftables_link_disable_ipv6 (const char *ifname, GError **error);
 /* TRUE when the caller may change the network (root or CAP_NET_ADMIN). */
 gboolean box_nftables_have_net_admin    (void);
+/* Whether @address (IPv4, host byte order) is one of this node's own, in
+ * the caller's network namespace: a bind(2) test (EADDRNOTAVAIL: not
+ * ours), confirmed by the interface list when the bind succeeds, since
+ * net.ipv4.ip_nonlocal_bind lets any bind succeed.  TRUE when it cannot
+ * tell (fail closed). */
+gboolean box_nftables_address_is_local (guint32 address);
 /* net.ipv4.ip_unprivileged_port_start (1024 when it cannot be read). */
 guint    box_nftables_unprivileged_port_start (void);
 /* net.ipv4.ip_forward = 1; *changed says whether it was off.  boxd.service

@@ -4,11 +4,14 @@
 #include "config.h"
 
 #include <glib/gstdio.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <string.h>
 
 #include "box-error.h"
 #include "box-nftables-dns.h"
 #include "box-nftables-egress.h"
+#include "box-nftables-link.h"
 #include "box-nftables-pool.h"
 #include "box-nftables-record.h"
 #include "box-nftables-ruleset.h"
@@ -682,6 +685,30 @@ test_egress_registry (void)
   g_ptr_array_unref (seen.lines);
 }
 
+/* The node's own addresses, whatever their range (the resolver refuses
+ * answers naming them): every IPv4 address of an interface here is local,
+ * an address of TEST-NET-2 nobody here has is not. */
+static void
+test_address_is_local (void)
+{
+  struct ifaddrs *list = NULL;
+  guint n = 0;
+
+  g_assert_cmpint (getifaddrs (&list), ==, 0);
+  for (struct ifaddrs *i = list; i != NULL; i = i->ifa_next) {
+    if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+      continue;
+    g_assert_true (box_nftables_address_is_local (
+      ntohl (((struct sockaddr_in *) i->ifa_addr)->sin_addr.s_addr)));
+    n++;
+  }
+  freeifaddrs (list);
+  g_assert_cmpuint (n, >, 0);
+  g_assert_true (box_nftables_address_is_local (0x7F000001));
+  g_assert_false (box_nftables_address_is_local (0xC6336463));   /* 198.51.100.99 */
+  g_assert_false (box_nftables_address_is_local (0x08080808));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -697,5 +724,6 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables/dns/answers", test_dns_answers);
   g_test_add_func ("/nftables/dns/resolv-conf", test_resolv_conf);
   g_test_add_func ("/nftables/egress/registry", test_egress_registry);
+  g_test_add_func ("/nftables/address-is-local", test_address_is_local);
   return g_test_run ();
 }
