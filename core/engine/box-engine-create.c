@@ -271,7 +271,8 @@ box_engine_create_sandbox_async (BoxEngine *self, const char *project,
   box_engine_runtime_get (self, op->id)->base.busy = TRUE;   /* nobody can know it yet */
   box_engine_emit_detail (self, "sandbox.created", op->sandbox, NULL, NULL);
 
-  if (!box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
+  if (!box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error) ||
+      !box_engine_push_egress (self, op, &error)) {
     create_failed (self, task, error);
     return;
   }

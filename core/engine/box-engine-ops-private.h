@@ -74,6 +74,10 @@ gboolean          box_engine_check_deadline     (BoxEngine *self, const BoxSandb
 gboolean          box_engine_check_secrets_env  (const BoxSandbox *sandbox, GError **error);
 gboolean          box_engine_check_rules        (BoxEngine *self, GPtrArray *egress,
                                                  GError **error);
+/* Hands the network plugin the sandbox's rules (op->egress, expanded
+ * here when NULL) before the hypervisor runs its code. */
+gboolean          box_engine_push_egress        (BoxEngine *self, BoxEngineOp *op,
+                                                 GError **error);
 /* The rules a network plugin enforces: includes expanded. */
 GPtrArray        *box_engine_expand_rules       (BoxEngine *self, GPtrArray *egress);
 /* Replaces @into's entries by copies of @from's (none when NULL). */

@@ -226,11 +226,11 @@ box_engine_check_secrets_env (const BoxSandbox *sandbox, GError **error)
   return TRUE;
 }
 
-/* Valid rules (400 otherwise), and none at all: until the egress engine
- * lands (issue 16) nothing enforces them, and rules that are stored and
- * returned but not enforced would let a caller believe a sandbox is
- * confined when it is not.  An empty list (the whole internet) is what
- * every sandbox gets. */
+/* Valid rules (400 otherwise), and none at all unless the network plugin
+ * enforces them (box_network_enforces_egress(): the nftables plugin does):
+ * rules that are stored and returned but not enforced would let a caller
+ * believe a sandbox is confined when it is not.  An empty list (the whole
+ * internet) every deployment gives. */
 gboolean
 box_engine_check_rules (BoxEngine *self, GPtrArray *egress, GError **error)
 {
@@ -238,13 +238,28 @@ box_engine_check_rules (BoxEngine *self, GPtrArray *egress, GError **error)
     return TRUE;
   if (!box_validate_rules (egress, box_engine_count_defaults (self), error))
     return FALSE;
-  if (egress->len > 0) {
+  if (egress->len > 0 && (self->network == NULL || !box_network_enforces_egress (self->network))) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
                          "egress rules are not enforced by this deployment yet: "
                          "network.egress must be empty");
     return FALSE;
   }
   return TRUE;
+}
+
+/* Before the hypervisor runs the sandbox's code (create, fork, resume,
+ * boot, restore): the network plugin gets the sandbox's rules, so that
+ * rules given at create or changed while it slept hold before the guest
+ * runs.  The plugin keeps them for an ID it has no attachment for yet and
+ * applies them when the hypervisor attaches (or rebinds a warm VM). */
+gboolean
+box_engine_push_egress (BoxEngine *self, BoxEngineOp *op, GError **error)
+{
+  if (self->network == NULL)
+    return TRUE;
+  if (op->egress == NULL)
+    op->egress = box_engine_expand_rules (self, op->sandbox->egress);
+  return box_network_set_egress (self->network, op->sandbox->id, op->egress, error);
 }
 
 /* The rules a network plugin enforces: includes expanded. */
@@ -530,6 +545,11 @@ run_state (BoxEngine *self, GTask *task)
   }
   if ((vm_op == BOX_VM_OP_RESUME || vm_op == BOX_VM_OP_BOOT) &&
       !box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
+    box_engine_op_finish_error (self, task, error);
+    return;
+  }
+  if ((vm_op == BOX_VM_OP_RESUME || vm_op == BOX_VM_OP_BOOT) &&
+      !box_engine_push_egress (self, op, &error)) {
     box_engine_op_finish_error (self, task, error);
     return;
   }

@@ -69,6 +69,16 @@ box_network_set_egress (BoxNetwork *self, const char *sandbox_id, GPtrArray *rul
   return iface->set_egress (self, sandbox_id, rules, error);
 }
 
+gboolean
+box_network_enforces_egress (BoxNetwork *self)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_NETWORK (self), FALSE);
+  iface = BOX_NETWORK_GET_IFACE (self);
+  return iface->enforces_egress != NULL && iface->enforces_egress (self);
+}
+
 void
 box_net_attachment_free (BoxNetAttachment *attachment)
 {

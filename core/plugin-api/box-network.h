@@ -66,6 +66,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNetAttachment, box_net_attachment_free)
  * @detach: tears it down; idempotent
  * @set_egress: applies a sandbox's egress rules (#BoxRule, "defaults"
  *   expanded) at once and cuts what they no longer allow
+ * @enforces_egress: whether set_egress() enforces a non-empty list (%NULL:
+ *   it does not, and the engine refuses rules with 501)
  *
  * The virtual methods of a network plugin.  @attach, @rebind and @detach
  * may come from the hypervisor plugin's worker threads.
@@ -99,9 +101,11 @@ struct _BoxNetworkInterface {
   /* BoxRule*, expanded; applies at once and cuts what the rules no longer allow. */
   gboolean          (*set_egress) (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules,
                                    GError **error);
+  /* Whether non-empty rules are enforced; NULL: they are not. */
+  gboolean          (*enforces_egress) (BoxNetwork *self);
 
   /*< private >*/
-  gpointer padding[16];
+  gpointer padding[15];
 };
 
 /**
@@ -130,5 +134,16 @@ gboolean          box_network_detach     (BoxNetwork *self, const char *sandbox_
 BOX_PLUGIN_API
 gboolean          box_network_set_egress (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules,
                                           GError **error);
+
+/**
+ * box_network_enforces_egress:
+ * @self: the network
+ *
+ * Returns: whether set_egress() enforces a non-empty rule list; when it
+ *   does not, rules are refused (501 unsupported) rather than stored
+ *   unenforced
+ */
+BOX_PLUGIN_API
+gboolean          box_network_enforces_egress (BoxNetwork *self);
 
 G_END_DECLS

@@ -2,7 +2,8 @@
  * the masquerade, and a sandbox never reaching the node, the local
  * networks or another sandbox, nothing reaching into it, no spoofing, the
  * resolver (and, in nftables-netns-dns.c, its fairness, its answers and
- * its port), restart, rebind, detach and real taps.  The world (a private
+ * its port), egress rules (nftables-netns-egress.c), restart, rebind,
+ * detach and real taps.  The world (a private
  * namespace as the node, namespaces as sandboxes, an "internet") is
  * described in nftables-netns-test.h.  Tests run in order and share it.
  */
@@ -306,27 +307,39 @@ static void
 test_set_egress (void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) none = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
-  g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  g_autoptr(GPtrArray) bad = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
   BoxRule *rule = g_new0 (BoxRule, 1);
 
   SKIP_IF_NEEDED ();
-  g_assert_true (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, none, &error));
-  g_assert_no_error (error);
-
-  rule->domain = g_strdup ("example.com");
+  /* rules that do not compile change nothing */
+  rule->domain = g_strdup ("Not A Name");
   rule->allow = TRUE;
-  g_ptr_array_add (rules, rule);
-  g_assert_false (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, rules, &error));
-  g_assert_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED);
-  g_assert_cmpstr (error->message, ==, "egress rules are not enforced yet");
-  g_clear_error (&error);
-  /* nothing changed: still the whole internet */
+  g_ptr_array_add (bad, rule);
+  g_assert_false (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, bad, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_assert_false (in_set ("restricted", "\"bxaaaaaaaaaaaa\""));
   assert_reaches (world.a, "203.0.113.1", "80");
+}
 
-  g_assert_false (box_network_set_egress (BOX_NETWORK (world.plugin), "sb-nosuchsandbx", none,
-                                          &error));
-  g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+static void
+test_egress_enforced (void)
+{
+  SKIP_IF_NEEDED ();
+  egress_enforced ();
+}
+
+static void
+test_egress_patch (void)
+{
+  SKIP_IF_NEEDED ();
+  egress_patch ();
+}
+
+static void
+test_egress_pending_and_restart (void)
+{
+  SKIP_IF_NEEDED ();
+  egress_pending_and_restart ();
 }
 
 static void
@@ -527,6 +540,9 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-fair-tcp", test_resolver_fair_tcp);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
+  g_test_add_func ("/nftables-netns/egress-enforced", test_egress_enforced);
+  g_test_add_func ("/nftables-netns/egress-patch", test_egress_patch);
+  g_test_add_func ("/nftables-netns/egress-pending-and-restart", test_egress_pending_and_restart);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);
   g_test_add_func ("/nftables-netns/restart", test_restart);
   g_test_add_func ("/nftables-netns/real-taps", test_real_taps);

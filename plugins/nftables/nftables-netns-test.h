@@ -41,6 +41,7 @@
 
 #define REACHED   0
 #define DROPPED   2
+#define REFUSED   3   /* a reset */
 
 typedef struct {
   GPid  pid;
@@ -77,6 +78,10 @@ int                probe           (Ns *ns, const char *host, const char *port, 
 void               assert_reaches  (Ns *ns, const char *host, const char *port);
 void               assert_dropped  (Ns *ns, const char *host, const char *port);
 char              *last_peer       (const char *name);
+/* a connection to a "hold" server, greeted; then 0 while it echoes, or the errno */
+int                open_held       (Ns *ns, const char *host, const char *port);
+int                held_echo       (int fd);
+gboolean           icmp_echo       (Ns *ns);   /* to 203.0.113.1: a reply came */
 gboolean           log_has         (const char *name, const char *line);
 void               udp_send        (Ns *ns, const char *payload, const char *src);
 char              *dns_query       (Ns *ns, const char *server, const char *port,
@@ -101,6 +106,11 @@ char              *record_path     (const char *id);
 void               dns_fair_udp    (void);
 void               dns_fair_tcp    (void);
 void               dns_port_privileged (void);   /* with the plugin stopped */
+
+/* egress rules (nftables-netns-egress.c) */
+void               egress_enforced (void);
+void               egress_patch    (void);
+void               egress_pending_and_restart (void);
 
 void               world_set_up    (void);
 void               world_free      (void);
