@@ -234,7 +234,8 @@ prepare_create (BoxEngine *self, BoxEngineOp *op, const BoxSandboxCreate *reques
   if (op->sandbox->name == NULL || !box_engine_check_deadline (self, op->sandbox, error) ||
       !box_engine_check_rules (self, op->sandbox->egress, error) || !box_engine_check_secrets_env (op->sandbox, error) ||
       !box_engine_check_secrets (self, op->project, (const char *const *) op->sandbox->secrets,
-                                 error))
+                                 error) ||
+      !box_engine_check_rule_count (self, op->sandbox, error))
     return FALSE;
   if (source != NULL)
     op->sandbox->fork_source = g_strdup_printf ("%s/%s", source->id, checkpoint->id);

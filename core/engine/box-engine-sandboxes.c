@@ -16,6 +16,7 @@
 
 #include "box-agent-client.h"
 #include "box-agent-exec.h"
+#include "box-egress-policy.h"
 #include "box-engine-ops-private.h"
 #include "box-engine-presuspend.h"
 #include "box-storage-records.h"
@@ -157,7 +158,7 @@ box_engine_fill_vm_request (BoxEngine *self, BoxVmRequest *request, BoxEngineOp 
 
   memset (request, 0, sizeof (*request));
   if (op->egress == NULL)
-    op->egress = box_engine_expand_rules (self, sandbox->egress);
+    op->egress = box_engine_sandbox_rules (self, sandbox);
   request->sandbox_id = sandbox->id;
   request->hostname = sandbox->name;
   request->template_name = sandbox->template_name;
@@ -258,7 +259,7 @@ box_engine_push_egress (BoxEngine *self, BoxEngineOp *op, GError **error)
   if (self->network == NULL)
     return TRUE;
   if (op->egress == NULL)
-    op->egress = box_engine_expand_rules (self, op->sandbox->egress);
+    op->egress = box_engine_sandbox_rules (self, op->sandbox);
   return box_network_set_egress (self->network, op->sandbox->id, op->egress, error);
 }
 
@@ -279,6 +280,63 @@ box_engine_expand_rules (BoxEngine *self, GPtrArray *egress)
     }
   }
   return rules;
+}
+
+/* In a restricted sandbox, each host of a secret it uses is allowed on 443
+ * as if by a rule (the secret is sent there); "host/path" gives its host.
+ * A secret deleted meanwhile adds nothing. */
+static void
+add_secret_hosts (BoxEngine *self, const BoxSandbox *sandbox, GPtrArray *rules)
+{
+  g_autoptr(GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+
+  for (guint i = 0; sandbox->secrets != NULL && sandbox->secrets[i] != NULL; i++) {
+    g_autoptr(BoxSecret) secret = box_storage_secret_get (self->storage, sandbox->project,
+                                                          sandbox->secrets[i], NULL);
+
+    for (guint j = 0; secret != NULL && secret->hosts[j] != NULL; j++) {
+      const char *slash = strchr (secret->hosts[j], '/');
+      char *host = slash != NULL ? g_strndup (secret->hosts[j], (gsize) (slash - secret->hosts[j]))
+                                 : g_strdup (secret->hosts[j]);
+      BoxRule *rule;
+
+      if (!g_hash_table_add (seen, host))
+        continue;
+      rule = g_new0 (BoxRule, 1);
+      rule->domain = g_strdup (host);
+      rule->allow = TRUE;
+      rule->n_ports = 1;
+      rule->ports = g_new (guint16, 1);
+      rule->ports[0] = 443;
+      g_ptr_array_add (rules, rule);
+    }
+  }
+}
+
+GPtrArray *
+box_engine_sandbox_rules (BoxEngine *self, const BoxSandbox *sandbox)
+{
+  GPtrArray *rules = box_engine_expand_rules (self, sandbox->egress);
+
+  if (rules->len > 0)
+    add_secret_hosts (self, sandbox, rules);
+  return rules;
+}
+
+/* The secrets' hosts count toward the limit: the network compiles them
+ * with the rules, and a list it cannot compile must be refused here. */
+gboolean
+box_engine_check_rule_count (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+{
+  g_autoptr(GPtrArray) rules = box_engine_sandbox_rules (self, sandbox);
+
+  if (rules->len > BOX_EGRESS_POLICY_MAX_RULES) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "too many network rules: %u counting defaults expanded and the hosts of the "
+                 "sandbox's secrets, at most %d", rules->len, BOX_EGRESS_POLICY_MAX_RULES);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 /* ---- operations: common flow ------------------------------------------- */

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "box-requests.h"
 #include "engine-fixture.h"
 
 #define ADD(path, func) g_test_add (path, Ef, NULL, ef_set_up, func, ef_tear_down)
@@ -59,6 +60,9 @@ nft_configure (BoxConfig *config)
   g_free (config->network);
   config->network = g_strdup ("nftables");
   g_key_file_set_string (config->keyfile, "plugin.nftables", "dns_upstream", "192.0.2.1");
+  config->secret_key = TRUE;
+  g_free (config->secret_key_file);
+  config->secret_key_file = g_build_filename (config->data_dir, "secret.key", NULL);
 }
 
 static void
@@ -165,6 +169,73 @@ test_accepted (Ef *ef, gconstpointer user_data)
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
 }
 
+/* the rules in the plugin's record of @id, as JSON text */
+static char *
+record_text (Ef *ef, const char *id)
+{
+  g_autofree char *name = g_strconcat (id, ".json", NULL);
+  g_autofree char *path = g_build_filename (ef->data_dir, "nftables", name, NULL);
+  char *text = NULL;
+
+  g_assert_true (g_file_get_contents (path, &text, NULL, NULL));
+  return text;
+}
+
+static void
+put_secret (Ef *ef, const char *name, const char *json)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonNode) body = json_from_string (json, &error);
+  g_autoptr(BoxSecretPut) put = NULL;
+  g_autoptr(BoxSecret) secret = NULL;
+
+  g_assert_no_error (error);
+  put = box_secret_put_from_json (body, &error);
+  g_assert_no_error (error);
+  secret = box_engine_put_secret (ef->engine, "p", name, put, &error);
+  g_assert_no_error (error);
+}
+
+/* A restricted sandbox's secrets' hosts are allowed on 443 as if by a
+ * rule, and count toward the 1000; an unrestricted one gets no rules. */
+static void
+test_secret_hosts (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(BoxSandbox) open = NULL;
+  g_autoptr(GString) many = g_string_new ("{\"secrets\": [\"TOKEN\"], \"network\": {\"egress\": [");
+  g_autofree char *text = NULL;
+  g_autofree char *open_text = NULL;
+
+  if (skipped (ef))
+    return;
+  put_secret (ef, "TOKEN", "{\"value\": \"v\", \"hosts\": [\"api.secret.test/v1\", "
+                           "\"*.secret.test\"]}");
+  sb = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"], \"network\": {\"egress\": "
+                         "[{\"domain\": \"a.test\", \"action\": \"allow\"}]}}");
+  g_assert_true (restricted (ef, sb->id));
+  text = record_text (ef, sb->id);
+  g_assert_nonnull (strstr (text, "\"api.secret.test\""));
+  g_assert_nonnull (strstr (text, "\"*.secret.test\""));
+  g_assert_null (strstr (text, "/v1"));
+  g_assert_cmpuint (sb->egress->len, ==, 1);   /* the sandbox shows its own rules only */
+
+  open = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"]}");
+  g_assert_false (restricted (ef, open->id));
+  open_text = record_text (ef, open->id);
+  g_assert_null (strstr (open_text, "secret.test"));
+
+  /* 999 rules and two hosts: over the limit, refused, nothing created */
+  for (guint i = 0; i < 999; i++)
+    g_string_append_printf (many, "%s{\"domain\": \"h%u.test\", \"action\": \"allow\"}",
+                            i > 0 ? ", " : "", i);
+  g_string_append (many, "]}}");
+  g_assert_null (ef_create (ef, many->str, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "hosts of the sandbox's secrets"));
+}
+
 /* A namespace of our own plays the node; NULL, or why the test skips. */
 static const char *
 enter_own_netns (void)
@@ -192,5 +263,6 @@ main (int argc, char **argv)
   nft_skip = enter_own_netns ();
   ADD ("/engine-egress/unsupported", test_unsupported);
   ADD_NFT ("/engine-egress/accepted", test_accepted);
+  ADD_NFT ("/engine-egress/secret-hosts", test_secret_hosts);
   return g_test_run ();
 }
