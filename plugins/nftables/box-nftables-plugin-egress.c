@@ -115,6 +115,8 @@ box_nftables_plugin_apply_egress (BoxNftablesPlugin *self, BoxNftablesRecord *re
 
 /* ---- the egress registry's hooks (any thread) ---- */
 
+/* The resolver's thread: takes the plugin's lock (the resolver must not
+ * hold one of its own, see README.md) and runs one transaction. */
 static void
 on_resolved (guint32 guest, const char *name, const guint32 *addrs, guint n_addrs, guint32 ttl_s,
              gpointer user_data)
@@ -162,6 +164,20 @@ box_nftables_plugin_rebound (BoxNftablesPlugin *self, BoxNftablesRecord *record,
     return FALSE;
   g_hash_table_remove (self->pending, record->id);
   return TRUE;
+}
+
+void
+box_nftables_plugin_forget_guest (BoxNftablesPlugin *self, BoxNftablesRecord *record,
+                                  GString *commands)
+{
+  g_autoptr(BoxEgressPolicy) old = NULL;
+  guint32 guest = record->subnet.address;
+
+  box_nftables_egress_lookup (self->egress, guest, &old, NULL);
+  box_nftables_history_rebuild (self->history, guest, old, NULL, g_get_monotonic_time (),
+                                commands);
+  box_nftables_egress_remove (self->egress, guest);
+  box_nftables_history_forget (self->history, guest);
 }
 
 void

@@ -63,6 +63,11 @@ gboolean   box_nftables_plugin_apply_egress (BoxNftablesPlugin *self, BoxNftable
  * registered under the new ID. */
 gboolean   box_nftables_plugin_rebound      (BoxNftablesPlugin *self, BoxNftablesRecord *record,
                                              GError **error);
+/* The guest is detached: out of the registry and the history, and the
+ * commands deleting its @resolved elements appended to @commands (its
+ * address goes to the next sandbox, which must not inherit them). */
+void       box_nftables_plugin_forget_guest (BoxNftablesPlugin *self, BoxNftablesRecord *record,
+                                             GString *commands);
 /* set_egress() for an ID without an attachment: kept until its attach. */
 void       box_nftables_plugin_set_pending  (BoxNftablesPlugin *self, const char *sandbox_id,
                                              GPtrArray *rules);

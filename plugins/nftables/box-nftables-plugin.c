@@ -218,13 +218,13 @@ static gboolean
 record_tear_down (BoxNftablesPlugin *self, BoxNftablesRecord *record, GError **error)
 {
   g_autofree char *remove = member_rules (self, record, FALSE);
+  g_autoptr(GString) commands = g_string_new (remove);
 
   if (!box_nftables_link_delete (record->ifname, error))
     return FALSE;
   box_nftables_dns_forget (self->dns, record->subnet.address);
-  box_nftables_egress_remove (self->egress, record->subnet.address);
-  box_nftables_history_forget (self->history, record->subnet.address);
-  return box_nftables_nft_run (self->nft, remove, error);
+  box_nftables_plugin_forget_guest (self, record, commands);
+  return box_nftables_nft_run (self->nft, commands->str, error);
 }
 
 static gboolean

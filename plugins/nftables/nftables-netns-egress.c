@@ -53,19 +53,28 @@ set_rules (const char *id, GPtrArray *rules)
   g_assert_no_error (error);
 }
 
-static guint32
-guest_a (void)
+static void
+report_for (guint32 guest, const char *name, guint32 ttl_s)
 {
-  return 0x0ade0002u;   /* 10.222.0.2 */
+  guint32 addr = INET_ADDR;
+
+  box_nftables_egress_report_resolved (box_nftables_plugin_get_egress (world.plugin), guest,
+                                       name, &addr, 1, ttl_s);
 }
 
 static void
 report (const char *name, guint32 ttl_s)
 {
-  guint32 addr = INET_ADDR;
+  report_for (0x0ade0002u, name, ttl_s);   /* a: 10.222.0.2 */
+}
 
-  box_nftables_egress_report_resolved (box_nftables_plugin_get_egress (world.plugin), guest_a (),
-                                       name, &addr, 1, ttl_s);
+void
+egress_resolved_for_b (void)
+{
+  g_autoptr(GPtrArray) rules = rules_new (9100, 0);
+
+  set_rules (ID_B, rules);
+  report_for (0x0ade0006u, "svc.test", 60);   /* b: 10.222.0.6 */
 }
 
 static void

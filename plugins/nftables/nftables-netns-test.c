@@ -473,8 +473,12 @@ test_detach (void)
   g_autofree char *path_b = record_path (ID_B);
 
   SKIP_IF_NEEDED ();
+  /* what b resolved goes with it: its address is the next sandbox's */
+  egress_resolved_for_b ();
+  g_assert_true (in_set ("resolved", "10.222.0.6 . 203.0.113.1 . 9100"));
   g_assert_true (box_network_detach (BOX_NETWORK (world.plugin), ID_B, &error));
   g_assert_no_error (error);
+  g_assert_false (in_set ("resolved", "10.222.0.6 . 203.0.113.1 . 9100"));
   g_assert_false (link_exists (world.att_b->ifname));
   g_assert_false (in_set ("taps", "\"bxbbbbbbbbbbbb\""));
   g_assert_false (in_set ("guests", "10.222.0.6"));

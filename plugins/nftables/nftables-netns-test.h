@@ -111,6 +111,7 @@ void               dns_port_privileged (void);   /* with the plugin stopped */
 void               egress_enforced (void);
 void               egress_patch    (void);
 void               egress_pending_and_restart (void);
+void               egress_resolved_for_b (void);   /* restricts b, reports svc.test for it */
 
 void               world_set_up    (void);
 void               world_free      (void);
