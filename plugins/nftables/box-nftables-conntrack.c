@@ -29,6 +29,10 @@ collect (enum nf_conntrack_msg_type type, struct nf_conntrack *ct, void *data)
       nfct_get_attr_u8 (ct, ATTR_ORIG_L4PROTO) != IPPROTO_TCP ||
       nfct_get_attr_u32 (ct, ATTR_ORIG_IPV4_SRC) != cut->guest)
     return NFCT_CB_CONTINUE;
+  /* redirected to the node's resolver or proxy: theirs to judge */
+  if (nfct_attr_is_set (ct, ATTR_STATUS) &&
+      (nfct_get_attr_u32 (ct, ATTR_STATUS) & IPS_DST_NAT) != 0)
+    return NFCT_CB_CONTINUE;
   dport = ntohs (nfct_get_attr_u16 (ct, ATTR_ORIG_PORT_DST));
   if (dport == 80 || dport == 443)
     return NFCT_CB_CONTINUE;

@@ -14,8 +14,9 @@ G_BEGIN_DECLS
 typedef gboolean (*BoxNftablesKeepFunc) (guint32 daddr, guint16 dport, gpointer user_data);
 
 /* Deletes the conntrack entries of TCP connections that @guest (host byte
- * order) opened, other than to ports 80 and 443 (the proxy checks those
- * itself), for which @keep answers FALSE.  Returns how many were deleted,
+ * order) opened, other than to ports 80 and 443 and other than those
+ * redirected to the node (the resolver and the proxy judge those
+ * themselves), for which @keep answers FALSE.  Returns how many were deleted,
  * or -1 with @error. */
 gint box_nftables_conntrack_cut (guint32 guest, BoxNftablesKeepFunc keep, gpointer user_data,
                                  GError **error);
