@@ -114,6 +114,11 @@ egress_enforced (void)
   g_assert_true (in_set ("restricted", "\"bxaaaaaaaaaaaa\""));
   g_assert_false (in_set ("restricted", "\"bxbbbbbbbbbbbb\""));
 
+  /* refusals the resolver and the proxy report are logged by sandbox */
+  box_nftables_egress_report_refused (box_nftables_plugin_get_egress (world.plugin), 0x0ade0002u,
+                                      "tcp", "x.test", 22);
+  g_assert_true (logged ("box-nftables", "egress refused: sandbox " ID_A " tcp x.test:22"));
+
   /* no UDP, no ICMP; b, unrestricted, is the control */
   g_assert_false (udp_arrives (world.a, "restricted-udp"));
   g_assert_true (udp_arrives (world.b, "unrestricted-udp"));

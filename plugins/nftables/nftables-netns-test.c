@@ -14,6 +14,40 @@
 #include "nftables-netns-test.h"
 
 static const char *skip_reason;
+static GPtrArray *log_lines;   /* "<domain>: <message>"; any thread logs */
+static GMutex log_lock;
+
+static GLogWriterOutput
+keep_log (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
+{
+  const char *domain = NULL, *message = NULL;
+
+  for (gsize i = 0; i < n_fields; i++) {
+    if (g_str_equal (fields[i].key, "GLIB_DOMAIN"))
+      domain = fields[i].value;
+    else if (g_str_equal (fields[i].key, "MESSAGE"))
+      message = fields[i].value;
+  }
+  if (domain != NULL && message != NULL) {
+    g_mutex_lock (&log_lock);
+    g_ptr_array_add (log_lines, g_strdup_printf ("%s: %s", domain, message));
+    g_mutex_unlock (&log_lock);
+  }
+  return g_log_writer_default (level, fields, n_fields, user_data);
+}
+
+gboolean
+logged (const char *domain, const char *text)
+{
+  g_autofree char *line = g_strdup_printf ("%s: %s", domain, text);
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&log_lock);
+
+  for (guint i = 0; i < log_lines->len; i++) {
+    if (g_str_equal (g_ptr_array_index (log_lines, i), line))
+      return TRUE;
+  }
+  return FALSE;
+}
 
 /* ---- tests, in order ---- */
 
@@ -530,6 +564,8 @@ main (int argc, char **argv)
 
   skip_reason = check_prerequisites ();
   g_test_init (&argc, &argv, NULL);
+  log_lines = g_ptr_array_new_with_free_func (g_free);
+  g_log_set_writer_func (keep_log, NULL, NULL);
   g_test_add_func ("/nftables-netns/setup", test_setup);
   g_test_add_func ("/nftables-netns/attach", test_attach);
   g_test_add_func ("/nftables-netns/internet", test_internet);

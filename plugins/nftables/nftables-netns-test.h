@@ -107,6 +107,10 @@ void               dns_fair_udp    (void);
 void               dns_fair_tcp    (void);
 void               dns_port_privileged (void);   /* with the plugin stopped */
 
+/* whether a message @text of log domain @domain was logged (structured
+ * logging: the test's writer keeps them) */
+gboolean           logged          (const char *domain, const char *text);
+
 /* egress rules (nftables-netns-egress.c) */
 void               egress_enforced (void);
 void               egress_patch    (void);
