@@ -210,6 +210,8 @@ int box_cmd_task_delete (BoxCli *cli, int argc, char **argv);
 int box_cmd_services    (BoxCli *cli, int argc, char **argv);
 int box_cmd_service     (BoxCli *cli, int argc, char **argv);
 int box_cmd_logs        (BoxCli *cli, int argc, char **argv);
+/* box-egress.c */
+int box_cmd_egress      (BoxCli *cli, int argc, char **argv);
 /* box-stats.c */
 int box_cmd_stats       (BoxCli *cli, int argc, char **argv);
 

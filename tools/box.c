@@ -68,6 +68,8 @@ static const BoxCliCommand commands[] = {
     N_("Define and start a service (also start, stop, restart, delete SANDBOX NAME)"),
     box_cmd_service },
   { "logs", N_("SANDBOX SERVICE [-f] [--tail N]"), N_("Print a service's output"), box_cmd_logs },
+  { "egress", N_("SANDBOX [--allow|--deny|--clear …]"),
+    N_("Show or edit a sandbox's egress rules"), box_cmd_egress },
   { "stats", N_("SANDBOX [--days N]"), N_("Show the usage stats of a sandbox's URLs"),
     box_cmd_stats },
 };

@@ -17,6 +17,7 @@
 
 #include "box-dbus-generated.h"
 #include "box-table.h"
+#include "boxctl-egress.h"
 
 /* as in core/box-dbus-daemon.h, without pulling in the engine's headers */
 #define BOXCTL_DBUS_NAME "org.box.Admin1"
@@ -558,6 +559,12 @@ cmd_sandboxes (BoxCtl *ctl, char **args, GError **error)
   return TRUE;
 }
 
+static gboolean
+cmd_egress (BoxCtl *ctl, char **args, GError **error)
+{
+  return boxctl_egress (ctl->proxy, ctl->json, args[0], error);
+}
+
 static const BoxCtlCommand commands[] = {
   { "status", "", N_("Show how boxd runs: version, plugins, settings"), 0, 0, cmd_status },
   { "projects", "", N_("List the projects"), 0, 0, cmd_projects },
@@ -575,6 +582,9 @@ static const BoxCtlCommand commands[] = {
     cmd_key_create },
   { "key-delete", N_("PROJECT KEY_ID"), N_("Revoke an API key"), 2, 2, cmd_key_delete },
   { "sandboxes", "", N_("List the sandboxes of every project"), 0, 0, cmd_sandboxes },
+  { "egress", N_("SANDBOX"),
+    N_("Show a sandbox's effective egress rules and the addresses it may reach now"), 1, 1,
+    cmd_egress },
 };
 
 /* ---- errors and exit status -------------------------------------------- */

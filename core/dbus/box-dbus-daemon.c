@@ -445,6 +445,107 @@ handle_list_sandboxes (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
   return G_DBUS_METHOD_INVOCATION_HANDLED;
 }
 
+/* "PROJECT/NAME", an ID, or a NAME one project uses. */
+static BoxSandbox *
+find_sandbox (BoxDBusDaemon *self, const char *spec, GError **error)
+{
+  const char *slash = strchr (spec, '/');
+  g_autofree char *project = slash != NULL ? g_strndup (spec, (gsize) (slash - spec)) : NULL;
+
+  if ((slash != NULL && (slash == spec || slash[1] == '\0')) || spec[0] == '\0') {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "\"%s\" is not a sandbox: want an ID, PROJECT/NAME or NAME", spec);
+    return NULL;
+  }
+  return box_engine_get_sandbox (self->engine, project, slash != NULL ? slash + 1 : spec, error);
+}
+
+static GVariant *
+rule_to_variant (const BoxRule *rule, const char *source, guint index)
+{
+  static const guint16 web[] = { 80, 443 };
+  g_auto(GVariantBuilder) dict = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+  const guint16 *ports = rule->n_ports > 0 ? rule->ports : web;
+  gsize n_ports = rule->n_ports > 0 ? rule->n_ports : G_N_ELEMENTS (web);
+
+  g_variant_builder_add (&dict, "{sv}", "domain", g_variant_new_string (rule->domain));
+  g_variant_builder_add (&dict, "{sv}", "action",
+                         g_variant_new_string (rule->allow ? "allow" : "deny"));
+  g_variant_builder_add (&dict, "{sv}", "ports",
+                         g_variant_new_fixed_array (G_VARIANT_TYPE_UINT16, ports,
+                                                    rule->allow ? n_ports : 0, sizeof (guint16)));
+  g_variant_builder_add (&dict, "{sv}", "source", g_variant_new_string (source));
+  g_variant_builder_add (&dict, "{sv}", "index", g_variant_new_uint32 (index));
+  return g_variant_builder_end (&dict);
+}
+
+static gboolean
+handle_get_sandbox_egress (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
+                           const char *spec, gpointer user_data)
+{
+  BoxDBusDaemon *self = BOX_DBUS_DAEMON (user_data);
+  g_auto(GVariantBuilder) list = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE ("aa{sv}"));
+  GPtrArray *defaults = box_engine_get_network_defaults (self->engine);   /* borrowed */
+  g_autoptr(BoxSandbox) sandbox = NULL;
+  g_autoptr(GError) error = NULL;
+
+  sandbox = find_sandbox (self, spec, &error);
+  if (sandbox == NULL)
+    return box_dbus_daemon_return_error (invocation, error);
+  for (guint i = 0; sandbox->egress != NULL && i < sandbox->egress->len; i++) {
+    const BoxRule *rule = g_ptr_array_index (sandbox->egress, i);
+
+    if (rule->include == NULL) {
+      g_variant_builder_add_value (&list, rule_to_variant (rule, "rule", i + 1));
+      continue;
+    }
+    for (guint j = 0; defaults != NULL && j < defaults->len; j++)
+      g_variant_builder_add_value (&list, rule_to_variant (g_ptr_array_index (defaults, j),
+                                                           "defaults", i + 1));
+  }
+  box_dbus_admin1_complete_get_sandbox_egress (object, invocation, g_variant_builder_end (&list));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
+handle_list_sandbox_allowed (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
+                             const char *spec, gpointer user_data)
+{
+  BoxDBusDaemon *self = BOX_DBUS_DAEMON (user_data);
+  g_auto(GVariantBuilder) list = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE ("aa{sv}"));
+  BoxNetwork *network = box_engine_get_network (self->engine);
+  g_autoptr(BoxSandbox) sandbox = NULL;
+  g_autoptr(GPtrArray) allowed = NULL;
+  g_autoptr(GError) error = NULL;
+
+  sandbox = find_sandbox (self, spec, &error);
+  if (sandbox == NULL)
+    return box_dbus_daemon_return_error (invocation, error);
+  /* unrestricted: every public address; not running: none (nothing to ask) */
+  if (sandbox->egress != NULL && sandbox->egress->len > 0 &&
+      sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
+    if (network == NULL)
+      g_set_error_literal (&error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                           "this node has no network plugin");
+    else
+      allowed = box_network_list_allowed (network, sandbox->id, &error);
+    if (allowed == NULL)
+      return box_dbus_daemon_return_error (invocation, error);
+  }
+  for (guint i = 0; allowed != NULL && i < allowed->len; i++) {
+    const BoxNetAllowed *entry = g_ptr_array_index (allowed, i);
+    g_auto(GVariantBuilder) dict = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+
+    g_variant_builder_add (&dict, "{sv}", "address", g_variant_new_string (entry->address));
+    g_variant_builder_add (&dict, "{sv}", "port", g_variant_new_uint16 (entry->port));
+    g_variant_builder_add (&dict, "{sv}", "expires_s", g_variant_new_uint32 (entry->expires_s));
+    g_variant_builder_add_value (&list, g_variant_builder_end (&dict));
+  }
+  box_dbus_admin1_complete_list_sandbox_allowed (object, invocation,
+                                                 g_variant_builder_end (&list));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
 /* ---- the bus name ------------------------------------------------------ */
 
 static void
@@ -504,6 +605,10 @@ box_dbus_daemon_start (BoxDBusDaemon *self, GBusType bus_type, GDBusConnection *
   g_signal_connect_object (skeleton, "handle-delete-key", G_CALLBACK (handle_delete_key), self, 0);
   g_signal_connect_object (skeleton, "handle-list-sandboxes",
                            G_CALLBACK (handle_list_sandboxes), self, 0);
+  g_signal_connect_object (skeleton, "handle-get-sandbox-egress",
+                           G_CALLBACK (handle_get_sandbox_egress), self, 0);
+  g_signal_connect_object (skeleton, "handle-list-sandbox-allowed",
+                           G_CALLBACK (handle_list_sandbox_allowed), self, 0);
 
   {
     g_autoptr(GError) local_error = NULL;

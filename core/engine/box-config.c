@@ -112,6 +112,7 @@ box_config_free (BoxConfig *config)
   g_free (config->network);
   g_free (config->broker);
   g_free (config->secret_key_file);
+  g_free (config->network_defaults_file);
   if (config->admin_token != NULL)
     explicit_bzero (config->admin_token, strlen (config->admin_token));
   g_free (config->admin_token);
@@ -268,6 +269,7 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
   take_string (config->keyfile, "network", &config->network);
   take_string (config->keyfile, "broker", &config->broker);
   take_string (config->keyfile, "secret_key_file", &config->secret_key_file);
+  take_string (config->keyfile, "network_defaults_file", &config->network_defaults_file);
   take_string (config->keyfile, "admin_token", &config->admin_token);
   if (g_key_file_has_key (config->keyfile, "boxd", "secret_key", NULL)) {
     config->secret_key = g_key_file_get_boolean (config->keyfile, "boxd", "secret_key", &local_error);

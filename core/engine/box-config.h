@@ -34,6 +34,9 @@
  *   network=auto
  *   broker=
  *   secret_key_file=<data-dir>/secret.key
+ *   network_defaults_file=      (what {include: defaults} stands for, replacing the
+ *                                compiled-in data/network-defaults.json; read and
+ *                                checked at start: a bad file stops boxd)
  *   secret_key=true
  *   admin_token=
  *   dbus=system|session|none
@@ -108,6 +111,7 @@ typedef struct {
   char        *network;           /* "auto" (default), "none", or a plugin name */
   char        *broker;            /* "" = none */
   char        *secret_key_file;
+  char        *network_defaults_file;  /* NULL or "": the compiled-in list */
   gboolean     secret_key;        /* FALSE: run without (secrets answer 501) */
   char        *admin_token;       /* resolved by box_config_resolve() */
   char        *admin_token_file;  /* set when the token was read from or generated into a file */

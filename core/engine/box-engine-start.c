@@ -183,7 +183,11 @@ connect_contexts (BoxEngine *self)
 static gboolean
 load_network_defaults (BoxEngine *self, GError **error)
 {
-  self->network_defaults = box_network_defaults_load (error);
+  const char *path = self->config->network_defaults_file;
+
+  self->network_defaults = path != NULL && path[0] != '\0'
+                           ? box_network_defaults_load_file (path, error)
+                           : box_network_defaults_load (error);
   return self->network_defaults != NULL;
 }
 

@@ -436,13 +436,62 @@ box_rules_from_json (JsonNode *egress, GError **error)
   return g_steal_pointer (&rules);
 }
 
+/* The list of a defaults document {comment?, egress: [Rule]}: allow and
+ * deny rules of their own (no include), at least one (an include that
+ * expanded to nothing would leave a rule list that restricts nothing), at
+ * most BOX_EGRESS_RULES_MAX.  @what names the document in errors. */
+static GPtrArray *
+network_defaults_parse (const char *what, const char *data, gsize len, GError **error)
+{
+  static const char *const fields[] = { "comment", "egress", NULL };
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  g_autoptr(GPtrArray) rules = NULL;
+  g_autoptr(GError) local_error = NULL;
+  JsonNode *root;
+  JsonObject *object;
+  guint i;
+
+  if (!json_parser_load_from_data (parser, data, (gssize) len, &local_error)) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: not JSON: %s", what,
+                 local_error->message);
+    return NULL;
+  }
+  root = json_parser_get_root (parser);
+  if (root == NULL || !JSON_NODE_HOLDS_OBJECT (root) ||
+      !json_object_has_member ((object = json_node_get_object (root)), "egress")) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "%s: not an object with an egress list ({\"egress\": [Rule]})", what);
+    return NULL;
+  }
+  if (!box_json_check_fields (object, fields, &local_error) ||
+      (rules = box_rules_from_json (json_object_get_member (object, "egress"),
+                                    &local_error)) == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: %s", what, local_error->message);
+    return NULL;
+  }
+  for (i = 0; i < rules->len; i++) {
+    const BoxRule *rule = g_ptr_array_index (rules, i);
+
+    if (rule->include != NULL) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                   "%s: rule %u is an include; the defaults cannot include themselves", what,
+                   i + 1);
+      return NULL;
+    }
+  }
+  if (rules->len == 0 || rules->len > BOX_EGRESS_RULES_MAX) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "%s: %u rules; the defaults are 1 to %d rules", what, rules->len,
+                 BOX_EGRESS_RULES_MAX);
+    return NULL;
+  }
+  return g_steal_pointer (&rules);
+}
+
 GPtrArray *
 box_network_defaults_load (GError **error)
 {
   g_autoptr(GBytes) bytes = NULL;
-  g_autoptr(JsonParser) parser = json_parser_new ();
-  JsonNode *root;
-  JsonObject *object;
   gsize len;
   const char *data;
 
@@ -451,16 +500,34 @@ box_network_defaults_load (GError **error)
   if (bytes == NULL)
     return NULL;
   data = g_bytes_get_data (bytes, &len);
-  if (!json_parser_load_from_data (parser, data, (gssize) len, error))
-    return NULL;
-  root = json_parser_get_root (parser);
-  if (!JSON_NODE_HOLDS_OBJECT (root) ||
-      !json_object_has_member ((object = json_node_get_object (root)), "egress")) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INTERNAL,
-                         "network-defaults.json has no egress list");
+  return network_defaults_parse ("network-defaults.json", data, len, error);
+}
+
+GPtrArray *
+box_network_defaults_load_file (const char *path, GError **error)
+{
+  g_autoptr(GMappedFile) file = NULL;
+  g_autoptr(GError) local_error = NULL;
+  gsize len;
+
+  file = g_mapped_file_new (path, FALSE, &local_error);
+  if (file == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "network_defaults_file: %s",
+                 local_error->message);
     return NULL;
   }
-  return box_rules_from_json (json_object_get_member (object, "egress"), error);
+  len = g_mapped_file_get_length (file);
+  if (len > BOX_NETWORK_DEFAULTS_FILE_MAX) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "network_defaults_file %s: %" G_GSIZE_FORMAT " bytes, at most %d", path, len,
+                 BOX_NETWORK_DEFAULTS_FILE_MAX);
+    return NULL;
+  }
+  {
+    g_autofree char *what = g_strdup_printf ("network_defaults_file %s", path);
+
+    return network_defaults_parse (what, g_mapped_file_get_contents (file), len, error);
+  }
 }
 
 /* ---- Secrets ----------------------------------------------------------- */

@@ -37,6 +37,12 @@ GPtrArray        *box_rules_from_json           (JsonNode *egress, GError **erro
 /* What {include: defaults} stands for: data/network-defaults.json, compiled
  * in as a resource; the engine serves it as GET /v1/network/defaults. */
 GPtrArray        *box_network_defaults_load     (GError **error);
+/* An operator's replacement for it ([boxd] network_defaults_file): the same
+ * document, at most BOX_NETWORK_DEFAULTS_FILE_MAX bytes, 1 to
+ * BOX_EGRESS_RULES_MAX rules and no include.  Any fault is BOX_ERROR_INVALID
+ * naming the file. */
+#define BOX_NETWORK_DEFAULTS_FILE_MAX (1024 * 1024)
+GPtrArray        *box_network_defaults_load_file (const char *path, GError **error);
 
 /* Operator bodies (doc/API.md) */
 gboolean          box_project_create_from_json  (JsonNode *body, char **name,

@@ -69,6 +69,21 @@ box_network_set_egress (BoxNetwork *self, const char *sandbox_id, GPtrArray *rul
   return iface->set_egress (self, sandbox_id, rules, error);
 }
 
+GPtrArray *
+box_network_list_allowed (BoxNetwork *self, const char *sandbox_id, GError **error)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_NETWORK (self), NULL);
+  iface = BOX_NETWORK_GET_IFACE (self);
+  if (iface->list_allowed == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s does not implement list_allowed", G_OBJECT_TYPE_NAME (self));
+    return NULL;
+  }
+  return iface->list_allowed (self, sandbox_id, error);
+}
+
 gboolean
 box_network_enforces_egress (BoxNetwork *self)
 {
@@ -111,3 +126,28 @@ box_net_attachment_copy (const BoxNetAttachment *attachment)
 
 G_DEFINE_BOXED_TYPE (BoxNetAttachment, box_net_attachment, box_net_attachment_copy,
                      box_net_attachment_free)
+
+void
+box_net_allowed_free (BoxNetAllowed *allowed)
+{
+  if (allowed == NULL)
+    return;
+  g_free (allowed->address);
+  g_free (allowed);
+}
+
+BoxNetAllowed *
+box_net_allowed_copy (const BoxNetAllowed *allowed)
+{
+  BoxNetAllowed *copy;
+
+  if (allowed == NULL)
+    return NULL;
+  copy = g_new0 (BoxNetAllowed, 1);
+  copy->address = g_strdup (allowed->address);
+  copy->port = allowed->port;
+  copy->expires_s = allowed->expires_s;
+  return copy;
+}
+
+G_DEFINE_BOXED_TYPE (BoxNetAllowed, box_net_allowed, box_net_allowed_copy, box_net_allowed_free)

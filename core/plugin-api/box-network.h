@@ -58,6 +58,38 @@ BoxNetAttachment *box_net_attachment_copy (const BoxNetAttachment *attachment);
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNetAttachment, box_net_attachment_free)
 
 /**
+ * BoxNetAllowed:
+ * @address: the IPv4 address the sandbox may connect to
+ * @port: the TCP port it may connect to there
+ * @expires_s: the seconds left before the permission lapses (the rest of
+ *   the DNS answer's TTL); 0 when it lapses within the second
+ *
+ * One address a restricted sandbox may reach on a port other than 80 and
+ * 443, because it resolved a name allowed on that port (see
+ * box_network_list_allowed()).  Owns its members; a boxed type.
+ */
+typedef struct {
+  char    *address;
+  guint16  port;
+  guint    expires_s;
+} BoxNetAllowed;
+
+#define BOX_TYPE_NET_ALLOWED (box_net_allowed_get_type ())
+BOX_PLUGIN_API
+GType          box_net_allowed_get_type (void) G_GNUC_CONST;
+BOX_PLUGIN_API
+void           box_net_allowed_free (BoxNetAllowed *allowed);
+/**
+ * box_net_allowed_copy:
+ * @allowed: (nullable): an allowed address
+ *
+ * Returns: (transfer full) (nullable): a copy; %NULL for %NULL
+ */
+BOX_PLUGIN_API
+BoxNetAllowed *box_net_allowed_copy (const BoxNetAllowed *allowed);
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNetAllowed, box_net_allowed_free)
+
+/**
  * BoxNetworkInterface:
  * @g_iface: the parent interface
  * @attach: sets up (or finds again, after a restart) a sandbox's interface
@@ -66,6 +98,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNetAttachment, box_net_attachment_free)
  * @detach: tears it down; idempotent
  * @set_egress: applies a sandbox's egress rules (#BoxRule, "defaults"
  *   expanded) at once and cuts what they no longer allow
+ * @list_allowed: the addresses a sandbox may reach now on ports other than
+ *   80 and 443 (#BoxNetAllowed), for the operator's view; may be %NULL
  * @enforces_egress: whether set_egress() enforces a non-empty list (%NULL:
  *   it does not, and the engine refuses rules with 501)
  *
@@ -101,11 +135,13 @@ struct _BoxNetworkInterface {
   /* BoxRule*, expanded; applies at once and cuts what the rules no longer allow. */
   gboolean          (*set_egress) (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules,
                                    GError **error);
+  /* BoxNetAllowed*: what the sandbox may reach now on other ports. */
+  GPtrArray        *(*list_allowed) (BoxNetwork *self, const char *sandbox_id, GError **error);
   /* Whether non-empty rules are enforced; NULL: they are not. */
   gboolean          (*enforces_egress) (BoxNetwork *self);
 
   /*< private >*/
-  gpointer padding[15];
+  gpointer padding[14];
 };
 
 /**
@@ -134,6 +170,26 @@ gboolean          box_network_detach     (BoxNetwork *self, const char *sandbox_
 BOX_PLUGIN_API
 gboolean          box_network_set_egress (BoxNetwork *self, const char *sandbox_id, GPtrArray *rules,
                                           GError **error);
+/**
+ * box_network_list_allowed:
+ * @self: the network
+ * @sandbox_id: the sandbox
+ * @error: why it failed: %BOX_ERROR_UNSUPPORTED when the plugin does not
+ *   implement it, %BOX_ERROR_NOT_FOUND for a sandbox without an attachment
+ *
+ * The addresses a restricted sandbox may reach now on ports other than 80
+ * and 443 (those are checked by name, not by address): each address it
+ * resolved from a name allowed on a port, with that port and the seconds
+ * left of the answer's TTL.  Empty for an unrestricted sandbox (it may
+ * reach every public address) and for a restricted one that resolved
+ * nothing lately.  Blocks for a few milliseconds (the kernel is asked).
+ *
+ * Returns: (transfer container) (element-type BoxNetAllowed) (nullable):
+ *   the allowed addresses, freeing their elements; %NULL on error
+ */
+BOX_PLUGIN_API
+GPtrArray        *box_network_list_allowed (BoxNetwork *self, const char *sandbox_id,
+                                            GError **error);
 
 /**
  * box_network_enforces_egress:

@@ -34,6 +34,7 @@
 #include "box-plugin-context.h"
 #include "box-nftables-dns.h"
 #include "box-nftables-link.h"
+#include "box-nftables-list.h"
 #include "box-nftables-nft.h"
 #include "box-nftables-plugin-private.h"
 #include "box-nftables-pool.h"
@@ -433,6 +434,25 @@ box_nftables_plugin_enforces_egress (BoxNetwork *network)
   return TRUE;
 }
 
+static GPtrArray *
+box_nftables_plugin_list_allowed (BoxNetwork *network, const char *sandbox_id, GError **error)
+{
+  BoxNftablesPlugin *self = BOX_NFTABLES_PLUGIN (network);
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+  BoxNftablesRecord *record;
+  g_autofree char *guest = NULL;
+
+  if (!check_call (self, sandbox_id, error))
+    return NULL;
+  if ((record = g_hash_table_lookup (self->records, sandbox_id)) == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no network attachment for %s",
+                 sandbox_id);
+    return NULL;
+  }
+  guest = box_nftables_ipv4_to_string (record->subnet.address);
+  return box_nftables_list_resolved (self->table, guest, error);
+}
+
 /* ---- BoxPlugin ---- */
 
 static gboolean
@@ -646,6 +666,7 @@ box_nftables_plugin_network_init (BoxNetworkInterface *iface)
   iface->rebind = box_nftables_plugin_rebind;
   iface->detach = box_nftables_plugin_detach;
   iface->set_egress = box_nftables_plugin_set_egress;
+  iface->list_allowed = box_nftables_plugin_list_allowed;
   iface->enforces_egress = box_nftables_plugin_enforces_egress;
 }
 

@@ -377,6 +377,13 @@ test_egress_pending_and_restart (void)
 }
 
 static void
+test_list_allowed (void)
+{
+  SKIP_IF_NEEDED ();
+  list_allowed_in_world ();
+}
+
+static void
 test_rebind (void)
 {
   g_autoptr(GError) error = NULL;
@@ -583,6 +590,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/egress-enforced", test_egress_enforced);
   g_test_add_func ("/nftables-netns/egress-patch", test_egress_patch);
   g_test_add_func ("/nftables-netns/egress-pending-and-restart", test_egress_pending_and_restart);
+  g_test_add_func ("/nftables-netns/list-allowed", test_list_allowed);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);
   g_test_add_func ("/nftables-netns/restart", test_restart);
   g_test_add_func ("/nftables-netns/real-taps", test_real_taps);

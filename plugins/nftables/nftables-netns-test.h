@@ -116,6 +116,8 @@ void               egress_enforced (void);
 void               egress_patch    (void);
 void               egress_pending_and_restart (void);
 void               egress_resolved_for_b (void);   /* restricts b, reports svc.test for it */
+/* the resolved set read back (nftables-netns-list.c) */
+void               list_allowed_in_world (void);
 
 void               world_set_up    (void);
 void               world_free      (void);

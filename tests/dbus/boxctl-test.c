@@ -129,6 +129,7 @@ test_usage (void)
   g_assert_nonnull (strstr (unknown.err, "frobnicate"));
   boxctl (&missing, "--session", "keys", NULL);
   g_assert_cmpint (missing.status, ==, 2);
+  g_assert_nonnull (strstr (help.out, "egress SANDBOX"));
   boxctl (&extra, "--session", "key-delete", "a", "b", "c", NULL);
   g_assert_cmpint (extra.status, ==, 2);
   boxctl (&bad_option, "--session", "--bogus", "status", NULL);
@@ -588,6 +589,61 @@ test_sandboxes (void)
   g_assert_null (find_sandbox (after_root, "web"));
 }
 
+/* egress: through GetSandboxEgress and ListSandboxAllowed; a sandbox the
+ * API made has no rules here (boxd answers 501 for rules until the egress
+ * engine enforces them), so it is unrestricted.  The expansion of rules is
+ * in box-dbus-egress-test.c. */
+static void
+test_egress (void)
+{
+  g_auto(BoxctlRun) project = { 0 };
+  g_auto(BoxctlRun) key = { 0 };
+  g_auto(BoxctlRun) table = { 0 };
+  g_auto(BoxctlRun) json = { 0 };
+  g_auto(BoxctlRun) missing = { 0 };
+  g_auto(BoxctlRun) missing_json = { 0 };
+  g_auto(BoxctlRun) del = { 0 };
+  g_autoptr(JsonNode) key_root = NULL;
+  g_autoptr(JsonNode) root = NULL;
+  g_autoptr(JsonNode) error_root = NULL;
+  JsonObject *object;
+
+  boxctl (&project, "--session", "project-create", "walls", NULL);
+  g_assert_cmpint (project.status, ==, 0);
+  boxctl (&key, "--session", "--json", "key-create", "walls", "maker", NULL);
+  g_assert_cmpint (key.status, ==, 0);
+  key_root = parse_json (key.out);
+  g_assert_cmpuint (http_post ("/v1/sandboxes",
+                               json_object_get_string_member (json_node_get_object (key_root),
+                                                              "secret"),
+                               "{\"name\": \"fort\"}"), ==, 201);
+
+  boxctl (&table, "--session", "egress", "walls/fort", NULL);
+  g_assert_cmpint (table.status, ==, 0);
+  g_assert_cmpstr (table.out, ==, "Unrestricted: no egress rules, the whole internet.\n");
+  boxctl (&json, "--session", "--json", "egress", "fort", NULL);
+  g_assert_cmpint (json.status, ==, 0);
+  root = parse_json (json.out);
+  object = json_node_get_object (root);
+  g_assert_cmpuint (json_array_get_length (json_object_get_array_member (object, "rules")), ==, 0);
+  g_assert_cmpuint (json_array_get_length (json_object_get_array_member (object, "allowed")), ==,
+                    0);
+
+  boxctl (&missing, "--session", "egress", "walls/nosuch", NULL);
+  g_assert_cmpint (missing.status, ==, 1);
+  g_assert_cmpstr (missing.out, ==, "");
+  g_assert_nonnull (strstr (missing.err, "nosuch"));
+  boxctl (&missing_json, "--session", "--json", "egress", "/fort", NULL);
+  g_assert_cmpint (missing_json.status, ==, 1);
+  error_root = parse_json (missing_json.out);
+  g_assert_cmpstr (json_object_get_string_member (
+                     json_object_get_object_member (json_node_get_object (error_root), "error"),
+                     "code"), ==, "invalid");
+
+  boxctl (&del, "--session", "project-delete", "walls", NULL);
+  g_assert_cmpint (del.status, ==, 0);
+}
+
 /* ---- set-up ------------------------------------------------------------ */
 
 static void
@@ -643,6 +699,7 @@ main (int argc, char **argv)
   g_test_add_func ("/boxctl/boxd/projects", test_projects);
   g_test_add_func ("/boxctl/boxd/keys", test_keys);
   g_test_add_func ("/boxctl/boxd/sandboxes", test_sandboxes);
+  g_test_add_func ("/boxctl/boxd/egress", test_egress);
   g_test_add_func ("/boxctl/boxd/stop", test_stop_boxd);
   status = g_test_run ();
 
