@@ -16,6 +16,8 @@ BOX_DEB_PACKAGES=(
   mmdebstrap e2fsprogs cpio zstd bc
   # tests
   python3 curl jq sqlite3 tmux iproute2 procps
+  # the independent JOSE verifier of identity tokens (tests/e2e/jwtcheck.py)
+  python3-jwt python3-cryptography
   # a real ACME server for tests/e2e/test_edge_acme.py
   pebble
   # own-domain certificates made by tests/e2e/test_edge_tls.py

@@ -515,6 +515,27 @@ cmd_key_delete (BoxCtl *ctl, char **args, GError **error)
 }
 
 static gboolean
+cmd_rotate_signing_key (BoxCtl *ctl, char **args, GError **error)
+{
+  g_autoptr(GVariant) rotation = NULL;
+
+  if (!box_dbus_admin1_call_rotate_signing_key_sync (ctl->proxy, &rotation, NULL, error))
+    return FALSE;
+  if (ctl->json) {
+    g_autoptr(JsonNode) root = json_gvariant_serialize (rotation);
+
+    print_json (root);
+    return TRUE;
+  }
+  g_print (_("The identity signing key is now %s."), dict_str (rotation, "kid"));
+  g_print ("\n");
+  g_print (_("The old key %s stays in the JWKS until %s."), dict_str (rotation, "retired_kid"),
+           dict_str (rotation, "retired_until"));
+  g_print ("\n");
+  return TRUE;
+}
+
+static gboolean
 cmd_sandboxes (BoxCtl *ctl, char **args, GError **error)
 {
   g_autoptr(GVariant) sandboxes = NULL;
@@ -585,6 +606,9 @@ static const BoxCtlCommand commands[] = {
   { "egress", N_("SANDBOX"),
     N_("Show a sandbox's effective egress rules and the addresses it may reach now"), 1, 1,
     cmd_egress },
+  { "rotate-signing-key", "",
+    N_("Make a new identity signing key; the old one stays in the JWKS for an hour"), 0, 0,
+    cmd_rotate_signing_key },
 };
 
 /* ---- errors and exit status -------------------------------------------- */

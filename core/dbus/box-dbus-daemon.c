@@ -428,6 +428,27 @@ handle_delete_key (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
 }
 
 static gboolean
+handle_rotate_signing_key (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
+                           gpointer user_data)
+{
+  BoxDBusDaemon *self = BOX_DBUS_DAEMON (user_data);
+  g_auto(GVariantBuilder) dict = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+  g_autofree char *kid = NULL;
+  g_autofree char *retired_kid = NULL;
+  g_autoptr(GError) error = NULL;
+  gint64 until = 0;
+
+  if (!box_engine_identity_rotate (self->engine, &kid, &retired_kid, &until, &error))
+    return box_dbus_daemon_return_error (invocation, error);
+  g_variant_builder_add (&dict, "{sv}", "kid", g_variant_new_string (kid));
+  g_variant_builder_add (&dict, "{sv}", "retired_kid", g_variant_new_string (retired_kid));
+  dict_add_time (&dict, "retired_until", until);
+  box_dbus_admin1_complete_rotate_signing_key (object, invocation,
+                                               g_variant_builder_end (&dict));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
 handle_list_sandboxes (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
                        gpointer user_data)
 {
@@ -603,6 +624,8 @@ box_dbus_daemon_start (BoxDBusDaemon *self, GBusType bus_type, GDBusConnection *
   g_signal_connect_object (skeleton, "handle-list-keys", G_CALLBACK (handle_list_keys), self, 0);
   g_signal_connect_object (skeleton, "handle-create-key", G_CALLBACK (handle_create_key), self, 0);
   g_signal_connect_object (skeleton, "handle-delete-key", G_CALLBACK (handle_delete_key), self, 0);
+  g_signal_connect_object (skeleton, "handle-rotate-signing-key",
+                           G_CALLBACK (handle_rotate_signing_key), self, 0);
   g_signal_connect_object (skeleton, "handle-list-sandboxes",
                            G_CALLBACK (handle_list_sandboxes), self, 0);
   g_signal_connect_object (skeleton, "handle-get-sandbox-egress",

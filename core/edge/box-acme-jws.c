@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "box-error.h"
+#include "box-identity.h"
 
 #define P256_BYTES 32
 
@@ -27,18 +28,7 @@ ok_or_error (int ret, const char *what, GError **error)
 char *
 box_acme_b64url (const void *data, gsize len)
 {
-  char *s = g_base64_encode (data, len);
-  gsize n = strlen (s);
-
-  while (n > 0 && s[n - 1] == '=')
-    s[--n] = '\0';
-  for (char *p = s; *p != '\0'; p++) {
-    if (*p == '+')
-      *p = '-';
-    else if (*p == '/')
-      *p = '_';
-  }
-  return s;
+  return box_b64url_encode (data, len);
 }
 
 static gboolean
@@ -149,13 +139,7 @@ box_acme_jwk (gnutls_privkey_t key, GError **error)
 char *
 box_acme_thumbprint (const char *jwk)
 {
-  guint8 digest[32];
-  gsize len = sizeof digest;
-  g_autoptr(GChecksum) sum = g_checksum_new (G_CHECKSUM_SHA256);
-
-  g_checksum_update (sum, (const guchar *) jwk, (gssize) strlen (jwk));
-  g_checksum_get_digest (sum, digest, &len);
-  return box_acme_b64url (digest, len);
+  return box_jwk_thumbprint (jwk);
 }
 
 GBytes *

@@ -64,6 +64,7 @@ box_config_new (void)
   config->network = g_strdup ("auto");
   config->broker = g_strdup ("");
   config->secret_key = TRUE;
+  config->identity = TRUE;
   config->http_idle_timeout_s = DEFAULT_HTTP_IDLE_TIMEOUT_S;
   config->http_max_idle = DEFAULT_HTTP_MAX_IDLE;
   config->edge_max_connections = DEFAULT_EDGE_MAX_CONNECTIONS;
@@ -113,6 +114,7 @@ box_config_free (BoxConfig *config)
   g_free (config->broker);
   g_free (config->secret_key_file);
   g_free (config->network_defaults_file);
+  g_free (config->identity_key_file);
   if (config->admin_token != NULL)
     explicit_bzero (config->admin_token, strlen (config->admin_token));
   g_free (config->admin_token);
@@ -169,6 +171,24 @@ static gboolean
 take_uint (GKeyFile *keyfile, const char *file, const char *key, guint *field, GError **error)
 {
   return take_group_uint (keyfile, file, "boxd", key, field, error);
+}
+
+/* [boxd] @key as a boolean, when present. */
+static gboolean
+take_bool (GKeyFile *keyfile, const char *file, const char *key, gboolean *field, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+  gboolean value;
+
+  if (!g_key_file_has_key (keyfile, "boxd", key, NULL))
+    return TRUE;
+  value = g_key_file_get_boolean (keyfile, "boxd", key, &local_error);
+  if (local_error != NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: %s: %s", file, key, local_error->message);
+    return FALSE;
+  }
+  *field = value;
+  return TRUE;
 }
 
 /* The keys of a [quota] or [quota.<project>] group into @quota. */
@@ -253,14 +273,8 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
   take_string (config->keyfile, "acme_directory", &config->acme_directory);
   take_string (config->keyfile, "acme_email", &config->acme_email);
   take_string (config->keyfile, "acme_ca_file", &config->acme_ca_file);
-  if (g_key_file_has_key (config->keyfile, "boxd", "acme", NULL)) {
-    config->acme = g_key_file_get_boolean (config->keyfile, "boxd", "acme", &local_error);
-    if (local_error != NULL) {
-      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: acme: %s", file,
-                   local_error->message);
-      return FALSE;
-    }
-  }
+  if (!take_bool (config->keyfile, file, "acme", &config->acme, error))
+    return FALSE;
   take_string (config->keyfile, "base_url", &config->base_url);
   take_string (config->keyfile, "plugin_dir", &config->plugin_dir);
   take_string (config->keyfile, "storage", &config->storage);
@@ -271,14 +285,10 @@ box_config_load_file (BoxConfig *config, const char *path, GError **error)
   take_string (config->keyfile, "secret_key_file", &config->secret_key_file);
   take_string (config->keyfile, "network_defaults_file", &config->network_defaults_file);
   take_string (config->keyfile, "admin_token", &config->admin_token);
-  if (g_key_file_has_key (config->keyfile, "boxd", "secret_key", NULL)) {
-    config->secret_key = g_key_file_get_boolean (config->keyfile, "boxd", "secret_key", &local_error);
-    if (local_error != NULL) {
-      g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s: secret_key: %s", file,
-                   local_error->message);
-      return FALSE;
-    }
-  }
+  take_string (config->keyfile, "identity_key_file", &config->identity_key_file);
+  if (!take_bool (config->keyfile, file, "secret_key", &config->secret_key, error) ||
+      !take_bool (config->keyfile, file, "identity", &config->identity, error))
+    return FALSE;
   if (!take_uint (config->keyfile, file, "http_idle_timeout_s", &config->http_idle_timeout_s, error) ||
       !take_uint (config->keyfile, file, "http_max_idle", &config->http_max_idle, error) ||
       !take_uint (config->keyfile, file, "edge_max_connections", &config->edge_max_connections,
@@ -562,6 +572,11 @@ box_config_resolve (BoxConfig *config, GError **error)
   if (config->secret_key_file == NULL || config->secret_key_file[0] == '\0') {
     g_free (config->secret_key_file);
     config->secret_key_file = g_build_filename (config->data_dir, "secret.key", NULL);
+  }
+  if (config->identity_key_file == NULL || config->identity_key_file[0] == '\0') {
+    g_free (config->identity_key_file);
+    config->identity_key_file = g_build_filename (config->data_dir, "identity", "signing.pem",
+                                                  NULL);
   }
 
   /* The admin token: environment, configuration, or a generated file. */

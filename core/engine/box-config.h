@@ -38,6 +38,9 @@
  *                                compiled-in data/network-defaults.json; read and
  *                                checked at start: a bad file stops boxd)
  *   secret_key=true
+ *   identity=true               (false: no signing key; the identity routes answer 501)
+ *   identity_key_file=<data-dir>/identity/signing.pem  (RS256, made at the first start;
+ *                                retired keys beside it, box-identity.h)
  *   admin_token=
  *   dbus=system|session|none
  *   http_idle_timeout_s=60      (0: no bound; an idle keep-alive connection is closed after it)
@@ -113,6 +116,8 @@ typedef struct {
   char        *secret_key_file;
   char        *network_defaults_file;  /* NULL or "": the compiled-in list */
   gboolean     secret_key;        /* FALSE: run without (secrets answer 501) */
+  char        *identity_key_file; /* the identity signing key (box-identity.h) */
+  gboolean     identity;          /* FALSE: no signing key (identity routes answer 501) */
   char        *admin_token;       /* resolved by box_config_resolve() */
   char        *admin_token_file;  /* set when the token was read from or generated into a file */
   guint        http_idle_timeout_s;

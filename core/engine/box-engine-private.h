@@ -5,6 +5,7 @@
 
 #include "box-clock.h"
 #include "box-engine.h"
+#include "box-identity.h"
 #include "box-secret-key.h"
 
 G_BEGIN_DECLS
@@ -25,6 +26,7 @@ struct _BoxEngine {
   BoxNetwork       *network;          /* may be NULL */
   BoxBroker        *broker;           /* may be NULL */
   BoxSecretKey     *secret_key;       /* NULL: secrets unsupported */
+  BoxIdentity      *identity;         /* NULL: identity unsupported */
   BoxStats         *stats;            /* the edge's usage counts; NULL until started */
   guint             edge_port;        /* the edge's listening port; 0: no edge */
   GHashTable       *read_only_keys;   /* key IDs marked read-only (box-engine-projects.c) */

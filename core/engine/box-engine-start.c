@@ -355,6 +355,19 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
   } else {
     g_message ("running without a secret key: secret routes answer 501 unsupported");
   }
+  if (self->config->identity) {
+    /* box_config_resolve() fills the path; an engine made without it
+     * keeps its key in the data directory all the same */
+    g_autofree char *key_file = self->config->identity_key_file != NULL
+      ? g_strdup (self->config->identity_key_file)
+      : g_build_filename (self->config->data_dir, "identity", "signing.pem", NULL);
+
+    self->identity = box_identity_load (key_file, box_engine_now (self) / G_USEC_PER_SEC, error);
+    if (self->identity == NULL)
+      return FALSE;
+  } else {
+    g_message ("running without an identity signing key: identity routes answer 501 unsupported");
+  }
 
   if (!box_engine_reconcile (self, error) || !box_engine_load_read_only_keys (self, error) ||
       !box_engine_domains_load (self, error))

@@ -38,6 +38,7 @@ box_engine_finalize (GObject *object)
   g_clear_pointer (&self->plugins, g_ptr_array_unref);
   g_clear_object (&self->loader);
   g_clear_pointer (&self->secret_key, box_secret_key_free);
+  g_clear_pointer (&self->identity, box_identity_free);
   g_clear_pointer (&self->network_defaults, g_ptr_array_unref);
   g_clear_pointer (&self->config, box_config_free);
   g_clear_object (&self->clock);

@@ -266,6 +266,25 @@ GPtrArray     *box_engine_list_secrets       (BoxEngine *self, const char *proje
 gboolean       box_engine_delete_secret      (BoxEngine *self, const char *project, const char *name,
                                               GError **error);
 
+/* ---- identity (box-engine-identity.c, box-identity.h) ----
+ * Each fails with BOX_ERROR_UNSUPPORTED when the deployment runs without a
+ * signing key ([boxd] identity=false). */
+
+gboolean       box_engine_has_identity       (BoxEngine *self);
+/* The OIDC discovery document: issuer is [boxd] base_url. */
+JsonNode      *box_engine_identity_discovery (BoxEngine *self, GError **error);
+JsonNode      *box_engine_identity_jwks      (BoxEngine *self, GError **error);
+/* A token for the sandbox @sandbox_id of @project, as it is now, for
+ * @audience, live @ttl_s seconds (checked by the caller: 1 to 3600);
+ * *@expires_at its exp (usec since the epoch). */
+char          *box_engine_identity_token     (BoxEngine *self, const char *project,
+                                              const char *sandbox_id, const char *audience,
+                                              guint ttl_s, gint64 *expires_at, GError **error);
+/* A new signing key (*@kid); the old one (*@retired_kid) stays in the JWKS
+ * until *@retired_until (usec since the epoch). */
+gboolean       box_engine_identity_rotate    (BoxEngine *self, char **kid, char **retired_kid,
+                                              gint64 *retired_until, GError **error);
+
 /* ---- catalogue ---- */
 
 GPtrArray     *box_engine_list_templates     (BoxEngine *self);             /* BoxTemplate* */

@@ -252,20 +252,3 @@ box_http_key_delete (BoxHttpRequest *req)
   }
   box_http_reply_empty (req->msg, SOUP_STATUS_NO_CONTENT);
 }
-
-/* ---- identity discovery ------------------------------------------------ */
-
-/* The identity issuer is a later phase: this deployment has no signing key. */
-void
-box_http_oidc_discovery (BoxHttpRequest *req)
-{
-  box_http_reply_error_literal (req->msg, BOX_ERROR_UNSUPPORTED,
-                                "this deployment has no signing key");
-}
-
-void
-box_http_oidc_jwks (BoxHttpRequest *req)
-{
-  box_http_reply_error_literal (req->msg, BOX_ERROR_UNSUPPORTED,
-                                "this deployment has no signing key");
-}

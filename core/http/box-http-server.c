@@ -36,6 +36,7 @@ G_DEFINE_FINAL_TYPE (BoxHttpServer, box_http_server, G_TYPE_OBJECT)
 #define WS BOX_HTTP_ROUTE_WEBSOCKET
 #define SSE BOX_HTTP_ROUTE_SSE
 #define SESSION BOX_HTTP_ROUTE_SESSION
+#define SANDBOX_ONLY BOX_HTTP_ROUTE_SANDBOX_ONLY
 
 static const BoxHttpRoute routes[] = {
   /* identity and operator */
@@ -121,9 +122,12 @@ static const BoxHttpRoute routes[] = {
   { "GET",    "/v1/templates",                       K, FALSE, box_http_template_list },
   { "GET",    "/v1/network/defaults",                K, FALSE, box_http_network_defaults },
   { "GET",    "/v1/events",                          K, FALSE, box_http_events, SSE },
-  /* identity discovery: no key */
+  /* identity (box-http-identity.c): discovery with no key; tokens only
+   * on the in-sandbox socket (/identity/token), never under /v1 */
   { "GET",    "/.well-known/openid-configuration",   N, FALSE, box_http_oidc_discovery },
   { "GET",    "/.well-known/jwks.json",              N, FALSE, box_http_oidc_jwks },
+  { "GET",    "/v1/sandboxes/{sandbox}/identity/token", K, FALSE, box_http_identity_token,
+    S | SANDBOX_ONLY },
 };
 
 #undef A
@@ -133,6 +137,7 @@ static const BoxHttpRoute routes[] = {
 #undef WS
 #undef SSE
 #undef SESSION
+#undef SANDBOX_ONLY
 
 const BoxHttpRoute *
 box_http_server_get_routes (guint *n_routes)
@@ -244,7 +249,8 @@ reply_method_not_allowed (SoupServerMessage *msg, const char *method, const char
   g_autofree char *message = g_strdup_printf ("method %s not allowed on %s", method, path);
 
   for (guint i = 0; i < G_N_ELEMENTS (routes); i++) {
-    if (!box_http_route_matches (routes[i].pattern, segments, NULL))
+    if ((routes[i].flags & BOX_HTTP_ROUTE_SANDBOX_ONLY) != 0 ||
+        !box_http_route_matches (routes[i].pattern, segments, NULL))
       continue;
     if (allow->len > 0)
       g_string_append (allow, ", ");
@@ -295,7 +301,8 @@ early_handler (SoupServer *server, SoupServerMessage *msg, const char *path,
     return;
   }
   for (guint i = 0; i < G_N_ELEMENTS (routes); i++) {
-    if (!box_http_route_matches (routes[i].pattern, (const char *const *) segments, NULL))
+    if ((routes[i].flags & BOX_HTTP_ROUTE_SANDBOX_ONLY) != 0 ||
+        !box_http_route_matches (routes[i].pattern, (const char *const *) segments, NULL))
       continue;
     if (path_match == NULL)
       path_match = &routes[i];

@@ -41,6 +41,9 @@ typedef enum {
   BOX_HTTP_ROUTE_WEBSOCKET  = 1 << 1,
   BOX_HTTP_ROUTE_SSE        = 1 << 2,
   BOX_HTTP_ROUTE_SESSION    = 1 << 3,  /* an exec WebSocket (new or attached) */
+  /* with BOX_HTTP_ROUTE_IN_SANDBOX: served there only, not on the API
+   * socket (GET /identity/token) */
+  BOX_HTTP_ROUTE_SANDBOX_ONLY = 1 << 4,
 } BoxHttpRouteFlags;
 
 typedef struct {
@@ -170,8 +173,11 @@ void box_http_project_delete  (BoxHttpRequest *req);
 void box_http_key_create      (BoxHttpRequest *req);
 void box_http_key_list        (BoxHttpRequest *req);
 void box_http_key_delete      (BoxHttpRequest *req);
+
+/* box-http-identity.c */
 void box_http_oidc_discovery  (BoxHttpRequest *req);
 void box_http_oidc_jwks       (BoxHttpRequest *req);
+void box_http_identity_token  (BoxHttpRequest *req);
 
 /* box-http-sandboxes.c */
 void box_http_sandbox_create  (BoxHttpRequest *req);

@@ -1,10 +1,13 @@
 /* box-nftables-dns-message.c: the DNS message helpers of the sandboxes'
  * resolver (pure functions; see box-nftables-dns.h): the question of a
- * query, error answers, whether an answer carries an internal address, and
+ * query, error answers, whether an answer carries an internal address (read
+ * with libldns), and
  * the nameservers of a resolv.conf.
  */
 #include "config.h"
 
+#include <ldns/ldns.h>
+#include <gio/gio.h>
 #include <string.h>
 
 #include "box-nftables-dns.h"
@@ -70,33 +73,6 @@ box_nftables_dns_refused (const guint8 *query, gsize len)
   return error_answer (query, len, BOX_DNS_RCODE_REFUSED);
 }
 
-/* Past the (maybe compressed) name at *off. */
-static gboolean
-skip_name (const guint8 *msg, gsize len, gsize *off)
-{
-  for (guint labels = 0; labels < 128; labels++) {
-    guint8 label;
-
-    if (*off >= len)
-      return FALSE;
-    label = msg[*off];
-    if (label == 0) {
-      *off += 1;
-      return TRUE;
-    }
-    if ((label & 0xc0) == 0xc0) {
-      if (*off + 2 > len)
-        return FALSE;
-      *off += 2;   /* a pointer ends the name */
-      return TRUE;
-    }
-    if ((label & 0xc0) != 0)
-      return FALSE;
-    *off += 1 + label;
-  }
-  return FALSE;
-}
-
 static gboolean
 ipv4_blocked (guint32 address, const char *const *extra)
 {
@@ -140,49 +116,45 @@ ipv6_blocked (const guint8 *a, const char *const *extra)
   return FALSE;
 }
 
+/* Whether @rdf (the data of an A or AAAA record) is an internal address. */
+static gboolean
+rdata_blocked (ldns_rr_type type, const ldns_rdf *rdf, const char *const *blocked)
+{
+  const guint8 *a = rdf != NULL ? ldns_rdf_data (rdf) : NULL;
+
+  if (type == LDNS_RR_TYPE_A) {
+    if (rdf == NULL || ldns_rdf_size (rdf) != 4)
+      return TRUE;
+    return ipv4_blocked (((guint32) a[0] << 24) | ((guint32) a[1] << 16) |
+                         ((guint32) a[2] << 8) | a[3], blocked);
+  }
+  return rdf == NULL || ldns_rdf_size (rdf) != 16 || ipv6_blocked (a, blocked);
+}
+
 gboolean
 box_nftables_dns_answer_is_public (const guint8 *msg, gsize len, const char *const *blocked)
 {
-  gsize off = 12;
-  guint qdcount, rrcount;
+  ldns_pkt *pkt = NULL;
+  gboolean public = TRUE;
 
-  if (msg == NULL || len < 12)
+  if (msg == NULL || len < 12 || ldns_wire2pkt (&pkt, msg, len) != LDNS_STATUS_OK)
     return FALSE;
-  qdcount = ((guint) msg[4] << 8) | msg[5];
-  rrcount = (((guint) msg[6] << 8) | msg[7]) + (((guint) msg[8] << 8) | msg[9]) +
-            (((guint) msg[10] << 8) | msg[11]);
-  for (guint i = 0; i < qdcount; i++) {
-    if (!skip_name (msg, len, &off) || off + 4 > len)
-      return FALSE;
-    off += 4;
-  }
-  /* every record of the answer, authority and additional sections */
-  for (guint i = 0; i < rrcount; i++) {
-    guint type, klass, rdlength;
+  /* every A and AAAA record of the answer, authority and additional sections */
+  for (guint s = 0; s < 3 && public; s++) {
+    ldns_rr_list *list = s == 0 ? ldns_pkt_answer (pkt) :
+                         s == 1 ? ldns_pkt_authority (pkt) : ldns_pkt_additional (pkt);
 
-    if (!skip_name (msg, len, &off) || off + 10 > len)
-      return FALSE;
-    type = ((guint) msg[off] << 8) | msg[off + 1];
-    klass = ((guint) msg[off + 2] << 8) | msg[off + 3];
-    rdlength = ((guint) msg[off + 8] << 8) | msg[off + 9];
-    off += 10;
-    if (off + rdlength > len)
-      return FALSE;
-    if (klass == 1 && type == 1) {            /* A */
-      guint32 v4;
-      if (rdlength != 4)
-        return FALSE;
-      v4 = ((guint32) msg[off] << 24) | ((guint32) msg[off + 1] << 16) |
-           ((guint32) msg[off + 2] << 8) | msg[off + 3];
-      if (ipv4_blocked (v4, blocked))
-        return FALSE;
-    } else if (klass == 1 && type == 28) {    /* AAAA */
-      if (rdlength != 16 || ipv6_blocked (msg + off, blocked))
-        return FALSE;
+    for (gsize i = 0; i < ldns_rr_list_rr_count (list) && public; i++) {
+      ldns_rr *rr = ldns_rr_list_rr (list, i);
+      ldns_rr_type type = ldns_rr_get_type (rr);
+
+      if (ldns_rr_get_class (rr) == LDNS_RR_CLASS_IN &&
+          (type == LDNS_RR_TYPE_A || type == LDNS_RR_TYPE_AAAA))
+        public = ldns_rr_rd_count (rr) == 1 && !rdata_blocked (type, ldns_rr_rdf (rr, 0), blocked);
     }
-    off += rdlength;
   }
-  return TRUE;
+  ldns_pkt_free (pkt);
+  return public;
 }
 
 char **
@@ -208,5 +180,45 @@ box_nftables_dns_parse_resolv_conf (const char *contents)
     if (first != NULL && second != NULL && g_str_equal (first, "nameserver"))
       g_strv_builder_add (builder, second);
   }
+  return g_strv_builder_end (builder);
+}
+
+static gboolean
+is_local_server (const char *server)
+{
+  g_autoptr(GInetAddress) addr = g_inet_address_new_from_string (server);
+
+  return addr == NULL || g_inet_address_get_is_loopback (addr) || g_inet_address_get_is_any (addr);
+}
+
+/* The servers of @contents that are (@local TRUE) or are not local. */
+static void
+add_servers (GStrvBuilder *builder, const char *contents, gboolean local, guint *n)
+{
+  g_auto(GStrv) servers = box_nftables_dns_parse_resolv_conf (contents);
+
+  for (guint i = 0; servers[i] != NULL; i++) {
+    if (is_local_server (servers[i]) == local) {
+      g_strv_builder_add (builder, servers[i]);
+      (*n)++;
+    }
+  }
+}
+
+char **
+box_nftables_dns_pick_upstreams (const char *contents, const char *stub_contents,
+                                 gboolean *from_stub)
+{
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  guint n = 0;
+
+  *from_stub = FALSE;
+  add_servers (builder, contents, FALSE, &n);
+  if (n == 0) {
+    add_servers (builder, stub_contents, FALSE, &n);
+    *from_stub = n > 0;
+  }
+  if (n == 0)
+    add_servers (builder, contents, TRUE, &n);
   return g_strv_builder_end (builder);
 }

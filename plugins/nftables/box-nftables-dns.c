@@ -1,4 +1,6 @@
-/* box-nftables-dns.c: the sandboxes' DNS forwarder; see box-nftables-dns.h.
+/* box-nftables-dns.c: the sandboxes' resolver: sockets, the relay for
+ * unrestricted sandboxes and the upstream queries of the filtering
+ * resolver (box-nftables-dns-policy.c); see box-nftables-dns.h.
  *
  * UDP: each query gets its own upstream socket (a fresh source port, so a
  * forged answer must guess it), a 2 s timer per attempt, up to
@@ -21,161 +23,9 @@
 #include "config.h"
 
 #include <string.h>
-#include <sys/stat.h>
 
 #include "box-error.h"
-#include "box-nftables-dns.h"
-
-#define BOX_DNS_MAX_PENDING       1024
-#define BOX_DNS_ATTEMPT_MS        2000
-#define BOX_DNS_TCP_TIMEOUT_S     10
-#define BOX_DNS_TCP_THREADS       8
-#define BOX_DNS_TCP_BACKLOG       64
-#define BOX_DNS_RESOLV_RECHECK_US (5 * G_USEC_PER_SEC)
-#define BOX_DNS_MAX_MESSAGE       65535
-
-struct _BoxNftablesDns {
-  GMutex         lock;            /* allowed, upstreams, resolv_*, tcp_by_client, blocked */
-  GHashTable    *allowed;         /* guint32 addresses (a set) */
-  GHashTable    *tcp_by_client;   /* guint32 address -> TCP connections queued or served */
-  GStrv          blocked;         /* extra CIDRs no answer may carry */
-  GPtrArray     *upstreams;       /* GSocketAddress* */
-  gboolean       from_resolv_conf;
-  char          *resolv_conf;
-  gint64         resolv_checked;
-  gint64         resolv_mtime;
-
-  GSocket       *udp;
-  GSocket       *tcp;
-  GMainContext  *context;
-  GMainLoop     *loop;
-  GThread       *thread;
-  GThreadPool   *tcp_pool;
-  GCancellable  *cancellable;
-  GHashTable    *pending;         /* BoxDnsQuery* set; forwarder thread only */
-  GHashTable    *pending_by_client; /* guint32 address -> queries in flight; forwarder thread only */
-};
-
-typedef struct {
-  BoxNftablesDns *dns;
-  guint32         client_addr;    /* host byte order */
-  GSocket        *sock;
-  GSocketAddress *client;
-  GBytes         *query;
-  guint           attempt;
-  guint           max_attempts;
-  GSource        *read_source;
-  GSource        *timer;
-} BoxDnsQuery;
-
-/* ---- upstreams ---- */
-
-static GSocketAddress *
-parse_upstream (const char *str, GError **error)
-{
-  g_autoptr(GSocketConnectable) connectable = NULL;
-  g_autoptr(GInetAddress) inet = NULL;
-  g_autofree char *host = NULL;
-  char *percent;
-
-  connectable = g_network_address_parse (str, 53, NULL);
-  if (connectable == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "DNS upstream \"%s\" is not an address or address:port", str);
-    return NULL;
-  }
-  host = g_strdup (g_network_address_get_hostname (G_NETWORK_ADDRESS (connectable)));
-  percent = strchr (host, '%');   /* an IPv6 scope: not for a forwarder */
-  if (percent != NULL)
-    *percent = '\0';
-  inet = g_inet_address_new_from_string (host);
-  if (inet == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
-                 "DNS upstream \"%s\" is not an IP address", str);
-    return NULL;
-  }
-  return g_inet_socket_address_new (inet,
-                                    g_network_address_get_port (G_NETWORK_ADDRESS (connectable)));
-}
-
-static GPtrArray *
-parse_upstreams (const char *const *list, GError **error)
-{
-  g_autoptr(GPtrArray) upstreams = g_ptr_array_new_with_free_func (g_object_unref);
-
-  for (guint i = 0; list != NULL && list[i] != NULL; i++) {
-    GSocketAddress *addr = parse_upstream (list[i], error);
-    if (addr == NULL)
-      return NULL;
-    g_ptr_array_add (upstreams, addr);
-  }
-  return g_steal_pointer (&upstreams);
-}
-
-/* With the lock held. */
-static void
-reload_resolv_conf_locked (BoxNftablesDns *dns)
-{
-  gint64 now = g_get_monotonic_time ();
-  g_autofree char *contents = NULL;
-  g_auto(GStrv) servers = NULL;
-  g_autoptr(GPtrArray) upstreams = NULL;
-  struct stat st;
-
-  if (!dns->from_resolv_conf ||
-      (dns->upstreams != NULL && now - dns->resolv_checked < BOX_DNS_RESOLV_RECHECK_US))
-    return;
-  dns->resolv_checked = now;
-  if (stat (dns->resolv_conf, &st) == 0 && dns->upstreams != NULL &&
-      (gint64) st.st_mtime == dns->resolv_mtime)
-    return;
-  dns->resolv_mtime = stat (dns->resolv_conf, &st) == 0 ? (gint64) st.st_mtime : 0;
-  g_file_get_contents (dns->resolv_conf, &contents, NULL, NULL);
-  servers = box_nftables_dns_parse_resolv_conf (contents);
-  upstreams = g_ptr_array_new_with_free_func (g_object_unref);
-  for (guint i = 0; servers[i] != NULL; i++) {
-    GSocketAddress *addr = parse_upstream (servers[i], NULL);
-    if (addr != NULL)
-      g_ptr_array_add (upstreams, addr);
-  }
-  if (upstreams->len == 0) {
-    /* what the C library does without a nameserver line */
-    GSocketAddress *addr = parse_upstream ("127.0.0.1", NULL);
-    g_ptr_array_add (upstreams, addr);
-  }
-  g_clear_pointer (&dns->upstreams, g_ptr_array_unref);
-  dns->upstreams = g_steal_pointer (&upstreams);
-}
-
-/* A new reference to upstream number @attempt (round robin). */
-static GSocketAddress *
-get_upstream (BoxNftablesDns *dns, guint attempt, guint *n_upstreams)
-{
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
-
-  reload_resolv_conf_locked (dns);
-  *n_upstreams = dns->upstreams->len;
-  return g_object_ref (g_ptr_array_index (dns->upstreams, attempt % dns->upstreams->len));
-}
-
-char *
-box_nftables_dns_describe_upstreams (BoxNftablesDns *dns)
-{
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
-  GString *out = g_string_new (NULL);
-
-  reload_resolv_conf_locked (dns);
-  for (guint i = 0; i < dns->upstreams->len; i++) {
-    GInetSocketAddress *addr = g_ptr_array_index (dns->upstreams, i);
-    g_autofree char *ip = g_inet_address_to_string (g_inet_socket_address_get_address (addr));
-
-    g_string_append_printf (out, "%s%s:%u", i > 0 ? " " : "", ip,
-                            g_inet_socket_address_get_port (addr));
-  }
-  if (dns->from_resolv_conf)
-    g_string_append_printf (out, " (from %s)", dns->resolv_conf);
-  return g_string_free (out, FALSE);
-}
+#include "box-nftables-dns-private.h"
 
 /* ---- who may ask ---- */
 
@@ -197,7 +47,8 @@ client_allowed (BoxNftablesDns *dns, GSocketAddress *client, guint32 *address, g
   *address = g_ntohl (addr);
   locker = g_mutex_locker_new (&dns->lock);
   *n_clients = MAX (1, g_hash_table_size (dns->allowed));
-  return g_hash_table_contains (dns->allowed, GUINT_TO_POINTER (*address));
+  return g_hash_table_contains (dns->allowed, GUINT_TO_POINTER (*address)) ||
+         (dns->egress != NULL && box_nftables_egress_lookup (dns->egress, *address, NULL, NULL));
 }
 
 /* An answer the sandbox may see: @answer itself, or REFUSED when it
@@ -224,6 +75,14 @@ box_nftables_dns_set_blocked (BoxNftablesDns *dns, const char *const *cidrs)
 }
 
 void
+box_nftables_dns_set_egress (BoxNftablesDns *dns, BoxNftablesEgress *egress)
+{
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
+
+  dns->egress = egress;
+}
+
+void
 box_nftables_dns_allow (BoxNftablesDns *dns, guint32 address)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
@@ -241,14 +100,14 @@ box_nftables_dns_forget (BoxNftablesDns *dns, guint32 address)
 
 /* ---- per-sandbox counts (address -> count, absent = 0) ---- */
 
-static guint
-count_of (GHashTable *counts, guint32 address)
+guint
+box_dns_count_of (GHashTable *counts, guint32 address)
 {
   return GPOINTER_TO_UINT (g_hash_table_lookup (counts, GUINT_TO_POINTER (address)));
 }
 
-static void
-count_set (GHashTable *counts, guint32 address, guint n)
+void
+box_dns_count_set (GHashTable *counts, guint32 address, guint n)
 {
   if (n > 0)
     g_hash_table_insert (counts, GUINT_TO_POINTER (address), GUINT_TO_POINTER (n));
@@ -261,8 +120,14 @@ count_set (GHashTable *counts, guint32 address, guint n)
 static void
 query_free (BoxDnsQuery *q)
 {
-  count_set (q->dns->pending_by_client, q->client_addr,
-             count_of (q->dns->pending_by_client, q->client_addr) - 1);
+  if (q->done != NULL) {   /* a lookup never answered (shutdown): SERVFAIL */
+    BoxNftablesDnsResult failed = { .rcode = 2 };
+    BoxDnsLookupDone done = g_steal_pointer (&q->done);
+
+    done (q->dns, &failed, q->done_data);
+  }
+  box_dns_count_set (q->dns->pending_by_client, q->client_addr,
+                     box_dns_count_of (q->dns->pending_by_client, q->client_addr) - 1);
   if (q->read_source != NULL) {
     g_source_destroy (q->read_source);
     g_source_unref (q->read_source);
@@ -276,13 +141,21 @@ query_free (BoxDnsQuery *q)
   g_clear_object (&q->sock);
   g_clear_object (&q->client);
   g_clear_pointer (&q->query, g_bytes_unref);
+  g_free (q->name);
   g_free (q);
 }
 
 static void
 query_finish (BoxDnsQuery *q, const guint8 *answer, gsize len)
 {
-  if (answer != NULL)
+  if (q->name != NULL) {   /* a lookup: @answer is the upstream's (NULL: all failed) */
+    BoxNftablesDnsResult result = { .rcode = 2 };
+    BoxDnsLookupDone done = g_steal_pointer (&q->done);
+
+    if (answer != NULL)
+      box_dns_lookup_complete (q->dns, q->name, answer, len, &result);
+    done (q->dns, &result, q->done_data);
+  } else if (answer != NULL)
     g_socket_send_to (q->dns->udp, q->client, (const char *) answer, len, NULL, NULL);
   g_hash_table_remove (q->dns->pending, q);   /* frees q */
 }
@@ -306,6 +179,14 @@ query_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
   }
   if (n < 12 || buf[0] != query[0] || buf[1] != query[1] || (buf[2] & 0x80) == 0)
     return G_SOURCE_CONTINUE;   /* not the answer to this query */
+  if (q->name != NULL) {
+    BoxNftablesDnsResult check;
+
+    if (!box_nftables_dns_read_answer (buf, (gsize) n, q->name, &check))
+      return G_SOURCE_CONTINUE;   /* not the answer to our question */
+    query_finish (q, buf, (gsize) n);
+    return G_SOURCE_REMOVE;
+  }
   {
     g_autoptr(GBytes) answer = filter_answer (q->dns, query, g_bytes_get_size (q->query),
                                               buf, (gsize) n);
@@ -337,7 +218,7 @@ query_send (BoxDnsQuery *q)
     gsize len;
     const char *data = g_bytes_get_data (q->query, &len);
 
-    upstream = get_upstream (q->dns, q->attempt, &n_upstreams);
+    upstream = box_dns_get_upstream (q->dns, q->attempt, &n_upstreams);
     q->max_attempts = MAX (2, n_upstreams);
     q->attempt++;
     if (q->read_source != NULL) {
@@ -366,6 +247,10 @@ query_send (BoxDnsQuery *q)
     g_source_attach (q->timer, q->dns->context);
     return TRUE;
   }
+  if (q->name != NULL) {
+    query_finish (q, NULL, 0);
+    return FALSE;
+  }
   {
     gsize len;
     const guint8 *data = g_bytes_get_data (q->query, &len);
@@ -375,6 +260,56 @@ query_send (BoxDnsQuery *q)
                   servfail != NULL ? g_bytes_get_size (servfail) : 0);
   }
   return FALSE;
+}
+
+typedef struct {
+  BoxNftablesDns *dns;
+  GSocketAddress *client;
+} UdpReply;
+
+static void
+udp_reply (GBytes *answer, gpointer data)
+{
+  UdpReply *reply = data;
+
+  if (answer != NULL)
+    g_socket_send_to (reply->dns->udp, reply->client, g_bytes_get_data (answer, NULL),
+                      g_bytes_get_size (answer), NULL, NULL);
+  g_object_unref (reply->client);
+  g_free (reply);
+}
+
+gboolean
+box_dns_lookup_send (BoxNftablesDns *dns, guint32 client_addr, const char *name,
+                     BoxDnsLookupDone done, gpointer done_data)
+{
+  guint n_clients, share, in_flight;
+  BoxDnsQuery *q;
+  guint16 id;
+  GBytes *query;
+
+  g_mutex_lock (&dns->lock);
+  n_clients = MAX (1, g_hash_table_size (dns->allowed));
+  g_mutex_unlock (&dns->lock);
+  share = MAX (1, BOX_DNS_MAX_PENDING / n_clients);
+  in_flight = box_dns_count_of (dns->pending_by_client, client_addr);
+  if (g_hash_table_size (dns->pending) >= BOX_DNS_MAX_PENDING || in_flight >= share)
+    return FALSE;
+  query = box_nftables_dns_build_query (name, &id);
+  if (query == NULL)
+    return FALSE;
+  box_dns_count_set (dns->pending_by_client, client_addr, in_flight + 1);
+  q = g_new0 (BoxDnsQuery, 1);
+  q->dns = dns;
+  q->client_addr = client_addr;
+  q->query = query;
+  q->max_attempts = 2;
+  q->name = g_strdup (name);
+  q->done = done;
+  q->done_data = done_data;
+  g_hash_table_add (dns->pending, q);
+  query_send (q);
+  return TRUE;
 }
 
 static gboolean
@@ -398,16 +333,30 @@ udp_readable_cb (GSocket *sock, GIOCondition condition, gpointer user_data)
       g_debug ("dns: receive: %s", error->message);
       break;
     }
-    /* a query (QR clear) from a sandbox we know, with a sane question */
-    if (client == NULL || !client_allowed (dns, client, &address, &n_clients) ||
-        box_nftables_dns_question_end (buf, (gsize) n) < 0 || (buf[2] & 0x80) != 0)
+    /* from a sandbox we know */
+    if (client == NULL || !client_allowed (dns, client, &address, &n_clients))
       continue;
     /* the whole bound, and this sandbox's share of it */
     share = MAX (1, BOX_DNS_MAX_PENDING / n_clients);
-    in_flight = count_of (dns->pending_by_client, address);
+    in_flight = box_dns_count_of (dns->pending_by_client, address);
     if (g_hash_table_size (dns->pending) >= BOX_DNS_MAX_PENDING || in_flight >= share)
       continue;
-    count_set (dns->pending_by_client, address, in_flight + 1);
+    {
+      g_autoptr(BoxEgressPolicy) policy = box_dns_restricted_policy (dns, address);
+
+      if (policy != NULL) {   /* the filtering resolver reads it (libldns) */
+        UdpReply *reply = g_new0 (UdpReply, 1);
+
+        reply->dns = dns;
+        reply->client = g_steal_pointer (&client);
+        box_dns_restricted_query (dns, address, policy, buf, (gsize) n, udp_reply, reply);
+        continue;
+      }
+    }
+    /* relayed: a query (QR clear) with a sane question */
+    if (box_nftables_dns_question_end (buf, (gsize) n) < 0 || (buf[2] & 0x80) != 0)
+      continue;
+    box_dns_count_set (dns->pending_by_client, address, in_flight + 1);
     q = g_new0 (BoxDnsQuery, 1);
     q->dns = dns;
     q->client_addr = address;
@@ -470,7 +419,8 @@ static void
 tcp_client_free (BoxDnsTcpClient *c)
 {
   g_mutex_lock (&c->dns->lock);
-  count_set (c->dns->tcp_by_client, c->address, count_of (c->dns->tcp_by_client, c->address) - 1);
+  box_dns_count_set (c->dns->tcp_by_client, c->address,
+                     box_dns_count_of (c->dns->tcp_by_client, c->address) - 1);
   g_mutex_unlock (&c->dns->lock);
   g_socket_close (c->sock, NULL);
   g_object_unref (c->sock);
@@ -482,11 +432,11 @@ static gboolean
 tcp_take_slot (BoxNftablesDns *dns, guint32 address, guint n_clients)
 {
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&dns->lock);
-  guint n = count_of (dns->tcp_by_client, address);
+  guint n = box_dns_count_of (dns->tcp_by_client, address);
 
   if (n >= MAX (1, BOX_DNS_TCP_THREADS / n_clients))
     return FALSE;
-  count_set (dns->tcp_by_client, address, n + 1);
+  box_dns_count_set (dns->tcp_by_client, address, n + 1);
   return TRUE;
 }
 
@@ -514,13 +464,27 @@ tcp_serve (gpointer data, gpointer user_data)
     if (!read_message (g_io_stream_get_input_stream (G_IO_STREAM (conn)), buf, &len,
                        dns->cancellable, &error) || len == 0)
       break;
+    {
+      g_autoptr(BoxEgressPolicy) policy = box_dns_restricted_policy (dns, client->address);
+
+      if (policy != NULL) {
+        g_autoptr(GBytes) answer = box_dns_restricted_query_sync (dns, client->address, policy,
+                                                                  buf, len);
+        if (answer == NULL ||
+            !write_message (g_io_stream_get_output_stream (G_IO_STREAM (conn)),
+                            g_bytes_get_data (answer, NULL), g_bytes_get_size (answer),
+                            dns->cancellable, &error))
+          break;
+        continue;
+      }
+    }
     if (box_nftables_dns_question_end (buf, len) < 0 || (buf[2] & 0x80) != 0)
       break;
     if (upstream == NULL) {
       g_autoptr(GSocketAddress) addr = NULL;
       guint n_upstreams;
 
-      addr = get_upstream (dns, 0, &n_upstreams);
+      addr = box_dns_get_upstream (dns, 0, &n_upstreams);
       upstream = g_socket_client_connect (connector, G_SOCKET_CONNECTABLE (addr),
                                           dns->cancellable, &error);
       if (upstream == NULL) {
@@ -639,18 +603,20 @@ box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *re
   dns->tcp_by_client = g_hash_table_new (NULL, NULL);
   dns->pending = g_hash_table_new_full (NULL, NULL, (GDestroyNotify) query_free, NULL);
   dns->pending_by_client = g_hash_table_new (NULL, NULL);
+  dns->cache = box_nftables_dns_cache_new (BOX_NFTABLES_DNS_CACHE_ENTRIES,
+                                           BOX_NFTABLES_DNS_CACHE_BYTES);
   dns->resolv_conf = g_strdup (resolv_conf != NULL ? resolv_conf : "/etc/resolv.conf");
   dns->cancellable = g_cancellable_new ();
   dns->context = g_main_context_new ();
   dns->loop = g_main_loop_new (dns->context, FALSE);
 
   if (upstreams != NULL && upstreams[0] != NULL) {
-    dns->upstreams = parse_upstreams (upstreams, error);
+    dns->upstreams = box_dns_parse_upstreams (upstreams, error);
     if (dns->upstreams == NULL)
       return NULL;
   } else {
     dns->from_resolv_conf = TRUE;
-    reload_resolv_conf_locked (dns);
+    box_dns_reload_resolv_conf_locked (dns);
   }
 
   dns->udp = bind_socket (G_SOCKET_TYPE_DATAGRAM, port, error);
@@ -677,6 +643,13 @@ box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *re
   return g_steal_pointer (&dns);
 }
 
+static gboolean
+quit_loop_cb (gpointer loop)
+{
+  g_main_loop_quit (loop);
+  return G_SOURCE_REMOVE;
+}
+
 void
 box_nftables_dns_free (BoxNftablesDns *dns)
 {
@@ -685,7 +658,13 @@ box_nftables_dns_free (BoxNftablesDns *dns)
   if (dns->cancellable != NULL)
     g_cancellable_cancel (dns->cancellable);
   if (dns->thread != NULL) {
-    g_main_loop_quit (dns->loop);
+    /* quit from inside the loop: a g_main_loop_quit() before the thread
+     * got to g_main_loop_run() would be lost, and the join would hang */
+    GSource *quit = g_idle_source_new ();
+
+    g_source_set_callback (quit, quit_loop_cb, dns->loop, NULL);
+    g_source_attach (quit, dns->context);
+    g_source_unref (quit);
     g_thread_join (dns->thread);
   }
   /* TCP workers see the cancellation; queued connections are just closed */
@@ -707,6 +686,7 @@ box_nftables_dns_free (BoxNftablesDns *dns)
   g_hash_table_unref (dns->allowed);
   g_clear_pointer (&dns->tcp_by_client, g_hash_table_unref);
   g_strfreev (dns->blocked);
+  g_clear_pointer (&dns->cache, box_nftables_dns_cache_free);
   g_free (dns->resolv_conf);
   g_mutex_clear (&dns->lock);
   g_free (dns);

@@ -11,7 +11,6 @@
 #define TLS_CLIENT_HELLO    1
 #define TLS_RECORD_MAX      16384
 #define EXT_SERVER_NAME     0x0000
-#define EXT_ECH             0xfe0d
 #define SNI_HOST_NAME       0
 
 static gboolean
@@ -138,10 +137,11 @@ client_hello (Cursor hello, char **name, const char **reason)
       *reason = "malformed ClientHello extension";
       return BOX_NFTABLES_SNI_BAD;
     }
-    if (type == EXT_ECH) {
-      *reason = "an encrypted ClientHello hides the server name";
-      return BOX_NFTABLES_SNI_BAD;
-    }
+    /* An encrypted ClientHello (extension 0xfe0d, or Chrome's GREASE of it) is not
+     * refused: the outer server_name is what is checked and what the node
+     * resolves and connects to.  With real ECH that is the provider's
+     * public name, which must be allowed itself; the inner name is then
+     * that server's business, as with a Host inside TLS (fronting). */
     if (type != EXT_SERVER_NAME)
       continue;
     if (seen_sni) {

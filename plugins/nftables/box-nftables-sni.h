@@ -9,9 +9,10 @@
  * (at most BOX_NFTABLES_SNI_MAX bytes) until the answer is not MORE.
  *
  * Both are strict where a lax reading would let the name checked differ
- * from the name the server acts on: a second server name or Host, an
- * encrypted ClientHello (ECH), header folding, a bare CR or LF, a NUL, or
- * a name byte outside letters, digits, '-', '_' and '.' is BAD.
+ * from the name the server acts on: a second server name or Host, header
+ * folding, a bare CR or LF, a NUL, or a name byte outside letters, digits,
+ * '-', '_' and '.' is BAD.  An encrypted ClientHello (ECH) is read by its
+ * outer server name, which is what the node connects to.
  */
 #pragma once
 

@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <glib/gstdio.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -300,4 +301,51 @@ dns_port_privileged (void)
   g_assert_nonnull (strstr (error->message, "dns_port"));
   g_assert_nonnull (strstr (error->message, "privileged"));
   g_key_file_remove_key (config->keyfile, "plugin.nftables", "dns_port", NULL);
+}
+
+/* The default upstreams: /etc/resolv.conf's without loopback ones; a
+ * local stub alone is replaced by its own upstreams when the machine has
+ * them, else used and named as such (the status and the start log). */
+void
+dns_default_upstreams (void)
+{
+  g_autofree char *dir = g_dir_make_tmp ("box-resolv-XXXXXX", NULL);
+  g_autofree char *path = g_build_filename (dir, "resolv.conf", NULL);
+  g_autofree char *stub_contents = NULL;
+  g_auto(GStrv) behind = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean from_stub = FALSE;
+
+  g_assert_true (g_file_set_contents (path, "nameserver 127.0.0.1\nnameserver 192.0.2.53\n", -1,
+                                      NULL));
+  {
+    g_autoptr(BoxNftablesDns) dns = box_nftables_dns_new (10059, NULL, path, &error);
+    g_autofree char *text = NULL;
+    g_autofree char *expected = g_strdup_printf ("192.0.2.53:53 (from %s)", path);
+
+    g_assert_no_error (error);
+    text = box_nftables_dns_describe_upstreams (dns);
+    g_assert_cmpstr (text, ==, expected);
+  }
+  /* only a local stub */
+  g_assert_true (g_file_set_contents (path, "nameserver 127.0.0.53\n", -1, NULL));
+  g_file_get_contents (BOX_NFTABLES_DNS_STUB_RESOLV_CONF, &stub_contents, NULL, NULL);
+  behind = box_nftables_dns_pick_upstreams ("nameserver 127.0.0.53\n", stub_contents, &from_stub);
+  {
+    g_autoptr(BoxNftablesDns) dns = box_nftables_dns_new (10059, NULL, path, &error);
+    g_autofree char *text = NULL;
+
+    g_assert_no_error (error);
+    text = box_nftables_dns_describe_upstreams (dns);
+    g_test_message ("behind a local stub: %s", text);
+    if (from_stub) {
+      g_assert_true (g_str_has_prefix (text, behind[0]));
+      g_assert_nonnull (strstr (text, "has only a local stub"));
+    } else {
+      g_assert_true (g_str_has_prefix (text, "127.0.0.53:53 (from "));
+      g_assert_nonnull (strstr (text, "a resolver on this node"));
+    }
+  }
+  g_unlink (path);
+  g_rmdir (dir);
 }

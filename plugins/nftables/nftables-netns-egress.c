@@ -117,7 +117,7 @@ egress_enforced (void)
   /* refusals the resolver and the proxy report are logged by sandbox */
   box_nftables_egress_report_refused (box_nftables_plugin_get_egress (world.plugin), 0x0ade0002u,
                                       "tcp", "x.test", 22);
-  g_assert_true (logged ("box-nftables", "egress refused: sandbox " ID_A " tcp x.test:22"));
+  g_assert_true (was_logged ("box-nftables", "egress refused: sandbox " ID_A " tcp x.test:22"));
 
   /* no UDP, no ICMP; b, unrestricted, is the control */
   g_assert_false (udp_arrives (world.a, "restricted-udp"));

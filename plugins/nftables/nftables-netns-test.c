@@ -37,7 +37,7 @@ keep_log (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointe
 }
 
 gboolean
-logged (const char *domain, const char *text)
+was_logged (const char *domain, const char *text)
 {
   g_autofree char *line = g_strdup_printf ("%s: %s", domain, text);
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&log_lock);
@@ -338,6 +338,34 @@ test_resolver_failures (void)
 }
 
 static void
+test_resolver_upstreams (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_default_upstreams ();
+}
+
+static void
+test_resolver_restricted (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_restricted ();
+}
+
+static void
+test_resolver_restricted_world (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_restricted_world ();
+}
+
+static void
+test_resolver_restricted_flood (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_restricted_flood ();
+}
+
+static void
 test_set_egress (void)
 {
   g_autoptr(GError) error = NULL;
@@ -585,6 +613,10 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-failures", test_resolver_failures);
   g_test_add_func ("/nftables-netns/resolver-fair-udp", test_resolver_fair_udp);
   g_test_add_func ("/nftables-netns/resolver-fair-tcp", test_resolver_fair_tcp);
+  g_test_add_func ("/nftables-netns/resolver-upstreams", test_resolver_upstreams);
+  g_test_add_func ("/nftables-netns/resolver-restricted", test_resolver_restricted);
+  g_test_add_func ("/nftables-netns/resolver-restricted-world", test_resolver_restricted_world);
+  g_test_add_func ("/nftables-netns/resolver-restricted-flood", test_resolver_restricted_flood);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
   g_test_add_func ("/nftables-netns/egress-enforced", test_egress_enforced);

@@ -106,10 +106,15 @@ char              *record_path     (const char *id);
 void               dns_fair_udp    (void);
 void               dns_fair_tcp    (void);
 void               dns_port_privileged (void);   /* with the plugin stopped */
+void               dns_default_upstreams (void);
+/* the filtering resolver of restricted sandboxes (nftables-netns-policy.c) */
+void               dns_restricted  (void);
+void               dns_restricted_world (void);
+void               dns_restricted_flood (void);
 
 /* whether a message @text of log domain @domain was logged (structured
  * logging: the test's writer keeps them) */
-gboolean           logged          (const char *domain, const char *text);
+gboolean           was_logged      (const char *domain, const char *text);
 
 /* egress rules (nftables-netns-egress.c) */
 void               egress_enforced (void);

@@ -110,6 +110,36 @@ test_parse_tls_openssl (void)
   }
 }
 
+/* @hello (one record, as box_test_client_hello makes it) with one more
+ * extension at the end of its list, every length fixed. */
+static GByteArray *
+with_extension (GByteArray *hello, guint16 type, const guint8 *body, guint16 len)
+{
+  GByteArray *out = g_byte_array_sized_new (hello->len + 4 + len);
+  guint8 head[4] = { type >> 8, type & 0xff, len >> 8, len & 0xff };
+  gsize off = 5 + 4 + 2 + 32;
+  gsize n;
+
+  g_byte_array_append (out, hello->data, hello->len);
+  off += 1 + out->data[off];                                   /* session id */
+  off += 2 + ((gsize) out->data[off] << 8 | out->data[off + 1]); /* cipher suites */
+  off += 1 + out->data[off];                                   /* compression */
+  g_assert_cmpuint (off + 2 + ((gsize) out->data[off] << 8 | out->data[off + 1]), ==, out->len);
+  n = ((gsize) out->data[off] << 8 | out->data[off + 1]) + 4 + len;
+  out->data[off] = n >> 8;
+  out->data[off + 1] = n & 0xff;
+  n = ((gsize) out->data[3] << 8 | out->data[4]) + 4 + len;
+  out->data[3] = n >> 8;
+  out->data[4] = n & 0xff;
+  n = ((gsize) out->data[6] << 16 | (gsize) out->data[7] << 8 | out->data[8]) + 4 + len;
+  out->data[6] = n >> 16;
+  out->data[7] = (n >> 8) & 0xff;
+  out->data[8] = n & 0xff;
+  g_byte_array_append (out, head, 4);
+  g_byte_array_append (out, body, len);
+  return out;
+}
+
 static BoxNftablesSniResult
 parse_tls (GByteArray *bytes, gsize len, char **name)
 {
@@ -148,6 +178,24 @@ test_parse_tls (void)
   g_assert_cmpint (box_nftables_sni_parse_tls (bare->data, bare->len, &name, &reason), ==,
                    BOX_NFTABLES_SNI_BAD);
   g_assert_cmpstr (reason, ==, "no server name");
+  {
+    /* an encrypted ClientHello extension (Chrome's GREASE, or real ECH):
+     * the outer server name decides; without one it is still refused */
+    static const guint8 ech[] = { 0x00, 0x00, 0x01, 0x00, 0x01, 0x2a, 0x00, 0x00, 0x00, 0x00 };
+    g_autoptr(GByteArray) greased = with_extension (hello, 0xfe0d, ech, sizeof ech);
+    g_autoptr(GByteArray) bare_ech = with_extension (bare, 0xfe0d, ech, sizeof ech);
+    g_autoptr(GByteArray) twice = with_extension (hello, 0x0000, hello->data, 0);
+
+    g_assert_cmpint (parse_tls (greased, greased->len, &name), ==, BOX_NFTABLES_SNI_DONE);
+    g_assert_cmpstr (name, ==, "allowed.test");
+    g_clear_pointer (&name, g_free);
+    g_assert_cmpint (parse_tls (bare_ech, bare_ech->len, &name), ==, BOX_NFTABLES_SNI_BAD);
+    g_assert_null (name);
+    /* the helper itself: a second (empty) server_name extension is refused */
+    g_assert_cmpint (box_nftables_sni_parse_tls (twice->data, twice->len, &name, &reason), ==,
+                     BOX_NFTABLES_SNI_BAD);
+    g_assert_null (name);
+  }
   g_byte_array_append (http, (const guint8 *) "GET / HTTP/1.1\r\n", 16);
   g_assert_cmpint (parse_tls (http, http->len, &name), ==, BOX_NFTABLES_SNI_BAD);
   /* an alert record in the middle of the hello */

@@ -4,7 +4,8 @@
 # sandbox awake) and the in-sandbox socket /run/box/api.sock from inside the
 # guest (curl --unix-socket as the unprivileged user box, no key): GET /self,
 # /exec/run, /fs/..., WebSockets through it, 404 naming every route that is
-# not served, and each sandbox speaking only for itself.
+# not served, and each sandbox speaking only for itself; an identity token
+# got inside the guest and verified on the host (PyJWT against the JWKS).
 
 import base64
 import json
@@ -16,6 +17,7 @@ import filetest  # noqa: F401  (first: puts tests/e2e-vm and tests/e2e on sys.pa
 import vmtest  # noqa: E402
 from vmtest import VmBoxd, Tap  # noqa: E402
 from filetest import Fs, guest, query
+import jwtcheck
 import wsclient
 
 t = Tap()
@@ -258,6 +260,33 @@ def test_socket(t):
     not_found(t, api('-X POST "http://x/fs/stat?path=/"'), 'POST /fs/stat', 'a known path with another method: 404')
 
 
+def test_identity_token(t):
+    # a token from inside a real guest, verified on the host by PyJWT
+    # against the JWKS (tests/e2e/jwtcheck.py)
+    aud = 'https://svc.example/in-guest'
+    st, body = api('"http://x/identity/token?audience=%s&ttl_s=300"' % aud)
+    t.eq((st, sorted(body or {}) if isinstance(body, dict) else body), (200, ['expires_at', 'token']),
+         'GET /identity/token inside the guest, as user box, no key')
+    issuer = (d.request('GET', '/.well-known/openid-configuration')[2] or {}).get('issuer')
+    jwks = d.request('GET', '/.well-known/jwks.json')[2] or {}
+    try:
+        claims, _header = jwtcheck.verify(jwks, (body or {}).get('token', ''), aud, issuer=issuer)
+    except Exception as e:  # noqa: BLE001 - the check fails with the reason
+        claims = {}
+        t.ok(False, 'the guest\'s token verifies against the JWKS', repr(e))
+    t.eq((claims.get('sub'), claims.get('sandbox'), claims.get('sandbox_name'),
+          claims.get('project'), claims.get('exp', 0) - claims.get('iat', 0)),
+         ('project:inside:sandbox:%s' % SB['id'], SB['id'], 'in-box', 'inside', 300),
+         'the guest\'s token verifies and names this sandbox')
+    st, body = api('"http://x/identity/token?audience=%s"' % aud, sandbox='in-other')
+    claims2, _h = jwtcheck.verify(jwks, (body or {}).get('token', ''), aud)
+    t.eq(claims2.get('sandbox'), SB2['id'], 'the other sandbox\'s socket gets the other sandbox\'s token')
+    st, body = api('"http://x/identity/token?ttl_s=60"')
+    t.eq((st, (body or {}).get('error', {}).get('code')), (400, 'invalid'), 'no audience: 400')
+    st, body = api('"http://x/identity/token?audience=a&ttl_s=3601"')
+    t.eq((st, (body or {}).get('error', {}).get('code')), (400, 'invalid'), 'ttl_s=3601: 400')
+
+
 def test_socket_bulk(t):
     # bytes both ways through the socket's channel (an upload into the
     # sandbox's own API from inside, and the download back), with credit
@@ -336,4 +365,4 @@ def test_socket_websockets(t):
 
 
 vmtest.main(t, clock, test_watch_holds_open, test_watch, test_watch_slow_reader, test_socket,
-            test_socket_websockets, test_socket_bulk, test_watch_holds, test_socket_after_restart)
+            test_identity_token, test_socket_websockets, test_socket_bulk, test_watch_holds, test_socket_after_restart)

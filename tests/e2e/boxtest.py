@@ -247,8 +247,10 @@ class Boxd:
         """same_port: listen where the last start did (a restart clients can follow)."""
         if not same_port or self.port is None:
             self.port = free_port()
+        # no D-Bus unless the test asks for a bus of its own
+        dbus = [] if '--session-bus' in self.extra_args else ['--no-dbus']
         args = [BOXD, '--data-dir', self.data_dir, '--listen', '127.0.0.1:%d' % self.port,
-                '--hypervisor', 'dummy', '--no-dbus', '--plugin-dir', PLUGIN_DIR,
+                '--hypervisor', 'dummy'] + dbus + ['--plugin-dir', PLUGIN_DIR,
                 '--sandbox-domain', SANDBOX_DOMAIN] + self.extra_args
         env = dict(os.environ)
         env.pop('BOX_ADMIN_TOKEN', None)

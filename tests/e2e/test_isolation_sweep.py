@@ -155,6 +155,9 @@ SWEEP = {
     ('GET', '/v1/events'): {'kind': 'own'},
     ('GET', '/.well-known/openid-configuration'): {'kind': 'own'},
     ('GET', '/.well-known/jwks.json'): {'kind': 'own'},
+    # served on the in-sandbox socket only: under /v1 there is no such route (404)
+    ('GET', '/v1/sandboxes/{sandbox}/identity/token'): {'kind': 'sandbox',
+                                                        'query': {'audience': 'b'}},
 }
 
 ROUTE_RE = re.compile(r'\{\s*"(GET|POST|PUT|PATCH|DELETE)"\s*,\s*"([^"]+)"\s*,\s*([AKN])\s*,')

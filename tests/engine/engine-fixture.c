@@ -91,6 +91,7 @@ ef_start (Ef *ef)
   g_free (config->network);
   config->network = g_strdup ("none");
   config->secret_key = FALSE;
+  config->identity = ef->identity;   /* default none: no RSA key made per test */
   config->dbus = BOX_DBUS_NONE;
   config->admin_token = g_strdup ("admin-token-for-tests");
   if (ef->dummy_script != NULL)

@@ -25,6 +25,7 @@ typedef struct {
   /* called by ef_start() on the new engine's configuration (network=none
    * before), or NULL */
   void         (*configure) (BoxConfig *config);
+  gboolean       identity;       /* [boxd] identity for the next start (default FALSE) */
   BoxClock      *clock;
   BoxEngine     *engine;
   BoxHypervisor *hv;

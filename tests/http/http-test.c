@@ -202,9 +202,24 @@ test_well_known (void)
   g_autoptr(Reply) r1 = call ("GET", "/.well-known/openid-configuration", NULL, NULL);
   g_autoptr(Reply) r2 = call ("GET", "/.well-known/jwks.json", NULL, NULL);
   g_autoptr(Reply) r3 = call ("POST", "/.well-known/jwks.json", NULL, NULL);
+  JsonObject *doc, *key;
+  JsonArray *claims, *keys;
 
-  assert_error (r1, 501, "unsupported", "this deployment has no signing key");
-  assert_error (r2, 501, "unsupported", "this deployment has no signing key");
+  /* a default deployment has a signing key; no key is asked for */
+  g_assert_cmpuint (r1->status, ==, 200);
+  doc = reply_object (r1);
+  g_assert_cmpstr (json_object_get_string_member (doc, "issuer"), ==, "http://127.0.0.1:7070");
+  g_assert_cmpstr (json_object_get_string_member (doc, "jwks_uri"), ==,
+                   "http://127.0.0.1:7070/.well-known/jwks.json");
+  claims = json_object_get_array_member (doc, "claims_supported");
+  g_assert_cmpuint (json_array_get_length (claims), ==, 12);
+  g_assert_cmpstr (json_array_get_string_element (claims, 11), ==, "labels");
+  g_assert_cmpuint (r2->status, ==, 200);
+  keys = json_object_get_array_member (reply_object (r2), "keys");
+  g_assert_cmpuint (json_array_get_length (keys), ==, 1);
+  key = json_array_get_object_element (keys, 0);
+  g_assert_cmpstr (json_object_get_string_member (key, "kty"), ==, "RSA");
+  g_assert_cmpstr (json_object_get_string_member (key, "e"), ==, "AQAB");
   assert_error (r3, 405, "invalid", "method POST not allowed on /.well-known/jwks.json");
 }
 
