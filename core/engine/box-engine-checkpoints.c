@@ -438,7 +438,8 @@ run_checkpoint (BoxEngine *self, GTask *task)
     BoxVmRequest vm;
 
     if (!check_quota (self, op->sandbox, TRUE, &error) ||
-        !box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
+        !box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error) ||
+        !box_engine_push_egress (self, op, &error)) {
       finish_error (self, task, error);
       return;
     }
@@ -679,9 +680,14 @@ restore_after_auto (BoxEngine *self, GTask *task)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
+  GError *error = NULL;
 
   if (!cp->restoring) {
     prune_next (self, task);
+    return;
+  }
+  if (!box_engine_push_egress (self, op, &error)) {
+    finish_error (self, task, error);
     return;
   }
   run_vm_op (self, task, BOX_VM_OP_RESTORE, cp->target_id, FALSE, restore_done);

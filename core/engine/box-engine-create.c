@@ -234,7 +234,8 @@ prepare_create (BoxEngine *self, BoxEngineOp *op, const BoxSandboxCreate *reques
   if (op->sandbox->name == NULL || !box_engine_check_deadline (self, op->sandbox, error) ||
       !box_engine_check_rules (self, op->sandbox->egress, error) || !box_engine_check_secrets_env (op->sandbox, error) ||
       !box_engine_check_secrets (self, op->project, (const char *const *) op->sandbox->secrets,
-                                 error))
+                                 error) ||
+      !box_engine_check_rule_count (self, op->sandbox, error))
     return FALSE;
   if (source != NULL)
     op->sandbox->fork_source = g_strdup_printf ("%s/%s", source->id, checkpoint->id);
@@ -271,7 +272,8 @@ box_engine_create_sandbox_async (BoxEngine *self, const char *project,
   box_engine_runtime_get (self, op->id)->base.busy = TRUE;   /* nobody can know it yet */
   box_engine_emit_detail (self, "sandbox.created", op->sandbox, NULL, NULL);
 
-  if (!box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
+  if (!box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error) ||
+      !box_engine_push_egress (self, op, &error)) {
     create_failed (self, task, error);
     return;
   }

@@ -74,8 +74,18 @@ gboolean          box_engine_check_deadline     (BoxEngine *self, const BoxSandb
 gboolean          box_engine_check_secrets_env  (const BoxSandbox *sandbox, GError **error);
 gboolean          box_engine_check_rules        (BoxEngine *self, GPtrArray *egress,
                                                  GError **error);
+/* Hands the network plugin the sandbox's rules (op->egress, expanded
+ * here when NULL) before the hypervisor runs its code. */
+gboolean          box_engine_push_egress        (BoxEngine *self, BoxEngineOp *op,
+                                                 GError **error);
 /* The rules a network plugin enforces: includes expanded. */
 GPtrArray        *box_engine_expand_rules       (BoxEngine *self, GPtrArray *egress);
+/* What the network enforces for @sandbox: its rules expanded and, when it
+ * is restricted, its secrets' hosts on 443. */
+GPtrArray        *box_engine_sandbox_rules      (BoxEngine *self, const BoxSandbox *sandbox);
+/* 400 when box_engine_sandbox_rules() would be over the 1000. */
+gboolean          box_engine_check_rule_count   (BoxEngine *self, const BoxSandbox *sandbox,
+                                                 GError **error);
 /* Replaces @into's entries by copies of @from's (none when NULL). */
 void              box_engine_copy_map           (GHashTable *into, GHashTable *from);
 

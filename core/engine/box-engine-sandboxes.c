@@ -16,6 +16,7 @@
 
 #include "box-agent-client.h"
 #include "box-agent-exec.h"
+#include "box-egress-policy.h"
 #include "box-engine-ops-private.h"
 #include "box-engine-presuspend.h"
 #include "box-storage-records.h"
@@ -157,7 +158,7 @@ box_engine_fill_vm_request (BoxEngine *self, BoxVmRequest *request, BoxEngineOp 
 
   memset (request, 0, sizeof (*request));
   if (op->egress == NULL)
-    op->egress = box_engine_expand_rules (self, sandbox->egress);
+    op->egress = box_engine_sandbox_rules (self, sandbox);
   request->sandbox_id = sandbox->id;
   request->hostname = sandbox->name;
   request->template_name = sandbox->template_name;
@@ -226,11 +227,11 @@ box_engine_check_secrets_env (const BoxSandbox *sandbox, GError **error)
   return TRUE;
 }
 
-/* Valid rules (400 otherwise), and none at all: until the egress engine
- * lands (issue 16) nothing enforces them, and rules that are stored and
- * returned but not enforced would let a caller believe a sandbox is
- * confined when it is not.  An empty list (the whole internet) is what
- * every sandbox gets. */
+/* Valid rules (400 otherwise), and none at all unless the network plugin
+ * enforces them (box_network_enforces_egress(): the nftables plugin does):
+ * rules that are stored and returned but not enforced would let a caller
+ * believe a sandbox is confined when it is not.  An empty list (the whole
+ * internet) every deployment gives. */
 gboolean
 box_engine_check_rules (BoxEngine *self, GPtrArray *egress, GError **error)
 {
@@ -238,13 +239,28 @@ box_engine_check_rules (BoxEngine *self, GPtrArray *egress, GError **error)
     return TRUE;
   if (!box_validate_rules (egress, box_engine_count_defaults (self), error))
     return FALSE;
-  if (egress->len > 0) {
+  if (egress->len > 0 && (self->network == NULL || !box_network_enforces_egress (self->network))) {
     g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
                          "egress rules are not enforced by this deployment yet: "
                          "network.egress must be empty");
     return FALSE;
   }
   return TRUE;
+}
+
+/* Before the hypervisor runs the sandbox's code (create, fork, resume,
+ * boot, restore): the network plugin gets the sandbox's rules, so that
+ * rules given at create or changed while it slept hold before the guest
+ * runs.  The plugin keeps them for an ID it has no attachment for yet and
+ * applies them when the hypervisor attaches (or rebinds a warm VM). */
+gboolean
+box_engine_push_egress (BoxEngine *self, BoxEngineOp *op, GError **error)
+{
+  if (self->network == NULL)
+    return TRUE;
+  if (op->egress == NULL)
+    op->egress = box_engine_sandbox_rules (self, op->sandbox);
+  return box_network_set_egress (self->network, op->sandbox->id, op->egress, error);
 }
 
 /* The rules a network plugin enforces: includes expanded. */
@@ -264,6 +280,63 @@ box_engine_expand_rules (BoxEngine *self, GPtrArray *egress)
     }
   }
   return rules;
+}
+
+/* In a restricted sandbox, each host of a secret it uses is allowed on 443
+ * as if by a rule (the secret is sent there); "host/path" gives its host.
+ * A secret deleted meanwhile adds nothing. */
+static void
+add_secret_hosts (BoxEngine *self, const BoxSandbox *sandbox, GPtrArray *rules)
+{
+  g_autoptr(GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
+
+  for (guint i = 0; sandbox->secrets != NULL && sandbox->secrets[i] != NULL; i++) {
+    g_autoptr(BoxSecret) secret = box_storage_secret_get (self->storage, sandbox->project,
+                                                          sandbox->secrets[i], NULL);
+
+    for (guint j = 0; secret != NULL && secret->hosts[j] != NULL; j++) {
+      const char *slash = strchr (secret->hosts[j], '/');
+      char *host = slash != NULL ? g_strndup (secret->hosts[j], (gsize) (slash - secret->hosts[j]))
+                                 : g_strdup (secret->hosts[j]);
+      BoxRule *rule;
+
+      if (!g_hash_table_add (seen, host))
+        continue;
+      rule = g_new0 (BoxRule, 1);
+      rule->domain = g_strdup (host);
+      rule->allow = TRUE;
+      rule->n_ports = 1;
+      rule->ports = g_new (guint16, 1);
+      rule->ports[0] = 443;
+      g_ptr_array_add (rules, rule);
+    }
+  }
+}
+
+GPtrArray *
+box_engine_sandbox_rules (BoxEngine *self, const BoxSandbox *sandbox)
+{
+  GPtrArray *rules = box_engine_expand_rules (self, sandbox->egress);
+
+  if (rules->len > 0)
+    add_secret_hosts (self, sandbox, rules);
+  return rules;
+}
+
+/* The secrets' hosts count toward the limit: the network compiles them
+ * with the rules, and a list it cannot compile must be refused here. */
+gboolean
+box_engine_check_rule_count (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+{
+  g_autoptr(GPtrArray) rules = box_engine_sandbox_rules (self, sandbox);
+
+  if (rules->len > BOX_EGRESS_POLICY_MAX_RULES) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
+                 "too many network rules: %u counting defaults expanded and the hosts of the "
+                 "sandbox's secrets, at most %d", rules->len, BOX_EGRESS_POLICY_MAX_RULES);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 /* ---- operations: common flow ------------------------------------------- */
@@ -530,6 +603,11 @@ run_state (BoxEngine *self, GTask *task)
   }
   if ((vm_op == BOX_VM_OP_RESUME || vm_op == BOX_VM_OP_BOOT) &&
       !box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error)) {
+    box_engine_op_finish_error (self, task, error);
+    return;
+  }
+  if ((vm_op == BOX_VM_OP_RESUME || vm_op == BOX_VM_OP_BOOT) &&
+      !box_engine_push_egress (self, op, &error)) {
     box_engine_op_finish_error (self, task, error);
     return;
   }

@@ -48,12 +48,15 @@ apply_update (BoxEngine *self, BoxSandbox *sandbox, const BoxSandboxUpdate *upda
   if (update->secrets != NULL) {
     g_strfreev (sandbox->secrets);
     sandbox->secrets = g_strdupv (update->secrets);
+    /* a restricted sandbox's secrets' hosts are among its rules */
+    *network_changed = *network_changed || sandbox->egress->len > 0;
   }
   return (!update->deadline_set || box_engine_check_deadline (self, sandbox, error)) &&
          box_engine_check_rules (self, update->egress, error) && box_engine_check_secrets_env (sandbox, error) &&
          (update->secrets == NULL ||
           box_engine_check_secrets (self, sandbox->project,
-                                    (const char *const *) sandbox->secrets, error));
+                                    (const char *const *) sandbox->secrets, error)) &&
+         box_engine_check_rule_count (self, sandbox, error);
 }
 
 static void
@@ -108,7 +111,7 @@ box_engine_run_update (BoxEngine *self, GTask *task)
   /* An awake sandbox gets new rules at once.  A change the node refuses is
    * not kept; one that cannot reach the node is kept for the next wake. */
   if (network_changed && self->network != NULL && changed->state == BOX_SANDBOX_STATE_RUNNING) {
-    g_autoptr(GPtrArray) rules = box_engine_expand_rules (self, changed->egress);
+    g_autoptr(GPtrArray) rules = box_engine_sandbox_rules (self, changed);
     g_autoptr(GError) apply_error = NULL;
 
     if (!box_network_set_egress (self->network, changed->id, rules, &apply_error)) {

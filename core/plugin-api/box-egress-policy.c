@@ -348,3 +348,40 @@ box_egress_policy_resolves (BoxEgressPolicy *policy, const char *name)
     return TRUE;
   return lookup (policy, name, 0);
 }
+
+static void
+add_candidates (GArray *out, const Entry *entry)
+{
+  if (entry != NULL)
+    g_array_append_vals (out, entry->ports->data, entry->ports->len);
+}
+
+GArray *
+box_egress_policy_get_ports (BoxEgressPolicy *policy, const char *name)
+{
+  char normal[NAME_MAX_LEN + 1];
+  g_autoptr(GArray) candidates = g_array_new (FALSE, FALSE, sizeof (guint16));
+  GArray *ports = g_array_new (FALSE, FALSE, sizeof (guint16));
+  const char *dot;
+  guint i;
+
+  g_return_val_if_fail (policy != NULL, ports);
+  if (!policy->restricted || !normalize_name (name, normal))
+    return ports;
+  /* Only a port some rule on the way names can be allowed; the lookup
+   * then decides each, so the answer is exactly allows() port by port. */
+  add_candidates (candidates, g_hash_table_lookup (policy->exact, normal));
+  for (dot = strchr (normal, '.'); dot != NULL; dot = strchr (dot + 1, '.'))
+    add_candidates (candidates, g_hash_table_lookup (policy->suffix, dot + 1));
+  add_candidates (candidates, policy->star);
+  g_array_sort (candidates, compare_ports);
+  for (i = 0; i < candidates->len; i++) {
+    guint16 port = g_array_index (candidates, guint16, i);
+
+    if (i > 0 && g_array_index (candidates, guint16, i - 1) == port)
+      continue;
+    if (lookup (policy, normal, port))
+      g_array_append_val (ports, port);
+  }
+  return ports;
+}

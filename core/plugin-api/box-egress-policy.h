@@ -118,6 +118,22 @@ gboolean         box_egress_policy_allows        (BoxEgressPolicy *policy, const
 BOX_PLUGIN_API
 gboolean         box_egress_policy_resolves      (BoxEgressPolicy *policy, const char *name);
 
+/**
+ * box_egress_policy_get_ports:
+ * @policy: a restricted policy
+ * @name: (nullable): a host name
+ *
+ * The TCP ports a connection to @name is allowed on: exactly the ports
+ * for which box_egress_policy_allows() says yes.  Empty for an
+ * unrestricted policy (every port is allowed there; ask
+ * box_egress_policy_is_restricted() first) and for a name that is denied
+ * or not a host name.
+ *
+ * Returns: (transfer full) (element-type guint16): the ports, ascending
+ */
+BOX_PLUGIN_API
+GArray          *box_egress_policy_get_ports     (BoxEgressPolicy *policy, const char *name);
+
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxEgressPolicy, box_egress_policy_unref)
 
 G_END_DECLS

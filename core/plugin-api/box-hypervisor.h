@@ -24,8 +24,11 @@
  * also owns the VM's network attachment: it calls the BoxNetwork its
  * context gives it (box_plugin_context_get_network()) to attach and detach
  * the VM, since only it knows when a tap device must exist (a warm pool of
- * pre-started VMs attaches before the sandbox exists, then rebinds), and
- * applies request->egress before the guest's network comes up.
+ * pre-started VMs attaches before the sandbox exists, then rebinds).  The
+ * engine hands the network the sandbox's rules (request->egress) before it
+ * asks for an operation that runs the guest's code, and the network
+ * applies them at the attach or rebind, so the hypervisor needs only to
+ * attach or rebind before the VM runs.
  *
  * Thread contract: the engine calls every vfunc on the main thread, and
  * run_async() completes there (GTask does it when the task was made on the

@@ -84,6 +84,16 @@ box_network_list_allowed (BoxNetwork *self, const char *sandbox_id, GError **err
   return iface->list_allowed (self, sandbox_id, error);
 }
 
+gboolean
+box_network_enforces_egress (BoxNetwork *self)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_NETWORK (self), FALSE);
+  iface = BOX_NETWORK_GET_IFACE (self);
+  return iface->enforces_egress != NULL && iface->enforces_egress (self);
+}
+
 void
 box_net_attachment_free (BoxNetAttachment *attachment)
 {

@@ -100,6 +100,8 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxNetAllowed, box_net_allowed_free)
  *   expanded) at once and cuts what they no longer allow
  * @list_allowed: the addresses a sandbox may reach now on ports other than
  *   80 and 443 (#BoxNetAllowed), for the operator's view; may be %NULL
+ * @enforces_egress: whether set_egress() enforces a non-empty list (%NULL:
+ *   it does not, and the engine refuses rules with 501)
  *
  * The virtual methods of a network plugin.  @attach, @rebind and @detach
  * may come from the hypervisor plugin's worker threads.
@@ -135,9 +137,11 @@ struct _BoxNetworkInterface {
                                    GError **error);
   /* BoxNetAllowed*: what the sandbox may reach now on other ports. */
   GPtrArray        *(*list_allowed) (BoxNetwork *self, const char *sandbox_id, GError **error);
+  /* Whether non-empty rules are enforced; NULL: they are not. */
+  gboolean          (*enforces_egress) (BoxNetwork *self);
 
   /*< private >*/
-  gpointer padding[15];
+  gpointer padding[14];
 };
 
 /**
@@ -186,5 +190,16 @@ gboolean          box_network_set_egress (BoxNetwork *self, const char *sandbox_
 BOX_PLUGIN_API
 GPtrArray        *box_network_list_allowed (BoxNetwork *self, const char *sandbox_id,
                                             GError **error);
+
+/**
+ * box_network_enforces_egress:
+ * @self: the network
+ *
+ * Returns: whether set_egress() enforces a non-empty rule list; when it
+ *   does not, rules are refused (501 unsupported) rather than stored
+ *   unenforced
+ */
+BOX_PLUGIN_API
+gboolean          box_network_enforces_egress (BoxNetwork *self);
 
 G_END_DECLS

@@ -14,6 +14,8 @@
  *   dns_port=535             the resolver's local port (DNS to the gateway is redirected there);
  *                            a privileged port, so no local user can take it while boxd is down
  *   dns_upstream=            resolvers to forward to; default: /etc/resolv.conf
+ *   proxy_http_port=536      where a restricted sandbox's TCP 80 is redirected (privileged)
+ *   proxy_tls_port=537       where a restricted sandbox's TCP 443 is redirected (privileged)
  *   blocked=                 more IPv4 networks sandboxes never reach (CIDRs)
  *   tap_user=                a user who may open the taps without CAP_NET_ADMIN
  *
@@ -34,33 +36,12 @@
 #include "box-nftables-link.h"
 #include "box-nftables-list.h"
 #include "box-nftables-nft.h"
-#include "box-nftables-plugin.h"
+#include "box-nftables-plugin-private.h"
 #include "box-nftables-pool.h"
 #include "box-nftables-record.h"
 #include "box-nftables-ruleset.h"
 
 #define BOX_NFT_MAX_NAME_ATTEMPTS 64
-
-struct _BoxNftablesPlugin {
-  BoxPlugin            parent_instance;
-
-  GMutex               lock;          /* everything below; held across kernel calls */
-  gboolean             started;
-  GHashTable          *records;       /* sandbox id -> BoxNftablesRecord* */
-  BoxNftablesPool      pool;
-  char                *pool_cidr;
-  char                *table;
-  char                *ifname_prefix;
-  guint16              dns_port;
-  char               **dns_upstream;
-  char               **blocked;
-  uid_t                tap_owner;
-  BoxNftablesNft      *nft;
-  BoxNftablesDns      *dns;
-
-  BoxNftablesLinkFunc  link_func;     /* tests only */
-  gpointer             link_data;
-};
 
 static void box_nftables_plugin_network_init (BoxNetworkInterface *iface);
 
@@ -109,11 +90,30 @@ config_list (BoxNftablesPlugin *self, const char *key)
   return g_strv_builder_end (builder);
 }
 
+/* The redirects outlive boxd (the table stays while it restarts): on an
+ * unprivileged port any local user could bind it meanwhile and answer or
+ * read every sandbox's DNS or web traffic. */
+static gboolean
+privileged_port (BoxNftablesPlugin *self, const char *key, const char *fallback, guint16 *port,
+                 GError **error)
+{
+  g_autofree char *text = get_config (self, key, fallback);
+  guint64 value;
+
+  if (!g_ascii_string_to_unsigned (text, 10, 1, 65535, &value, NULL))
+    return config_error (self, error, key, "must be a port number");
+  if (value >= box_nftables_unprivileged_port_start ())
+    return config_error (self, error, key,
+                         "must be a privileged port (below net.ipv4.ip_unprivileged_port_start), "
+                         "so that no local user can take it while boxd is down");
+  *port = (guint16) value;
+  return TRUE;
+}
+
 static gboolean
 load_config (BoxNftablesPlugin *self, GError **error)
 {
   g_autofree char *subnet_prefix = get_config (self, "subnet_prefix", "30");
-  g_autofree char *dns_port = get_config (self, "dns_port", BOX_NFTABLES_DNS_PORT_DEFAULT);
   g_autofree char *tap_user = get_config (self, "tap_user", "");
   g_autoptr(GError) local_error = NULL;
   guint64 value;
@@ -133,16 +133,14 @@ load_config (BoxNftablesPlugin *self, GError **error)
   self->ifname_prefix = get_config (self, "ifname_prefix", "bx");
   if (!box_nftables_ifname_prefix_is_valid (self->ifname_prefix))
     return config_error (self, error, "ifname_prefix", "want 1 to 3 lowercase letters");
-  if (!g_ascii_string_to_unsigned (dns_port, 10, 1, 65535, &value, NULL))
-    return config_error (self, error, "dns_port", "must be a port number");
-  /* The redirect outlives boxd (the table stays while it restarts): on an
-   * unprivileged port any local user could bind it meanwhile and answer
-   * or read every sandbox's DNS. */
-  if (value >= box_nftables_unprivileged_port_start ())
-    return config_error (self, error, "dns_port",
-                         "must be a privileged port (below net.ipv4.ip_unprivileged_port_start), "
-                         "so that no local user can take it while boxd is down");
-  self->dns_port = (guint16) value;
+  if (!privileged_port (self, "dns_port", BOX_NFTABLES_DNS_PORT_DEFAULT, &self->dns_port, error) ||
+      !privileged_port (self, "proxy_http_port", "536", &self->proxy_http_port, error) ||
+      !privileged_port (self, "proxy_tls_port", "537", &self->proxy_tls_port, error))
+    return FALSE;
+  if (self->dns_port == self->proxy_http_port || self->dns_port == self->proxy_tls_port ||
+      self->proxy_http_port == self->proxy_tls_port)
+    return config_error (self, error, "proxy_http_port",
+                         "dns_port, proxy_http_port and proxy_tls_port must differ");
 
   g_strfreev (self->dns_upstream);
   self->dns_upstream = config_list (self, "dns_upstream");
@@ -173,10 +171,15 @@ static char *
 member_rules (BoxNftablesPlugin *self, const BoxNftablesRecord *record, gboolean add)
 {
   g_autofree char *address = box_nftables_ipv4_to_string (record->subnet.address);
+  g_autofree char *restricted = NULL;
+  g_autofree char *member = NULL;
 
-  if (add)
-    return box_nftables_ruleset_add_member (self->table, record->ifname, address);
-  return box_nftables_ruleset_remove_member (self->table, record->ifname, address);
+  if (!add)
+    return box_nftables_ruleset_remove_member (self->table, record->ifname, address);
+  member = box_nftables_ruleset_add_member (self->table, record->ifname, address);
+  restricted = box_nftables_ruleset_set_restricted (self->table, record->ifname,
+                                                    box_nftables_record_is_restricted (record));
+  return g_strconcat (member, restricted, NULL);
 }
 
 /* Membership in the sets comes first: a link named like ours but not in
@@ -187,7 +190,7 @@ record_bring_up (BoxNftablesPlugin *self, BoxNftablesRecord *record, GError **er
   g_autofree char *add = member_rules (self, record, TRUE);
   g_autoptr(GError) local_error = NULL;
 
-  if (!box_nftables_nft_run (self->nft, add, error))
+  if (!box_nftables_plugin_register (self, record, error) || !box_nftables_nft_run (self->nft, add, error))
     return FALSE;
   if (box_nftables_link_index (record->ifname) == 0) {
     if (self->link_func != NULL) {
@@ -216,11 +219,13 @@ static gboolean
 record_tear_down (BoxNftablesPlugin *self, BoxNftablesRecord *record, GError **error)
 {
   g_autofree char *remove = member_rules (self, record, FALSE);
+  g_autoptr(GString) commands = g_string_new (remove);
 
   if (!box_nftables_link_delete (record->ifname, error))
     return FALSE;
   box_nftables_dns_forget (self->dns, record->subnet.address);
-  return box_nftables_nft_run (self->nft, remove, error);
+  box_nftables_plugin_forget_guest (self, record, commands);
+  return box_nftables_nft_run (self->nft, commands->str, error);
 }
 
 static gboolean
@@ -306,15 +311,17 @@ box_nftables_plugin_attach (BoxNetwork *network, const char *sandbox_id, GError 
   /* Found again (a restart, a retry): make sure the kernel agrees. */
   record = g_hash_table_lookup (self->records, sandbox_id);
   if (record != NULL) {
-    if (!record_bring_up (self, record, error))
+    if (!box_nftables_plugin_take_pending (self, record, error) || !record_bring_up (self, record, error))
       return NULL;
+    g_hash_table_remove (self->pending, sandbox_id);
     return box_nftables_record_to_attachment (record);
   }
 
   /* The record is on disk before the tap exists: a crash leaves a record
    * that a later attach or detach finishes, never an unknown tap. */
   fresh = record_allocate (self, sandbox_id, error);
-  if (fresh == NULL || !box_nftables_record_save (fresh, dir, error))
+  if (fresh == NULL || !box_nftables_plugin_take_pending (self, fresh, error) ||
+      !box_nftables_record_save (fresh, dir, error))
     return NULL;
   if (!record_bring_up (self, fresh, &local_error)) {
     g_autoptr(GError) cleanup_error = NULL;
@@ -329,6 +336,7 @@ box_nftables_plugin_attach (BoxNetwork *network, const char *sandbox_id, GError 
   }
   record = g_steal_pointer (&fresh);
   g_hash_table_insert (self->records, g_strdup (sandbox_id), record);
+  g_hash_table_remove (self->pending, sandbox_id);
   g_info ("nftables: %s attached on %s (%s)", sandbox_id, record->ifname, record->mac);
   return box_nftables_record_to_attachment (record);
 }
@@ -367,6 +375,8 @@ box_nftables_plugin_rebind (BoxNetwork *network, const char *old_id, const char 
   g_free (record->id);
   record->id = g_strdup (new_id);
   g_hash_table_insert (self->records, g_strdup (new_id), record);
+  if (!box_nftables_plugin_rebound (self, record, error))
+    return FALSE;
   g_info ("nftables: the attachment on %s moved from %s to %s", record->ifname, old_id, new_id);
   return TRUE;
 }
@@ -381,6 +391,7 @@ box_nftables_plugin_detach (BoxNetwork *network, const char *sandbox_id, GError 
 
   if (!check_call (self, sandbox_id, error))
     return FALSE;
+  g_hash_table_remove (self->pending, sandbox_id);
   record = g_hash_table_lookup (self->records, sandbox_id);
   if (record == NULL)
     return TRUE;
@@ -398,27 +409,29 @@ box_nftables_plugin_set_egress (BoxNetwork *network, const char *sandbox_id, GPt
 {
   BoxNftablesPlugin *self = BOX_NFTABLES_PLUGIN (network);
   g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
-  const char *dir = box_plugin_get_state_dir (BOX_PLUGIN (self));
+  g_autoptr(BoxEgressPolicy) policy = NULL;
   BoxNftablesRecord *record;
 
   if (!check_call (self, sandbox_id, error))
     return FALSE;
-  /* Nobody may believe rules are enforced while they are not. */
-  if (rules != NULL && rules->len > 0) {
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                         "egress rules are not enforced yet");
+  /* rules that do not compile change nothing */
+  policy = box_egress_policy_new (rules, NULL, error);
+  if (policy == NULL)
     return FALSE;
-  }
   record = g_hash_table_lookup (self->records, sandbox_id);
   if (record == NULL) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no network attachment for %s",
-                 sandbox_id);
-    return FALSE;
-  }
-  if (record->egress->len == 0)
+    /* Kept for the attach (or rebind) that brings the sandbox up, which
+     * applies them before the VM runs. */
+    box_nftables_plugin_set_pending (self, sandbox_id, rules);
     return TRUE;
-  g_ptr_array_set_size (record->egress, 0);
-  return box_nftables_record_save (record, dir, error);
+  }
+  return box_nftables_plugin_apply_egress (self, record, rules, error);
+}
+
+static gboolean
+box_nftables_plugin_enforces_egress (BoxNetwork *network)
+{
+  return TRUE;
 }
 
 static GPtrArray *
@@ -477,6 +490,8 @@ install_table (BoxNftablesPlugin *self, GError **error)
     .pool = self->pool_cidr,
     .ifname_prefix = self->ifname_prefix,
     .dns_port = self->dns_port,
+    .proxy_http_port = self->proxy_http_port,
+    .proxy_tls_port = self->proxy_tls_port,
     .blocked = (const char *const *) self->blocked,
   };
   GHashTableIter iter;
@@ -486,7 +501,8 @@ install_table (BoxNftablesPlugin *self, GError **error)
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
     const BoxNftablesRecord *record = value;
     char *address = box_nftables_ipv4_to_string (record->subnet.address);
-    BoxNftablesMember member = { .ifname = record->ifname, .address = address };
+    BoxNftablesMember member = { .ifname = record->ifname, .address = address,
+                                 .restricted = box_nftables_record_is_restricted (record) };
 
     g_ptr_array_add (addresses, address);
     g_array_append_val (members, member);
@@ -524,6 +540,7 @@ box_nftables_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError 
   g_clear_pointer (&self->dns, box_nftables_dns_free);
   g_clear_pointer (&self->nft, box_nftables_nft_free);
   g_hash_table_remove_all (self->records);
+  box_nftables_plugin_egress_start (self);
   self->nft = box_nftables_nft_new (error);
   if (self->nft == NULL)
     return FALSE;
@@ -578,6 +595,7 @@ box_nftables_plugin_stop (BoxPlugin *plugin)
   self->started = FALSE;
   g_clear_pointer (&self->dns, box_nftables_dns_free);
   g_clear_pointer (&self->nft, box_nftables_nft_free);
+  box_nftables_plugin_egress_stop (self);
 }
 
 static void
@@ -605,7 +623,10 @@ box_nftables_plugin_finalize (GObject *object)
 
   g_clear_pointer (&self->dns, box_nftables_dns_free);
   g_clear_pointer (&self->nft, box_nftables_nft_free);
+  g_clear_pointer (&self->egress, box_nftables_egress_free);
+  g_clear_pointer (&self->history, box_nftables_history_free);
   g_hash_table_unref (self->records);
+  g_hash_table_unref (self->pending);
   g_free (self->pool_cidr);
   g_free (self->table);
   g_free (self->ifname_prefix);
@@ -621,6 +642,8 @@ box_nftables_plugin_init (BoxNftablesPlugin *self)
   g_mutex_init (&self->lock);
   self->records = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                          (GDestroyNotify) box_nftables_record_free);
+  self->pending = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
+                                         (GDestroyNotify) g_ptr_array_unref);
   self->tap_owner = (uid_t) -1;
 }
 
@@ -644,6 +667,7 @@ box_nftables_plugin_network_init (BoxNetworkInterface *iface)
   iface->detach = box_nftables_plugin_detach;
   iface->set_egress = box_nftables_plugin_set_egress;
   iface->list_allowed = box_nftables_plugin_list_allowed;
+  iface->enforces_egress = box_nftables_plugin_enforces_egress;
 }
 
 BOX_PLUGIN_DEFINE_FULL ("nftables", "Tap devices, NAT and isolation with nftables",

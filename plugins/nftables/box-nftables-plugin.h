@@ -3,6 +3,7 @@
 #pragma once
 
 #include "box-network.h"
+#include "box-nftables-egress.h"
 
 G_BEGIN_DECLS
 
@@ -19,5 +20,10 @@ typedef gboolean (*BoxNftablesLinkFunc) (const char *ifname, const char *sandbox
                                          gpointer user_data, GError **error);
 void box_nftables_plugin_set_link_func (BoxNftablesPlugin *self, BoxNftablesLinkFunc func,
                                         gpointer user_data);
+
+/* The registry where the resolver, the proxy and the kernel rules meet
+ * (box-nftables-egress.h): made by start(), gone at stop(); NULL when
+ * stopped. */
+BoxNftablesEgress *box_nftables_plugin_get_egress (BoxNftablesPlugin *self);
 
 G_END_DECLS

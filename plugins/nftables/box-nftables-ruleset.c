@@ -68,16 +68,23 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
   g_string_append (out,
     "  set taps { type ifname; }\n"
     "  set guests { type ifname . ipv4_addr; }\n"
+    "  set restricted { type ifname; }\n"
+    "  set resolved { type ipv4_addr . ipv4_addr . inet_service; flags timeout; }\n"
     "  set blocked { type ipv4_addr; flags interval; auto-merge; elements = { ");
   append_blocked (out, ruleset);
   g_string_append (out, " }; }\n");
 
-  /* DNS to the gateway goes to the plugin's resolver. */
+  /* DNS to the gateway goes to the plugin's resolver; a restricted
+   * sandbox's web traffic, whatever its destination, to the name-checking
+   * proxy. */
   g_string_append_printf (out,
     "  chain prerouting {\n"
     "    type nat hook prerouting priority dstnat; policy accept;\n"
     "    iifname @taps ip daddr %s meta l4proto { tcp, udp } th dport 53 redirect to :%u\n"
-    "  }\n", ruleset->pool, ruleset->dns_port);
+    "    iifname @restricted tcp dport 80 redirect to :%u\n"
+    "    iifname @restricted tcp dport 443 redirect to :%u\n"
+    "  }\n", ruleset->pool, ruleset->dns_port, ruleset->proxy_http_port,
+    ruleset->proxy_tls_port);
 
   /* The node itself: only the resolver, reached through the redirect;
    * the resolver's port is closed to everything else.  A link named like
@@ -88,14 +95,18 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
     "    iifname \"%s*\" iifname != @taps drop\n"
     "    iifname @taps jump input_from_box\n"
     "    meta l4proto { tcp, udp } th dport %u drop\n"
+    "    tcp dport { %u, %u } drop\n"
     "  }\n"
     "  chain input_from_box {\n"
     "    meta nfproto ipv6 drop\n"
     "    iifname . ip saddr != @guests drop\n"
     "    meta l4proto { tcp, udp } th dport %u ct status dnat accept\n"
+    "    iifname @restricted tcp dport { %u, %u } ct status dnat accept\n"
     "    ct state established,related accept\n"
     "    drop\n"
-    "  }\n", ruleset->ifname_prefix, ruleset->dns_port, ruleset->dns_port);
+    "  }\n", ruleset->ifname_prefix, ruleset->dns_port, ruleset->proxy_http_port,
+    ruleset->proxy_tls_port, ruleset->dns_port, ruleset->proxy_http_port,
+    ruleset->proxy_tls_port);
 
   /* Through the node: out to the internet only; nothing in but replies;
    * box to box falls under "nothing in". */
@@ -112,7 +123,16 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
     "    meta nfproto ipv6 drop\n"
     "    iifname . ip saddr != @guests drop\n"
     "    ip daddr @blocked drop\n"
+    "    iifname @restricted jump forward_restricted\n"
     "    accept\n"
+    "  }\n"
+    /* Only TCP, and a new connection only to what the guest resolved
+     * from a name allowed on that port; refused at once with a reset. */
+    "  chain forward_restricted {\n"
+    "    meta l4proto != tcp drop\n"
+    "    ct state established,related accept\n"
+    "    ip saddr . ip daddr . tcp dport @resolved accept\n"
+    "    reject with tcp reset\n"
     "  }\n", ruleset->ifname_prefix, ruleset->ifname_prefix);
 
   /* From the node's own processes into a sandbox: only replies (the
@@ -136,6 +156,8 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
     const BoxNftablesMember *m = &g_array_index (ruleset->members, BoxNftablesMember, i);
     g_autofree char *add = box_nftables_ruleset_add_member (t, m->ifname, m->address);
     g_string_append (out, add);
+    if (m->restricted)
+      g_string_append_printf (out, "add element inet %s restricted { \"%s\" }\n", t, m->ifname);
   }
   return g_string_free (out, FALSE);
 }
@@ -155,10 +177,51 @@ box_nftables_ruleset_remove_member (const char *table, const char *ifname, const
 
   /* nft 1.0.6 has no "destroy element": adding first makes the delete
    * succeed whether or not the element was there. */
+  g_autofree char *unrestrict = box_nftables_ruleset_set_restricted (table, ifname, FALSE);
+
   return g_strdup_printf ("%s"
                           "delete element inet %s taps { \"%s\" }\n"
-                          "delete element inet %s guests { \"%s\" . %s }\n",
-                          add, table, ifname, table, ifname, address);
+                          "delete element inet %s guests { \"%s\" . %s }\n%s",
+                          add, table, ifname, table, ifname, address, unrestrict);
+}
+
+char *
+box_nftables_ruleset_set_restricted (const char *table, const char *ifname, gboolean restricted)
+{
+  g_autofree char *add = g_strdup_printf ("add element inet %s restricted { \"%s\" }\n",
+                                          table, ifname);
+
+  if (restricted)
+    return g_steal_pointer (&add);
+  return g_strdup_printf ("%sdelete element inet %s restricted { \"%s\" }\n", add, table,
+                          ifname);
+}
+
+static void
+append_ipv4 (GString *out, guint32 addr)
+{
+  g_string_append_printf (out, "%u.%u.%u.%u", addr >> 24, (addr >> 16) & 0xff,
+                          (addr >> 8) & 0xff, addr & 0xff);
+}
+
+void
+box_nftables_ruleset_append_resolved (GString *out, const char *table, guint32 guest,
+                                      guint32 addr, guint16 port, guint timeout_s)
+{
+  g_autoptr(GString) element = g_string_new ("{ ");
+
+  append_ipv4 (element, guest);
+  g_string_append (element, " . ");
+  append_ipv4 (element, addr);
+  g_string_append_printf (element, " . %u", port);
+  /* add-then-delete removes whatever is there (nft 1.0.6 has no
+   * "destroy"); the add after it sets the timeout afresh. */
+  g_string_append_printf (out, "add element inet %s resolved %s timeout 1s }\n"
+                               "delete element inet %s resolved %s }\n",
+                          table, element->str, table, element->str);
+  if (timeout_s > 0)
+    g_string_append_printf (out, "add element inet %s resolved %s timeout %us }\n", table,
+                            element->str, timeout_s);
 }
 
 char *

@@ -2,7 +2,8 @@
  * the masquerade, and a sandbox never reaching the node, the local
  * networks or another sandbox, nothing reaching into it, no spoofing, the
  * resolver (and, in nftables-netns-dns.c, its fairness, its answers and
- * its port), restart, rebind, detach and real taps.  The world (a private
+ * its port), egress rules (nftables-netns-egress.c), restart, rebind,
+ * detach and real taps.  The world (a private
  * namespace as the node, namespaces as sandboxes, an "internet") is
  * described in nftables-netns-test.h.  Tests run in order and share it.
  */
@@ -13,6 +14,40 @@
 #include "nftables-netns-test.h"
 
 static const char *skip_reason;
+static GPtrArray *log_lines;   /* "<domain>: <message>"; any thread logs */
+static GMutex log_lock;
+
+static GLogWriterOutput
+keep_log (GLogLevelFlags level, const GLogField *fields, gsize n_fields, gpointer user_data)
+{
+  const char *domain = NULL, *message = NULL;
+
+  for (gsize i = 0; i < n_fields; i++) {
+    if (g_str_equal (fields[i].key, "GLIB_DOMAIN"))
+      domain = fields[i].value;
+    else if (g_str_equal (fields[i].key, "MESSAGE"))
+      message = fields[i].value;
+  }
+  if (domain != NULL && message != NULL) {
+    g_mutex_lock (&log_lock);
+    g_ptr_array_add (log_lines, g_strdup_printf ("%s: %s", domain, message));
+    g_mutex_unlock (&log_lock);
+  }
+  return g_log_writer_default (level, fields, n_fields, user_data);
+}
+
+gboolean
+was_logged (const char *domain, const char *text)
+{
+  g_autofree char *line = g_strdup_printf ("%s: %s", domain, text);
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&log_lock);
+
+  for (guint i = 0; i < log_lines->len; i++) {
+    if (g_str_equal (g_ptr_array_index (log_lines, i), line))
+      return TRUE;
+  }
+  return FALSE;
+}
 
 /* ---- tests, in order ---- */
 
@@ -334,27 +369,39 @@ static void
 test_set_egress (void)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(GPtrArray) none = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
-  g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  g_autoptr(GPtrArray) bad = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
   BoxRule *rule = g_new0 (BoxRule, 1);
 
   SKIP_IF_NEEDED ();
-  g_assert_true (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, none, &error));
-  g_assert_no_error (error);
-
-  rule->domain = g_strdup ("example.com");
+  /* rules that do not compile change nothing */
+  rule->domain = g_strdup ("Not A Name");
   rule->allow = TRUE;
-  g_ptr_array_add (rules, rule);
-  g_assert_false (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, rules, &error));
-  g_assert_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED);
-  g_assert_cmpstr (error->message, ==, "egress rules are not enforced yet");
-  g_clear_error (&error);
-  /* nothing changed: still the whole internet */
+  g_ptr_array_add (bad, rule);
+  g_assert_false (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, bad, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_assert_false (in_set ("restricted", "\"bxaaaaaaaaaaaa\""));
   assert_reaches (world.a, "203.0.113.1", "80");
+}
 
-  g_assert_false (box_network_set_egress (BOX_NETWORK (world.plugin), "sb-nosuchsandbx", none,
-                                          &error));
-  g_assert_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND);
+static void
+test_egress_enforced (void)
+{
+  SKIP_IF_NEEDED ();
+  egress_enforced ();
+}
+
+static void
+test_egress_patch (void)
+{
+  SKIP_IF_NEEDED ();
+  egress_patch ();
+}
+
+static void
+test_egress_pending_and_restart (void)
+{
+  SKIP_IF_NEEDED ();
+  egress_pending_and_restart ();
 }
 
 static void
@@ -495,8 +542,12 @@ test_detach (void)
   g_autofree char *path_b = record_path (ID_B);
 
   SKIP_IF_NEEDED ();
+  /* what b resolved goes with it: its address is the next sandbox's */
+  egress_resolved_for_b ();
+  g_assert_true (in_set ("resolved", "10.222.0.6 . 203.0.113.1 . 9100"));
   g_assert_true (box_network_detach (BOX_NETWORK (world.plugin), ID_B, &error));
   g_assert_no_error (error);
+  g_assert_false (in_set ("resolved", "10.222.0.6 . 203.0.113.1 . 9100"));
   g_assert_false (link_exists (world.att_b->ifname));
   g_assert_false (in_set ("taps", "\"bxbbbbbbbbbbbb\""));
   g_assert_false (in_set ("guests", "10.222.0.6"));
@@ -548,6 +599,8 @@ main (int argc, char **argv)
 
   skip_reason = check_prerequisites ();
   g_test_init (&argc, &argv, NULL);
+  log_lines = g_ptr_array_new_with_free_func (g_free);
+  g_log_set_writer_func (keep_log, NULL, NULL);
   g_test_add_func ("/nftables-netns/setup", test_setup);
   g_test_add_func ("/nftables-netns/attach", test_attach);
   g_test_add_func ("/nftables-netns/internet", test_internet);
@@ -566,6 +619,9 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-restricted-flood", test_resolver_restricted_flood);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
+  g_test_add_func ("/nftables-netns/egress-enforced", test_egress_enforced);
+  g_test_add_func ("/nftables-netns/egress-patch", test_egress_patch);
+  g_test_add_func ("/nftables-netns/egress-pending-and-restart", test_egress_pending_and_restart);
   g_test_add_func ("/nftables-netns/list-allowed", test_list_allowed);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);
   g_test_add_func ("/nftables-netns/restart", test_restart);

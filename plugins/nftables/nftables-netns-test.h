@@ -41,6 +41,7 @@
 
 #define REACHED   0
 #define DROPPED   2
+#define REFUSED   3   /* a reset */
 
 typedef struct {
   GPid  pid;
@@ -77,6 +78,10 @@ int                probe           (Ns *ns, const char *host, const char *port, 
 void               assert_reaches  (Ns *ns, const char *host, const char *port);
 void               assert_dropped  (Ns *ns, const char *host, const char *port);
 char              *last_peer       (const char *name);
+/* a connection to a "hold" server, greeted; then 0 while it echoes, or the errno */
+int                open_held       (Ns *ns, const char *host, const char *port);
+int                held_echo       (int fd);
+gboolean           icmp_echo       (Ns *ns);   /* to 203.0.113.1: a reply came */
 gboolean           log_has         (const char *name, const char *line);
 void               udp_send        (Ns *ns, const char *payload, const char *src);
 char              *dns_query       (Ns *ns, const char *server, const char *port,
@@ -107,6 +112,15 @@ void               dns_restricted  (void);
 void               dns_restricted_world (void);
 void               dns_restricted_flood (void);
 
+/* whether a message @text of log domain @domain was logged (structured
+ * logging: the test's writer keeps them) */
+gboolean           was_logged      (const char *domain, const char *text);
+
+/* egress rules (nftables-netns-egress.c) */
+void               egress_enforced (void);
+void               egress_patch    (void);
+void               egress_pending_and_restart (void);
+void               egress_resolved_for_b (void);   /* restricts b, reports svc.test for it */
 /* the resolved set read back (nftables-netns-list.c) */
 void               list_allowed_in_world (void);
 

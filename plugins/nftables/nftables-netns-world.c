@@ -176,24 +176,30 @@ serve_tcp (Ns *ns, const char *bind, const char *port, const char *name)
  * calling thread enters @ns for the socket() call only, since a socket
  * keeps the namespace it was made in. */
 static int
-socket_in (Ns *ns, int type)
+socket_in_proto (Ns *ns, int type, int protocol)
 {
   int home, fd, saved;
 
   if (ns == NULL)
-    return socket (AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    return socket (AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
   home = open ("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
   fd = open (ns->path, O_RDONLY | O_CLOEXEC);
   g_assert_cmpint (home, >=, 0);
   g_assert_cmpint (fd, >=, 0);
   g_assert_cmpint (setns (fd, CLONE_NEWNET), ==, 0);
   close (fd);
-  fd = socket (AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  fd = socket (AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, protocol);
   saved = errno;
   g_assert_cmpint (setns (home, CLONE_NEWNET), ==, 0);
   close (home);
   errno = saved;
   return fd;
+}
+
+static int
+socket_in (Ns *ns, int type)
+{
+  return socket_in_proto (ns, type, 0);
 }
 
 /* Waits up to @seconds for @events on @fd; FALSE on timeout. */
@@ -275,6 +281,62 @@ assert_dropped (Ns *ns, const char *host, const char *port)
 
   if (status != DROPPED)
     g_error ("expected %s:%s to be dropped, got %d", host, port, status);
+}
+
+int
+open_held (Ns *ns, const char *host, const char *port)
+{
+  struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (atoi (port)) };
+  char greeting[8] = "";
+  int fd = socket_in (ns, SOCK_STREAM);
+
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (inet_pton (AF_INET, host, &to.sin_addr), ==, 1);
+  if (connect (fd, (struct sockaddr *) &to, sizeof to) != 0)
+    g_assert_cmpint (errno, ==, EINPROGRESS);
+  g_assert_true (wait_fd (fd, POLLIN, 2));
+  g_assert_cmpint (recv (fd, greeting, sizeof greeting - 1, 0), ==, 6);
+  g_assert_cmpstr (greeting, ==, "hello\n");
+  return fd;
+}
+
+int
+held_echo (int fd)
+{
+  char buf[8] = "";
+  ssize_t n;
+
+  if (send (fd, "ping\n", 5, MSG_NOSIGNAL) != 5)
+    return errno;
+  if (!wait_fd (fd, POLLIN, 2))
+    return ETIMEDOUT;
+  n = recv (fd, buf, sizeof buf - 1, 0);
+  if (n < 0)
+    return errno;
+  return n == 5 && memcmp (buf, "ping\n", 5) == 0 ? 0 : EPIPE;
+}
+
+/* An ICMP echo from @ns (raw socket, root) to 203.0.113.1: whether a
+ * reply came within a second. */
+gboolean
+icmp_echo (Ns *ns)
+{
+  static const guint8 echo[8] = { 8, 0, 0xf7, 0xfe, 0, 1, 0, 0 };   /* type 8, id 1 */
+  struct sockaddr_in to = { .sin_family = AF_INET };
+  guint8 reply[128];
+  int fd = socket_in_proto (ns, SOCK_RAW, IPPROTO_ICMP);
+  gboolean got = FALSE;
+
+  g_assert_cmpint (fd, >=, 0);
+  inet_pton (AF_INET, "203.0.113.1", &to.sin_addr);
+  g_assert_cmpint (sendto (fd, echo, sizeof echo, 0, (struct sockaddr *) &to, sizeof to), ==, 8);
+  while (!got && wait_fd (fd, POLLIN, 1)) {
+    ssize_t n = recv (fd, reply, sizeof reply, 0);
+    /* the IPv4 header, then the ICMP type: 0 is an echo reply */
+    got = n >= 28 && reply[(reply[0] & 0x0f) * 4] == 0;
+  }
+  close (fd);
+  return got;
 }
 
 char *

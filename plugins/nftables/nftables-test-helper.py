@@ -7,6 +7,8 @@ guest (the real-VM isolation test): standard library only, Python 3.7+.
   serve BIND PORT LOG          TCP server: each connection appends the peer's
                                address to LOG and gets "hello\\n"; LOG.ready
                                appears once it listens
+  hold BIND PORT LOG            TCP server like serve, but each connection
+                               stays open and echoes what it gets
   connect HOST PORT TIMEOUT [SRC]
                                exit 0: connected and greeted; 2: timed out
                                (dropped); 3: refused; 1: another error
@@ -31,7 +33,8 @@ import sys
 import threading
 
 
-def serve(bind, port, log):
+def accepting(bind, port, log):
+    """Listens, marks LOG ready, then yields each connection, its peer logged."""
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     srv.bind((bind, int(port)))
@@ -42,10 +45,33 @@ def serve(bind, port, log):
         conn, peer = srv.accept()
         with open(log, "a") as f:
             f.write(peer[0] + "\n")
+        yield conn
+
+
+def serve(bind, port, log):
+    for conn in accepting(bind, port, log):
         try:
             conn.sendall(b"hello\n")
         finally:
             conn.close()
+
+
+def hold(bind, port, log):
+    def echo(conn):
+        try:
+            conn.sendall(b"hello\n")
+            while True:
+                data = conn.recv(64)
+                if not data:
+                    break
+                conn.sendall(data)
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    for conn in accepting(bind, port, log):
+        threading.Thread(target=echo, args=(conn,), daemon=True).start()
 
 
 def connect(host, port, timeout, src=None):
@@ -236,6 +262,8 @@ def main(argv):
     cmd, args = argv[1], argv[2:]
     if cmd == "serve":
         serve(*args)
+    elif cmd == "hold":
+        hold(*args)
     elif cmd == "connect":
         return connect(*args)
     elif cmd == "udp-serve":

@@ -194,15 +194,36 @@ test_names (void)
   g_assert_false (box_sandbox_id_is_valid (NULL));
 }
 
+/* restricted: web traffic to the proxy, which alone may take it; then
+ * only TCP, new connections only to what was resolved, a reset at once */
+static const char *const restricted_rules[] = {
+  "set restricted { type ifname; }",
+  "set resolved { type ipv4_addr . ipv4_addr . inet_service; flags timeout; }",
+  "iifname @restricted tcp dport 80 redirect to :10080\n",
+  "iifname @restricted tcp dport 443 redirect to :10443\n",
+  "iifname @restricted tcp dport { 10080, 10443 } ct status dnat accept",
+  "    tcp dport { 10080, 10443 } drop\n  }\n  chain input_from_box",
+  "    ip daddr @blocked drop\n"
+  "    iifname @restricted jump forward_restricted\n"
+  "    accept\n",
+  "  chain forward_restricted {\n"
+  "    meta l4proto != tcp drop\n"
+  "    ct state established,related accept\n"
+  "    ip saddr . ip daddr . tcp dport @resolved accept\n"
+  "    reject with tcp reset\n"
+  "  }\n",
+};
+
 static void
 test_ruleset (void)
 {
   g_autoptr(GArray) members = g_array_new (FALSE, TRUE, sizeof (BoxNftablesMember));
   const char *blocked[] = { "198.51.100.0/24", NULL };
   BoxNftablesMember m1 = { "bxaaaaaaaaaaaa", "10.222.0.2" };
-  BoxNftablesMember m2 = { "bxbbbbbbbbbbbb", "10.222.0.6" };
+  BoxNftablesMember m2 = { "bxbbbbbbbbbbbb", "10.222.0.6", TRUE };
   BoxNftablesRuleset ruleset = {
     .table = "box", .pool = "10.222.0.0/16", .ifname_prefix = "bx", .dns_port = 10053,
+    .proxy_http_port = 10080, .proxy_tls_port = 10443,
     .blocked = blocked, .members = members,
   };
   g_autofree char *text = NULL;
@@ -210,6 +231,9 @@ test_ruleset (void)
   g_autofree char *add = NULL;
   g_autofree char *remove = NULL;
   g_autofree char *uninstall = NULL;
+  g_autofree char *restrict_ = NULL;
+  g_autofree char *unrestrict = NULL;
+  g_autoptr(GString) resolved = g_string_new (NULL);
   const char *delete_at, *define_at;
 
   g_array_append_val (members, m1);
@@ -230,9 +254,16 @@ test_ruleset (void)
   g_assert_nonnull (strstr (text, "add element inet box guests { \"bxbbbbbbbbbbbb\" . 10.222.0.6 }"));
   ruleset.members = NULL;
   empty = box_nftables_ruleset_install (&ruleset);
+  g_assert_nonnull (strstr (text, "add element inet box restricted { \"bxbbbbbbbbbbbb\" }"));
+  g_assert_null (strstr (text, "restricted { \"bxaaaaaaaaaaaa\" }"));
   g_assert_cmpuint (strlen (text) - strlen (empty), ==,
                     2 * strlen ("add element inet box taps { \"bxaaaaaaaaaaaa\" }\n"
-                                "add element inet box guests { \"bxaaaaaaaaaaaa\" . 10.222.0.2 }\n"));
+                                "add element inet box guests { \"bxaaaaaaaaaaaa\" . 10.222.0.2 }\n") +
+                    strlen ("add element inet box restricted { \"bxbbbbbbbbbbbb\" }\n"));
+  for (guint i = 0; i < G_N_ELEMENTS (restricted_rules); i++) {
+    if (strstr (text, restricted_rules[i]) == NULL)
+      g_error ("the ruleset lacks \"%s\"", restricted_rules[i]);
+  }
 
   /* every private, shared, loopback, link-local, multicast and reserved
    * range, and the configured ones */
@@ -264,6 +295,20 @@ test_ruleset (void)
   g_assert_true (g_str_has_prefix (remove, add));   /* add first: idempotent delete */
   g_assert_nonnull (strstr (remove, "delete element inet box taps { \"bxcc\" }\n"));
   g_assert_nonnull (strstr (remove, "delete element inet box guests { \"bxcc\" . 10.222.0.10 }\n"));
+  g_assert_nonnull (strstr (remove, "delete element inet box restricted { \"bxcc\" }\n"));
+  restrict_ = box_nftables_ruleset_set_restricted ("box", "bxcc", TRUE);
+  g_assert_cmpstr (restrict_, ==, "add element inet box restricted { \"bxcc\" }\n");
+  unrestrict = box_nftables_ruleset_set_restricted ("box", "bxcc", FALSE);
+  g_assert_cmpstr (unrestrict, ==, "add element inet box restricted { \"bxcc\" }\n"
+                                   "delete element inet box restricted { \"bxcc\" }\n");
+  box_nftables_ruleset_append_resolved (resolved, "box", 0x0ade0002, 0xcb007101, 9000, 30);
+  box_nftables_ruleset_append_resolved (resolved, "box", 0x0ade0002, 0xcb007101, 22, 0);
+  g_assert_cmpstr (resolved->str, ==,
+    "add element inet box resolved { 10.222.0.2 . 203.0.113.1 . 9000 timeout 1s }\n"
+    "delete element inet box resolved { 10.222.0.2 . 203.0.113.1 . 9000 }\n"
+    "add element inet box resolved { 10.222.0.2 . 203.0.113.1 . 9000 timeout 30s }\n"
+    "add element inet box resolved { 10.222.0.2 . 203.0.113.1 . 22 timeout 1s }\n"
+    "delete element inet box resolved { 10.222.0.2 . 203.0.113.1 . 22 }\n");
   uninstall = box_nftables_ruleset_uninstall ("box");
   g_assert_cmpstr (uninstall, ==, "table inet box {}\ndelete table inet box\n");
 

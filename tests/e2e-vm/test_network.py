@@ -14,7 +14,9 @@
 #   the node                 a TCP server on every address
 # Probes run in the guests with nftables-test-helper.py (connect: exit 0
 # reached, 2 dropped, 3 refused); every "dropped" has a control showing the
-# target answers someone.
+# target answers someone.  A sandbox created with egress rules gets only TCP,
+# and a reset for an address it never resolved (issue 16), until a PATCH
+# lifts them.
 
 import os
 import subprocess
@@ -98,7 +100,13 @@ def make_world():
     PROCS.append(p)
     serve(NS_LAN, LAN, 8080, os.path.join(WORK, 'lan.log'))
     serve(None, '0.0.0.0', NODE_PORT, os.path.join(WORK, 'node.log'))
-    for f in ('inet.log.ready', 'dns.ready', 'lan.log.ready', 'node.log.ready'):
+    serve(NS_INET, INET, 9100, os.path.join(WORK, 'inet9100.log'))
+    p = subprocess.Popen(['ip', 'netns', 'exec', NS_INET, 'python3', HELPER, 'udp-serve', INET, '5000',
+                          os.path.join(WORK, 'udp.log')],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    PROCS.append(p)
+    for f in ('inet.log.ready', 'dns.ready', 'lan.log.ready', 'node.log.ready', 'inet9100.log.ready',
+              'udp.log.ready'):
         if not wait_file(os.path.join(WORK, f)):
             raise RuntimeError('a test server did not start: %s' % f)
 
@@ -225,6 +233,44 @@ def test_dns(t):
         t.eq((r.status, r.out.strip()), (200, DNS_ANSWER), 'DNS over %s to the gateway answers' % proto)
 
 
+def udp_arrived(sandbox, payload):
+    r = run(d, KEY, sandbox, ['python3', '/tmp/h.py', 'udp-send', INET, '5000', payload])
+    if r.status != 200 or r.exit_code != 0:
+        return None
+    for _ in range(20):
+        with open(os.path.join(WORK, 'udp.log')) as f:
+            if payload in f.read().split():
+                return True
+        time.sleep(0.1)
+    return False
+
+
+def test_restricted(t):
+    """Egress rules given at create hold before the guest runs: only TCP,
+    and a TCP connection to an address the guest never resolved is reset."""
+    rules = [{'domain': 'svc.e2e.test', 'action': 'allow', 'ports': [9100]}]
+    with clock('create a restricted sandbox'):
+        s = d.create_sandbox(KEY, {'name': 'net-r', 'network': {'egress': rules}})
+    NET['net-r'] = dict(d.net_records().get(s['id']) or {}, id=s['id'])
+    t.eq(s.get('network', {}).get('egress'), rules, 'created with its rules')
+    r = run(d, KEY, 'net-r', ['sh', '-c', 'cat > /tmp/h.py'], stdin=open(HELPER, 'rb').read())
+    t.eq((r.status, r.exit_code), (200, 0), 'net-r: the probe helper copied in')
+    res, r = guest_connect('net-r', [(INET, 9100)])
+    t.ok(res.get((INET, 9100)) == 3, 'net-r: TCP to an address it never resolved is reset at once (refused)',
+         (res, r.describe()))
+    res, r = guest_connect('net-b', [(INET, 9100)])
+    t.ok(res.get((INET, 9100)) == 0, 'control: net-b (unrestricted) reaches %s:9100' % INET,
+         (res, r.describe()))
+    t.eq(udp_arrived('net-r', 'from-restricted'), False, 'net-r: its UDP is dropped')
+    t.eq(udp_arrived('net-b', 'from-open'), True, 'control: net-b\'s UDP arrives')
+
+    r = d.request('PATCH', '/v1/sandboxes/net-r', {'network': {'egress': []}}, token=KEY)
+    t.status(r, 200, 'PATCH net-r to the whole internet')
+    res, r = guest_connect('net-r', [(INET, 9100)])
+    t.ok(res.get((INET, 9100)) == 0, 'net-r reaches %s:9100 at once' % INET, (res, r.describe()))
+    t.eq(udp_arrived('net-r', 'from-unrestricted'), True, 'net-r: its UDP arrives again')
+
+
 def test_cleanup(t):
     for name in NET:
         t.status(d.request('DELETE', '/v1/sandboxes/%s' % name, token=KEY), 204, 'delete %s' % name)
@@ -235,4 +281,5 @@ def test_cleanup(t):
 
 
 if __name__ == '__main__':
-    vmtest.main(t, clock, test_setup, test_guest_network, test_internet, test_isolation, test_dns, test_cleanup)
+    vmtest.main(t, clock, test_setup, test_guest_network, test_internet, test_isolation, test_dns, test_restricted,
+                test_cleanup)

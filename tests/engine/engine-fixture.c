@@ -99,6 +99,8 @@ ef_start (Ef *ef)
   if (ef->dummy_caps != NULL)
     g_key_file_set_string (config->keyfile, "plugin.dummy", "capabilities", ef->dummy_caps);
 
+  if (ef->configure != NULL)
+    ef->configure (config);
   ef->engine = box_engine_new (config);
   box_engine_set_clock (ef->engine, ef->clock);
   g_signal_connect (ef->engine, "event", G_CALLBACK (on_event), ef);

@@ -22,6 +22,9 @@ typedef struct {
   char          *data_dir;
   char          *dummy_script;   /* [plugin.dummy] script= for the next start, or NULL */
   char          *dummy_caps;     /* [plugin.dummy] capabilities=, or NULL */
+  /* called by ef_start() on the new engine's configuration (network=none
+   * before), or NULL */
+  void         (*configure) (BoxConfig *config);
   gboolean       identity;       /* [boxd] identity for the next start (default FALSE) */
   BoxClock      *clock;
   BoxEngine     *engine;

@@ -218,6 +218,40 @@ ref_resolves (GPtrArray *expanded, gboolean restricted, const char *name)
   return FALSE;
 }
 
+/* get_ports() is exactly the ports allows() says yes to: every port any
+ * rule names (no other can be allowed) and the probe ports. */
+static void
+check_ports (BoxEgressPolicy *policy, GPtrArray *expanded, const char *name)
+{
+  g_autoptr(GArray) ports = box_egress_policy_get_ports (policy, name);
+  g_autoptr(GHashTable) listed = g_hash_table_new (NULL, NULL);
+  guint i, j;
+
+  for (i = 0; i < ports->len; i++) {
+    guint16 port = g_array_index (ports, guint16, i);
+
+    if (i > 0 && g_array_index (ports, guint16, i - 1) >= port)
+      g_error ("get_ports (\"%s\") is not ascending", name);
+    if (!ref_allows (expanded, TRUE, name, port))
+      g_error ("get_ports (\"%s\") lists %u, which the reference denies", name, port);
+    g_hash_table_add (listed, GUINT_TO_POINTER ((guint) port));
+  }
+  for (i = 0; i < expanded->len; i++) {
+    const BoxRule *rule = g_ptr_array_index (expanded, i);
+
+    for (j = 0; j < rule->n_ports; j++) {
+      if (ref_allows (expanded, TRUE, name, rule->ports[j]) &&
+          !g_hash_table_contains (listed, GUINT_TO_POINTER ((guint) rule->ports[j])))
+        g_error ("get_ports (\"%s\") lacks %u", name, rule->ports[j]);
+    }
+  }
+  for (i = 0; i < G_N_ELEMENTS (probe_ports); i++) {
+    if (ref_allows (expanded, TRUE, name, probe_ports[i]) !=
+        g_hash_table_contains (listed, GUINT_TO_POINTER ((guint) probe_ports[i])))
+      g_error ("get_ports (\"%s\") and the reference disagree on %u", name, probe_ports[i]);
+  }
+}
+
 /* ---- the target ------------------------------------------------------- */
 
 int
@@ -268,6 +302,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     }
     if (box_egress_policy_resolves (policy, name) != ref_resolves (expanded, restricted, name))
       g_error ("resolves (\"%s\") differs from the reference", name);
+    if (restricted)
+      check_ports (policy, expanded, name);
   }
   return 0;
 }

@@ -231,6 +231,44 @@ test_resolves (void)
   }
 }
 
+typedef struct {
+  const char *rules;
+  const char *name;
+  const char *ports;   /* space-separated, ascending */
+} PortsCase;
+
+static const PortsCase ports_cases[] = {
+  { "+a.com", "a.com", "80 443" },
+  { "+a.com:22,5432 +a.com", "a.com", "22 80 443 5432" },
+  { "+*.a.com:22 +x.a.com:8080", "x.a.com", "22 8080" },   /* a rule lacking 22 passes it on */
+  { "+*.a.com:22 -x.a.com", "x.a.com", "" },                /* a deny covers every port */
+  { "+*.a.com:22 +x.a.com:8080", "y.a.com", "22" },
+  { "+*:9000 +*.com:22", "b.com", "22 9000" },         /* an allow lacking a port passes */
+  { "-a.com +*:22", "a.com", "" },
+  { "+a.com:22 -*.com", "a.com", "22" },
+  { "+a.com", "b.com", "" },
+  { "+*", "1.2.3.4", "" },
+};
+
+static void
+test_ports (void)
+{
+  for (guint i = 0; i < G_N_ELEMENTS (ports_cases); i++) {
+    const PortsCase *c = &ports_cases[i];
+    g_autoptr(BoxEgressPolicy) policy = policy_parse (c->rules, NULL);
+    g_autoptr(GArray) ports = NULL;
+    g_autoptr(GString) got = g_string_new (NULL);
+
+    g_assert_nonnull (policy);
+    ports = box_egress_policy_get_ports (policy, c->name);
+    for (guint j = 0; j < ports->len; j++)
+      g_string_append_printf (got, "%s%u", j > 0 ? " " : "", g_array_index (ports, guint16, j));
+    if (strcmp (got->str, c->ports) != 0)
+      g_error ("ports case %u: [%s] %s: \"%s\", want \"%s\"", i, c->rules, c->name, got->str,
+               c->ports);
+  }
+}
+
 /* An empty list is the whole internet: unrestricted, every name on every
  * port (nothing checks names then); defaults that expand to nothing still
  * restrict (any rule at all). */
@@ -252,6 +290,10 @@ test_unrestricted (void)
   g_assert_true (box_egress_policy_is_restricted (nothing));
   g_assert_false (box_egress_policy_allows (nothing, "a.com", 443));
   g_assert_false (box_egress_policy_resolves (nothing, "a.com"));
+  {
+    g_autoptr(GArray) ports = box_egress_policy_get_ports (policy, "a.com");
+    g_assert_cmpuint (ports->len, ==, 0);
+  }
 }
 
 static void
@@ -398,6 +440,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/egress-policy/table", test_table);
   g_test_add_func ("/egress-policy/resolves", test_resolves);
+  g_test_add_func ("/egress-policy/ports", test_ports);
   g_test_add_func ("/egress-policy/unrestricted", test_unrestricted);
   g_test_add_func ("/egress-policy/invalid", test_invalid);
   g_test_add_func ("/egress-policy/limit", test_limit);
