@@ -109,6 +109,9 @@ box_nftables_plugin_apply_egress (BoxNftablesPlugin *self, BoxNftablesRecord *re
     else if (cut > 0)
       g_info ("nftables: %s: ended %d connections the new rules refuse", record->id, cut);
   }
+  /* the proxied connections (80 and 443) are checked again by name */
+  if (self->proxy != NULL)
+    box_nftables_proxy_recheck (self->proxy, guest);
   g_info ("nftables: %s: %u egress rules", record->id, box_egress_policy_get_n_rules (policy));
   return TRUE;
 }
@@ -178,6 +181,8 @@ box_nftables_plugin_forget_guest (BoxNftablesPlugin *self, BoxNftablesRecord *re
                                 commands);
   box_nftables_egress_remove (self->egress, guest);
   box_nftables_history_forget (self->history, guest);
+  if (self->proxy != NULL)
+    box_nftables_proxy_forget (self->proxy, guest);
 }
 
 void

@@ -9,6 +9,7 @@
 #include "box-nftables-nft.h"
 #include "box-nftables-plugin.h"
 #include "box-nftables-pool.h"
+#include "box-nftables-proxy.h"
 #include "box-nftables-record.h"
 
 G_BEGIN_DECLS
@@ -30,7 +31,8 @@ struct _BoxNftablesPlugin {
   char               **blocked;
   uid_t                tap_owner;
   BoxNftablesNft      *nft;
-  BoxNftablesDns      *dns;
+  BoxNftablesDns      *dns;           /* its thread; freed outside the lock (see stop()) */
+  BoxNftablesProxy    *proxy;         /* the name check of 80 and 443; the same */
   BoxNftablesEgress   *egress;        /* its own lock; set while started */
   BoxNftablesHistory  *history;       /* what restricted guests resolved */
   GHashTable          *pending;       /* id -> GPtrArray of BoxRule: rules for an ID not attached yet */

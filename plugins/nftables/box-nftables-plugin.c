@@ -518,6 +518,23 @@ install_table (BoxNftablesPlugin *self, GError **error)
   return TRUE;
 }
 
+/* The name-checking proxy on the two redirected ports, never dialling
+ * the built-in internal ranges nor the blocked= networks. */
+static gboolean
+start_proxy (BoxNftablesPlugin *self, GError **error)
+{
+  g_autoptr(GStrvBuilder) builder = g_strv_builder_new ();
+  g_auto(GStrv) blocked = NULL;
+
+  g_strv_builder_addv (builder, (const char **) box_nftables_blocked_builtin ());
+  g_strv_builder_addv (builder, (const char **) self->blocked);
+  blocked = g_strv_builder_end (builder);
+  self->proxy = box_nftables_proxy_new (self->egress, "0.0.0.0", self->proxy_http_port,
+                                        self->proxy_tls_port, error);
+  return self->proxy != NULL &&
+         box_nftables_proxy_set_blocked (self->proxy, (const char *const *) blocked, error);
+}
+
 static gboolean
 box_nftables_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **error)
 {
@@ -537,6 +554,7 @@ box_nftables_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError 
   if (!load_config (self, error) || !check_host (error))
     return FALSE;
   /* a start that failed half-way may be retried */
+  g_clear_pointer (&self->proxy, box_nftables_proxy_free);
   g_clear_pointer (&self->dns, box_nftables_dns_free);
   g_clear_pointer (&self->nft, box_nftables_nft_free);
   g_hash_table_remove_all (self->records);
@@ -565,6 +583,13 @@ box_nftables_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError 
   if (self->dns == NULL)
     return FALSE;
   box_nftables_dns_set_blocked (self->dns, (const char *const *) self->blocked);
+  /* the egress engine's parts meet in the registry: the resolver finds
+   * each sandbox's rules there and reports what it resolved, the proxy
+   * resolves names through the resolver */
+  box_nftables_dns_set_egress (self->dns, self->egress);
+  box_nftables_egress_set_resolver (self->egress, box_nftables_dns_resolve_func, self->dns);
+  if (!start_proxy (self, error))
+    return FALSE;
   self->started = TRUE;
 
   /* Restore every attachment: taps persist across a boxd restart, not
@@ -590,12 +615,23 @@ static void
 box_nftables_plugin_stop (BoxPlugin *plugin)
 {
   BoxNftablesPlugin *self = BOX_NFTABLES_PLUGIN (plugin);
-  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->lock);
+  BoxNftablesProxy *proxy;
+  BoxNftablesDns *dns;
 
+  /* The resolver's and the proxy's threads are joined without the lock:
+   * the resolver's thread takes it to add what a sandbox resolved (and
+   * sees started FALSE); the registry they use goes after them. */
+  g_mutex_lock (&self->lock);
   self->started = FALSE;
-  g_clear_pointer (&self->dns, box_nftables_dns_free);
+  proxy = g_steal_pointer (&self->proxy);
+  dns = g_steal_pointer (&self->dns);
+  g_mutex_unlock (&self->lock);
+  g_clear_pointer (&proxy, box_nftables_proxy_free);
+  g_clear_pointer (&dns, box_nftables_dns_free);
+  g_mutex_lock (&self->lock);
   g_clear_pointer (&self->nft, box_nftables_nft_free);
   box_nftables_plugin_egress_stop (self);
+  g_mutex_unlock (&self->lock);
 }
 
 static void
@@ -621,6 +657,7 @@ box_nftables_plugin_finalize (GObject *object)
 {
   BoxNftablesPlugin *self = BOX_NFTABLES_PLUGIN (object);
 
+  g_clear_pointer (&self->proxy, box_nftables_proxy_free);
   g_clear_pointer (&self->dns, box_nftables_dns_free);
   g_clear_pointer (&self->nft, box_nftables_nft_free);
   g_clear_pointer (&self->egress, box_nftables_egress_free);

@@ -80,6 +80,8 @@ void               assert_dropped  (Ns *ns, const char *host, const char *port);
 char              *last_peer       (const char *name);
 /* a connection to a "hold" server, greeted; then 0 while it echoes, or the errno */
 int                open_held       (Ns *ns, const char *host, const char *port);
+char              *exchange        (Ns *ns, const char *host, const char *port, const char *request,
+                                    gboolean *reset);
 int                held_echo       (int fd);
 gboolean           icmp_echo       (Ns *ns);   /* to 203.0.113.1: a reply came */
 gboolean           log_has         (const char *name, const char *line);

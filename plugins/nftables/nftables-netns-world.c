@@ -215,6 +215,37 @@ wait_fd (int fd, short events, int seconds)
   return n > 0;
 }
 
+/* Connects from @ns to @host:@port, sends @request, and returns what came
+ * back until the peer closed or reset (at most 4 KiB, 3 s per step);
+ * *reset tells whether it ended with a reset. */
+char *
+exchange (Ns *ns, const char *host, const char *port, const char *request, gboolean *reset)
+{
+  struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (atoi (port)) };
+  GString *got = g_string_new (NULL);
+  int fd = socket_in (ns, SOCK_STREAM);
+  char buf[1024];
+
+  *reset = FALSE;
+  g_assert_cmpint (fd, >=, 0);
+  g_assert_cmpint (inet_pton (AF_INET, host, &to.sin_addr), ==, 1);
+  if (connect (fd, (struct sockaddr *) &to, sizeof to) != 0)
+    g_assert_cmpint (errno, ==, EINPROGRESS);
+  g_assert_true (wait_fd (fd, POLLOUT, 3));
+  g_assert_cmpint (send (fd, request, strlen (request), MSG_NOSIGNAL), ==, (gssize) strlen (request));
+  while (got->len < 4096 && wait_fd (fd, POLLIN, 3)) {
+    ssize_t n = recv (fd, buf, sizeof buf, 0);
+
+    if (n <= 0) {
+      *reset = n < 0 && errno == ECONNRESET;
+      break;
+    }
+    g_string_append_len (got, buf, n);
+  }
+  close (fd);
+  return g_string_free (got, FALSE);
+}
+
 /* The helper's "connect" in this process (no interpreter started per
  * probe): connect from @ns to @host:@port, from @src if given, and read
  * the server's greeting, a second for each step.  REACHED, DROPPED (timed

@@ -268,7 +268,9 @@ class VmBoxd(boxtest.Boxd):
             'plugin.libvirt': {'vm_dir': VM_DIR},
             'plugin.nftables': {'table': 'boxe2e%d' % os.getpid(), 'ifname_prefix': NET_PREFIX,
                                 'pool': '10.%d.0.0/16' % (224 + os.getpid() % 30),
-                                'dns_port': str(free_privileged_port())},
+                                'dns_port': str(free_privileged_port()),
+                                'proxy_http_port': str(free_privileged_port()),
+                                'proxy_tls_port': str(free_privileged_port())},
         }
         for section, values in (config or {}).items():
             self.config.setdefault(section, {}).update(values)
