@@ -33,9 +33,10 @@ collect (enum nf_conntrack_msg_type type, struct nf_conntrack *ct, void *data)
   if (nfct_attr_is_set (ct, ATTR_STATUS) &&
       (nfct_get_attr_u32 (ct, ATTR_STATUS) & IPS_DST_NAT) != 0)
     return NFCT_CB_CONTINUE;
+  /* a direct connection to 80 or 443 (opened while the sandbox had no
+   * rules, so never redirected) is judged like any other: the keep
+   * function allows those ports only through the proxy, so it goes */
   dport = ntohs (nfct_get_attr_u16 (ct, ATTR_ORIG_PORT_DST));
-  if (dport == 80 || dport == 443)
-    return NFCT_CB_CONTINUE;
   if (cut->keep (ntohl (nfct_get_attr_u32 (ct, ATTR_ORIG_IPV4_DST)), dport, cut->user_data))
     return NFCT_CB_CONTINUE;
   if (cut->doomed->len < CUT_MAX)

@@ -195,11 +195,12 @@ box_nftables_history_rebuild (BoxNftablesHistory *history, guint32 guest, BoxEgr
 
   if (items == NULL)
     return;
+  /* expired items stay (until evicted, the expired first): they have no
+   * elements left, but they tell which established connections the rules
+   * still allow (box_nftables_history_allows() with G_MININT64) */
   g_hash_table_iter_init (&iter, items);
   while (g_hash_table_iter_next (&iter, &key, &value)) {
-    if (((Item *) value)->expiry <= now)
-      g_hash_table_iter_remove (&iter);
-    else
+    if (((Item *) value)->expiry > now)
       g_hash_table_add (addrs, GUINT_TO_POINTER (((Item *) value)->addr));
   }
   g_hash_table_iter_init (&iter, addrs);

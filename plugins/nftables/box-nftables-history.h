@@ -41,7 +41,8 @@ void     box_nftables_history_rebuild  (BoxNftablesHistory *history, guint32 gue
                                         BoxEgressPolicy *old, BoxEgressPolicy *new,
                                         gint64 now, GString *out);
 /* Whether a connection from @guest to @addr:@port is allowed under
- * @policy by some unexpired name that resolved to @addr. */
+ * @policy by some name that resolved to @addr and had not expired at @now
+ * (G_MININT64: expired or not, for established connections). */
 gboolean box_nftables_history_allows   (BoxNftablesHistory *history, guint32 guest,
                                         BoxEgressPolicy *policy, guint32 addr, guint16 port,
                                         gint64 now);

@@ -332,10 +332,10 @@ box_nftables_address_is_local (guint32 address)
 
   if (fd < 0)
     return TRUE;
-  bound = bind (fd, (struct sockaddr *) &sa, sizeof sa);
+  bound = bind (fd, (struct sockaddr *) &sa, sizeof sa) == 0 ? 0 : errno;
   close (fd);
   if (bound != 0)
-    return errno != EADDRNOTAVAIL;
+    return bound != EADDRNOTAVAIL;
   if (getifaddrs (&list) != 0)
     return TRUE;
   for (struct ifaddrs *i = list; i != NULL && !local; i = i->ifa_next) {

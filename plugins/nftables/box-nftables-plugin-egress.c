@@ -52,7 +52,6 @@ typedef struct {
   BoxNftablesPlugin *self;
   guint32            guest;
   BoxEgressPolicy   *policy;
-  gint64             now;
 } Keep;
 
 static gboolean
@@ -60,8 +59,12 @@ keep_connection (guint32 daddr, guint16 dport, gpointer user_data)
 {
   Keep *keep = user_data;
 
+  /* A connection opened while its name's answer was valid stays while the
+   * rules allow that name on that port, however long ago the TTL ran
+   * out (an SSH or database connection outlives its DNS answer): every
+   * name the guest resolved to @daddr counts, expired or not. */
   return box_nftables_history_allows (keep->self->history, keep->guest, keep->policy, daddr,
-                                      dport, keep->now);
+                                      dport, G_MININT64);
 }
 
 /* New rules for an attached sandbox, at once: saved, the tap in or out
@@ -95,11 +98,18 @@ box_nftables_plugin_apply_egress (BoxNftablesPlugin *self, BoxNftablesRecord *re
   commands = g_string_new (membership);
   box_nftables_history_rebuild (self->history, guest, old, policy, g_get_monotonic_time (),
                                 commands);
-  if (!box_nftables_nft_run (self->nft, commands->str, error))
+  if (!box_nftables_nft_run (self->nft, commands->str, error)) {
+    /* nothing changed in the kernel: the record goes back to the rules
+     * that still hold (a restart would otherwise apply refused ones) */
+    g_ptr_array_unref (record->egress);
+    record->egress = g_steal_pointer (&previous);
+    if (!box_nftables_record_save (record, dir, NULL))
+      g_warning ("nftables: %s: cannot write back its previous rules", record->id);
     return FALSE;
+  }
   box_nftables_egress_set (self->egress, guest, record->id, policy);
   if (box_egress_policy_is_restricted (policy)) {
-    Keep keep = { self, guest, policy, g_get_monotonic_time () };
+    Keep keep = { self, guest, policy };
     g_autoptr(GError) local_error = NULL;
     gint cut = box_nftables_conntrack_cut (guest, keep_connection, &keep, &local_error);
 

@@ -113,9 +113,16 @@ test_rebuild (void)
   box_nftables_history_rebuild (history, GUEST, open, policy, T0 + 5 * S, out);
   g_assert_true (has (out, "add element inet box resolved { 10.222.0.2 . 203.0.113.2 . 22 timeout 25s }"));
 
-  /* expired pairs are dropped at the rebuild */
+  /* expired pairs stay at the rebuild (no element made for them): an
+   * established connection to their address stays allowed while the
+   * rules allow the name (asked with G_MININT64), not once they do not */
+  g_string_truncate (out, 0);
   box_nftables_history_rebuild (history, GUEST, policy, policy, T0 + 20 * S, out);
-  g_assert_cmpuint (box_nftables_history_count (history, GUEST), ==, 1);
+  g_assert_cmpuint (box_nftables_history_count (history, GUEST), ==, 2);
+  g_assert_null (strstr (out->str, "203.0.113.1 . 22 timeout"));
+  g_assert_false (box_nftables_history_allows (history, GUEST, policy, ADDR, 22, T0 + 20 * S));
+  g_assert_true (box_nftables_history_allows (history, GUEST, policy, ADDR, 22, G_MININT64));
+  g_assert_false (box_nftables_history_allows (history, GUEST, deny_b, ADDR2, 22, G_MININT64));
 }
 
 static void

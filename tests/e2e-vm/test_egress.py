@@ -343,6 +343,10 @@ def test_patch(t):
     t.ok('ok' in r.out, 'eg-a holds a TLS connection to ok:443', r.describe())
     r = start_hold('eg-a', 'tcp', A_SSH, 2222, '/tmp/hold-ssh')
     t.ok('ok' in r.out, 'eg-a holds a connection to ssh:2222', r.describe())
+    probes('eg-a', [['dns', n('short'), 'A', 'udp']])
+    r = start_hold('eg-a', 'tcp', A_SHORT, 2222, '/tmp/hold-short')
+    t.ok('ok' in r.out, 'eg-a holds a connection to short:2222 (a 1 s TTL, held 5 s)', r.describe())
+    time.sleep(8)
     rules = [x for x in RULES_A if x['domain'] not in (n('later'), n('ok'))]
     r = patch_rules('eg-a', rules)
     t.status(r, 200, 'PATCH eg-a: later and ok removed')
@@ -351,6 +355,8 @@ def test_patch(t):
     case(hold_state('eg-a', '/tmp/hold-ok') not in ('ok', 'open'),
          'PATCH closes an open proxied TLS connection that the new rules refuse')
     case(hold_state('eg-a', '/tmp/hold-ssh', wait_s=3) == 'ok', 'a connection the new rules still allow carries on')
+    case(hold_state('eg-a', '/tmp/hold-short', wait_s=3) == 'ok',
+         'an allowed connection whose DNS answer expired before the PATCH carries on')
     res, r = probes('eg-a', [['tcp', A_LATER, 2222], ['tls', A_OK, 443, n('ok'), n('ok'), CA],
                              ['dns', n('ok'), 'A', 'udp']])
     case(refused(res[0]), 'an address resolved before a PATCH that removed its name is reset', res[0])
@@ -361,10 +367,14 @@ def test_patch(t):
     # eg-b, open until now, with a connection held: restricted while awake
     r = start_hold('eg-b', 'tcp', A_SSH, 2222, '/tmp/hold-b')
     t.ok('ok' in r.out, 'eg-b (open) holds a connection to 2222', r.describe())
+    r = start_hold('eg-b', 'tls', A_OTHER, 443, '/tmp/hold-b443', n('ok'))
+    t.ok('ok' in r.out, 'eg-b (open) holds a direct TLS connection to an IP literal on 443', r.describe())
     r = patch_rules('eg-b', RULES_B)
     t.status(r, 200, 'PATCH eg-b to restricted while awake')
     case(hold_state('eg-b', '/tmp/hold-b') not in ('ok', 'open'),
          'becoming restricted closes an open connection the rules do not allow')
+    case(hold_state('eg-b', '/tmp/hold-b443') not in ('ok', 'open'),
+         'becoming restricted closes a direct 443 connection opened before (it never went through the name check)')
     res, r = probes('eg-b', [['udp-dns', W.inet, n('ok')], ['tls', A_OTHER, 443, n('ok'), n('ok'), CA],
                              ['dns', n('denied'), 'A', 'udp']])
     case(res[0].get('error') == 'timeout', 'and UDP to another resolver is dropped at once', res[0])
