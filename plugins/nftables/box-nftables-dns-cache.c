@@ -108,7 +108,8 @@ box_nftables_dns_cache_insert (BoxNftablesDnsCache *cache, const char *name, gin
   e->expires = now_s + ttl;
   e->rcode = rcode;
   e->n_addrs = n_addrs;
-  memcpy (e->addrs, addrs, n_addrs * sizeof (guint32));
+  if (n_addrs > 0)   /* a negative answer comes with addrs NULL */
+    memcpy (e->addrs, addrs, n_addrs * sizeof (guint32));
   if (entry_cost (e) > cache->max_bytes) {
     entry_free (e);
     return ttl;
