@@ -4,7 +4,8 @@
 # runs every suite in the plain build and all but the VM suite (real QEMU,
 # slow) in the sanitizer build, and ends with one line "N passed, N failed".
 # The sanitizer tree builds in the background, at idle priority, while the
-# plain build's suites run.
+# plain build's suites run; its suites run beside the plain build's VM
+# suite (see run_all).
 #
 #   dev/test.sh                  everything
 #   BOX_TEST_SUITES="unit plugin" dev/test.sh    only these suites
@@ -29,10 +30,11 @@ export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$here/tests/lsan.supp:print_su
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}"
 
 status=0
+logs=()   # the meson test logs the summary counts (a missing one is a failure)
 
 configure () {
   local b=$1
-  rm -f "$b/meson-logs/testlog.json"   # a build that fails must not count an old run
+  rm -f "$b"/meson-logs/testlog*.json   # a build that fails must not count an old run
   local opts=(--buildtype=debugoptimized -Dfuzz_seconds="${BOX_FUZZ_SECONDS:-10}")
   if [ "$b" = build-asan ]; then
     opts+=(-Db_sanitize=address,undefined -Db_lundef=false)
@@ -76,39 +78,92 @@ finish_build () {
   fi
 }
 
-run_tests () {
-  local b=$1
-  echo "=== $b: testing"
-  # The VM end-to-end suites run once, in the plain build; the sanitizer
-  # build runs every other suite (unit, plugin, dbus, e2e, fuzz, ...).
-  local only=("${suites[@]}")
-  [ "$b" = build-asan ] && only+=(--no-suite vm)
-  meson test -C "$b" --print-errorlogs --num-processes 2 "${only[@]}" || status=1
+# meson test on build $1 with the log base $2 (meson-logs/$2.json) and
+# the rest of the arguments
+meson_test () {
+  local b=$1 log=$2
+  shift 2
+  logs+=("$b/meson-logs/$log.json")
+  meson test -C "$b" --print-errorlogs --logbase "$log" "$@"
+}
+
+# The VM end-to-end suites run once, in the plain build (one at a time:
+# is_parallel false); the sanitizer build runs every other suite.  With
+# every suite asked for, the sanitizer build's suites run beside the VM
+# suites, one test at a time at nice 10: a VM test under TCG leaves a core
+# idle much of the time (its guest waits), so they take what it leaves.
+# The background job compiles the sanitizer tree (as build() does), waits
+# for the plain build's other suites to end, then tests.
+run_all () {
+  local marker asan_log="" asan_pid=""
+  marker="$(mktemp -u)"
+  if [ "${#builds[@]}" -gt 1 ] && [ -f "${builds[1]}/build.ninja" ]; then
+    local b=${builds[1]}
+    asan_log="$b.test.log"
+    echo "=== $b: building (in the background, at idle priority), then testing beside the VM suite"
+    (
+      if ! chrt --idle 0 nice -n 19 ionice -c 3 ninja -C "$b" >"$b.ninja.log" 2>&1; then
+        tail -50 "$b.ninja.log"
+        echo "=== $b: build failed"
+        exit 1
+      fi
+      while [ ! -e "$marker" ]; do sleep 1; done
+      echo "=== $b: testing (all but the VM suite)"
+      nice -n 10 meson test -C "$b" --print-errorlogs --logbase testlog-main --num-processes 1 \
+        --no-suite vm
+    ) >"$asan_log" 2>&1 &
+    asan_pid=$!
+    logs+=("$b/meson-logs/testlog-main.json")
+  fi
+  echo "=== ${builds[0]}: testing (all but the VM suite)"
+  meson_test "${builds[0]}" testlog-main --num-processes 2 --no-suite vm || status=1
+  touch "$marker"
+  echo "=== ${builds[0]}: testing (the VM suite)"
+  meson_test "${builds[0]}" testlog-vm --suite vm || status=1
+  if [ -n "$asan_pid" ]; then
+    wait "$asan_pid" || status=1
+    cat "$asan_log"
+  fi
+  rm -f "$marker"
+}
+
+# Only the suites in BOX_TEST_SUITES: each build in turn.
+run_some () {
+  local b only
+  for b in "${builds[@]}"; do
+    only=("${suites[@]}")
+    [ "$b" = build-asan ] && only+=(--no-suite vm)
+    if [ "$b" != "${builds[0]}" ]; then
+      finish_build "$b" || { logs+=("$b/meson-logs/testlog-main.json"); continue; }
+    fi
+    echo "=== $b: testing"
+    meson_test "$b" testlog-main --num-processes 2 "${only[@]}" || status=1
+  done
 }
 
 for b in "${builds[@]}"; do
   configure "$b" || status=1
 done
-first=${builds[0]}
-if finish_build "$first"; then
-  if [ "${#builds[@]}" -gt 1 ] && [ -f "${builds[1]}/build.ninja" ]; then
-    build "${builds[1]}" background
+if finish_build "${builds[0]}"; then
+  if [ "${#suites[@]}" -eq 0 ]; then
+    run_all
+  else
+    if [ "${#builds[@]}" -gt 1 ] && [ -f "${builds[1]}/build.ninja" ]; then
+      build "${builds[1]}" background
+    fi
+    run_some
   fi
-  run_tests "$first"
+else
+  logs+=("${builds[0]}/meson-logs/testlog-main.json")   # missing: counts the failed build
 fi
-for b in "${builds[@]:1}"; do
-  [ -f "$b/build.ninja" ] || continue
-  finish_build "$b" && run_tests "$b"
-done
 
-# One summary line over every build's results.
-python3 - "${builds[@]}" <<'PY'
+# One summary line over every test run's results.
+python3 - "${logs[@]}" <<'PY'
 import json, os, sys
 passed = failed = skipped = 0
-for b in sys.argv[1:]:
-    log = os.path.join(b, "meson-logs", "testlog.json")
+for log in sys.argv[1:]:
     if not os.path.exists(log):
-        failed += 1          # the build failed: count it, never hide it
+        failed += 1          # the build or the run failed: count it, never hide it
         continue
     for line in open(log):
         line = line.strip()

@@ -29,7 +29,7 @@ import vmtest
 import hostiletest
 from vmtest import VmBoxd, Tap
 
-ATTACK_S = 12
+ATTACK_S = 8    # each attack (> HEAD_TIMEOUT_S, so that the head timeout shows)
 IDLE_S = 10
 HEAD_TIMEOUT_S = 5
 RSS_BOUND_MIB = 64
