@@ -539,6 +539,24 @@ write_private_file (const char *path, const char *contents, GError **error)
   return TRUE;
 }
 
+/* base_url when none is set: http:// and the listen address, or for a
+ * wildcard one (every address: no client can reach that name) the
+ * machine's host name and the port, with a warning, since the identity
+ * tokens' issuer must be a URL verifiers can fetch */
+static char *
+default_base_url (const char *listen)
+{
+  const char *colon = strrchr (listen, ':');
+  g_autofree char *host = g_strndup (listen, colon - listen);
+
+  if (g_strcmp0 (host, "0.0.0.0") != 0 && g_strcmp0 (host, "[::]") != 0 && host[0] != '\0')
+    return g_strdup_printf ("http://%s", listen);
+  g_warning ("listen %s is every address: base_url (the identity tokens' issuer) is "
+             "http://%s%s; set [boxd] base_url to the URL clients use", listen, g_get_host_name (),
+             colon);
+  return g_strdup_printf ("http://%s%s", g_get_host_name (), colon);
+}
+
 gboolean
 box_config_resolve (BoxConfig *config, GError **error)
 {
@@ -567,7 +585,7 @@ box_config_resolve (BoxConfig *config, GError **error)
   }
   if (config->base_url == NULL || config->base_url[0] == '\0') {
     g_free (config->base_url);
-    config->base_url = g_strdup_printf ("http://%s", config->listen);
+    config->base_url = default_base_url (config->listen);
   }
   if (config->secret_key_file == NULL || config->secret_key_file[0] == '\0') {
     g_free (config->secret_key_file);

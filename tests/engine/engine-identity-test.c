@@ -3,7 +3,8 @@
  * sandbox as it is now, times from the engine's clock), an unknown or
  * another project's sandbox, discovery's issuer from base_url, a retired
  * key leaving the JWKS exactly when the clock passes its time (also after
- * a restart), and every call 501 without a signing key. */
+ * a restart), every call 501 without a signing key, and the default
+ * issuer for a wildcard listen address (the host's name, with a warning). */
 #include "config.h"
 
 #include <string.h>
@@ -143,6 +144,38 @@ test_without_key (Ef *ef, gconstpointer data)
   g_assert_error (e4, BOX_ERROR, BOX_ERROR_UNSUPPORTED);
 }
 
+/* base_url not set: http:// and the listen address; for a wildcard one,
+ * which no verifier can fetch, the host's name and port (and a warning,
+ * not checked here) */
+static void
+test_default_issuer (Ef *ef, gconstpointer data)
+{
+  const struct { const char *listen, *host; } cases[] = {
+    { "127.0.0.1:7070", "127.0.0.1" },
+    { "[::1]:7070", "[::1]" },
+    { "0.0.0.0:7070", NULL },
+    { "[::]:7070", NULL },
+    { ":7070", NULL },
+  };
+  g_autofree char *dir = g_build_filename (ef->data_dir, "issuer", NULL);
+
+  for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
+    g_autoptr(GError) error = NULL;
+    BoxConfig *config = box_config_new ();
+    g_autofree char *want = g_strdup_printf ("http://%s:7070",
+                                             cases[i].host ? cases[i].host : g_get_host_name ());
+
+    g_free (config->data_dir);
+    config->data_dir = g_strdup (dir);
+    g_free (config->listen);
+    config->listen = g_strdup (cases[i].listen);
+    g_assert_true (box_config_resolve (config, &error));
+    g_assert_no_error (error);
+    g_assert_cmpstr (config->base_url, ==, want);
+    box_config_free (config);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -151,6 +184,8 @@ main (int argc, char **argv)
   g_test_add ("/engine-identity/rotation-on-the-clock", Ef, NULL, set_up,
               test_rotation_on_the_clock, ef_tear_down);
   g_test_add ("/engine-identity/without-key", Ef, NULL, ef_set_up, test_without_key,
+              ef_tear_down);
+  g_test_add ("/engine-identity/default-issuer", Ef, NULL, ef_set_up, test_default_issuer,
               ef_tear_down);
   return g_test_run ();
 }
