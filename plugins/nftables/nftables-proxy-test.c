@@ -100,11 +100,14 @@ answer_late (gpointer data)
  * "rebind.ok.test" and "mixed.ok.test" answer blocked addresses (all of
  * them, the first). */
 static void
-fake_resolve (const char *name, BoxNftablesResolveDone done, gpointer done_data,
+fake_resolve (guint32 guest, const char *name, BoxNftablesResolveDone done, gpointer done_data,
               gpointer user_data)
 {
   guint32 addrs[2] = { 0x7f000001u, 0x7f000001u };
   g_autoptr(GError) error = NULL;
+
+  /* each lookup names the connecting sandbox (its share of the resolver) */
+  g_assert_true (guest == GUEST_A || guest == GUEST_B || guest == GUEST_OPEN);
 
   if (strcmp (name, "rebind.ok.test") == 0) {
     guint32 internal[2] = { 0x7f00000cu, 0x7f00000du };  /* 127.0.0.12, .13 */
