@@ -318,9 +318,13 @@ test_http_denied (Fixture *f, gconstpointer data)
   assert_forbidden (f, "127.0.0.1",
                     "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "CONNECT");
   assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", "no Host");
+  /* an allowed Host, but the connection would become HTTP/2 (any :authority) */
+  assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: h2c\r\n"
+                    "Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABk\r\n\r\n",
+                    "h2c");
   assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "127.0.0.1");
   g_assert_true (box_nftables_proxy_get_stats (f->proxy, GUEST_A, &stats));
-  g_assert_cmpuint (stats.refused, ==, 7);
+  g_assert_cmpuint (stats.refused, ==, 8);
   g_assert_cmpuint (stats.connections, ==, 0);
 }
 
