@@ -83,9 +83,17 @@ GPtrArray        *box_engine_expand_rules       (BoxEngine *self, GPtrArray *egr
 /* What the network enforces for @sandbox: its rules expanded and, when it
  * is restricted, its secrets' hosts on 443. */
 GPtrArray        *box_engine_sandbox_rules      (BoxEngine *self, const BoxSandbox *sandbox);
+/* The same with @replacing (not NULL) standing for the stored secret of
+ * its name: what a secret PUT would make of the sandbox's rules. */
+GPtrArray        *box_engine_sandbox_rules_replacing (BoxEngine *self, const BoxSandbox *sandbox,
+                                                      const BoxSecret *replacing);
 /* 400 when box_engine_sandbox_rules() would be over the 1000. */
 gboolean          box_engine_check_rule_count   (BoxEngine *self, const BoxSandbox *sandbox,
                                                  GError **error);
+gboolean          box_engine_check_rule_count_replacing (BoxEngine *self,
+                                                         const BoxSandbox *sandbox,
+                                                         const BoxSecret *replacing,
+                                                         GError **error);
 /* Replaces @into's entries by copies of @from's (none when NULL). */
 void              box_engine_copy_map           (GHashTable *into, GHashTable *from);
 

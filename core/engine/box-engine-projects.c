@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#include "box-engine-private.h"
+#include "box-engine-ops-private.h"
 #include "box-storage-records.h"
 #include "box-requests.h"
 #include "box-validate.h"
@@ -356,6 +356,79 @@ box_engine_check_secrets (BoxEngine *self, const char *project, const char *cons
   return TRUE;
 }
 
+/* The project's restricted sandboxes (any rule) that use secret @name,
+ * whatever their state: their rules hold its hosts on 443. */
+static GPtrArray *
+restricted_users (BoxEngine *self, const char *project, const char *name, GError **error)
+{
+  g_autoptr(GPtrArray) sandboxes = box_storage_sandbox_list (self->storage, project, error);
+  GPtrArray *users;
+
+  if (sandboxes == NULL)
+    return NULL;
+  users = g_ptr_array_new_with_free_func ((GDestroyNotify) box_sandbox_free);
+  for (guint i = 0; i < sandboxes->len; i++) {
+    BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
+
+    if (sandbox->egress->len > 0 && sandbox->secrets != NULL &&
+        g_strv_contains ((const char *const *) sandbox->secrets, name))
+      g_ptr_array_add (users, box_sandbox_copy (sandbox));
+  }
+  return users;
+}
+
+/* 400 as for a create or PATCH when @secret's hosts would take one of
+ * @users over the 1000 rules. */
+static gboolean
+check_users_rule_count (BoxEngine *self, GPtrArray *users, const BoxSecret *secret,
+                        GError **error)
+{
+  for (guint i = 0; i < users->len; i++) {
+    const BoxSandbox *sandbox = g_ptr_array_index (users, i);
+    g_autoptr(GError) local_error = NULL;
+
+    if (!box_engine_check_rule_count_replacing (self, sandbox, secret, &local_error)) {
+      g_set_error (error, local_error->domain, local_error->code, "%s (sandbox %s)",
+                   local_error->message, sandbox->name);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Each of @users gets its rules again, now with the stored secret's hosts:
+ * an awake sandbox at once; an asleep one holds them until its wake,
+ * which hands them over again (so a wake already under way cannot keep
+ * the old hosts).  Every sandbox is tried; the first failure is 503
+ * sandbox_unavailable, the secret staying stored (as for a PATCH whose
+ * change cannot reach the node: its next wake applies it). */
+static gboolean
+push_users_rules (BoxEngine *self, GPtrArray *users, GError **error)
+{
+  GError *first = NULL;
+
+  for (guint i = 0; self->network != NULL && i < users->len; i++) {
+    const BoxSandbox *sandbox = g_ptr_array_index (users, i);
+    g_autoptr(GPtrArray) rules = box_engine_sandbox_rules (self, sandbox);
+    g_autoptr(GError) local_error = NULL;
+
+    if (box_network_set_egress (self->network, sandbox->id, rules, &local_error))
+      continue;
+    g_warning ("sandbox %s: the rules with a changed secret's hosts did not reach the "
+               "network now: %s", sandbox->id, local_error->message);
+    if (first == NULL)
+      first = g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                           "the secret is stored, but sandbox %s's network rules could not take "
+                           "its hosts now (they apply at its next wake): %s", sandbox->name,
+                           local_error->message);
+  }
+  if (first != NULL) {
+    g_propagate_error (error, first);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 BoxSecret *
 box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
                        BoxSecretPut *request, GError **error)
@@ -365,6 +438,7 @@ box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
   g_return_val_if_fail (request != NULL && request->value != NULL, NULL);
   g_autoptr(BoxSecret) secret = NULL;
   g_autoptr(BoxSecret) existing = NULL;
+  g_autoptr(GPtrArray) users = NULL;
   g_autofree char *associated = NULL;
   gint64 now = box_engine_now (self);
 
@@ -388,7 +462,13 @@ box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
   existing = box_storage_secret_get (self->storage, project, name, NULL);
   secret->created_at = existing != NULL ? existing->created_at : now;
   secret->updated_at = now;
+  /* the hosts are part of its restricted users' rules, and count */
+  users = restricted_users (self, project, name, error);
+  if (users == NULL || !check_users_rule_count (self, users, secret, error))
+    return NULL;
   if (!box_storage_secret_put (self->storage, secret, error))
+    return NULL;
+  if (!push_users_rules (self, users, error))
     return NULL;
   /* The broker (when there is one) picks the new value up at once; see
    * box_engine_sandboxes for where sandboxes are handed their secrets. */

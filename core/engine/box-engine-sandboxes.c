@@ -284,17 +284,22 @@ box_engine_expand_rules (BoxEngine *self, GPtrArray *egress)
 
 /* In a restricted sandbox, each host of a secret it uses is allowed on 443
  * as if by a rule (the secret is sent there); "host/path" gives its host.
- * A secret deleted meanwhile adds nothing. */
+ * A secret deleted meanwhile adds nothing; @replacing (when not NULL)
+ * stands for the stored secret of its name. */
 static void
-add_secret_hosts (BoxEngine *self, const BoxSandbox *sandbox, GPtrArray *rules)
+add_secret_hosts (BoxEngine *self, const BoxSandbox *sandbox, const BoxSecret *replacing,
+                  GPtrArray *rules)
 {
   g_autoptr(GHashTable) seen = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
 
   for (guint i = 0; sandbox->secrets != NULL && sandbox->secrets[i] != NULL; i++) {
-    g_autoptr(BoxSecret) secret = box_storage_secret_get (self->storage, sandbox->project,
-                                                          sandbox->secrets[i], NULL);
+    g_autoptr(BoxSecret) stored = NULL;
+    const BoxSecret *secret = replacing;
 
-    for (guint j = 0; secret != NULL && secret->hosts[j] != NULL; j++) {
+    if (replacing == NULL || g_strcmp0 (replacing->name, sandbox->secrets[i]) != 0)
+      secret = stored = box_storage_secret_get (self->storage, sandbox->project,
+                                                sandbox->secrets[i], NULL);
+    for (guint j = 0; secret != NULL && secret->hosts != NULL && secret->hosts[j] != NULL; j++) {
       const char *slash = strchr (secret->hosts[j], '/');
       char *host = slash != NULL ? g_strndup (secret->hosts[j], (gsize) (slash - secret->hosts[j]))
                                  : g_strdup (secret->hosts[j]);
@@ -314,21 +319,29 @@ add_secret_hosts (BoxEngine *self, const BoxSandbox *sandbox, GPtrArray *rules)
 }
 
 GPtrArray *
-box_engine_sandbox_rules (BoxEngine *self, const BoxSandbox *sandbox)
+box_engine_sandbox_rules_replacing (BoxEngine *self, const BoxSandbox *sandbox,
+                                    const BoxSecret *replacing)
 {
   GPtrArray *rules = box_engine_expand_rules (self, sandbox->egress);
 
   if (rules->len > 0)
-    add_secret_hosts (self, sandbox, rules);
+    add_secret_hosts (self, sandbox, replacing, rules);
   return rules;
+}
+
+GPtrArray *
+box_engine_sandbox_rules (BoxEngine *self, const BoxSandbox *sandbox)
+{
+  return box_engine_sandbox_rules_replacing (self, sandbox, NULL);
 }
 
 /* The secrets' hosts count toward the limit: the network compiles them
  * with the rules, and a list it cannot compile must be refused here. */
 gboolean
-box_engine_check_rule_count (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+box_engine_check_rule_count_replacing (BoxEngine *self, const BoxSandbox *sandbox,
+                                       const BoxSecret *replacing, GError **error)
 {
-  g_autoptr(GPtrArray) rules = box_engine_sandbox_rules (self, sandbox);
+  g_autoptr(GPtrArray) rules = box_engine_sandbox_rules_replacing (self, sandbox, replacing);
 
   if (rules->len > BOX_EGRESS_POLICY_MAX_RULES) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID,
@@ -337,6 +350,12 @@ box_engine_check_rule_count (BoxEngine *self, const BoxSandbox *sandbox, GError 
     return FALSE;
   }
   return TRUE;
+}
+
+gboolean
+box_engine_check_rule_count (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+{
+  return box_engine_check_rule_count_replacing (self, sandbox, NULL, error);
 }
 
 /* ---- operations: common flow ------------------------------------------- */

@@ -105,9 +105,22 @@ restricted_answer (BoxNftablesDns *dns, Restricted *r, const BoxNftablesDnsResul
     g_mutex_lock (&dns->lock);
     egress = dns->egress;
     g_mutex_unlock (&dns->lock);
-    if (egress != NULL)
-      box_nftables_egress_report_resolved (egress, r->guest, r->question.name, result->addrs,
-                                           n_addrs, result->ttl);
+    if (egress != NULL) {
+      /* sent by the reporter thread once reported (the kernel's elements
+       * in place), never waited for here */
+      answer = box_nftables_dns_build_answer (&r->question, result->rcode, result->addrs,
+                                              n_addrs, result->ttl);
+      if (!box_dns_reporter_post (dns, r->guest, r->question.name, result->addrs, n_addrs,
+                                  result->ttl, answer, r->reply, r->reply_data)) {
+        /* over its share of the queue: it asks again */
+        g_clear_pointer (&answer, g_bytes_unref);
+        answer = box_nftables_dns_build_answer (&r->question, LDNS_RCODE_SERVFAIL, NULL, 0, 0);
+        r->reply (answer, r->reply_data);
+      }
+      box_nftables_dns_question_clear (&r->question);
+      g_free (r);
+      return;
+    }
   }
   answer = box_nftables_dns_build_answer (&r->question, result->rcode, result->addrs,
                                           n_addrs, result->ttl);
@@ -232,6 +245,7 @@ box_dns_restricted_query_sync (BoxNftablesDns *dns, guint32 guest, BoxEgressPoli
 
 typedef struct {
   BoxNftablesDns        *dns;
+  guint32                guest;     /* whose share it takes */
   char                  *name;
   BoxNftablesResolveDone done;
   gpointer               done_data;
@@ -286,7 +300,8 @@ node_lookup_start (gpointer data)
   BoxNftablesDnsResult failed = { .rcode = LDNS_RCODE_SERVFAIL };
 
   l->started = TRUE;
-  if (!box_dns_lookup_send (l->dns, 0, l->name, node_lookup_done, g_atomic_rc_box_acquire (l))) {
+  if (!box_dns_lookup_send (l->dns, l->guest, l->name, node_lookup_done,
+                            g_atomic_rc_box_acquire (l))) {
     l->started = FALSE;
     node_lookup_finish (l, &failed);
     node_lookup_unref (l);
@@ -338,8 +353,8 @@ normalize_name (const char *name)
 }
 
 void
-box_nftables_dns_resolve_func (const char *name, BoxNftablesResolveDone done, gpointer done_data,
-                               gpointer user_data)
+box_nftables_dns_resolve_func (guint32 guest, const char *name, BoxNftablesResolveDone done,
+                               gpointer done_data, gpointer user_data)
 {
   BoxNftablesDns *dns = user_data;
   g_autofree char *host = normalize_name (name);
@@ -354,6 +369,7 @@ box_nftables_dns_resolve_func (const char *name, BoxNftablesResolveDone done, gp
   }
   l = g_atomic_rc_box_new0 (NodeLookup);
   l->dns = dns;
+  l->guest = guest;
   l->name = g_steal_pointer (&host);
   l->done = done;
   l->done_data = done_data;

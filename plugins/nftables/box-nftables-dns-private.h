@@ -9,6 +9,7 @@
 #include "box-nftables-dns-cache.h"
 
 #define BOX_DNS_MAX_PENDING       1024
+#define BOX_DNS_MAX_REPORTS       256     /* answers waiting for their report */
 #define BOX_DNS_ATTEMPT_MS        2000
 #define BOX_DNS_TCP_TIMEOUT_S     10
 #define BOX_DNS_TCP_THREADS       8
@@ -40,6 +41,13 @@ struct _BoxNftablesDns {
   GCancellable  *cancellable;
   GHashTable    *pending;         /* BoxDnsQuery* set; forwarder thread only */
   GHashTable    *pending_by_client; /* guint32 address -> queries in flight; forwarder thread only */
+
+  GMutex         report_lock;     /* reports, reports_by_guest, reports_stopping */
+  GCond          report_cond;
+  GQueue         reports;         /* answers waiting for their report (box-nftables-dns-report.c) */
+  GHashTable    *reports_by_guest; /* guint32 address -> its reports queued */
+  gboolean       reports_stopping;
+  GThread       *reporter;
 };
 
 /* The end of the resolver's own A lookup of a name (forwarder thread). */
@@ -51,7 +59,7 @@ typedef void (*BoxDnsReply) (GBytes *answer, gpointer data);
 
 typedef struct {
   BoxNftablesDns *dns;
-  guint32         client_addr;    /* host byte order; 0 for the node's own lookups */
+  guint32         client_addr;    /* host byte order; for a node-side lookup the guest it serves */
   GSocket        *sock;
   GSocketAddress *client;         /* NULL for a lookup */
   GBytes         *query;
@@ -79,6 +87,17 @@ void     box_dns_count_set     (GHashTable *counts, guint32 address, guint n);
  * @done has not been called. */
 gboolean box_dns_lookup_send   (BoxNftablesDns *dns, guint32 client_addr, const char *name,
                                 BoxDnsLookupDone done, gpointer done_data);
+
+/* box-nftables-dns-report.c: the reporter thread */
+void     box_dns_reporter_start (BoxNftablesDns *dns);
+/* After the forwarder thread: answers still queued are dropped. */
+void     box_dns_reporter_stop  (BoxNftablesDns *dns);
+/* Queues @answer, to be given to @reply once @addrs are reported for
+ * @guest; FALSE (nothing queued, @reply not called) when the queue or
+ * @guest's share of it is full, or it stops.  Any thread. */
+gboolean box_dns_reporter_post  (BoxNftablesDns *dns, guint32 guest, const char *name,
+                                 const guint32 *addrs, guint n_addrs, guint32 ttl,
+                                 GBytes *answer, BoxDnsReply reply, gpointer reply_data);
 
 /* box-nftables-dns-policy.c */
 /* The compiled policy of the sandbox at @guest when it is restricted

@@ -639,6 +639,7 @@ box_nftables_dns_new (guint16 port, const char *const *upstreams, const char *re
   g_source_attach (source, dns->context);
   g_source_unref (source);
 
+  box_dns_reporter_start (dns);
   dns->thread = g_thread_new ("box-nft-dns", dns_thread, dns);
   return g_steal_pointer (&dns);
 }
@@ -667,6 +668,9 @@ box_nftables_dns_free (BoxNftablesDns *dns)
     g_source_unref (quit);
     g_thread_join (dns->thread);
   }
+  /* nothing posts any more; it may be waiting on the plugin's lock, which
+   * the caller does not hold */
+  box_dns_reporter_stop (dns);
   /* TCP workers see the cancellation; queued connections are just closed */
   if (dns->tcp_pool != NULL)
     g_thread_pool_free (dns->tcp_pool, TRUE, TRUE);

@@ -50,10 +50,13 @@ void            box_nftables_dns_set_egress (BoxNftablesDns *dns, BoxNftablesEgr
 /* The node's own resolution of @name (a BoxNftablesResolveFunc, @user_data
  * the BoxNftablesDns*), through the resolver's cache and upstreams: the
  * name's public IPv4 addresses, or an error when it has none (NXDOMAIN, no
- * A record, an internal address in the answer, upstream failure).  @done
- * is called exactly once, from any thread. */
-void            box_nftables_dns_resolve_func (const char *name, BoxNftablesResolveDone done,
-                                               gpointer done_data, gpointer user_data);
+ * A record, an internal address in the answer, upstream failure).  A
+ * lookup sent upstream counts toward @guest's fair share of the lookups
+ * in flight, as its own queries do (none left: an upstream failure).
+ * @done is called exactly once, from any thread. */
+void            box_nftables_dns_resolve_func (guint32 guest, const char *name,
+                                               BoxNftablesResolveDone done, gpointer done_data,
+                                               gpointer user_data);
 /* The upstreams in use now, as text (for the status and the log). */
 char           *box_nftables_dns_describe_upstreams (BoxNftablesDns *dns);
 

@@ -153,7 +153,7 @@ box_nftables_egress_set_resolver (BoxNftablesEgress *egress, BoxNftablesResolveF
 }
 
 void
-box_nftables_egress_resolve (BoxNftablesEgress *egress, const char *name,
+box_nftables_egress_resolve (BoxNftablesEgress *egress, guint32 guest, const char *name,
                              BoxNftablesResolveDone done, gpointer done_data)
 {
   BoxNftablesResolveFunc func;
@@ -169,7 +169,7 @@ box_nftables_egress_resolve (BoxNftablesEgress *egress, const char *name,
     done (NULL, 0, 0, error, done_data);
     return;
   }
-  func (name, done, done_data, data);
+  func (guest, name, done, done_data, data);
 }
 
 void

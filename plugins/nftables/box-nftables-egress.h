@@ -37,9 +37,12 @@ typedef void (*BoxNftablesResolvedFunc) (guint32 guest, const char *name, const 
  * (host byte order) and their TTL, or @error.  Any thread. */
 typedef void (*BoxNftablesResolveDone) (const guint32 *addrs, guint n_addrs, guint32 ttl_s,
                                         const GError *error, gpointer done_data);
-/* Starts a node-side resolution of @name; calls @done exactly once. */
-typedef void (*BoxNftablesResolveFunc) (const char *name, BoxNftablesResolveDone done,
-                                        gpointer done_data, gpointer user_data);
+/* Starts a node-side resolution of @name for the sandbox whose guest
+ * address is @guest (its share of the resolver's work); calls @done
+ * exactly once. */
+typedef void (*BoxNftablesResolveFunc) (guint32 guest, const char *name,
+                                        BoxNftablesResolveDone done, gpointer done_data,
+                                        gpointer user_data);
 /* A log line (already rate-limited). */
 typedef void (*BoxNftablesLogFunc) (const char *line, gpointer user_data);
 
@@ -68,9 +71,11 @@ void     box_nftables_egress_report_resolved   (BoxNftablesEgress *egress, guint
 
 void     box_nftables_egress_set_resolver (BoxNftablesEgress *egress, BoxNftablesResolveFunc func,
                                            gpointer user_data);
-/* Without a resolver set, @done gets an error at once. */
-void     box_nftables_egress_resolve      (BoxNftablesEgress *egress, const char *name,
-                                           BoxNftablesResolveDone done, gpointer done_data);
+/* For @guest's connection.  Without a resolver set, @done gets an error
+ * at once. */
+void     box_nftables_egress_resolve      (BoxNftablesEgress *egress, guint32 guest,
+                                           const char *name, BoxNftablesResolveDone done,
+                                           gpointer done_data);
 
 void     box_nftables_egress_set_log_func (BoxNftablesEgress *egress, BoxNftablesLogFunc func,
                                            gpointer user_data);

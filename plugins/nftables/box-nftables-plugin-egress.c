@@ -128,8 +128,10 @@ box_nftables_plugin_apply_egress (BoxNftablesPlugin *self, BoxNftablesRecord *re
 
 /* ---- the egress registry's hooks (any thread) ---- */
 
-/* The resolver's thread: takes the plugin's lock (the resolver must not
- * hold one of its own, see README.md) and runs one transaction. */
+/* The resolver's reporter thread (never the resolver's own, which goes on
+ * meanwhile): takes the plugin's lock (the reporter holds none of the
+ * resolver's, see README.md) and runs one transaction; the answer is sent
+ * after it. */
 static void
 on_resolved (guint32 guest, const char *name, const guint32 *addrs, guint n_addrs, guint32 ttl_s,
              gpointer user_data)

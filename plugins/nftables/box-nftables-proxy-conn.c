@@ -354,7 +354,7 @@ conn_check (BoxNftablesProxy *proxy, Conn *conn, char *name)
   data = g_new0 (ResolveData, 1);
   data->mailbox = box_nftables_proxy_mailbox_ref (proxy->mailbox);
   data->conn_id = conn->id;
-  box_nftables_egress_resolve (proxy->egress, name, resolve_done, data);
+  box_nftables_egress_resolve (proxy->egress, conn->guest->addr, name, resolve_done, data);
 }
 
 static void

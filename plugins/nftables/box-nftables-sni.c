@@ -305,6 +305,35 @@ request_line (const guint8 *p, gsize n, char **uri_host, const char **reason)
   return FALSE;
 }
 
+/* Whether an Upgrade header's value (a list of protocol[/version]) names
+ * WebSocket only.  Any other protocol would turn the checked connection
+ * into one the proxy never reads again: h2c multiplexes requests for any
+ * :authority on it, a TLS upgrade hides the requests that follow. */
+static gboolean
+upgrade_is_websocket (const guint8 *value, gsize len)
+{
+  gsize start = 0;
+
+  while (start <= len) {
+    const guint8 *comma = memchr (value + start, ',', len - start);
+    gsize end = comma != NULL ? (gsize) (comma - value) : len, a = start, b = end;
+
+    while (a < b && (value[a] == ' ' || value[a] == '\t'))
+      a++;
+    while (b > a && (value[b - 1] == ' ' || value[b - 1] == '\t'))
+      b--;
+    if (a < b) {
+      const guint8 *slash = memchr (value + a, '/', b - a);
+      gsize name_len = slash != NULL ? (gsize) (slash - (value + a)) : b - a;
+
+      if (name_len != 9 || g_ascii_strncasecmp ((const char *) value + a, "websocket", 9) != 0)
+        return FALSE;
+    }
+    start = end + 1;
+  }
+  return TRUE;
+}
+
 /* One header line; a Host header's host goes to *host (once only). */
 static gboolean
 header_line (const guint8 *p, gsize n, char **host, const char **reason)
@@ -324,6 +353,11 @@ header_line (const guint8 *p, gsize n, char **host, const char **reason)
       *reason = "malformed header name";
       return FALSE;
     }
+  if (colon - p == 7 && g_ascii_strncasecmp ((const char *) p, "upgrade", 7) == 0 &&
+      !upgrade_is_websocket (colon + 1, (gsize) (end - colon - 1))) {
+    *reason = "an Upgrade to another protocol than WebSocket (such as h2c) is not allowed";
+    return FALSE;
+  }
   if (colon - p != 4 || g_ascii_strncasecmp ((const char *) p, "host", 4) != 0)
     return TRUE;
   if (*host != NULL) {

@@ -36,7 +36,8 @@ BoxNftablesSniResult box_nftables_sni_parse_tls  (const guint8 *data, gsize len,
 
 /* The host of an HTTP/1.0 or 1.1 request head (up to the empty line): the
  * Host header, which must be there once; an absolute-URI request target
- * (`GET http://host/`) must name the same host.  CONNECT is BAD. */
+ * (`GET http://host/`) must name the same host.  CONNECT is BAD, and so
+ * is an Upgrade header naming any protocol but WebSocket (h2c, TLS). */
 BoxNftablesSniResult box_nftables_sni_parse_http (const guint8 *data, gsize len, char **host,
                                                   const char **reason);
 

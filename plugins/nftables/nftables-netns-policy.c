@@ -21,25 +21,8 @@
 
 #include "box-error.h"
 #include "nftables-netns-test.h"
+#include "nftables-netns-policy.h"
 
-#define RES_PORT    10057
-#define WORLD_PORT  10058
-#define RESTRICTED  0x7f000002
-#define OPEN        0x7f000003
-#define WAIT_MS     3000
-
-typedef struct {
-  GMutex     lock;
-  guint      resolved;      /* report_resolved calls */
-  char      *name;
-  guint32    addr;
-  guint      n_addrs;
-  guint32    ttl;
-  GPtrArray *lines;         /* refusal log lines */
-  guint      done;          /* resolve_func completions */
-  guint32    done_addr;
-  GError    *done_error;
-} Seen;
 
 static void
 on_resolved (guint32 guest, const char *name, const guint32 *addrs, guint n, guint32 ttl,
@@ -66,7 +49,7 @@ on_log (const char *line, gpointer data)
   g_ptr_array_add (seen->lines, g_strdup (line));
 }
 
-static void
+void
 on_done (const guint32 *addrs, guint n, guint32 ttl, const GError *error, gpointer data)
 {
   Seen *seen = data;
@@ -86,7 +69,7 @@ done_count (Seen *seen)
   return seen->done;
 }
 
-static gboolean
+gboolean
 wait_done (Seen *seen, guint count)
 {
   for (guint i = 0; i < WAIT_MS / 10; i++) {
@@ -97,7 +80,7 @@ wait_done (Seen *seen, guint count)
   return FALSE;
 }
 
-static BoxEgressPolicy *
+BoxEgressPolicy *
 test_policy (void)
 {
   g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
@@ -124,7 +107,7 @@ test_policy (void)
   return policy;
 }
 
-static int
+int
 socket_on (int type, guint32 address, guint16 port)
 {
   struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons (port),
@@ -136,7 +119,7 @@ socket_on (int type, guint32 address, guint16 port)
   return fd;
 }
 
-static gboolean
+gboolean
 readable_within (int fd, int timeout_ms)
 {
   struct pollfd pfd = { fd, POLLIN, 0 };
@@ -186,7 +169,7 @@ send_bytes (int fd, GBytes *q)
                    (gssize) len);
 }
 
-static void
+void
 send_query (int fd, guint16 id, const char *name, guint16 type)
 {
   g_autoptr(GBytes) q = query_for (id, name, type);
@@ -196,7 +179,7 @@ send_query (int fd, guint16 id, const char *name, guint16 type)
 
 /* Answers the next query reaching the upstream with @records (text);
  * returns the name it asked for (NULL: none came within @timeout_ms). */
-static char *
+char *
 upstream_answers (int upstream, const char *const *records, int timeout_ms)
 {
   guint8 buf[1500];
@@ -235,7 +218,7 @@ upstream_answers (int upstream, const char *const *records, int timeout_ms)
 }
 
 /* The next answer on @fd (UDP, or TCP when @tcp); NULL when none came. */
-static ldns_pkt *
+ldns_pkt *
 next_answer (int fd, gboolean tcp)
 {
   guint8 buf[1500];
@@ -258,7 +241,7 @@ next_answer (int fd, gboolean tcp)
 }
 
 /* Asserts @pkt's RCODE and first A record (NULL: no records at all). */
-static void
+void
 assert_answer (ldns_pkt *pkt, guint16 id, ldns_pkt_rcode rcode, const char *a, guint32 *ttl)
 {
   ldns_rr_list *answer;
@@ -470,7 +453,7 @@ node_resolution (BoxNftablesDns *dns, BoxNftablesEgress *egress, int upstream, S
   const char *internal[] = { "inside.allowed.test. 60 IN A 169.254.169.254", NULL };
   g_autofree char *asked = NULL;
 
-  box_nftables_dns_resolve_func ("Node.Allowed.Test.", on_done, seen, dns);
+  box_nftables_dns_resolve_func (RESTRICTED, "Node.Allowed.Test.", on_done, seen, dns);
   asked = upstream_answers (upstream, node, WAIT_MS);
   g_assert_cmpstr (asked, ==, "node.allowed.test.");
   g_assert_true (wait_done (seen, 1));
@@ -479,24 +462,24 @@ node_resolution (BoxNftablesDns *dns, BoxNftablesEgress *egress, int upstream, S
 
   /* cached: done at once, through the registry as the proxy calls it */
   box_nftables_egress_set_resolver (egress, box_nftables_dns_resolve_func, dns);
-  box_nftables_egress_resolve (egress, "node.allowed.test", on_done, seen);
+  box_nftables_egress_resolve (egress, RESTRICTED, "node.allowed.test", on_done, seen);
   g_assert_cmpuint (done_count (seen), ==, 2);
   g_assert_cmphex (seen->done_addr, ==, 0xCB007153);
   g_assert_null (upstream_answers (upstream, NULL, 300));
 
   /* an internal address is an error; so is a name that is no host name */
-  box_nftables_dns_resolve_func ("inside.allowed.test", on_done, seen, dns);
+  box_nftables_dns_resolve_func (RESTRICTED, "inside.allowed.test", on_done, seen, dns);
   g_free (upstream_answers (upstream, internal, WAIT_MS));
   g_assert_true (wait_done (seen, 3));
   g_assert_error (seen->done_error, BOX_ERROR, BOX_ERROR_PERMISSION_DENIED);
-  box_nftables_dns_resolve_func ("a b.test", on_done, seen, dns);
+  box_nftables_dns_resolve_func (RESTRICTED, "a b.test", on_done, seen, dns);
   g_assert_cmpuint (done_count (seen), ==, 4);
   g_assert_error (seen->done_error, BOX_ERROR, BOX_ERROR_INVALID);
 }
 
 /* A resolver on RES_PORT asking @upstream (a socket on loopback), with
  * @egress: the restricted sandbox with the test policy, and the open one. */
-static BoxNftablesDns *
+BoxNftablesDns *
 resolver_on (int upstream, BoxNftablesEgress *egress, BoxEgressPolicy *policy)
 {
   g_autoptr(GError) error = NULL;
@@ -545,7 +528,7 @@ dns_restricted (void)
 
   /* lookups in flight when the resolver stops: the node's is done, once,
    * with an error; a TCP worker waiting for one lets go, closing */
-  box_nftables_dns_resolve_func ("late.allowed.test", on_done, &seen, dns);
+  box_nftables_dns_resolve_func (RESTRICTED, "late.allowed.test", on_done, &seen, dns);
   g_assert_true (readable_within (upstream, WAIT_MS));
   {
     struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (RES_PORT),
@@ -580,53 +563,6 @@ dns_restricted (void)
   g_free (seen.name);
   g_ptr_array_unref (seen.lines);
   g_mutex_clear (&seen.lock);
-}
-
-/* A restricted sandbox asking for 1200 new allowed names at once (its
- * upstream never answers) holds at most its share of the lookups; its
- * neighbour's query is still relayed and answered. */
-void
-dns_restricted_flood (void)
-{
-  g_autoptr(BoxNftablesEgress) egress = box_nftables_egress_new ();
-  g_autoptr(BoxEgressPolicy) policy = test_policy ();
-  int upstream = socket_on (SOCK_DGRAM, 0x7f000001, 0);
-  int flooder = socket_on (SOCK_DGRAM, RESTRICTED, 0);
-  int neighbour = socket_on (SOCK_DGRAM, OPEN, 0);
-  g_autoptr(BoxNftablesDns) dns = resolver_on (upstream, egress, policy);
-  const char *answer[] = { "fair.test. 60 IN A 203.0.113.90", NULL };
-  guint8 buf[600];
-  guint asked = 0;
-  char *name = NULL;
-
-  box_nftables_dns_allow (dns, RESTRICTED);   /* as the plugin does at attach */
-  box_nftables_dns_allow (dns, OPEN);
-
-  for (guint i = 0; i < 1200; i++) {
-    g_autofree char *flood = g_strdup_printf ("f%u.allowed.test", i);
-
-    send_query (flooder, (guint16) i, flood, LDNS_RR_TYPE_A);
-    if (i % 20 == 19) {
-      g_usleep (2000);
-      while (readable_within (upstream, 0) && recv (upstream, buf, sizeof buf, 0) > 0)
-        asked++;
-    }
-  }
-  while (readable_within (upstream, 300) && recv (upstream, buf, sizeof buf, 0) > 0)
-    asked++;
-  g_test_message ("the restricted flooder got %u of its 1200 names asked upstream", asked);
-  g_assert_cmpuint (asked, >=, 256);
-  g_assert_cmpuint (asked, <=, 512);
-
-  send_query (neighbour, 0x0500, "fair.test", LDNS_RR_TYPE_A);
-  name = upstream_answers (upstream, answer, WAIT_MS);
-  g_assert_cmpstr (name, ==, "fair.test.");
-  g_free (name);
-  assert_answer (next_answer (neighbour, FALSE), 0x0500, LDNS_RCODE_NOERROR, "203.0.113.90",
-                 NULL);
-  close (upstream);
-  close (flooder);
-  close (neighbour);
 }
 
 /* With the world's DNS server in the "internet" as upstream, over UDP

@@ -366,6 +366,20 @@ test_resolver_restricted_flood (void)
 }
 
 static void
+test_resolver_node_lookup_flood (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_node_lookup_flood ();
+}
+
+static void
+test_resolver_report_stuck (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_report_stuck ();
+}
+
+static void
 test_set_egress (void)
 {
   g_autoptr(GError) error = NULL;
@@ -617,6 +631,9 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-restricted", test_resolver_restricted);
   g_test_add_func ("/nftables-netns/resolver-restricted-world", test_resolver_restricted_world);
   g_test_add_func ("/nftables-netns/resolver-restricted-flood", test_resolver_restricted_flood);
+  g_test_add_func ("/nftables-netns/resolver-node-lookup-flood",
+                   test_resolver_node_lookup_flood);
+  g_test_add_func ("/nftables-netns/resolver-report-stuck", test_resolver_report_stuck);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
   g_test_add_func ("/nftables-netns/egress-enforced", test_egress_enforced);

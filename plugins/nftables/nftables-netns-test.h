@@ -112,7 +112,10 @@ void               dns_default_upstreams (void);
 /* the filtering resolver of restricted sandboxes (nftables-netns-policy.c) */
 void               dns_restricted  (void);
 void               dns_restricted_world (void);
+/* sharing it fairly (nftables-netns-fair.c) */
 void               dns_restricted_flood (void);
+void               dns_node_lookup_flood (void);
+void               dns_report_stuck (void);
 
 /* whether a message @text of log domain @domain was logged (structured
  * logging: the test's writer keeps them) */

@@ -100,11 +100,14 @@ answer_late (gpointer data)
  * "rebind.ok.test" and "mixed.ok.test" answer blocked addresses (all of
  * them, the first). */
 static void
-fake_resolve (const char *name, BoxNftablesResolveDone done, gpointer done_data,
+fake_resolve (guint32 guest, const char *name, BoxNftablesResolveDone done, gpointer done_data,
               gpointer user_data)
 {
   guint32 addrs[2] = { 0x7f000001u, 0x7f000001u };
   g_autoptr(GError) error = NULL;
+
+  /* each lookup names the connecting sandbox (its share of the resolver) */
+  g_assert_true (guest == GUEST_A || guest == GUEST_B || guest == GUEST_OPEN);
 
   if (strcmp (name, "rebind.ok.test") == 0) {
     guint32 internal[2] = { 0x7f00000cu, 0x7f00000du };  /* 127.0.0.12, .13 */
@@ -315,9 +318,13 @@ test_http_denied (Fixture *f, gconstpointer data)
   assert_forbidden (f, "127.0.0.1",
                     "CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test\r\n\r\n", "CONNECT");
   assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nAccept: */*\r\n\r\n", "no Host");
+  /* an allowed Host, but the connection would become HTTP/2 (any :authority) */
+  assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: h2c\r\n"
+                    "Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABk\r\n\r\n",
+                    "h2c");
   assert_forbidden (f, "127.0.0.1", "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "127.0.0.1");
   g_assert_true (box_nftables_proxy_get_stats (f->proxy, GUEST_A, &stats));
-  g_assert_cmpuint (stats.refused, ==, 7);
+  g_assert_cmpuint (stats.refused, ==, 8);
   g_assert_cmpuint (stats.connections, ==, 0);
 }
 

@@ -628,10 +628,12 @@ on_resolve_done (const guint32 *addrs, guint n, guint32 ttl, const GError *error
 }
 
 static void
-fake_resolver (const char *name, BoxNftablesResolveDone done, gpointer done_data, gpointer data)
+fake_resolver (guint32 guest, const char *name, BoxNftablesResolveDone done, gpointer done_data,
+               gpointer data)
 {
   guint32 addr = 0xC0000202;   /* 192.0.2.2 */
 
+  g_assert_cmphex (guest, ==, 0xC6336401);   /* the connection's sandbox */
   g_assert_cmpstr (name, ==, "api.example.com");
   g_assert_cmpstr (data, ==, "resolver-data");
   done (&addr, 1, 30, NULL, done_data);
@@ -701,11 +703,11 @@ test_egress_registry (void)
 
   /* no resolver: an error at once; with one: its answer */
   seen.calls = 0;
-  box_nftables_egress_resolve (egress, "api.example.com", on_resolve_done, &seen);
+  box_nftables_egress_resolve (egress, addr, "api.example.com", on_resolve_done, &seen);
   g_assert_cmpuint (seen.calls, ==, 1);
   g_assert_nonnull (seen.error);
   box_nftables_egress_set_resolver (egress, fake_resolver, (gpointer) "resolver-data");
-  box_nftables_egress_resolve (egress, "api.example.com", on_resolve_done, &seen);
+  box_nftables_egress_resolve (egress, addr, "api.example.com", on_resolve_done, &seen);
   g_assert_cmpuint (seen.calls, ==, 2);
   g_assert_null (seen.error);
   g_assert_cmpuint (seen.addr, ==, 0xC0000202);

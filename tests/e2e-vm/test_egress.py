@@ -201,7 +201,10 @@ def test_http(t):
              ['http', A_OK, 80, 'CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n' % (n('denied'), n('denied'))],
              ['http', A_OK, 80, 'GET http://%s/ HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n'
               % (n('denied'), n('ok'))],
-             ['http', A_OK, 80, 'GET / HTTP/1.0\r\n\r\n']]
+             ['http', A_OK, 80, 'GET / HTTP/1.0\r\n\r\n'],
+             ['http', A_OK, 80, 'GET / HTTP/1.1\r\nHost: %s\r\nUpgrade: h2c\r\n'
+              'Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n'
+              % n('ok')]]
     res, r = probes('eg-a', items)
     case(res[0].get('status') == 200 and server_of(res[0]) == A_OK, 'port 80: an allowed Host works',
          (res[0], r.describe()))
@@ -220,6 +223,8 @@ def test_http(t):
     case(res[5].get('status') == 403 or refused(res[5]),
          'port 80: an absolute URI naming a denied host behind an allowed Host is refused', res[5])
     case(res[6].get('status') == 403 or refused(res[6]), 'port 80: a request without Host is refused', res[6])
+    case(res[7].get('status') == 403,
+         'port 80: an h2c upgrade behind an allowed Host gets 403 (HTTP/2 would carry any :authority)', res[7])
     denied_seen = [x for x in W.log('http.log')[seen_before:] if x.get('server') == A_DENIED]
     case(not denied_seen, 'the denied name\'s server got nothing from eg-a on 80', denied_seen)
 

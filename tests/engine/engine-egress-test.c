@@ -181,18 +181,27 @@ record_text (Ef *ef, const char *id)
   return text;
 }
 
+static gboolean
+try_put_secret (Ef *ef, const char *name, const char *json, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+  g_autoptr(JsonNode) body = json_from_string (json, &local_error);
+  g_autoptr(BoxSecretPut) put = NULL;
+  g_autoptr(BoxSecret) secret = NULL;
+
+  g_assert_no_error (local_error);
+  put = box_secret_put_from_json (body, &local_error);
+  g_assert_no_error (local_error);
+  secret = box_engine_put_secret (ef->engine, "p", name, put, error);
+  return secret != NULL;
+}
+
 static void
 put_secret (Ef *ef, const char *name, const char *json)
 {
   g_autoptr(GError) error = NULL;
-  g_autoptr(JsonNode) body = json_from_string (json, &error);
-  g_autoptr(BoxSecretPut) put = NULL;
-  g_autoptr(BoxSecret) secret = NULL;
 
-  g_assert_no_error (error);
-  put = box_secret_put_from_json (body, &error);
-  g_assert_no_error (error);
-  secret = box_engine_put_secret (ef->engine, "p", name, put, &error);
+  g_assert_true (try_put_secret (ef, name, json, &error));
   g_assert_no_error (error);
 }
 
@@ -236,6 +245,90 @@ test_secret_hosts (Ef *ef, gconstpointer user_data)
   g_assert_nonnull (strstr (error->message, "hosts of the sandbox's secrets"));
 }
 
+/* A PUT that changes a secret's hosts hands every restricted user its
+ * rules again (running: at once; paused: again at its wake), and one that
+ * would take a user over the 1000 is 400 and changes nothing. */
+static void
+test_secret_put_repushes (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(BoxSandbox) paused = NULL;
+  g_autoptr(BoxSandbox) open = NULL;
+  g_autoptr(BoxSandbox) full = NULL;
+  g_autoptr(BoxSecret) kept = NULL;
+  g_autoptr(GString) many = g_string_new ("{\"secrets\": [\"TOKEN\"], \"network\": {\"egress\": [");
+  char *text;
+
+  if (skipped (ef))
+    return;
+  put_secret (ef, "TOKEN", "{\"value\": \"v\", \"hosts\": [\"old.secret.test\"]}");
+  sb = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"], \"network\": {\"egress\": "
+                         "[{\"domain\": \"a.test\", \"action\": \"allow\"}]}}");
+  paused = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"], \"network\": {\"egress\": "
+                             "[{\"domain\": \"b.test\", \"action\": \"allow\"}]}}");
+  open = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"]}");
+  g_assert_true (restricted (ef, sb->id));
+  g_assert_true (restricted (ef, paused->id));
+  g_assert_false (restricted (ef, open->id));
+  change_ok (ef, paused->id, BOX_STATE_REQUEST_PAUSE);
+
+  /* the running sandbox's rules change at once: the new host in, the old out */
+  put_secret (ef, "TOKEN", "{\"value\": \"v2\", \"hosts\": [\"new.secret.test/v1\"]}");
+  text = record_text (ef, sb->id);
+  g_assert_nonnull (strstr (text, "\"new.secret.test\""));
+  g_assert_null (strstr (text, "old.secret.test"));
+  g_assert_nonnull (strstr (text, "\"a.test\""));
+  g_free (text);
+  g_assert_true (restricted (ef, sb->id));
+  /* the paused one has them when it wakes */
+  change_ok (ef, paused->id, BOX_STATE_REQUEST_WAKE);
+  text = record_text (ef, paused->id);
+  g_assert_nonnull (strstr (text, "\"new.secret.test\""));
+  g_assert_null (strstr (text, "old.secret.test"));
+  g_free (text);
+  /* an unrestricted user stays unrestricted */
+  g_assert_false (restricted (ef, open->id));
+  text = record_text (ef, open->id);
+  g_assert_null (strstr (text, "secret.test"));
+  g_free (text);
+
+  /* 998 rules and one host: 999; a PUT giving TOKEN three hosts would be
+   * 1001: 400 as for a PATCH, the secret and every sandbox's rules as before */
+  for (guint i = 0; i < 998; i++)
+    g_string_append_printf (many, "%s{\"domain\": \"h%u.test\", \"action\": \"allow\"}",
+                            i > 0 ? ", " : "", i);
+  g_string_append (many, "]}}");
+  full = ef_create_ok (ef, many->str);
+  g_assert_true (restricted (ef, full->id));
+  g_assert_false (try_put_secret (ef, "TOKEN", "{\"value\": \"v3\", \"hosts\": [\"x.secret.test\", "
+                                  "\"y.secret.test\", \"z.secret.test\"]}", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_assert_true (g_str_has_prefix (error->message, "too many network rules: 1001 counting "
+                                   "defaults expanded and the hosts of the sandbox's secrets"));
+  g_assert_nonnull (strstr (error->message, full->name));
+  g_clear_error (&error);
+  kept = box_engine_get_secret (ef->engine, "p", "TOKEN", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (kept->hosts[0], ==, "new.secret.test/v1");
+  g_assert_null (kept->hosts[1]);
+  text = record_text (ef, sb->id);
+  g_assert_nonnull (strstr (text, "\"new.secret.test\""));
+  g_assert_null (strstr (text, "x.secret.test"));
+  g_free (text);
+  text = record_text (ef, full->id);
+  g_assert_nonnull (strstr (text, "\"new.secret.test\""));
+  g_assert_null (strstr (text, "x.secret.test"));
+  g_free (text);
+
+  /* two hosts make 1000: accepted and applied */
+  put_secret (ef, "TOKEN", "{\"value\": \"v4\", \"hosts\": [\"x.secret.test\", \"y.secret.test\"]}");
+  text = record_text (ef, full->id);
+  g_assert_nonnull (strstr (text, "\"y.secret.test\""));
+  g_assert_null (strstr (text, "new.secret.test"));
+  g_free (text);
+}
+
 /* A namespace of our own plays the node; NULL, or why the test skips. */
 static const char *
 enter_own_netns (void)
@@ -264,5 +357,6 @@ main (int argc, char **argv)
   ADD ("/engine-egress/unsupported", test_unsupported);
   ADD_NFT ("/engine-egress/accepted", test_accepted);
   ADD_NFT ("/engine-egress/secret-hosts", test_secret_hosts);
+  ADD_NFT ("/engine-egress/secret-put-repushes", test_secret_put_repushes);
   return g_test_run ();
 }
