@@ -621,3 +621,24 @@ class BenchBoxd:
         """Domains made with our vm dir still in libvirt (must be none
         once stop() returned)."""
         return domains_in_vm_dir(self.vmtest.VM_DIR)
+
+
+# ---------------------------------------------------------- processes ----
+
+def proc_cpu_s(pid):
+    """CPU seconds (user + system, all threads) @pid used so far; 0 when gone."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            fields = f.read().rsplit(')', 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def rss_kib(pid, field='VmRSS'):
+    """@field of /proc/@pid/status in KiB (VmRSS by default; 0 when gone)."""
+    try:
+        with open('/proc/%d/status' % pid) as f:
+            return next((int(line.split()[1]) for line in f if line.startswith(field + ':')), 0)
+    except OSError:
+        return 0
