@@ -22,6 +22,7 @@ struct _BoxNftablesDnsCache {
   guint       max_entries;
   gsize       max_bytes;
   gsize       bytes;
+  gint64      swept;     /* when expired entries were last dropped (s) */
 };
 
 static gsize
@@ -114,9 +115,13 @@ box_nftables_dns_cache_insert (BoxNftablesDnsCache *cache, const char *name, gin
     entry_free (e);
     return ttl;
   }
-  /* room: expired entries first, then the oldest */
-  if (g_hash_table_size (cache->entries) >= cache->max_entries ||
-      cache->bytes + entry_cost (e) > cache->max_bytes) {
+  /* room: expired entries first, then the oldest.  The walk over every
+   * entry is done at most once a second, so that a full cache does not
+   * cost each insert a walk over all of it; nothing is lost by that: within
+   * the second of a walk nothing else expires (every TTL is >= 5 s) */
+  if ((g_hash_table_size (cache->entries) >= cache->max_entries ||
+       cache->bytes + entry_cost (e) > cache->max_bytes) && now_s != cache->swept) {
+    cache->swept = now_s;
     for (GList *l = cache->order.head; l != NULL;) {
       Entry *victim = l->data;
 
