@@ -265,9 +265,16 @@ load_retired (BoxIdentity *self, GError **error)
     if (!g_str_has_prefix (name, prefix) || !parse_retired_tail (name + strlen (prefix), &until))
       continue;
     path = g_build_filename (dir_path, name, NULL);
-    key = key_load (path, error);
-    if (key == NULL)
-      return FALSE;
+    /* a retired key only lets tokens it signed verify until their end: one
+     * that cannot be read is left where it is for the operator, and boxd
+     * starts without it (those tokens no longer verify) */
+    key = key_load (path, &local_error);
+    if (key == NULL) {
+      g_warning ("identity: the retired key %s is left out of the JWKS: %s", path,
+                 local_error->message);
+      g_clear_error (&local_error);
+      continue;
+    }
     key->until = until;
     /* keys are written once (made, then renamed): the newer key is the
      * newer file */

@@ -288,6 +288,28 @@ test_bad_key_file (Fixture *f, gconstpointer data)
   g_assert_cmpstr (text, ==, "not a key\n");
 }
 
+/* A retired key that cannot be read: left as it is, out of the JWKS (a
+ * warning, not fatal here: see main()), and the signing key loads all the
+ * same (only its old tokens stop verifying). */
+static void
+test_bad_retired_key (Fixture *f, gconstpointer data)
+{
+  g_autoptr(BoxIdentity) id = load (f, T0);
+  g_autoptr(BoxIdentity) again = NULL;
+  g_autofree char *bad = g_strdup_printf ("%s.retired-%" G_GINT64_FORMAT "-oldkid", f->path,
+                                          (gint64) T0 + 1000);
+  g_autofree char *kids = NULL;
+  g_autofree char *text = NULL;
+
+  g_assert_true (g_file_set_contents (bad, "not a key\n", -1, NULL));
+  again = load (f, T0);
+  g_assert_cmpstr (box_identity_get_kid (again), ==, box_identity_get_kid (id));
+  kids = jwks_kids (again, T0);
+  g_assert_cmpstr (kids, ==, box_identity_get_kid (id));
+  g_assert_true (g_file_get_contents (bad, &text, NULL, NULL));
+  g_assert_cmpstr (text, ==, "not a key\n");
+}
+
 static void
 test_b64url (void)
 {
@@ -305,6 +327,9 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  /* warnings are what boxd logs (bad-retired-key expects one); criticals
+   * stay fatal */
+  g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
   g_test_add_func ("/identity/b64url", test_b64url);
 #define ADD(path, fn) g_test_add (path, Fixture, NULL, fixture_set_up, fn, fixture_tear_down)
   ADD ("/identity/key-file", test_key_file);
@@ -312,6 +337,7 @@ main (int argc, char **argv)
   ADD ("/identity/rotate", test_rotate);
   ADD ("/identity/rotation-cut-short", test_rotation_cut_short);
   ADD ("/identity/bad-key-file", test_bad_key_file);
+  ADD ("/identity/bad-retired-key", test_bad_retired_key);
 #undef ADD
   return g_test_run ();
 }
