@@ -167,6 +167,16 @@ box_nftables_plugin_get_egress (BoxNftablesPlugin *self)
   return self->egress;
 }
 
+guint
+box_nftables_plugin_get_refusals_read (BoxNftablesPlugin *self)
+{
+  g_autoptr(GMutexLocker) locker = NULL;
+
+  g_return_val_if_fail (BOX_IS_NFTABLES_PLUGIN (self), 0);
+  locker = g_mutex_locker_new (&self->lock);
+  return self->nflog != NULL ? box_nftables_nflog_get_received (self->nflog) : 0;
+}
+
 gboolean
 box_nftables_plugin_rebound (BoxNftablesPlugin *self, BoxNftablesRecord *record, GError **error)
 {

@@ -6,6 +6,7 @@
 #include "box-nftables-dns.h"
 #include "box-nftables-egress.h"
 #include "box-nftables-history.h"
+#include "box-nftables-nflog.h"
 #include "box-nftables-nft.h"
 #include "box-nftables-plugin.h"
 #include "box-nftables-pool.h"
@@ -27,12 +28,14 @@ struct _BoxNftablesPlugin {
   guint16              dns_port;
   guint16              proxy_http_port;
   guint16              proxy_tls_port;
+  guint16              log_group;
   char               **dns_upstream;
   char               **blocked;
   uid_t                tap_owner;
   BoxNftablesNft      *nft;
   BoxNftablesDns      *dns;           /* its thread; freed outside the lock (see stop()) */
   BoxNftablesProxy    *proxy;         /* the name check of 80 and 443; the same */
+  BoxNftablesNflog    *nflog;         /* the kernel's refusals, or NULL; the same */
   BoxNftablesEgress   *egress;        /* its own lock; set while started */
   BoxNftablesHistory  *history;       /* what restricted guests resolved */
   GHashTable          *pending;       /* id -> GPtrArray of BoxRule: rules for an ID not attached yet */

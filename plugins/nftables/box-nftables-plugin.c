@@ -17,6 +17,8 @@
  *   proxy_http_port=536      where a restricted sandbox's TCP 80 is redirected (privileged)
  *   proxy_tls_port=537       where a restricted sandbox's TCP 443 is redirected (privileged)
  *   blocked=                 more IPv4 networks sandboxes never reach (CIDRs)
+ *   log_group=5740           NFLOG group of the kernel's refusals of restricted sandboxes
+ *                            (one per boxd on a host: two cannot bind the same group)
  *   tap_user=                a user who may open the taps without CAP_NET_ADMIN
  *
  * Threads: the BoxNetwork calls block on netlink for a few milliseconds
@@ -115,6 +117,7 @@ load_config (BoxNftablesPlugin *self, GError **error)
 {
   g_autofree char *subnet_prefix = get_config (self, "subnet_prefix", "30");
   g_autofree char *tap_user = get_config (self, "tap_user", "");
+  g_autofree char *text = NULL;
   g_autoptr(GError) local_error = NULL;
   guint64 value;
 
@@ -141,6 +144,12 @@ load_config (BoxNftablesPlugin *self, GError **error)
       self->proxy_http_port == self->proxy_tls_port)
     return config_error (self, error, "proxy_http_port",
                          "dns_port, proxy_http_port and proxy_tls_port must differ");
+
+  g_clear_pointer (&text, g_free);
+  text = get_config (self, "log_group", G_STRINGIFY (BOX_NFTABLES_NFLOG_GROUP_DEFAULT));
+  if (!g_ascii_string_to_unsigned (text, 10, 0, 65535, &value, NULL))
+    return config_error (self, error, "log_group", "must be a number from 0 to 65535");
+  self->log_group = (guint16) value;
 
   g_strfreev (self->dns_upstream);
   self->dns_upstream = config_list (self, "dns_upstream");
@@ -492,6 +501,7 @@ install_table (BoxNftablesPlugin *self, GError **error)
     .dns_port = self->dns_port,
     .proxy_http_port = self->proxy_http_port,
     .proxy_tls_port = self->proxy_tls_port,
+    .log_group = self->log_group,
     .blocked = (const char *const *) self->blocked,
   };
   GHashTableIter iter;
@@ -554,6 +564,7 @@ box_nftables_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError 
   if (!load_config (self, error) || !check_host (error))
     return FALSE;
   /* a start that failed half-way may be retried */
+  g_clear_pointer (&self->nflog, box_nftables_nflog_free);
   g_clear_pointer (&self->proxy, box_nftables_proxy_free);
   g_clear_pointer (&self->dns, box_nftables_dns_free);
   g_clear_pointer (&self->nft, box_nftables_nft_free);
@@ -590,6 +601,16 @@ box_nftables_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError 
   box_nftables_egress_set_resolver (self->egress, box_nftables_dns_resolve_func, self->dns);
   if (!start_proxy (self, error))
     return FALSE;
+  /* without it only the kernel's own refusals go unlogged: not fatal (a
+   * second boxd on the host with the same log_group gets EBUSY) */
+  {
+    g_autoptr(GError) local_error = NULL;
+
+    self->nflog = box_nftables_nflog_new (self->egress, self->log_group, &local_error);
+    if (self->nflog == NULL)
+      g_warning ("nftables: the kernel's egress refusals are not logged (log_group=%u): %s",
+                 self->log_group, local_error->message);
+  }
   self->started = TRUE;
 
   /* Restore every attachment: taps persist across a boxd restart, not
@@ -617,15 +638,19 @@ box_nftables_plugin_stop (BoxPlugin *plugin)
   BoxNftablesPlugin *self = BOX_NFTABLES_PLUGIN (plugin);
   BoxNftablesProxy *proxy;
   BoxNftablesDns *dns;
+  BoxNftablesNflog *nflog;
 
-  /* The resolver's and the proxy's threads are joined without the lock:
+  /* The resolver's, the proxy's and the NFLOG reader's threads are joined
+   * without the lock:
    * the resolver's thread takes it to add what a sandbox resolved (and
    * sees started FALSE); the registry they use goes after them. */
   g_mutex_lock (&self->lock);
   self->started = FALSE;
   proxy = g_steal_pointer (&self->proxy);
   dns = g_steal_pointer (&self->dns);
+  nflog = g_steal_pointer (&self->nflog);
   g_mutex_unlock (&self->lock);
+  g_clear_pointer (&nflog, box_nftables_nflog_free);
   g_clear_pointer (&proxy, box_nftables_proxy_free);
   g_clear_pointer (&dns, box_nftables_dns_free);
   g_mutex_lock (&self->lock);
@@ -657,6 +682,7 @@ box_nftables_plugin_finalize (GObject *object)
 {
   BoxNftablesPlugin *self = BOX_NFTABLES_PLUGIN (object);
 
+  g_clear_pointer (&self->nflog, box_nftables_nflog_free);
   g_clear_pointer (&self->proxy, box_nftables_proxy_free);
   g_clear_pointer (&self->dns, box_nftables_dns_free);
   g_clear_pointer (&self->nft, box_nftables_nft_free);

@@ -25,5 +25,7 @@ void box_nftables_plugin_set_link_func (BoxNftablesPlugin *self, BoxNftablesLink
  * (box-nftables-egress.h): made by start(), gone at stop(); NULL when
  * stopped. */
 BoxNftablesEgress *box_nftables_plugin_get_egress (BoxNftablesPlugin *self);
+/* How many of the kernel's refusals the NFLOG reader has read (tests). */
+guint              box_nftables_plugin_get_refusals_read (BoxNftablesPlugin *self);
 
 G_END_DECLS

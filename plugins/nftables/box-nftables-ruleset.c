@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "box-nftables-nflog.h"
 #include "box-nftables-ruleset.h"
 
 static const char *const blocked_builtin[] = {
@@ -70,6 +71,7 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
     "  set guests { type ifname . ipv4_addr; }\n"
     "  set restricted { type ifname; }\n"
     "  set resolved { type ipv4_addr . ipv4_addr . inet_service; flags timeout; }\n"
+    "  set refused_log { type ipv4_addr; size 65535; flags dynamic,timeout; timeout 1m; }\n"
     "  set blocked { type ipv4_addr; flags interval; auto-merge; elements = { ");
   append_blocked (out, ruleset);
   g_string_append (out, " }; }\n");
@@ -125,15 +127,20 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
     "    ip daddr @blocked drop\n"
     "    iifname @restricted jump forward_restricted\n"
     "    accept\n"
-    "  }\n"
-    /* Only TCP, and a new connection only to what the guest resolved
-     * from a name allowed on that port; refused at once with a reset. */
-    "  chain forward_restricted {\n"
-    "    meta l4proto != tcp drop\n"
-    "    ct state established,related accept\n"
-    "    ip saddr . ip daddr . tcp dport @resolved accept\n"
-    "    reject with tcp reset\n"
     "  }\n", ruleset->ifname_prefix, ruleset->ifname_prefix);
+  /* Only TCP, and a new connection only to what the guest resolved from
+   * a name allowed on that port; refused at once with a reset.  What is
+   * refused (or, not TCP, dropped) goes to the NFLOG group first, headers
+   * only, at most 5 a second (10 at once) per guest address. */
+  g_string_append_printf (out,
+    "  chain forward_restricted {\n"
+    "    meta l4proto tcp ct state established,related accept\n"
+    "    meta l4proto tcp ip saddr . ip daddr . tcp dport @resolved accept\n"
+    "    update @refused_log { ip saddr limit rate 5/second burst 10 packets } "
+    "log group %u snaplen %u\n"
+    "    meta l4proto tcp reject with tcp reset\n"
+    "    drop\n"
+    "  }\n", ruleset->log_group, BOX_NFTABLES_NFLOG_SNAPLEN);
 
   /* From the node's own processes into a sandbox: only replies (the
    * resolver's answers, ICMP errors). */

@@ -8,6 +8,7 @@
  *   restricted { type ifname }                  taps of sandboxes with egress rules
  *   resolved   { ipv4_addr . ipv4_addr . inet_service, timeout }
  *              guest . destination . TCP port a restricted guest may open
+ *   refused_log { ipv4_addr, dynamic }         per-guest rate of refusals logged
  * and the rules match the sets.  See README.md for the rules and why.
  */
 #pragma once
@@ -29,6 +30,7 @@ typedef struct {
   guint16      dns_port;      /* where the plugin's resolver listens */
   guint16      proxy_http_port; /* restricted TCP 80 is redirected there */
   guint16      proxy_tls_port;  /* restricted TCP 443 is redirected there */
+  guint16      log_group;     /* NFLOG group of restricted guests' refused packets */
   const char *const *blocked; /* extra IPv4 CIDRs a sandbox never reaches, or NULL */
   GArray      *members;       /* BoxNftablesMember, or NULL */
 } BoxNftablesRuleset;

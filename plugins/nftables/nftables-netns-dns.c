@@ -301,6 +301,16 @@ dns_port_privileged (void)
   g_assert_nonnull (strstr (error->message, "dns_port"));
   g_assert_nonnull (strstr (error->message, "privileged"));
   g_key_file_remove_key (config->keyfile, "plugin.nftables", "dns_port", NULL);
+
+  /* while here: the NFLOG group is 16 bits, refused before anything */
+  g_clear_error (&error);
+  g_clear_object (&other);
+  g_key_file_set_string (config->keyfile, "plugin.nftables", "log_group", "65536");
+  other = g_object_new (BOX_TYPE_NFTABLES_PLUGIN, "name", "nftables", "context", context, NULL);
+  g_assert_false (box_plugin_start (BOX_PLUGIN (other), NULL, &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "log_group"));
+  g_key_file_remove_key (config->keyfile, "plugin.nftables", "log_group", NULL);
 }
 
 /* The default upstreams: /etc/resolv.conf's without loopback ones; a

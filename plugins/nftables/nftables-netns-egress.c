@@ -261,3 +261,60 @@ egress_pending_and_restart (void)
   g_assert_true (box_network_rebind (BOX_NETWORK (world.plugin), ID_C, ID_A, &error));
   g_assert_no_error (error);
 }
+
+/* ---- the kernel's own refusals logged (NFLOG, box-nftables-nflog.c) ---- */
+
+/* The reader batches for 0.1 s at most. */
+static gboolean
+logged_soon (const char *line)
+{
+  for (guint i = 0; i < 200 && !was_logged ("box-nftables", line); i++)
+    g_usleep (10000);
+  return was_logged ("box-nftables", line);
+}
+
+/* After egress-enforced: b's log window is fresh, a's has room. */
+void
+egress_kernel_refusals (void)
+{
+  g_autoptr(GPtrArray) rules = rules_new (9100, 0);
+  g_autoptr(GPtrArray) none = g_ptr_array_new ();
+  guint before, read;
+  gint64 start;
+  double seconds;
+
+  set_rules (ID_B, rules);
+  set_rules (ID_A, rules);
+  serve_tcp (world.inet, "0.0.0.0", "9103", "inet9103.log");
+
+  /* a TCP port no rule allows: a reset, and exactly this line */
+  g_assert_cmpint (probe (world.b, INET, "9103", NULL), ==, REFUSED);
+  g_assert_true (logged_soon ("egress refused: sandbox " ID_B " tcp " INET ":9103"));
+  /* UDP and ICMP: dropped, and said so */
+  udp_send (world.b, "refused-udp", NULL);
+  g_assert_true (logged_soon ("egress refused: sandbox " ID_B " udp " INET ":5000"));
+  g_assert_false (icmp_echo (world.b));
+  g_assert_true (logged_soon ("egress refused: sandbox " ID_B " icmp " INET));
+
+  /* a flood from b: the kernel passes 5 a second (10 at once) of it, the
+   * log at most 20 lines a minute */
+  before = box_nftables_plugin_get_refusals_read (world.plugin);
+  start = g_get_monotonic_time ();
+  for (guint i = 0; i < 400; i++)
+    udp_send (world.b, "flood", NULL);
+  g_usleep (300 * 1000);
+  seconds = (g_get_monotonic_time () - start) / (double) G_USEC_PER_SEC;
+  read = box_nftables_plugin_get_refusals_read (world.plugin) - before;
+  g_test_message ("%u of 400 flooding datagrams read in %.2f s", read, seconds);
+  g_assert_cmpuint (read, >=, 1);
+  g_assert_cmpuint (read, <=, 10 + 5 * (guint) (seconds + 1));
+  g_assert_cmpuint (logged_count ("box-nftables", "egress refused: sandbox " ID_B " "), <=,
+                    BOX_NFTABLES_EGRESS_LOG_BURST);
+
+  /* a's refusal, meanwhile, still shows */
+  g_assert_cmpint (probe (world.a, INET, "9103", NULL), ==, REFUSED);
+  g_assert_true (logged_soon ("egress refused: sandbox " ID_A " tcp " INET ":9103"));
+
+  set_rules (ID_A, none);
+  set_rules (ID_B, none);
+}

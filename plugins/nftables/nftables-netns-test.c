@@ -49,6 +49,18 @@ was_logged (const char *domain, const char *text)
   return FALSE;
 }
 
+guint
+logged_count (const char *domain, const char *prefix)
+{
+  g_autofree char *start = g_strdup_printf ("%s: %s", domain, prefix);
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&log_lock);
+  guint n = 0;
+
+  for (guint i = 0; i < log_lines->len; i++)
+    n += g_str_has_prefix (g_ptr_array_index (log_lines, i), start);
+  return n;
+}
+
 /* ---- tests, in order ---- */
 
 #define SKIP_IF_NEEDED()           \
@@ -405,6 +417,13 @@ test_egress_enforced (void)
 }
 
 static void
+test_egress_kernel_refusals (void)
+{
+  SKIP_IF_NEEDED ();
+  egress_kernel_refusals ();
+}
+
+static void
 test_egress_patch (void)
 {
   SKIP_IF_NEEDED ();
@@ -637,6 +656,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
   g_test_add_func ("/nftables-netns/egress-enforced", test_egress_enforced);
+  g_test_add_func ("/nftables-netns/egress-kernel-refusals", test_egress_kernel_refusals);
   g_test_add_func ("/nftables-netns/egress-patch", test_egress_patch);
   g_test_add_func ("/nftables-netns/egress-pending-and-restart", test_egress_pending_and_restart);
   g_test_add_func ("/nftables-netns/list-allowed", test_list_allowed);

@@ -120,12 +120,16 @@ void               dns_report_stuck (void);
 /* whether a message @text of log domain @domain was logged (structured
  * logging: the test's writer keeps them) */
 gboolean           was_logged      (const char *domain, const char *text);
+/* how many lines of @domain start with @prefix */
+guint              logged_count    (const char *domain, const char *prefix);
 
 /* egress rules (nftables-netns-egress.c) */
 void               egress_enforced (void);
 void               egress_patch    (void);
 void               egress_pending_and_restart (void);
-void               egress_resolved_for_b (void);   /* restricts b, reports svc.test for it */
+void               egress_resolved_for_b (void);
+/* the kernel's refusals logged (nftables-netns-egress.c) */
+void               egress_kernel_refusals (void);   /* restricts b, reports svc.test for it */
 /* the resolved set read back (nftables-netns-list.c) */
 void               list_allowed_in_world (void);
 

@@ -206,11 +206,14 @@ static const char *const restricted_rules[] = {
   "    ip daddr @blocked drop\n"
   "    iifname @restricted jump forward_restricted\n"
   "    accept\n",
+  "set refused_log { type ipv4_addr; size 65535; flags dynamic,timeout; timeout 1m; }",
   "  chain forward_restricted {\n"
-  "    meta l4proto != tcp drop\n"
-  "    ct state established,related accept\n"
-  "    ip saddr . ip daddr . tcp dport @resolved accept\n"
-  "    reject with tcp reset\n"
+  "    meta l4proto tcp ct state established,related accept\n"
+  "    meta l4proto tcp ip saddr . ip daddr . tcp dport @resolved accept\n"
+  "    update @refused_log { ip saddr limit rate 5/second burst 10 packets } "
+  "log group 5740 snaplen 80\n"
+  "    meta l4proto tcp reject with tcp reset\n"
+  "    drop\n"
   "  }\n",
 };
 
@@ -223,7 +226,7 @@ test_ruleset (void)
   BoxNftablesMember m2 = { "bxbbbbbbbbbbbb", "10.222.0.6", TRUE };
   BoxNftablesRuleset ruleset = {
     .table = "box", .pool = "10.222.0.0/16", .ifname_prefix = "bx", .dns_port = 10053,
-    .proxy_http_port = 10080, .proxy_tls_port = 10443,
+    .proxy_http_port = 10080, .proxy_tls_port = 10443, .log_group = 5740,
     .blocked = blocked, .members = members,
   };
   g_autofree char *text = NULL;
