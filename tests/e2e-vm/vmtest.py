@@ -260,8 +260,8 @@ class VmBoxd(boxtest.Boxd):
 
     def __init__(self, tap, config=None, data_dir=None, **kw):
         super().__init__(tap, data_dir=data_dir, **kw)
-        # The network plugin's defaults, but a table, tap names, pool and
-        # resolver port of its own: another boxd on this host (a
+        # The network plugin's defaults, but a table, tap names, pool,
+        # resolver and proxy ports and NFLOG group of its own: another boxd on this host (a
         # developer's, or these tests run from another tree at the same
         # time) keeps its network, and ours is not disturbed by it.
         self.config = {
@@ -270,7 +270,9 @@ class VmBoxd(boxtest.Boxd):
                                 'pool': '10.%d.0.0/16' % (224 + os.getpid() % 30),
                                 'dns_port': str(free_privileged_port()),
                                 'proxy_http_port': str(free_privileged_port()),
-                                'proxy_tls_port': str(free_privileged_port())},
+                                'proxy_tls_port': str(free_privileged_port()),
+                                # only one process can read an NFLOG group
+                                'log_group': str(random.randint(20000, 60000))},
         }
         for section, values in (config or {}).items():
             self.config.setdefault(section, {}).update(values)
