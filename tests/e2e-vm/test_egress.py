@@ -11,7 +11,9 @@
 # Sandboxes: "eg-a" restricted from its create; "eg-b" unrestricted first
 # (the controls), then PATCHed to restricted while awake (live apply, and
 # its open connection is cut), then the neighbour that keeps working while
-# eg-a floods the resolver and the proxy.
+# eg-a floods the resolver and the proxy.  "eg-log", restricted, fresh:
+# what the kernel refuses it (TCP reset on another port, UDP, ICMP) is in
+# boxd's log (NFLOG; not a case of the count, which is about bypasses).
 #
 # The cases are counted (CASES) and the count goes to doc/EGRESS.md.
 
@@ -128,13 +130,18 @@ def test_setup(t):
                 'eg-b': dict(d.net_records().get(b['id']) or {}, id=b['id'])})
     t.eq(len(a['network']['egress']), len(RULES_A), 'eg-a was created with its rules')
     W.set_zone({n('rbox'): {'a': [NET['eg-b']['address']], 'ttl': 60}})
+    for name in ('eg-a', 'eg-b'):
+        copy_in(t, name)
+
+
+def copy_in(t, name):
+    """The probe and the test CA into sandbox @name."""
     probe = open(os.path.join(HERE, 'egress_probe.py'), 'rb').read()
     ca = open(W.ca, 'rb').read()
-    for name in ('eg-a', 'eg-b'):
-        r = run(d, KEY, name, ['sh', '-c', 'cat > /tmp/p.py'], stdin=probe)
-        t.eq((r.status, r.exit_code), (200, 0), '%s: the probe copied in' % name)
-        r = run(d, KEY, name, ['sh', '-c', 'cat > %s' % CA], stdin=ca)
-        t.eq((r.status, r.exit_code), (200, 0), '%s: the test CA copied in' % name)
+    r = run(d, KEY, name, ['sh', '-c', 'cat > /tmp/p.py'], stdin=probe)
+    t.eq((r.status, r.exit_code), (200, 0), '%s: the probe copied in' % name)
+    r = run(d, KEY, name, ['sh', '-c', 'cat > %s' % CA], stdin=ca)
+    t.eq((r.status, r.exit_code), (200, 0), '%s: the test CA copied in' % name)
 
 
 def test_controls(t):
@@ -444,6 +451,28 @@ def test_flood(t):
          (ok, tries))
 
 
+def test_kernel_log(t):
+    """What the kernel refuses a restricted sandbox (a TCP reset on another
+    port, UDP and ICMP dropped) is logged for it, through NFLOG: a fresh
+    sandbox, so that its 20 lines a minute are not used up by the cases
+    above."""
+    with clock('create eg-log (restricted)'):
+        sb = d.create_sandbox(KEY, {'name': 'eg-log', 'network': {'egress': RULES_A}})
+    copy_in(t, 'eg-log')
+    res, r = probes('eg-log', [['tcp', A_OK, 8080], ['udp', A_OK, 443], ['icmp', A_OK]])
+    t.ok(refused(res[0]) and res[1].get('error') == 'timeout' and res[2].get('error') == 'timeout',
+         'eg-log: TCP to 8080 reset, UDP and ICMP dropped', (res, r.describe()))
+    want = ['egress refused: sandbox %s tcp %s:8080' % (sb['id'], A_OK),
+            'egress refused: sandbox %s udp %s:443' % (sb['id'], A_OK),
+            'egress refused: sandbox %s icmp %s' % (sb['id'], A_OK)]
+    deadline = time.time() + 10
+    while time.time() < deadline and not all(w in d.log_text() for w in want):
+        time.sleep(0.5)
+    log = d.log_text()
+    for w in want:
+        t.ok(w in log, 'the kernel\'s refusal is logged: "%s"' % w)
+
+
 def test_report(t):
     passed = sum(1 for _, ok in CASES if ok)
     t.comment('egress attack suite: %d cases tried, %d held, bypasses found: %d'
@@ -458,5 +487,6 @@ def test_cleanup(t):
 
 if __name__ == '__main__':
     vmtest.main(t, clock, test_setup, test_controls, test_dns, test_rebinding, test_http, test_tls,
-                test_other_ports, test_dropped, test_patch, test_paused_patch, test_flood, test_report,
+                test_other_ports, test_dropped, test_patch, test_paused_patch, test_flood, test_kernel_log,
+                test_report,
                 test_cleanup)
