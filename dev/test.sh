@@ -97,6 +97,8 @@ meson_test () {
 run_all () {
   local marker asan_log="" asan_pid=""
   marker="$(mktemp -u)"
+  # the sanitizer build's log counts even when it could not be configured
+  [ "${#builds[@]}" -gt 1 ] && logs+=("${builds[1]}/meson-logs/testlog-main.json")
   if [ "${#builds[@]}" -gt 1 ] && [ -f "${builds[1]}/build.ninja" ]; then
     local b=${builds[1]}
     asan_log="$b.test.log"
@@ -113,7 +115,6 @@ run_all () {
         --no-suite vm
     ) >"$asan_log" 2>&1 &
     asan_pid=$!
-    logs+=("$b/meson-logs/testlog-main.json")
   fi
   echo "=== ${builds[0]}: testing (all but the VM suite)"
   meson_test "${builds[0]}" testlog-main --num-processes 2 --no-suite vm || status=1

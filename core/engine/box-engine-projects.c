@@ -396,6 +396,14 @@ check_users_rule_count (BoxEngine *self, GPtrArray *users, const BoxSecret *secr
   return TRUE;
 }
 
+static gboolean
+strv_equal (char **a, char **b)
+{
+  if (a == NULL || b == NULL)
+    return (a == NULL || a[0] == NULL) && (b == NULL || b[0] == NULL);
+  return g_strv_equal ((const char *const *) a, (const char *const *) b);
+}
+
 /* Each of @users gets its rules again, now with the stored secret's hosts:
  * an awake sandbox at once; an asleep one holds them until its wake,
  * which hands them over again (so a wake already under way cannot keep
@@ -468,7 +476,9 @@ box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
     return NULL;
   if (!box_storage_secret_put (self->storage, secret, error))
     return NULL;
-  if (!push_users_rules (self, users, error))
+  /* the same hosts make the same rules: a new value alone changes none */
+  if ((existing == NULL || !strv_equal (existing->hosts, secret->hosts)) &&
+      !push_users_rules (self, users, error))
     return NULL;
   /* The broker (when there is one) picks the new value up at once; see
    * box_engine_sandboxes for where sandboxes are handed their secrets. */
