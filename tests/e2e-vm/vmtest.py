@@ -172,16 +172,25 @@ def _exit_on_signal(signum, _frame):
     sys.exit(1)
 
 
+_PORTS_GIVEN = set()
+
+
 def free_privileged_port():
     """A port below 1024 free for UDP and TCP: the nftables plugin's
-    resolver must listen where no unprivileged user can (tests run as root)."""
+    resolver must listen where no unprivileged user can (tests run as root).
+    Never the same one twice in a process: a boxd's dns_port and proxy
+    ports are picked one after the other, before any is bound, and must
+    differ (a repeat stopped the plugin from starting, now and then)."""
     for port in random.sample(range(600, 1000), 400):
+        if port in _PORTS_GIVEN:
+            continue
         socks = []
         try:
             for kind in (socket.SOCK_DGRAM, socket.SOCK_STREAM):
                 s = socket.socket(socket.AF_INET, kind)
                 socks.append(s)
                 s.bind(('0.0.0.0', port))
+            _PORTS_GIVEN.add(port)
             return port
         except OSError:
             continue
