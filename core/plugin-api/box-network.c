@@ -151,3 +151,32 @@ box_net_allowed_copy (const BoxNetAllowed *allowed)
 }
 
 G_DEFINE_BOXED_TYPE (BoxNetAllowed, box_net_allowed, box_net_allowed_copy, box_net_allowed_free)
+
+void
+box_network_set_broker (BoxNetwork *self, BoxBroker *broker)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_if_fail (BOX_IS_NETWORK (self));
+  iface = BOX_NETWORK_GET_IFACE (self);
+  if (iface->set_broker != NULL)
+    iface->set_broker (self, broker);
+}
+
+gboolean
+box_network_set_brokered (BoxNetwork *self, const char *sandbox_id, gboolean brokered,
+                          GError **error)
+{
+  BoxNetworkInterface *iface;
+
+  g_return_val_if_fail (BOX_IS_NETWORK (self), FALSE);
+  iface = BOX_NETWORK_GET_IFACE (self);
+  if (iface->set_brokered == NULL) {
+    if (!brokered)
+      return TRUE;
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "%s cannot send connections to the secrets broker", G_OBJECT_TYPE_NAME (self));
+    return FALSE;
+  }
+  return iface->set_brokered (self, sandbox_id, brokered, error);
+}

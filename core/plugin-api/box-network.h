@@ -19,6 +19,7 @@
 #include "box-export.h"
 
 #include "box-plugin.h"
+#include "box-broker.h"
 
 G_BEGIN_DECLS
 
@@ -139,9 +140,15 @@ struct _BoxNetworkInterface {
   GPtrArray        *(*list_allowed) (BoxNetwork *self, const char *sandbox_id, GError **error);
   /* Whether non-empty rules are enforced; NULL: they are not. */
   gboolean          (*enforces_egress) (BoxNetwork *self);
+  /* The broker to hand brokered TLS connections to; once, at start. */
+  void              (*set_broker)      (BoxNetwork *self, BoxBroker *broker);
+  /* Whether the sandbox's TCP 443 goes through the node to be checked
+   * against box_broker_wants(); applies at once. */
+  gboolean          (*set_brokered)    (BoxNetwork *self, const char *sandbox_id,
+                                        gboolean brokered, GError **error);
 
   /*< private >*/
-  gpointer padding[14];
+  gpointer padding[12];
 };
 
 /**
@@ -201,5 +208,36 @@ GPtrArray        *box_network_list_allowed (BoxNetwork *self, const char *sandbo
  */
 BOX_PLUGIN_API
 gboolean          box_network_enforces_egress (BoxNetwork *self);
+/**
+ * box_network_set_broker:
+ * @self: the network
+ * @broker: (nullable): the secrets broker
+ *
+ * Gives the network the broker that takes TLS connections to secrets'
+ * hosts (see box-broker.h); the engine calls it once at start.  A network
+ * that cannot hand connections over ignores it, and then
+ * box_network_set_brokered() fails.
+ */
+BOX_PLUGIN_API
+void              box_network_set_broker (BoxNetwork *self, BoxBroker *broker);
+/**
+ * box_network_set_brokered:
+ * @self: the network
+ * @sandbox_id: the sandbox
+ * @brokered: whether it uses secrets
+ * @error: why it failed
+ *
+ * Sends the sandbox's TCP connections to port 443 through the node, where
+ * those whose server name box_broker_wants() are handed to the broker and
+ * every other one is passed on as it is (and still checked against the
+ * sandbox's egress rules); or stops doing so.  Applies at once, also to a
+ * sandbox attached later under the same id.
+ *
+ * Returns: %TRUE on success; %BOX_ERROR_UNSUPPORTED when the network
+ *   cannot
+ */
+BOX_PLUGIN_API
+gboolean          box_network_set_brokered (BoxNetwork *self, const char *sandbox_id,
+                                            gboolean brokered, GError **error);
 
 G_END_DECLS
