@@ -78,6 +78,15 @@ gboolean          box_engine_check_rules        (BoxEngine *self, GPtrArray *egr
  * here when NULL) before the hypervisor runs its code. */
 gboolean          box_engine_push_egress        (BoxEngine *self, BoxEngineOp *op,
                                                  GError **error);
+/* box-engine-broker.c: hands the broker @sandbox's secrets (values
+ * unsealed) and marks it brokered in the network; nothing when there is
+ * no broker or it uses none. */
+gboolean          box_engine_push_secrets       (BoxEngine *self, const BoxSandbox *sandbox,
+                                                 GError **error);
+/* Takes them back (an empty set, not brokered); failures are logged. */
+void              box_engine_drop_secrets       (BoxEngine *self, const char *sandbox_id);
+/* At start: the network gets the broker, every awake sandbox its secrets. */
+void              box_engine_broker_reconcile   (BoxEngine *self);
 /* The rules a network plugin enforces: includes expanded. */
 GPtrArray        *box_engine_expand_rules       (BoxEngine *self, GPtrArray *egress);
 /* What the network enforces for @sandbox: its rules expanded and, when it

@@ -249,13 +249,17 @@ box_engine_check_rules (BoxEngine *self, GPtrArray *egress, GError **error)
 }
 
 /* Before the hypervisor runs the sandbox's code (create, fork, resume,
- * boot, restore): the network plugin gets the sandbox's rules, so that
+ * boot, restore): the broker gets its secrets (box-engine-broker.c) and
+ * the network plugin the sandbox's rules, so that
  * rules given at create or changed while it slept hold before the guest
  * runs.  The plugin keeps them for an ID it has no attachment for yet and
  * applies them when the hypervisor attaches (or rebinds a warm VM). */
 gboolean
 box_engine_push_egress (BoxEngine *self, BoxEngineOp *op, GError **error)
 {
+  /* the broker holds its secrets before the network sends it there */
+  if (!box_engine_push_secrets (self, op->sandbox, error))
+    return FALSE;
   if (self->network == NULL)
     return TRUE;
   if (op->egress == NULL)
@@ -658,6 +662,8 @@ delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   box_engine_runtime_get (self, op->id)->base.deleted = TRUE;
+  if (op->sandbox->secrets != NULL && op->sandbox->secrets[0] != NULL)
+    box_engine_drop_secrets (self, op->id);
   box_engine_emit_detail (self, "sandbox.deleted", op->sandbox, "reason", op->reason);
   box_engine_op_finish_ok (self, task);
 }
