@@ -8,6 +8,8 @@
  * on a PUT of a secret it uses.  Deleting the sandbox or emptying its
  * secrets takes them back.  The values are unsealed here only, for the
  * broker; they are never logged, never in an event, never sent to a guest.
+ * What the guest gets instead: for each secret, NAME=its placeholder in the
+ * environment of everything it runs (box_engine_guest_env()).
  */
 #include "config.h"
 
@@ -123,4 +125,22 @@ box_engine_broker_reconcile (BoxEngine *self)
                error->message);
     g_clear_error (&error);
   }
+}
+
+GHashTable *
+box_engine_guest_env (BoxEngine *self, const BoxSandbox *sandbox)
+{
+  GHashTable *env = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+
+  if (sandbox->env != NULL)
+    box_engine_copy_map (env, sandbox->env);
+  /* a secret's name is never also in env (400 at create and PATCH) */
+  for (guint i = 0; sandbox->secrets != NULL && sandbox->secrets[i] != NULL; i++) {
+    g_autoptr(BoxSecret) secret = box_storage_secret_get (self->storage, sandbox->project,
+                                                          sandbox->secrets[i], NULL);
+
+    if (secret != NULL && secret->placeholder != NULL)
+      g_hash_table_replace (env, g_strdup (secret->name), g_strdup (secret->placeholder));
+  }
+  return env;
 }

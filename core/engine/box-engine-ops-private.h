@@ -48,6 +48,7 @@ typedef struct {
   BoxSandboxUpdate *update;
   BoxSandboxState   from;        /* the state before a transition */
   GPtrArray        *egress;     /* expanded rules for the VM request */
+  GHashTable       *guest_env;  /* the VM request's env (box_engine_guest_env()) */
   /* an operation of another file (checkpoints): runs under the lock in
    * place of the kinds above, with its own data */
   void            (*run)         (BoxEngine *self, GTask *task);
@@ -87,6 +88,9 @@ gboolean          box_engine_push_secrets       (BoxEngine *self, const BoxSandb
 void              box_engine_drop_secrets       (BoxEngine *self, const char *sandbox_id);
 /* At start: the network gets the broker, every awake sandbox its secrets. */
 void              box_engine_broker_reconcile   (BoxEngine *self);
+/* What the guest runs everything with: @sandbox's env and, for each secret
+ * it uses, NAME=<its placeholder>.  A new table. */
+GHashTable       *box_engine_guest_env          (BoxEngine *self, const BoxSandbox *sandbox);
 /* The rules a network plugin enforces: includes expanded. */
 GPtrArray        *box_engine_expand_rules       (BoxEngine *self, GPtrArray *egress);
 /* What the network enforces for @sandbox: its rules expanded and, when it

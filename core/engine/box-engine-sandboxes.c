@@ -30,6 +30,7 @@ box_engine_op_free (BoxEngineOp *op)
   g_clear_pointer (&op->sandbox, box_sandbox_free);
   g_clear_pointer (&op->update, box_sandbox_update_free);
   g_clear_pointer (&op->egress, g_ptr_array_unref);
+  g_clear_pointer (&op->guest_env, g_hash_table_unref);
   if (op->extra_free != NULL)
     g_clear_pointer (&op->extra, op->extra_free);
   g_free (op);
@@ -150,7 +151,8 @@ box_engine_emit_detail (BoxEngine *self, const char *type, const BoxSandbox *san
 }
 
 
-/* @op keeps the expanded rules alive while the request is in use. */
+/* @op keeps the expanded rules and the guest's env alive while the
+ * request is in use. */
 void
 box_engine_fill_vm_request (BoxEngine *self, BoxVmRequest *request, BoxEngineOp *op)
 {
@@ -164,7 +166,9 @@ box_engine_fill_vm_request (BoxEngine *self, BoxVmRequest *request, BoxEngineOp 
   request->template_name = sandbox->template_name;
   request->image = sandbox->image;
   request->resources = sandbox->resources;
-  request->env = sandbox->env;
+  if (op->guest_env == NULL)
+    op->guest_env = box_engine_guest_env (self, sandbox);
+  request->env = op->guest_env;
   request->egress = op->egress;
 }
 

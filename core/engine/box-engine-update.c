@@ -93,7 +93,8 @@ push_env (BoxEngine *self, GTask *task)
     box_engine_op_finish_ok (self, task);
     return;
   }
-  box_agent_client_set_env_async (agent, op->sandbox->env, NULL, env_pushed, task);
+  op->guest_env = box_engine_guest_env (self, op->sandbox);
+  box_agent_client_set_env_async (agent, op->guest_env, NULL, env_pushed, task);
 }
 
 /* A change the node refused is not kept (the broker gets the old secrets
@@ -165,9 +166,11 @@ box_engine_run_update (BoxEngine *self, GTask *task)
     box_engine_drop_secrets (self, changed->id);
   g_clear_pointer (&op->sandbox, box_sandbox_free);
   op->sandbox = g_steal_pointer (&changed);
-  /* A new env reaches processes started after the change (and the whole
-   * sandbox at its next wake, when the hypervisor hands it over again). */
-  if (op->update->env != NULL && op->sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
+  /* A new env (or new secrets: their placeholders) reaches processes
+   * started after the change (and the whole sandbox at its next wake,
+   * when the hypervisor hands it over again). */
+  if ((op->update->env != NULL || op->update->secrets != NULL) &&
+      op->sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
     push_env (self, task);
     return;
   }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "box-agent-frame.h"
 #include "box-requests.h"
 #include "engine-fixture.h"
 
@@ -318,6 +319,51 @@ test_put_refused (Ef *ef, gconstpointer user_data)
   assert_no_value ();
 }
 
+/* The guest gets, with its env, NAME=<placeholder> for each secret (here
+ * when a running sandbox's secrets are PATCHed), never the value. */
+static void
+test_guest_env (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(BoxSandbox) after = NULL;
+  g_autoptr(JsonNode) body = json_from_string ("{\"secrets\": [\"TOKEN\"]}", NULL);
+  g_autoptr(BoxSandboxUpdate) update = box_sandbox_update_from_json (body, NULL);
+  g_autoptr(JsonObject) request = NULL;
+  g_autoptr(JsonNode) node = json_node_new (JSON_NODE_OBJECT);
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *text = NULL;
+  g_autofree char *reply = NULL;
+  EfWait wait = { 0 };
+  FakeAgent *fake;
+  JsonObject *env;
+  gint64 id = 0;
+
+  put_secret (ef, "TOKEN", V1);
+  sb = ef_create_ok (ef, "{\"env\": {\"E\": \"e\"}}");
+  fake = ef_fake_agent (ef, sb->id, NULL);
+  assert_calls (ef, "set_broker");
+  box_engine_update_sandbox_async (ef->engine, "p", sb->id, update, NULL, ef_wait_cb, &wait);
+  request = fake_agent_read_request (fake);
+  g_assert_cmpstr (box_agent_json_get_string (request, "op"), ==, "set-env");
+  env = json_object_get_object_member (request, "env");
+  g_assert_nonnull (env);
+  g_assert_cmpuint (json_object_get_size (env), ==, 2);
+  g_assert_cmpstr (json_object_get_string_member (env, "E"), ==, "e");
+  g_assert_cmpstr (json_object_get_string_member (env, "TOKEN"), ==, "__box_token__");
+  json_node_set_object (node, request);
+  text = json_to_string (node, FALSE);
+  g_assert_null (strstr (text, V1));
+  g_assert_true (box_agent_json_get_int (request, "id", &id));
+  reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true}", id);
+  fake_agent_send_json (fake, 0, reply);
+  result = ef_wait_result (ef, &wait);
+  after = box_engine_update_sandbox_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+  g_assert_cmpstrv (after->secrets, ((const char *const[]) { "TOKEN", NULL }));
+  assert_pushed (ef, sb->id, V1);
+}
+
 /* the build tree's plugins and the test module, in a directory of links */
 static char *
 make_plugin_dir (void)
@@ -376,6 +422,8 @@ main (int argc, char **argv)
   ADD ("/engine-broker/lifecycle", test_lifecycle);
   ADD ("/engine-broker/patch-refused", test_patch_refused);
   ADD ("/engine-broker/put-refused", test_put_refused);
+  g_test_add ("/engine-broker/guest-env", Ef, "guest-agent,memory-snapshots", set_up,
+              test_guest_env, ef_tear_down);
   status = g_test_run ();
   remove_plugin_dir (plugin_dir);
   g_free (plugin_dir);
