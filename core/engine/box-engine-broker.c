@@ -144,3 +144,31 @@ box_engine_guest_env (BoxEngine *self, const BoxSandbox *sandbox)
   }
   return env;
 }
+
+gboolean
+box_engine_rotate_broker_ca (BoxEngine *self, guint *sandboxes, GError **error)
+{
+  g_autoptr(GPtrArray) all = NULL;
+  guint awake = 0;
+
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  if (self->broker == NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                         "no secrets broker: boxd runs without one ([boxd] broker=)");
+    return FALSE;
+  }
+  if (!box_broker_rotate_ca (self->broker, error))
+    return FALSE;
+  g_message ("the secrets broker has a new CA");
+  all = box_storage_sandbox_list (self->storage, NULL, NULL);
+  for (guint i = 0; all != NULL && i < all->len; i++) {
+    const BoxSandbox *sandbox = g_ptr_array_index (all, i);
+
+    if (sandbox->state == BOX_SANDBOX_STATE_RUNNING && sandbox->secrets != NULL &&
+        sandbox->secrets[0] != NULL)
+      awake++;
+  }
+  if (sandboxes != NULL)
+    *sandboxes = awake;
+  return TRUE;
+}
