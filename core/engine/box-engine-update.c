@@ -108,7 +108,9 @@ finish_unapplied (BoxEngine *self, GTask *task, BoxSandbox *changed, gboolean se
   GError *error = NULL;
 
   if (!g_error_matches (apply_error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE)) {
-    if (secrets_pushed && !box_engine_push_secrets (self, op->sandbox, &error)) {
+    if (secrets_pushed && (op->sandbox->secrets == NULL || op->sandbox->secrets[0] == NULL)) {
+      box_engine_drop_secrets (self, op->id);
+    } else if (secrets_pushed && !box_engine_push_secrets (self, op->sandbox, &error)) {
       g_warning ("sandbox %s: the broker did not take its secrets back: %s", op->id,
                  error->message);
       g_clear_error (&error);

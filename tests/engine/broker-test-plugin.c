@@ -9,7 +9,8 @@
  *   set_brokered <sandbox id> 0|1
  *   rotate_ca
  * The object data "fail", when set to "unavailable" or "refuse", makes
- * set_secrets fail with 503 sandbox_unavailable or 400 invalid.  The CA is
+ * set_secrets fail with 503 sandbox_unavailable or 400 invalid;
+ * "fail_egress" makes set_egress refuse (400 invalid).  The CA is
  * the fixed text "CA-<n>", n counting rotations.
  */
 #include "config.h"
@@ -103,8 +104,20 @@ broker_init (BoxBrokerInterface *iface)
   iface->rotate_ca = rotate_ca;
 }
 
+/* Takes any rules (so a sandbox can be restricted); refuses them when
+ * the object data "fail_egress" is set. */
 static gboolean
 set_egress (BoxNetwork *network, const char *sandbox_id, GPtrArray *rules, GError **error)
+{
+  if (g_object_get_data (G_OBJECT (network), "fail_egress") != NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID, "the test network refuses as told");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+enforces_egress (BoxNetwork *network)
 {
   return TRUE;
 }
@@ -127,6 +140,7 @@ static void
 network_init (BoxNetworkInterface *iface)
 {
   iface->set_egress = set_egress;
+  iface->enforces_egress = enforces_egress;
   iface->set_broker = set_broker;
   iface->set_brokered = set_brokered;
 }
