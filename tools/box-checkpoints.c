@@ -158,6 +158,7 @@ box_cmd_restore (BoxCli *cli, int argc, char **argv)
 int
 box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv)
 {
+  g_autofree char *collection = NULL;
   int status = BOX_CLI_EXIT_OK;
 
   if (!box_cli_parse (cli, &argc, &argv, (const GOptionEntry[]) { { NULL } },
@@ -165,7 +166,8 @@ box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv)
                       G_MAXUINT, &status) ||
       !box_cli_ready (cli, &status))
     return status;
-  return box_cli_delete_each (cli, argv[1], "checkpoints", argv + 2, argc - 2);
+  collection = box_cli_sandbox_path (argv[1], "/checkpoints");
+  return box_cli_delete_each (cli, collection, argv + 2, argc - 2, NULL);
 }
 
 /* The newest checkpoint of @sandbox (NULL with no error when it has none). */
