@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-# cli-secrets: `box secrets`, `box secret put|get|delete` and
-# `box create --secret` against the real boxd (dummy hypervisor): usage
-# errors (exit 2, nothing asked of the API, the value never echoed), the
-# value from standard input (one line end dropped, what the API would
-# refuse refused before it leaves) and from a prompt on a pseudo-terminal
-# with the echo off (and back on after, also after SIGINT), the API's own
-# refusals changing nothing, 409 for a secret in use, another project's
-# secret, and 501 on a deployment without a secret key.  The value is
-# never printed back by any command.
+# cli-secrets: `box secrets`, `box secret put|get|delete`, `box create
+# --secret` and `box fork --secret|--no-secrets` against the real boxd
+# (dummy hypervisor): usage errors (exit 2, nothing asked of the API, the
+# value never echoed), the value from standard input (one line end
+# dropped, what the API would refuse refused before it leaves) and from a
+# prompt on a pseudo-terminal with the echo off (and back on after, also
+# after SIGINT), the API's own refusals changing nothing, 409 for a secret
+# in use, another project's secret, and 501 on a deployment without a
+# secret key.  The value is never printed back by any command.
 #
 # boxd never shows a secret's value, so what exactly box sends is seen by a
 # small HTTP server of this test that records the PUT bodies it gets.
@@ -225,6 +225,19 @@ def test_sandboxes_and_delete(t):
     check(t, r, 1, 'create naming an unknown secret: exit 1', err_contains='(invalid)')
     r = c('create', '--name', 'clash', '--secret', 'API_KEY', '--env', 'API_KEY=x')
     check(t, r, 1, 'create with the secret\'s name in --env too: exit 1', err_contains='(invalid)')
+
+    # forks: the source's secrets unless given
+    check(t, c('fork', 'user', '--name', 'f-same'), 0, 'fork without --secret')
+    check(t, c('fork', 'user', '--name', 'f-own', '--secret', 'GITHUB_TOKEN'), 0,
+          'fork --secret')
+    check(t, c('fork', 'user', '--name', 'f-none', '--no-secrets'), 0, 'fork --no-secrets')
+    t.eq([(api('GET', '/v1/sandboxes/' + n)[2] or {}).get('secrets')
+          for n in ('f-same', 'f-own', 'f-none')],
+         [['GITHUB_TOKEN', 'API_KEY'], ['GITHUB_TOKEN'], []],
+         'the forks have the source\'s secrets, their own, none')
+    r = c('fork', 'user', '--secret', 'API_KEY', '--no-secrets')
+    check(t, r, 2, 'fork --secret with --no-secrets: exit 2', err_contains='contradict')
+    check(t, c('delete', 'f-same', 'f-own', 'f-none'), 0, 'the forks are deleted')
 
     r = c('secret', 'delete', 'API_KEY')
     check(t, r, 1, 'deleting a secret in use: exit 1', err_contains='(conflict)')
