@@ -26,6 +26,9 @@
 /* The spec's limits of a secret (name, value). */
 #define SECRET_NAME_MAX   64
 #define SECRET_VALUE_MAX  8192
+/* The longest line a terminal in canonical mode passes on whole (Linux's
+ * N_TTY buffer is 4096 with the line end); a longer one arrives cut. */
+#define TERMINAL_LINE_MAX 4095
 
 static char *
 secret_path (const char *name)
@@ -153,18 +156,19 @@ prompt_value (const char *name, GByteArray *out, GError **error)
   quiet = saved_termios;
   quiet.c_lflag &= ~(tcflag_t) (ECHO | ECHOE | ECHOK | ECHONL);
   quiet.c_lflag |= ICANON;
-  g_printerr (_("Value of %s (not shown, ends with Enter): "), name);
   echo_is_off = 1;
   if (tcsetattr (STDIN_FILENO, TCSAFLUSH, &quiet) != 0) {
     saved_errno = errno;
     echo_is_off = 0;
     for (guint i = 0; i < G_N_ELEMENTS (signals); i++)
       sigaction (signals[i], &previous[i], NULL);
-    g_printerr ("\n");
     g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_LOCAL,
                  _("Cannot turn the terminal's echo off: %s"), g_strerror (saved_errno));
     return FALSE;
   }
+  /* after the flush of what was typed ahead, so that nothing typed after
+   * the prompt is lost */
+  g_printerr (_("Value of %s (not shown, ends with Enter): "), name);
   read_ok = read_value_bytes (STDIN_FILENO, TRUE, out);
   saved_errno = errno;
   tcsetattr (STDIN_FILENO, TCSAFLUSH, &saved_termios);
@@ -200,6 +204,13 @@ read_value (const char *name, GError **error)
   len = bytes->len;
   if (len > 0 && bytes->data[len - 1] == '\n')
     len--;
+  if (terminal && len >= TERMINAL_LINE_MAX) {
+    g_set_error (error, BOX_CLI_ERROR, BOX_CLI_ERROR_USAGE,
+                 _("A terminal line holds at most %d bytes, so this value may have been cut; "
+                   "give it on standard input instead; nothing was changed."),
+                 TERMINAL_LINE_MAX - 1);
+    return NULL;
+  }
   if (len > 0 && bytes->data[len - 1] == '\r' && len < bytes->len)
     len--;
   if (len == 0) {
@@ -348,8 +359,8 @@ secret_put (BoxCli *cli, int argc, char **argv)
   if (!box_cli_parse (cli, &argc, &argv, entries, _("put NAME --host HOST… [OPTION…]"),
                       _("Create or replace a secret. The value is read from standard input (one "
                         "line end at its end dropped) or, on a terminal, asked for once without "
-                        "showing it; never from the command line. A terminal line holds at most "
-                        "4095 bytes: give longer values on standard input."), 2, 2, &status))
+                        "showing it; never from the command line. A typed value is at most 4094 "
+                        "bytes (a terminal's line): give longer ones on standard input."), 2, 2, &status))
     return status;
   if (!check_name (argv[2], &error))
     return box_cli_usage_error (cli, "secret", error->message);
