@@ -445,6 +445,27 @@ test_list_allowed (void)
 }
 
 static void
+test_broker_unrestricted (void)
+{
+  SKIP_IF_NEEDED ();
+  broker_unrestricted ();
+}
+
+static void
+test_broker_restricted (void)
+{
+  SKIP_IF_NEEDED ();
+  broker_restricted ();
+}
+
+static void
+test_broker_membership (void)
+{
+  SKIP_IF_NEEDED ();
+  broker_membership ();
+}
+
+static void
 test_rebind (void)
 {
   g_autoptr(GError) error = NULL;
@@ -660,6 +681,9 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/egress-patch", test_egress_patch);
   g_test_add_func ("/nftables-netns/egress-pending-and-restart", test_egress_pending_and_restart);
   g_test_add_func ("/nftables-netns/list-allowed", test_list_allowed);
+  g_test_add_func ("/nftables-netns/broker-unrestricted", test_broker_unrestricted);
+  g_test_add_func ("/nftables-netns/broker-restricted", test_broker_restricted);
+  g_test_add_func ("/nftables-netns/broker-membership", test_broker_membership);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);
   g_test_add_func ("/nftables-netns/restart", test_restart);
   g_test_add_func ("/nftables-netns/real-taps", test_real_taps);
