@@ -527,13 +527,23 @@ install_table (BoxNftablesPlugin *self, GError **error)
   }
   ruleset.members = members;
   commands = box_nftables_ruleset_install (&ruleset);
-  if (!box_nftables_nft_run (self->nft, commands, &local_error)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "cannot install table inet %s (is nf_tables available?): %s", self->table,
-                 local_error->message);
-    return FALSE;
+  if (box_nftables_nft_run (self->nft, commands, &local_error))
+    return TRUE;
+  /* a kernel without nfnetlink_log refuses the log rule: enforce the rules
+   * anyway, only the kernel's refusals go unlogged */
+  g_free (commands);
+  ruleset.no_log = TRUE;
+  commands = box_nftables_ruleset_install (&ruleset);
+  if (box_nftables_nft_run (self->nft, commands, NULL)) {
+    g_warning ("nftables: table inet %s installed without its log rule, so the kernel's "
+               "egress refusals are not logged (is nfnetlink_log available?): %s",
+               self->table, local_error->message);
+    return TRUE;
   }
-  return TRUE;
+  g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+               "cannot install table inet %s (is nf_tables available?): %s", self->table,
+               local_error->message);
+  return FALSE;
 }
 
 /* The name-checking proxy on the two redirected ports, never dialling

@@ -135,16 +135,20 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
   /* Only TCP, and a new connection only to what the guest resolved from
    * a name allowed on that port; refused at once with a reset.  What is
    * refused (or, not TCP, dropped) goes to the NFLOG group first, headers
-   * only, at most 5 a second (10 at once) per guest address. */
-  g_string_append_printf (out,
+   * only, at most 5 a second (10 at once) per guest address (unless the
+   * kernel has no NFLOG: no_log). */
+  g_string_append (out,
     "  chain forward_restricted {\n"
     "    meta l4proto tcp ct state established,related accept\n"
-    "    meta l4proto tcp ip saddr . ip daddr . tcp dport @resolved accept\n"
-    "    update @refused_log { ip saddr limit rate 5/second burst 10 packets } "
-    "log group %u snaplen %u\n"
+    "    meta l4proto tcp ip saddr . ip daddr . tcp dport @resolved accept\n");
+  if (!ruleset->no_log)
+    g_string_append_printf (out,
+      "    update @refused_log { ip saddr limit rate 5/second burst 10 packets } "
+      "log group %u snaplen %u\n", ruleset->log_group, BOX_NFTABLES_NFLOG_SNAPLEN);
+  g_string_append (out,
     "    meta l4proto tcp reject with tcp reset\n"
     "    drop\n"
-    "  }\n", ruleset->log_group, BOX_NFTABLES_NFLOG_SNAPLEN);
+    "  }\n");
 
   /* From the node's own processes into a sandbox: only replies (the
    * resolver's answers, ICMP errors). */

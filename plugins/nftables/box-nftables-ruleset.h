@@ -35,6 +35,7 @@ typedef struct {
   guint16      proxy_http_port; /* restricted TCP 80 is redirected there */
   guint16      proxy_tls_port;  /* restricted and brokered TCP 443 is redirected there */
   guint16      log_group;     /* NFLOG group of restricted guests' refused packets */
+  gboolean     no_log;        /* without the log rule (a kernel without nfnetlink_log) */
   const char *const *blocked; /* extra IPv4 CIDRs a sandbox never reaches, or NULL */
   GArray      *members;       /* BoxNftablesMember, or NULL */
 } BoxNftablesRuleset;

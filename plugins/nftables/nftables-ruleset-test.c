@@ -1,7 +1,8 @@
-/* nftables-brokered-test.c: the ruleset text for sandboxes that use
- * secrets (box-nftables-ruleset.c): their TCP 443 goes to the proxy, and
- * nothing else of theirs changes.  Installed for real in
- * nftables-netns-broker.c. */
+/* nftables-ruleset-test.c: variants of the ruleset text
+ * (box-nftables-ruleset.c; the whole of it has nftables-test.c): for
+ * sandboxes that use secrets, whose TCP 443 goes to the proxy and nothing
+ * else of theirs changes (installed for real in nftables-netns-broker.c),
+ * and without the log rule, for a kernel without nfnetlink_log. */
 #include "config.h"
 
 #include <string.h>
@@ -60,11 +61,34 @@ test_membership (void)
   g_assert_true (g_str_has_suffix (remove, off));
 }
 
+/* Only the log rule goes: the refusal itself stays. */
+static void
+test_no_log (void)
+{
+  BoxNftablesRuleset ruleset = {
+    .table = "box", .pool = "10.222.0.0/16", .ifname_prefix = "bx", .dns_port = 10053,
+    .proxy_http_port = 10080, .proxy_tls_port = 10443, .log_group = 5740,
+  };
+  g_autofree char *with_log = box_nftables_ruleset_install (&ruleset);
+  g_autofree char *without = NULL;
+  const char *rule = "    update @refused_log { ip saddr limit rate 5/second burst 10 packets } "
+                     "log group 5740 snaplen 80\n";
+  char *at = strstr (with_log, rule);
+
+  ruleset.no_log = TRUE;
+  without = box_nftables_ruleset_install (&ruleset);
+  g_assert_nonnull (at);
+  memmove (at, at + strlen (rule), strlen (at + strlen (rule)) + 1);
+  g_assert_cmpstr (without, ==, with_log);
+  g_assert_nonnull (strstr (without, "    meta l4proto tcp reject with tcp reset\n    drop\n"));
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/nftables/brokered/install", test_install);
   g_test_add_func ("/nftables/brokered/membership", test_membership);
+  g_test_add_func ("/nftables/ruleset/no-log", test_no_log);
   return g_test_run ();
 }
