@@ -392,6 +392,13 @@ test_resolver_report_stuck (void)
 }
 
 static void
+test_resolver_report_round_robin (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_report_round_robin ();
+}
+
+static void
 test_set_egress (void)
 {
   g_autoptr(GError) error = NULL;
@@ -674,6 +681,8 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-node-lookup-flood",
                    test_resolver_node_lookup_flood);
   g_test_add_func ("/nftables-netns/resolver-report-stuck", test_resolver_report_stuck);
+  g_test_add_func ("/nftables-netns/resolver-report-round-robin",
+                   test_resolver_report_round_robin);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
   g_test_add_func ("/nftables-netns/egress-enforced", test_egress_enforced);

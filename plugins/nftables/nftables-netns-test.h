@@ -119,6 +119,7 @@ void               dns_restricted_world (void);
 void               dns_restricted_flood (void);
 void               dns_node_lookup_flood (void);
 void               dns_report_stuck (void);
+void               dns_report_round_robin (void);
 
 /* whether a message @text of log domain @domain was logged (structured
  * logging: the test's writer keeps them) */
