@@ -196,6 +196,37 @@ count_rcode (int fd, ldns_pkt_rcode rcode, guint *others)
   return n;
 }
 
+/* Gets a restricted sandbox's first answer of slow.allowed.test (the
+ * upstream answers) stuck in its report, behind @gate. */
+static void
+get_stuck (Gate *gate, BoxNftablesEgress *egress, BoxNftablesDns *dns, int upstream,
+           int client, guint16 id)
+{
+  const char *records[] = { "slow.allowed.test. 60 IN A 203.0.113.92", NULL };
+  char *name;
+
+  g_mutex_init (&gate->lock);
+  g_cond_init (&gate->cond);
+  box_nftables_dns_allow (dns, RESTRICTED);
+  box_nftables_egress_set_resolved_func (egress, stuck_report, gate);
+  send_query (client, id, "slow.allowed.test", LDNS_RR_TYPE_A);
+  name = upstream_answers (upstream, records, WAIT_MS);
+  g_assert_cmpstr (name, ==, "slow.allowed.test.");
+  g_free (name);
+  for (guint i = 0; i < WAIT_MS / 10 && gate_entered (gate) == 0; i++)
+    g_usleep (10000);
+  g_assert_cmpuint (gate_entered (gate), ==, 1);
+}
+
+static void
+gate_open (Gate *gate)
+{
+  g_mutex_lock (&gate->lock);
+  gate->open = TRUE;
+  g_cond_broadcast (&gate->cond);
+  g_mutex_unlock (&gate->lock);
+}
+
 /* While the report of a restricted sandbox's answer is stuck, the answer
  * waits (the kernel's elements are not in yet), but the resolver goes on:
  * a neighbour's query is relayed, a denied name REFUSED; the answers that
@@ -210,25 +241,12 @@ dns_report_stuck (void)
   int client = socket_on (SOCK_DGRAM, RESTRICTED, 0);
   int open_client = socket_on (SOCK_DGRAM, OPEN, 0);
   g_autoptr(BoxNftablesDns) dns = resolver_on (upstream, egress, policy);
-  const char *records[] = { "slow.allowed.test. 60 IN A 203.0.113.92", NULL };
   Gate gate = { 0 };
   guint8 buf[600];
   guint others = 0, servfail;
-  char *name;
 
-  g_mutex_init (&gate.lock);
-  g_cond_init (&gate.cond);
-  box_nftables_dns_allow (dns, RESTRICTED);
   box_nftables_dns_allow (dns, OPEN);
-  box_nftables_egress_set_resolved_func (egress, stuck_report, &gate);
-
-  send_query (client, 0x0700, "slow.allowed.test", LDNS_RR_TYPE_A);
-  name = upstream_answers (upstream, records, WAIT_MS);
-  g_assert_cmpstr (name, ==, "slow.allowed.test.");
-  g_free (name);
-  for (guint i = 0; i < WAIT_MS / 10 && gate_entered (&gate) == 0; i++)
-    g_usleep (10000);
-  g_assert_cmpuint (gate_entered (&gate), ==, 1);
+  get_stuck (&gate, egress, dns, upstream, client, 0x0700);
   g_assert_false (readable_within (client, 200));   /* not before its report */
 
   /* the resolver is not stuck with it */
@@ -251,10 +269,7 @@ dns_report_stuck (void)
   g_assert_cmpuint (gate_entered (&gate), ==, 1);
 
   /* through: the first answer, then the ones that waited */
-  g_mutex_lock (&gate.lock);
-  gate.open = TRUE;
-  g_cond_broadcast (&gate.cond);
-  g_mutex_unlock (&gate.lock);
+  gate_open (&gate);
   assert_answer (next_answer (client, FALSE), 0x0700, LDNS_RCODE_NOERROR, "203.0.113.92", NULL);
   g_assert_cmpuint (count_rcode (client, LDNS_RCODE_NOERROR, &others), ==, 127);
   g_assert_cmpuint (others, ==, 0);
@@ -284,22 +299,10 @@ dns_report_round_robin (void)
   const char *records[] = { "slow.allowed.test. 60 IN A 203.0.113.92", NULL };
   Gate gate = { 0 };
   guint others = 0;
-  char *name;
 
-  g_mutex_init (&gate.lock);
-  g_cond_init (&gate.cond);
   box_nftables_egress_set (egress, second_addr, "sb-second", policy);
-  box_nftables_dns_allow (dns, RESTRICTED);
   box_nftables_dns_allow (dns, second_addr);
-  box_nftables_egress_set_resolved_func (egress, stuck_report, &gate);
-
-  send_query (client, 0x0800, "slow.allowed.test", LDNS_RR_TYPE_A);
-  name = upstream_answers (upstream, records, WAIT_MS);
-  g_assert_cmpstr (name, ==, "slow.allowed.test.");
-  g_free (name);
-  for (guint i = 0; i < WAIT_MS / 10 && gate_entered (&gate) == 0; i++)
-    g_usleep (10000);
-  g_assert_cmpuint (gate_entered (&gate), ==, 1);
+  get_stuck (&gate, egress, dns, upstream, client, 0x0800);
   /* 20 more from the cache wait, then the other sandbox's (the resolver
    * reads its socket in order) */
   for (guint i = 0; i < 20; i++)
@@ -308,10 +311,7 @@ dns_report_round_robin (void)
   g_free (upstream_answers (upstream, records, 300));   /* in case it is asked again */
   g_assert_false (readable_within (second, 200));
 
-  g_mutex_lock (&gate.lock);
-  gate.open = TRUE;
-  g_cond_broadcast (&gate.cond);
-  g_mutex_unlock (&gate.lock);
+  gate_open (&gate);
   g_assert_cmpuint (count_rcode (client, LDNS_RCODE_NOERROR, &others), ==, 21);
   g_assert_cmpuint (count_rcode (second, LDNS_RCODE_NOERROR, &others), ==, 1);
   g_assert_cmpuint (others, ==, 0);
