@@ -325,6 +325,9 @@ pump_from (Conn *conn, int from)
   while (conn->state == PUMPING && !src->eof && dst->out->len < BOX_BROKER_PUMP_BUFFER) {
     g_autoptr(GError) error = NULL;
     ssize_t n = gnutls_record_recv (src->tls, buf, sizeof buf);
+    /* what a failing call wrote to @plain is dropped, so whether an answer
+     * can still be sent is what it was before the call */
+    gboolean can_answer = box_broker_http_can_answer (conn->http);
     gboolean ok;
 
     if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
@@ -348,7 +351,7 @@ pump_from (Conn *conn, int from)
     if (!ok) {
       if (from == CLIENT && g_error_matches (error, BOX_ERROR, BOX_ERROR_INVALID))
         answer_and_close (conn, 400, "invalid", error->message);
-      else if (from == UPSTREAM && box_broker_http_can_answer (conn->http))
+      else if (from == UPSTREAM && can_answer)
         answer_and_close (conn, 502, "broker_failed", error->message);
       else
         conn_close (conn);

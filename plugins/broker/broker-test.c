@@ -554,6 +554,48 @@ test_pump_reflect (Fixture *f, gconstpointer data)
   finish (f, client, server);
 }
 
+/* inject mode on a host entry with a path prefix: the header is set on
+ * the prefix's paths only, replacing the sandbox's own. */
+static void
+test_pump_inject (Fixture *f, gconstpointer data)
+{
+  const char *hosts[] = { HOST "/v1", NULL };
+  g_autoptr(BoxSecret) secret = secret_new (hosts, PLACEHOLDER, "Authorization", "Bearer {value}");
+  g_autofree char *first = NULL, *second = NULL, *received = NULL;
+  Server *server;
+  Client *client;
+
+  set_one (f->plugin, secret, VALUE);
+  client = connect_through (f, f->upstream_ca, HOST, FALSE, FALSE, &server);
+  first = client_ask (client, "GET /v1/models HTTP/1.1\r\nHost: " HOST "\r\nAuthorization: Bearer mine\r\n\r\n");
+  second = client_ask (client, "GET /v2/models HTTP/1.1\r\nHost: " HOST "\r\nAuthorization: Bearer mine\r\n\r\n");
+  g_assert_true (first != NULL && second != NULL);
+  received = server_received (server);
+  g_assert_nonnull (strstr (received, "Authorization: Bearer " VALUE "\r\n"));
+  g_assert_cmpint (g_strstr_len (received, -1, "Bearer mine") - received, >, strstr (received, "/v2/") - received);
+  g_assert_null (strstr (strstr (received, "/v2/"), VALUE));
+  finish (f, client, server);
+}
+
+/* Many connections one after the other, each with its own request. */
+static void
+test_pump_many (Fixture *f, gconstpointer data)
+{
+  for (guint i = 0; i < 32; i++) {
+    g_autofree char *answer = NULL, *received = NULL;
+    Server *server;
+    Client *client = brokered (f, FALSE, FALSE, &server);
+
+    answer = client_ask (client, GET ("/many"));
+    g_assert_true (answer != NULL && g_str_has_prefix (answer, "HTTP/1.1 200"));
+    received = server_received (server);
+    g_assert_nonnull (strstr (received, "X-Key: " VALUE "\r\n"));
+    finish (f, client, server);
+  }
+  /* one leaf served them all */
+  g_assert_cmpuint (box_broker_ca_cached (box_broker_plugin_get_ca (f->plugin)), ==, 1);
+}
+
 /* The upstream's certificate from another CA, or for another name: the
  * client's handshake fails and no request reaches the upstream. */
 static void
@@ -668,6 +710,8 @@ main (int argc, char **argv)
   ADD ("wants", test_wants, 0);
   ADD ("pump/replace", test_pump_replace, 0);
   ADD ("pump/reflect", test_pump_reflect, 0);
+  ADD ("pump/inject", test_pump_inject, 0);
+  ADD ("pump/many", test_pump_many, 0);
   ADD ("pump/refused", test_pump_refused, 0);
   ADD ("pump/bad-request", test_pump_bad_request, 0);
   ADD ("pump/new-value", test_pump_new_value, 0);
