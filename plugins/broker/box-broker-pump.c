@@ -321,6 +321,7 @@ pump_from (Conn *conn, int from)
   Side *src = &conn->side[from], *dst = &conn->side[1 - from];
   guint8 buf[READ_CHUNK];
   g_autoptr(GByteArray) plain = g_byte_array_new ();
+  guint warnings = 0;
 
   while (conn->state == PUMPING && !src->eof && dst->out->len < BOX_BROKER_PUMP_BUFFER) {
     g_autoptr(GError) error = NULL;
@@ -332,8 +333,8 @@ pump_from (Conn *conn, int from)
 
     if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
       break;
-    if (n < 0 && !gnutls_error_is_fatal ((int) n))
-      continue;
+    if (n < 0 && !gnutls_error_is_fatal ((int) n) && ++warnings <= 16)
+      continue;   /* a warning alert, a renegotiation asked: ignored, a few */
     g_byte_array_set_size (plain, 0);
     if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
       src->eof = TRUE;

@@ -666,6 +666,25 @@ test_pump_new_value (Fixture *f, gconstpointer data)
   finish (f, client, server);
 }
 
+/* An idle connection is closed after the idle time. */
+static void
+test_pump_idle (Fixture *f, gconstpointer data)
+{
+  g_autofree char *answer = NULL;
+  Server *server;
+  Client *client;
+  char buf[64];
+
+  box_broker_pump_set_timeouts (box_broker_plugin_get_pump (f->plugin), 10000, 300);
+  client = brokered (f, FALSE, FALSE, &server);
+  answer = client_ask (client, GET ("/"));
+  g_assert_nonnull (answer);
+  g_assert_cmpuint (box_broker_pump_count (box_broker_plugin_get_pump (f->plugin)), ==, 1);
+  /* the broker's close reaches the client within the test's 10 s */
+  g_assert_cmpint (gnutls_record_recv (client->session, buf, sizeof buf), <=, 0);
+  finish (f, client, server);
+}
+
 /* At most max_connections (4 here), each sandbox its fair share; a stalled
  * handshake times out. */
 static void
@@ -715,6 +734,7 @@ main (int argc, char **argv)
   ADD ("pump/refused", test_pump_refused, 0);
   ADD ("pump/bad-request", test_pump_bad_request, 0);
   ADD ("pump/new-value", test_pump_new_value, 0);
+  ADD ("pump/idle", test_pump_idle, 0);
   ADD ("pump/cap", test_pump_cap, 4);
   return g_test_run ();
 }
