@@ -254,8 +254,29 @@ typedef struct {
   GString         *received;       /* every request head */
   char            *alpn;           /* what was negotiated */
   int              handshake_rc;
+  gint             sent;           /* bytes of big answers sent (atomic) */
   GThread         *thread;
 } Server;
+
+#define BIG (4 * 1024 * 1024)
+
+/* A 4 MiB answer, sent in records as the socket takes them. */
+static gboolean
+send_big (Server *server, gnutls_session_t session)
+{
+  g_autofree char *head = g_strdup_printf ("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", BIG);
+  g_autofree char *chunk = g_malloc (16384);
+
+  memset (chunk, 'x', 16384);
+  if (gnutls_record_send (session, head, strlen (head)) < 0)
+    return FALSE;
+  for (int done = 0; done < BIG; done += 16384) {
+    if (gnutls_record_send (session, chunk, 16384) != 16384)
+      return FALSE;
+    g_atomic_int_add (&server->sent, 16384);
+  }
+  return TRUE;
+}
 
 static gpointer
 server_thread (gpointer data)
@@ -299,6 +320,11 @@ server_thread (gpointer data)
       g_string_append (server->received, head);
       g_mutex_unlock (&server->lock);
       g_string_erase (buffer, 0, (gssize) head_len);
+      if (g_str_has_prefix (head, "GET /big ")) {
+        if (!send_big (server, session))
+          break;
+        continue;
+      }
       if (gnutls_record_send (session, answer, strlen (answer)) < 0)
         break;
     }
@@ -666,6 +692,38 @@ test_pump_new_value (Fixture *f, gconstpointer data)
   finish (f, client, server);
 }
 
+/* A big answer to a client that does not read: the server is held back
+ * (the broker buffers a bounded amount), and everything arrives once the
+ * client reads. */
+static void
+test_pump_backpressure (Fixture *f, gconstpointer data)
+{
+  const char *request = "GET /big HTTP/1.1\r\nHost: " HOST "\r\n\r\n";
+  g_autofree char *buf = g_malloc (65536);
+  gsize got = 0, x = 0;
+  Server *server;
+  Client *client = brokered (f, FALSE, FALSE, &server);
+  int sent;
+
+  g_assert_cmpint (gnutls_record_send (client->session, request, strlen (request)), >, 0);
+  g_usleep (G_USEC_PER_SEC / 2);
+  sent = g_atomic_int_get (&server->sent);
+  /* two socket buffers and the broker's 256 KiB (+ a record) at most */
+  g_test_message ("sent before the client read: %d", sent);
+  g_assert_cmpint (sent, <, 2 * 1024 * 1024);
+  g_assert_cmpint (sent, >, 0);
+  while (x < BIG) {
+    ssize_t n = gnutls_record_recv (client->session, buf, 65536);
+    g_assert_cmpint (n, >, 0);
+    got += (gsize) n;
+    for (ssize_t i = 0; i < n; i++)
+      x += buf[i] == 'x';
+  }
+  g_assert_cmpuint (x, ==, BIG);
+  g_assert_cmpint (g_atomic_int_get (&server->sent), ==, BIG);
+  finish (f, client, server);
+}
+
 /* An idle connection is closed after the idle time. */
 static void
 test_pump_idle (Fixture *f, gconstpointer data)
@@ -734,6 +792,7 @@ main (int argc, char **argv)
   ADD ("pump/refused", test_pump_refused, 0);
   ADD ("pump/bad-request", test_pump_bad_request, 0);
   ADD ("pump/new-value", test_pump_new_value, 0);
+  ADD ("pump/backpressure", test_pump_backpressure, 0);
   ADD ("pump/idle", test_pump_idle, 0);
   ADD ("pump/cap", test_pump_cap, 4);
   return g_test_run ();
