@@ -430,7 +430,8 @@ client_connect (Fixture *f, const char *host, gboolean offer_h2, int upstream_fd
   gnutls_init (&client->session, GNUTLS_CLIENT);
   gnutls_set_default_priority (client->session);
   gnutls_credentials_set (client->session, GNUTLS_CRD_CERTIFICATE, client->trust);
-  gnutls_server_name_set (client->session, GNUTLS_NAME_DNS, host, strlen (host));
+  if (!g_hostname_is_ip_address (host))
+    gnutls_server_name_set (client->session, GNUTLS_NAME_DNS, host, strlen (host));
   gnutls_session_set_verify_cert (client->session, host, 0);
   gnutls_alpn_set_protocols (client->session, offer_h2 ? protos : protos + 1, offer_h2 ? 2 : 1, 0);
   gnutls_transport_set_int (client->session, client->fd);
@@ -577,6 +578,29 @@ test_pump_reflect (Fixture *f, gconstpointer data)
   g_assert_true (g_str_has_prefix (answer, "HTTP/1.1 502"));
   g_assert_nonnull (strstr (answer, "{\"error\":{\"code\":\"broker_failed\""));
   g_assert_null (strstr (answer, VALUE));
+  finish (f, client, server);
+}
+
+/* A secret for an IP address: the leaf has it as an iPAddress, the
+ * upstream is verified for it. */
+static void
+test_pump_ip (Fixture *f, gconstpointer data)
+{
+  const char *hosts[] = { "198.51.100.7", NULL };
+  g_autoptr(BoxSecret) secret = secret_new (hosts, PLACEHOLDER, NULL, NULL);
+  g_autofree char *answer = NULL, *received = NULL;
+  Server *server;
+  Client *client;
+  int server_fd, upstream = socket_pair (&server_fd);
+
+  set_one (f->plugin, secret, VALUE);
+  server = server_new (f->upstream_ca, "198.51.100.7", FALSE, server_fd);
+  client = client_connect (f, "198.51.100.7", FALSE, upstream);
+  g_assert_cmpint (client->handshake_rc, ==, 0);
+  answer = client_ask (client, "GET /" PLACEHOLDER " HTTP/1.1\r\nHost: 198.51.100.7\r\n\r\n");
+  g_assert_nonnull (answer);
+  received = server_received (server);
+  g_assert_nonnull (strstr (received, "GET /" VALUE " HTTP/1.1"));
   finish (f, client, server);
 }
 
@@ -787,6 +811,7 @@ main (int argc, char **argv)
   ADD ("wants", test_wants, 0);
   ADD ("pump/replace", test_pump_replace, 0);
   ADD ("pump/reflect", test_pump_reflect, 0);
+  ADD ("pump/ip", test_pump_ip, 0);
   ADD ("pump/inject", test_pump_inject, 0);
   ADD ("pump/many", test_pump_many, 0);
   ADD ("pump/refused", test_pump_refused, 0);
