@@ -371,6 +371,21 @@ pump_from (Conn *conn, int from)
   return TRUE;
 }
 
+/* Whether a session holds plaintext already read from its socket (epoll
+ * would not tell) that may be read now, the other side having room. */
+static gboolean
+readable_inside (Conn *conn)
+{
+  if (conn->state != PUMPING)
+    return FALSE;
+  for (int i = 0; i < 2; i++) {
+    if (!conn->side[i].eof && conn->side[1 - i].out->len < BOX_BROKER_PUMP_BUFFER &&
+        gnutls_record_check_pending (conn->side[i].tls) > 0)
+      return TRUE;
+  }
+  return FALSE;
+}
+
 /* Runs @conn as far as it goes without blocking. */
 static void
 conn_step (Conn *conn)
@@ -396,7 +411,7 @@ conn_step (Conn *conn)
     }
     flush_side (&conn->side[CLIENT]);
     flush_side (&conn->side[UPSTREAM]);
-    if (conn->state == before)
+    if (conn->state == before && !readable_inside (conn))
       return;
   }
 }
