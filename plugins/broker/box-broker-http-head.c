@@ -157,6 +157,20 @@ note_field (BoxBrokerHttpHead *head, const BoxBrokerHttpField *field, gboolean r
   return TRUE;
 }
 
+/* "Transfer_Encoding" and the like: some servers (CGI, proxies) read '_'
+ * as '-', and would frame what the broker frames otherwise. */
+static gboolean
+looks_like_framing (const char *name, gsize len)
+{
+  g_autofree char *dashed = g_strndup (name, len);
+
+  if (strchr (dashed, '_') == NULL)
+    return FALSE;
+  g_strdelimit (dashed, "_", '-');
+  return g_ascii_strcasecmp (dashed, "Content-Length") == 0 ||
+         g_ascii_strcasecmp (dashed, "Transfer-Encoding") == 0;
+}
+
 static gboolean
 parse_field (BoxBrokerHttpHead *head, char *line, gboolean request,
              guint *n_codings, guint *n_hosts, GError **error)
@@ -178,6 +192,8 @@ parse_field (BoxBrokerHttpHead *head, char *line, gboolean request,
   for (const char *p = value; p < end; p++)
     if (((guint8) *p < 0x20 && *p != '\t') || (guint8) *p == 0x7f)
       return fail (error, "a header value holds a control character");
+  if (looks_like_framing (line, (gsize) (colon - line)))
+    return fail (error, "a header name a server could read as Content-Length or Transfer-Encoding");
   field = g_new0 (BoxBrokerHttpField, 1);
   field->name = g_strndup (line, (gsize) (colon - line));
   field->value = g_strndup (value, (gsize) (end - value));

@@ -327,15 +327,19 @@ framer_take (Framer *framer, const guint8 *data, gsize len, gsize *taken, GError
 
 /* Reads a head out of @data into @buf; *@used: bytes of @data taken.
  * Returns the parsed head once complete, NULL otherwise (with @error set
- * when it cannot be one).  Empty lines before a head are skipped. */
+ * when it cannot be one).  Empty lines before a head are skipped (an
+ * answer's are appended to @out). */
 static BoxBrokerHttpHead *
 read_head (GByteArray *buf, const guint8 *data, gsize len, gsize *used, gboolean request,
-           BoxBrokerHttp *http, GError **error)
+           BoxBrokerHttp *http, GByteArray *out, GError **error)
 {
   gsize skip = 0, old = buf->len, take, end;
 
   while (buf->len == 0 && skip < len && (data[skip] == '\r' || data[skip] == '\n'))
     skip++;
+  /* an answer's stray line ends go on: the client skips them too */
+  if (!request)
+    g_byte_array_append (out, data, (guint) skip);
   take = MIN (len - skip, BOX_BROKER_HTTP_MAX_HEAD - buf->len);
   g_byte_array_append (buf, data + skip, (guint) take);
   end = box_broker_http_head_end (buf->data, buf->len, old > 2 ? old - 2 : 0);
@@ -370,7 +374,7 @@ client_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   Pending *pending;
   gboolean has_body;
 
-  head = read_head (http->client_head, data, len, used, TRUE, http, &local);
+  head = read_head (http->client_head, data, len, used, TRUE, http, NULL, &local);
   if (head == NULL) {
     if (local == NULL)
       return TRUE;
@@ -492,8 +496,15 @@ pass_body (BoxBrokerHttp *http, const guint8 *data, gsize len, GByteArray *out, 
       hold = max_state (http);
   }
   if (hold >= len) {
+    gsize release;
+
     g_byte_array_append (http->held, data, (guint) len);
-    g_byte_array_remove_range (http->held, 0, http->held->len - (guint) hold);
+    release = http->held->len - hold;
+    if (release > 0) {
+      g_byte_array_append (out, http->held->data, (guint) release);
+      g_byte_array_remove_range (http->held, 0, (guint) release);
+      http->released = TRUE;
+    }
     return TRUE;
   }
   g_byte_array_append (out, http->held->data, http->held->len);
@@ -524,7 +535,7 @@ up_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   g_autofree Pending *pending = NULL;
   gboolean no_body;
 
-  head = read_head (http->up_head, data, len, used, FALSE, http, &local);
+  head = read_head (http->up_head, data, len, used, FALSE, http, out, &local);
   if (head == NULL) {
     if (local == NULL)
       return TRUE;

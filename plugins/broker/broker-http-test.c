@@ -213,6 +213,13 @@ test_inject (void)
   /* set on a request that has no placeholder at all */
   assert_through (rules, "GET / HTTP/1.1\r\n\r\n",
                   "GET / HTTP/1.1\r\nX-Api-Key: Key V4LUE / V4LUE\r\n\r\n");
+  /* a format that would start another header is refused, not written */
+  {
+    g_autoptr(GPtrArray) broken = rules_new ();
+
+    g_ptr_array_add (broken, rule_new ("__box_api__", "V", "X-Api-Key", "{value}\r\nHost: evil", NULL));
+    assert_refused (broken, "GET / HTTP/1.1\r\n\r\n");
+  }
 }
 
 static void
@@ -284,6 +291,8 @@ test_smuggling (void)
     "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
     "GET / HTTP/1.1\r\nX: a\x01\r\n\r\n",
     "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+    "POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer_Encoding: chunked\r\n\r\n",
+    "POST / HTTP/1.1\r\ncontent_length: 4\r\n\r\n",
     "GET /  HTTP/1.1\r\n\r\n",
     "GET / HTTP/2.0\r\n\r\n",
     "GET /a#b HTTP/1.1\r\n\r\n",
@@ -610,6 +619,32 @@ test_chunk_value (void)
 }
 
 static void
+test_overlapping_value (void)
+{
+  g_autoptr(GPtrArray) rules = rules_new ();
+  Conn conn;
+
+  /* "abcab" may begin "abcabd"; after "c" only "abc" still may */
+  g_ptr_array_add (rules, rule_new ("__box_o__", "abcabd", NULL, NULL, NULL));
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nabcab"));
+  assert_bytes (conn.down, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n");
+  g_assert_true (conn_upstream (&conn, "c"));
+  assert_bytes (conn.down, "abc");
+  g_assert_true (conn_upstream (&conn, "ab"));
+  assert_bytes (conn.down, "");
+  g_assert_true (conn_upstream (&conn, "cab"));
+  assert_bytes (conn.down, "abc");
+  g_assert_false (conn_upstream (&conn, "d"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
+  check_answers (rules, "GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+                 "\r\nHTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nabcababcabcab\r\n"
+                 "HTTP/1.1 200 OK\r\n\r\nababcabcabcab", TRUE, -1);
+}
+
+static void
 test_rules_replaced (void)
 {
   g_autoptr(GPtrArray) rules = two_rules ();
@@ -723,6 +758,7 @@ main (int argc, char **argv)
   g_test_add_func ("/broker-http/answers-framing", test_answers_framing);
   g_test_add_func ("/broker-http/answers-checked", test_answers_checked);
   g_test_add_func ("/broker-http/chunk-value", test_chunk_value);
+  g_test_add_func ("/broker-http/overlapping-value", test_overlapping_value);
   g_test_add_func ("/broker-http/rules-replaced", test_rules_replaced);
   g_test_add_func ("/broker-http/hostile-cost", test_hostile_cost);
   g_test_add_func ("/broker-http/error-response", test_error_response);

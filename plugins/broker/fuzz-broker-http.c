@@ -6,8 +6,9 @@
  * dropped); the first byte of the input, when odd, closes the upstream at
  * the end.  Whatever the bytes: no crash, errors only INVALID or
  * BROKER_FAILED, no rule's value in what reaches the client before a
- * WebSocket tunnel, and each call's output bounded by its input plus a
- * head and what was held.
+ * WebSocket tunnel, each call's output bounded by its input plus a head
+ * and what was held, and what reaches the client always a prefix of what
+ * the upstream sent (all of it after a clean close).
  */
 #include "config.h"
 
@@ -45,6 +46,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
   g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify) box_broker_http_rule_free);
   g_autoptr(GByteArray) seen = g_byte_array_new ();   /* to the client, before a tunnel */
+  g_autoptr(GByteArray) sent = g_byte_array_new ();   /* by the upstream */
+  g_autoptr(GByteArray) down = g_byte_array_new ();   /* to the client */
   BoxBrokerHttp *http;
   gboolean client_ok = TRUE, up_ok = TRUE;
   gsize at = 1;
@@ -66,6 +69,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       if (upstream && up_ok) {
         up_ok = box_broker_http_from_upstream (http, data + at + 1, len - 1, out, &error);
         g_assert_cmpuint (out->len, <=, len + BOX_BROKER_HTTP_MAX_HEAD + 8192);
+        g_byte_array_append (sent, data + at + 1, (guint) (len - 1));
+        g_byte_array_append (down, out->data, out->len);
+        g_assert_cmpuint (down->len, <=, sent->len);
+        g_assert_cmpmem (down->data, down->len, sent->data, down->len);
       } else if (!upstream && client_ok) {
         client_ok = box_broker_http_from_client (http, data + at + 1, len - 1, out, &error);
         g_assert_cmpuint (out->len, <=, 4 * (len + BOX_BROKER_HTTP_MAX_HEAD) + 1024);
@@ -83,11 +90,15 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 
     if (!box_broker_http_upstream_eof (http, out, &error))
       check_error (error);
+    else {
+      g_byte_array_append (down, out->data, out->len);
+      g_assert_cmpmem (down->data, down->len, sent->data, sent->len);
+    }
     g_assert_cmpuint (out->len, <, 8192);
     if (!box_broker_http_is_tunnel (http))
       g_byte_array_append (seen, out->data, out->len);
   }
-  for (guint i = 0; i < rules->len; i++) {
+  for (guint i = 0; seen->len > 0 && i < rules->len; i++) {
     const BoxBrokerHttpRule *rule = g_ptr_array_index (rules, i);
     gsize value_len;
     const void *value = g_bytes_get_data (rule->value, &value_len);
