@@ -646,6 +646,34 @@ test_pump_many (Fixture *f, gconstpointer data)
   g_assert_cmpuint (box_broker_ca_cached (box_broker_plugin_get_ca (f->plugin)), ==, 1);
 }
 
+/* Eight connections open at once on the one thread, asked in turns. */
+static void
+test_pump_concurrent (Fixture *f, gconstpointer data)
+{
+  Server *servers[8];
+  Client *clients[8];
+
+  for (guint i = 0; i < G_N_ELEMENTS (clients); i++)
+    clients[i] = brokered (f, FALSE, FALSE, &servers[i]);
+  g_assert_cmpuint (box_broker_pump_count (box_broker_plugin_get_pump (f->plugin)), ==, 8);
+  for (guint round = 0; round < 3; round++) {
+    for (guint i = 0; i < G_N_ELEMENTS (clients); i++) {
+      g_autofree char *answer = client_ask (clients[i], GET ("/turn"));
+      g_assert_true (answer != NULL && g_str_has_prefix (answer, "HTTP/1.1 200"));
+    }
+  }
+  for (guint i = 0; i < G_N_ELEMENTS (clients); i++) {
+    g_autofree char *received = server_received (servers[i]);
+    g_auto(GStrv) turns = g_strsplit (received, "GET /turn ", -1);
+
+    g_assert_cmpuint (g_strv_length (turns), ==, 4);   /* three requests each */
+    g_assert_nonnull (strstr (received, "X-Key: " VALUE "\r\n"));
+    client_free (clients[i]);
+    server_free (servers[i]);
+  }
+  wait_for_count (f, 0);
+}
+
 /* The upstream's certificate from another CA, or for another name: the
  * client's handshake fails and no request reaches the upstream. */
 static void
@@ -819,6 +847,7 @@ main (int argc, char **argv)
   ADD ("pump/ip", test_pump_ip, 0);
   ADD ("pump/inject", test_pump_inject, 0);
   ADD ("pump/many", test_pump_many, 0);
+  ADD ("pump/concurrent", test_pump_concurrent, 0);
   ADD ("pump/refused", test_pump_refused, 0);
   ADD ("pump/bad-request", test_pump_bad_request, 0);
   ADD ("pump/new-value", test_pump_new_value, 0);
