@@ -77,7 +77,9 @@ struct _BoxBrokerHttp {
   Framer      up_body;
   guint64     body_seen;    /* bytes of the answer's body so far */
   gboolean    checking;
-  GByteArray *held;         /* a body's end that may begin a value */
+  GByteArray *held;         /* a body's end that may begin a value ... */
+  gsize       held_start;   /* ... from here: released bytes before it are
+                             * dropped in one go, not one read at a time */
   gboolean    released;     /* something of the current answer went out */
   gboolean    up_failed;
   gboolean    poisoned;     /* new rules found a value in what is held */
@@ -203,7 +205,7 @@ box_broker_http_set_rules (BoxBrokerHttp *http, GPtrArray *rules)
   http->rules = rules;
   build_matchers (http);
   /* what is held back is checked again for the new values */
-  for (guint i = 0; i < http->held->len; i++)
+  for (gsize i = http->held_start; i < http->held->len; i++)
     if (!step (http, http->held->data[i]))
       http->poisoned = TRUE;
 }
@@ -475,6 +477,15 @@ box_broker_http_from_client (BoxBrokerHttp *http, const guint8 *data, gsize len,
   return TRUE;
 }
 
+static void
+release_held (BoxBrokerHttp *http, GByteArray *out)
+{
+  g_byte_array_append (out, http->held->data + http->held_start,
+                       (guint) (http->held->len - http->held_start));
+  g_byte_array_set_size (http->held, 0);
+  http->held_start = 0;
+}
+
 /* Body bytes of an answer: checked, and released but for what may begin
  * a value. */
 static gboolean
@@ -499,16 +510,19 @@ pass_body (BoxBrokerHttp *http, const guint8 *data, gsize len, GByteArray *out, 
     gsize release;
 
     g_byte_array_append (http->held, data, (guint) len);
-    release = http->held->len - hold;
+    release = http->held->len - http->held_start - hold;
     if (release > 0) {
-      g_byte_array_append (out, http->held->data, (guint) release);
-      g_byte_array_remove_range (http->held, 0, (guint) release);
+      g_byte_array_append (out, http->held->data + http->held_start, (guint) release);
+      http->held_start += release;
       http->released = TRUE;
+    }
+    if (http->held_start >= http->held->len / 2) {
+      g_byte_array_remove_range (http->held, 0, (guint) http->held_start);
+      http->held_start = 0;
     }
     return TRUE;
   }
-  g_byte_array_append (out, http->held->data, http->held->len);
-  g_byte_array_set_size (http->held, 0);
+  release_held (http, out);
   g_byte_array_append (out, data, (guint) (len - hold));
   g_byte_array_append (http->held, data + len - hold, (guint) hold);
   if (len > hold)
@@ -519,8 +533,7 @@ pass_body (BoxBrokerHttp *http, const guint8 *data, gsize len, GByteArray *out, 
 static void
 end_answer (BoxBrokerHttp *http, GByteArray *out)
 {
-  g_byte_array_append (out, http->held->data, http->held->len);
-  g_byte_array_set_size (http->held, 0);
+  release_held (http, out);
   http->checking = FALSE;
   http->released = FALSE;
   http->up = SIDE_HEAD;
