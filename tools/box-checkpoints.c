@@ -158,6 +158,7 @@ box_cmd_restore (BoxCli *cli, int argc, char **argv)
 int
 box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv)
 {
+  g_autofree char *collection = NULL;
   int status = BOX_CLI_EXIT_OK;
 
   if (!box_cli_parse (cli, &argc, &argv, (const GOptionEntry[]) { { NULL } },
@@ -165,7 +166,8 @@ box_cmd_checkpoint_delete (BoxCli *cli, int argc, char **argv)
                       G_MAXUINT, &status) ||
       !box_cli_ready (cli, &status))
     return status;
-  return box_cli_delete_each (cli, argv[1], "checkpoints", argv + 2, argc - 2);
+  collection = box_cli_sandbox_path (argv[1], "/checkpoints");
+  return box_cli_delete_each (cli, collection, argv + 2, argc - 2, NULL);
 }
 
 /* The newest checkpoint of @sandbox (NULL with no error when it has none). */
@@ -200,10 +202,16 @@ int
 box_cmd_fork (BoxCli *cli, int argc, char **argv)
 {
   g_autofree char *name = NULL;
+  g_auto(GStrv) secrets = NULL;
   gboolean fresh = FALSE;
+  gboolean no_secrets = FALSE;
   const GOptionEntry entries[] = {
     { "name", 0, 0, G_OPTION_ARG_STRING, &name, N_("The fork's name (generated when omitted)"),
       N_("NAME") },
+    { "secret", 's', 0, G_OPTION_ARG_STRING_ARRAY, &secrets,
+      N_("A project secret the fork uses instead of the source's (repeatable)"), N_("NAME") },
+    { "no-secrets", 0, 0, G_OPTION_ARG_NONE, &no_secrets,
+      N_("The fork uses no secrets (by default it uses the source's)"), NULL },
     { "fresh", 0, 0, G_OPTION_ARG_NONE, &fresh,
       N_("Take a new checkpoint and fork it, even when the sandbox has one"), NULL },
     { "json", 0, 0, G_OPTION_ARG_NONE, &cli->json, N_("Print the fork as JSON"), NULL },
@@ -230,6 +238,8 @@ box_cmd_fork (BoxCli *cli, int argc, char **argv)
     return box_cli_usage_error (cli, "fork", _("Name a sandbox, and a checkpoint after “:”."));
   if (checkpoint != NULL && fresh)
     return box_cli_usage_error (cli, "fork", _("--fresh takes no checkpoint."));
+  if (secrets != NULL && no_secrets)
+    return box_cli_usage_error (cli, "fork", _("--secret and --no-secrets contradict each other."));
   if (!box_cli_ready (cli, &status))
     return status;
 
@@ -259,6 +269,12 @@ box_cmd_fork (BoxCli *cli, int argc, char **argv)
   json_builder_set_member_name (builder, "checkpoint");
   json_builder_add_string_value (builder, checkpoint);
   json_builder_end_object (builder);
+  if (no_secrets) {
+    json_builder_set_member_name (builder, "secrets");
+    json_builder_begin_array (builder);
+    json_builder_end_array (builder);
+  }
+  box_cli_add_strv (builder, "secrets", secrets);
   json_builder_end_object (builder);
   body = json_builder_get_root (builder);
   answer = box_cli_call_progress (cli, "POST", "/v1/sandboxes", NULL, body, _("Forking…"), &error);

@@ -103,12 +103,15 @@ int         box_cli_fail            (BoxCli *cli, const GError *error);
 int         box_cli_exit_status     (BoxCli *cli, const GError *error);
 /* "/v1/sandboxes/<escaped name>" + @suffix */
 char       *box_cli_sandbox_path    (const char *sandbox, const char *suffix);
-/* DELETE "/v1/sandboxes/<sandbox>/<collection>/<escaped name>" for each
- * of @names, printing each name deleted; goes on after a failure and
- * returns the first failure's exit status. */
-int         box_cli_delete_each     (BoxCli *cli, const char *sandbox, const char *collection,
-                                     char **names, int n_names);
-
+/* DELETE "<collection>/<escaped name>" (@collection already escaped)
+ * for each of @names, printing each name deleted; goes on after a failure
+ * and returns the first failure's exit status.  @conflict_hint (may be
+ * NULL): printed after a 409 conflict, saying what to do. */
+int         box_cli_delete_each     (BoxCli *cli, const char *collection, char **names,
+                                     int n_names, const char *conflict_hint);
+/* A JSON array member of @builder named @member holding @strv (none when
+ * @strv is NULL). */
+void        box_cli_add_strv        (JsonBuilder *builder, const char *member, char **strv);
 /* "K=V" strings -> a JSON object member of @builder named @member (none
  * when @pairs is NULL); a pair without "=" or key is a usage error naming
  * @option. */
@@ -120,6 +123,12 @@ void        box_cli_query_add       (GString *query, const char *name, const cha
 /* ---- output helpers ---------------------------------------------------- */
 
 void        box_cli_print_json      (JsonNode *node);
+/* "Label:  value" lines, the values aligned after the longest label. */
+typedef struct {
+  const char *label;   /* translated */
+  const char *value;
+} BoxCliField;
+void        box_cli_print_fields    (const BoxCliField *fields, guint n_fields);
 /* Rows of strings; the first row is the (translated) header. */
 /* An RFC 3339 time as "2 minutes ago" style local text. */
 char        *box_cli_format_age     (const char *rfc3339);
@@ -130,6 +139,9 @@ const char  *box_cli_json_string    (JsonObject *object, const char *member);
 gint64       box_cli_json_int       (JsonObject *object, const char *member, gint64 fallback);
 gboolean     box_cli_json_bool      (JsonObject *object, const char *member);
 JsonObject  *box_cli_json_object    (JsonObject *object, const char *member);
+/* The strings of the array @member joined by @separator ("" when none). */
+char        *box_cli_json_strings   (JsonObject *object, const char *member,
+                                     const char *separator);
 
 /* ---- box-ws.c: WebSocket connections ----------------------------------- */
 
@@ -214,6 +226,9 @@ int box_cmd_logs        (BoxCli *cli, int argc, char **argv);
 int box_cmd_egress      (BoxCli *cli, int argc, char **argv);
 /* box-stats.c */
 int box_cmd_stats       (BoxCli *cli, int argc, char **argv);
+/* box-secrets.c */
+int box_cmd_secrets     (BoxCli *cli, int argc, char **argv);
+int box_cmd_secret      (BoxCli *cli, int argc, char **argv);
 
 /* ---- box-urls.c: the edge's URLs -------------------------------------- */
 

@@ -123,21 +123,22 @@ box_cli_sandbox_path (const char *sandbox, const char *suffix)
 }
 
 int
-box_cli_delete_each (BoxCli *cli, const char *sandbox, const char *collection,
-                     char **names, int n_names)
+box_cli_delete_each (BoxCli *cli, const char *collection, char **names, int n_names,
+                     const char *conflict_hint)
 {
   int status = BOX_CLI_EXIT_OK;
 
   for (int i = 0; i < n_names; i++) {
     g_autofree char *escaped = g_uri_escape_string (names[i], NULL, FALSE);
-    g_autofree char *suffix = g_strdup_printf ("/%s/%s", collection, escaped);
-    g_autofree char *path = box_cli_sandbox_path (sandbox, suffix);
+    g_autofree char *path = g_strdup_printf ("%s/%s", collection, escaped);
     g_autoptr(GError) error = NULL;
     g_autoptr(JsonNode) answer = box_cli_call (cli, "DELETE", path, NULL, NULL, &error);
 
     if (answer == NULL) {
       int failed = box_cli_fail (cli, error);
 
+      if (conflict_hint != NULL && g_error_matches (error, BOX_ERROR, BOX_ERROR_CONFLICT))
+        g_printerr ("box: %s\n", conflict_hint);
       if (status == BOX_CLI_EXIT_OK)
         status = failed;
       continue;

@@ -18,6 +18,24 @@ box_cli_print_json (JsonNode *node)
   g_print ("%s\n", text);
 }
 
+void
+box_cli_print_fields (const BoxCliField *fields, guint n_fields)
+{
+  glong width = 0;
+
+  for (guint i = 0; i < n_fields; i++)
+    width = MAX (width, g_utf8_strlen (fields[i].label, -1));
+  for (guint i = 0; i < n_fields; i++) {
+    g_autoptr(GString) line = g_string_new (fields[i].label);
+
+    g_string_append_c (line, ':');
+    for (glong pad = g_utf8_strlen (fields[i].label, -1); pad < width + 2; pad++)
+      g_string_append_c (line, ' ');
+    g_string_append (line, fields[i].value);
+    g_print ("%s\n", line->str);
+  }
+}
+
 /* ---- ages and sizes ---------------------------------------------------- */
 
 char *
@@ -90,6 +108,28 @@ box_cli_json_bool (JsonObject *object, const char *member)
       json_node_get_value_type (node) != G_TYPE_BOOLEAN)
     return FALSE;
   return json_node_get_boolean (node);
+}
+
+char *
+box_cli_json_strings (JsonObject *object, const char *member, const char *separator)
+{
+  JsonNode *node = object != NULL ? json_object_get_member (object, member) : NULL;
+  g_autoptr(GString) text = g_string_new (NULL);
+  JsonArray *array;
+
+  if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node))
+    return g_strdup ("");
+  array = json_node_get_array (node);
+  for (guint i = 0; i < json_array_get_length (array); i++) {
+    JsonNode *e = json_array_get_element (array, i);
+
+    if (!JSON_NODE_HOLDS_VALUE (e) || json_node_get_value_type (e) != G_TYPE_STRING)
+      continue;
+    if (text->len > 0)
+      g_string_append (text, separator);
+    g_string_append (text, json_node_get_string (e));
+  }
+  return g_string_free (g_steal_pointer (&text), FALSE);
 }
 
 JsonObject *

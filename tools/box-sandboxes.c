@@ -32,6 +32,18 @@ box_cli_add_map (JsonBuilder *builder, const char *member, char **pairs, const c
   return TRUE;
 }
 
+void
+box_cli_add_strv (JsonBuilder *builder, const char *member, char **strv)
+{
+  if (strv == NULL)
+    return;
+  json_builder_set_member_name (builder, member);
+  json_builder_begin_array (builder);
+  for (guint i = 0; strv[i] != NULL; i++)
+    json_builder_add_string_value (builder, strv[i]);
+  json_builder_end_array (builder);
+}
+
 static char *
 resources_text (JsonObject *sandbox)
 {
@@ -62,6 +74,7 @@ box_cmd_create (BoxCli *cli, int argc, char **argv)
   g_autofree char *idle_action = NULL;
   g_auto(GStrv) env = NULL;
   g_auto(GStrv) labels = NULL;
+  g_auto(GStrv) secrets = NULL;
   int cpus = 0, memory_mib = 0, disk_gib = 0, idle_timeout = -1, http_port = 0;
   gboolean protected = FALSE;
   const GOptionEntry entries[] = {
@@ -78,6 +91,9 @@ box_cmd_create (BoxCli *cli, int argc, char **argv)
       N_("An environment variable of every process (repeatable)"), N_("KEY=VALUE") },
     { "label", 'l', 0, G_OPTION_ARG_STRING_ARRAY, &labels, N_("A label (repeatable)"),
       N_("KEY=VALUE") },
+    { "secret", 's', 0, G_OPTION_ARG_STRING_ARRAY, &secrets,
+      N_("A project secret the sandbox uses: its placeholder is in the variable of that name "
+         "(repeatable; see box secrets)"), N_("NAME") },
     { "idle-timeout", 0, 0, G_OPTION_ARG_INT, &idle_timeout,
       N_("Seconds without activity before the idle action (default 300)"), N_("SECONDS") },
     { "idle-action", 0, 0, G_OPTION_ARG_STRING, &idle_action,
@@ -128,6 +144,7 @@ box_cmd_create (BoxCli *cli, int argc, char **argv)
   if (!box_cli_add_map (builder, "env", env, "--env", &error) ||
       !box_cli_add_map (builder, "labels", labels, "--label", &error))
     return box_cli_usage_error (cli, "create", error->message);
+  box_cli_add_strv (builder, "secrets", secrets);
   if (idle_timeout >= 0 || idle_action != NULL) {
     json_builder_set_member_name (builder, "idle");
     json_builder_begin_object (builder);
@@ -268,9 +285,9 @@ print_sandbox (JsonObject *sb)
   g_autofree char *deadline_text = NULL;
   g_autofree char *http_port = g_strdup_printf ("%d", (int) box_cli_json_int (sb, "http_port", 0));
   const char *from = or_empty (box_cli_json_string (sb, "template"));
-  struct { const char *label; const char *value; } fields[16];
+  g_autofree char *secrets = box_cli_json_strings (sb, "secrets", ", ");
+  BoxCliField fields[16];
   guint n = 0;
-  glong width = 0;
 
   idle_text = g_strdup_printf (_("%s after %d s"), or_empty (box_cli_json_string (idle, "action")),
                                (int) box_cli_json_int (idle, "timeout_s", 0));
@@ -292,6 +309,7 @@ print_sandbox (JsonObject *sb)
   FIELD (_("HTTP port"), http_port);
   FIELD (_("Labels"), labels);
   FIELD (_("Environment"), env);
+  FIELD (_("Secrets"), secrets);
   FIELD (_("Idle"), idle_text);
   FIELD (_("Deadline"), deadline_text);
   FIELD (_("Protected"), box_cli_json_bool (sb, "protected") ? _("yes") : _("no"));
@@ -299,17 +317,8 @@ print_sandbox (JsonObject *sb)
   FIELD (_("Last active"), or_empty (box_cli_json_string (sb, "last_active_at")));
 #undef FIELD
 
-  for (guint i = 0; i < n; i++)
-    width = MAX (width, g_utf8_strlen (fields[i].label, -1));
-  for (guint i = 0; i < n; i++) {
-    g_autoptr(GString) line = g_string_new (fields[i].label);
-
-    g_string_append_c (line, ':');
-    for (glong pad = g_utf8_strlen (fields[i].label, -1); pad < width + 2; pad++)
-      g_string_append_c (line, ' ');
-    g_string_append (line, fields[i].value);
-    g_print ("%s\n", line->str);
-  }
+  g_assert (n <= G_N_ELEMENTS (fields));
+  box_cli_print_fields (fields, n);
 }
 
 int

@@ -17,22 +17,6 @@ service_path (const char *sandbox, const char *name, const char *suffix)
   return box_cli_sandbox_path (sandbox, tail);
 }
 
-static char *
-strings_text (JsonObject *object, const char *member)
-{
-  JsonNode *node = json_object_get_member (object, member);
-  g_autoptr(GString) text = g_string_new (NULL);
-
-  if (node == NULL || !JSON_NODE_HOLDS_ARRAY (node))
-    return g_strdup ("");
-  for (guint i = 0; i < json_array_get_length (json_node_get_array (node)); i++) {
-    JsonNode *e = json_array_get_element (json_node_get_array (node), i);
-    if (JSON_NODE_HOLDS_VALUE (e) && json_node_get_value_type (e) == G_TYPE_STRING)
-      g_string_append_printf (text, "%s%s", i > 0 ? " " : "", json_node_get_string (e));
-  }
-  return g_string_free (g_steal_pointer (&text), FALSE);
-}
-
 /* NAME STATE PID RESTARTS PORT NEEDS COMMAND */
 static void
 add_row (BoxTable *table, JsonObject *s)
@@ -42,8 +26,8 @@ add_row (BoxTable *table, JsonObject *s)
   g_autofree char *restarts = g_strdup_printf ("%d", (int) box_cli_json_int (s, "restarts", 0));
   g_autofree char *port = json_object_has_member (s, "http_port") ?
     g_strdup_printf ("%d", (int) box_cli_json_int (s, "http_port", 0)) : g_strdup ("");
-  g_autofree char *needs = strings_text (s, "needs");
-  g_autofree char *cmd = strings_text (s, "cmd");
+  g_autofree char *needs = box_cli_json_strings (s, "needs", " ");
+  g_autofree char *cmd = box_cli_json_strings (s, "cmd", " ");
   const char *state = box_cli_json_string (s, "state");
 
   box_table_add (table, box_cli_json_string (s, "name") ?: "", state ?: "", pid,
@@ -165,13 +149,7 @@ service_put (BoxCli *cli, int argc, char **argv)
   for (int i = first; i < argc; i++)
     json_builder_add_string_value (builder, argv[i]);
   json_builder_end_array (builder);
-  if (needs != NULL) {
-    json_builder_set_member_name (builder, "needs");
-    json_builder_begin_array (builder);
-    for (guint i = 0; needs[i] != NULL; i++)
-      json_builder_add_string_value (builder, needs[i]);
-    json_builder_end_array (builder);
-  }
+  box_cli_add_strv (builder, "needs", needs);
   if (port != 0) {
     json_builder_set_member_name (builder, "http_port");
     json_builder_add_int_value (builder, port);

@@ -117,6 +117,7 @@ box_cmd_task_put (BoxCli *cli, int argc, char **argv)
 int
 box_cmd_task_delete (BoxCli *cli, int argc, char **argv)
 {
+  g_autofree char *collection = NULL;
   int status = BOX_CLI_EXIT_OK;
 
   if (!box_cli_parse (cli, &argc, &argv, (const GOptionEntry[]) { { NULL } },
@@ -124,5 +125,6 @@ box_cmd_task_delete (BoxCli *cli, int argc, char **argv)
                       &status) ||
       !box_cli_ready (cli, &status))
     return status;
-  return box_cli_delete_each (cli, argv[1], "tasks", argv + 2, argc - 2);
+  collection = box_cli_sandbox_path (argv[1], "/tasks");
+  return box_cli_delete_each (cli, collection, argv + 2, argc - 2, NULL);
 }

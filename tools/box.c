@@ -70,6 +70,10 @@ static const BoxCliCommand commands[] = {
   { "logs", N_("SANDBOX SERVICE [-f] [--tail N]"), N_("Print a service's output"), box_cmd_logs },
   { "egress", N_("SANDBOX [--allow|--deny|--clear …]"),
     N_("Show or edit a sandbox's egress rules"), box_cmd_egress },
+  { "secrets", N_("[--json]"), N_("List the project's secrets"), box_cmd_secrets },
+  { "secret", N_("put|get|delete NAME [OPTION…]"),
+    N_("Create or replace a secret (value from stdin or a prompt), show or delete it"),
+    box_cmd_secret },
   { "stats", N_("SANDBOX [--days N]"), N_("Show the usage stats of a sandbox's URLs"),
     box_cmd_stats },
 };

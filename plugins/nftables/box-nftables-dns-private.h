@@ -42,10 +42,12 @@ struct _BoxNftablesDns {
   GHashTable    *pending;         /* BoxDnsQuery* set; forwarder thread only */
   GHashTable    *pending_by_client; /* guint32 address -> queries in flight; forwarder thread only */
 
-  GMutex         report_lock;     /* reports, reports_by_guest, reports_stopping */
+  GMutex         report_lock;     /* the four below and reports_stopping */
   GCond          report_cond;
-  GQueue         reports;         /* answers waiting for their report (box-nftables-dns-report.c) */
-  GHashTable    *reports_by_guest; /* guint32 address -> its reports queued */
+  guint          n_reports;       /* answers waiting for their report (box-nftables-dns-report.c) */
+  GHashTable    *reports_by_guest; /* guint32 address -> GQueue of its reports, oldest first */
+  GQueue         report_turns;    /* guests with reports waiting, whose turn is next first */
+  guint32        reporting;       /* the guest whose report is in hand, or 0 */
   gboolean       reports_stopping;
   GThread       *reporter;
 };

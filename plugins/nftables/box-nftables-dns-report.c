@@ -9,7 +9,9 @@
  * their own elements, while the resolver goes on relaying, refusing and
  * looking up for every sandbox.  The queue is bounded, each sandbox to its
  * share of it (a guest can make many answers from the cache); beyond it
- * the answer is SERVFAIL and the sandbox asks again.
+ * the answer is SERVFAIL and the sandbox asks again.  The reports are
+ * taken round robin across sandboxes (each its own queue, oldest first):
+ * one sandbox's full share waits no other sandbox's answer behind it.
  */
 #include "config.h"
 
@@ -36,6 +38,28 @@ report_free (Report *report)
   g_free (report);
 }
 
+/* The oldest report of the guest whose turn it is; its turn goes to the
+ * back of the line if it has more.  With report_lock held. */
+static Report *
+next_report (BoxNftablesDns *dns)
+{
+  gpointer guest;
+  GQueue *queue;
+  Report *report;
+
+  if (dns->n_reports == 0)
+    return NULL;
+  guest = g_queue_pop_head (&dns->report_turns);
+  queue = g_hash_table_lookup (dns->reports_by_guest, guest);
+  report = g_queue_pop_head (queue);
+  if (g_queue_is_empty (queue))
+    g_hash_table_remove (dns->reports_by_guest, guest);
+  else
+    g_queue_push_tail (&dns->report_turns, guest);
+  dns->n_reports--;
+  return report;
+}
+
 static gpointer
 reporter_thread (gpointer data)
 {
@@ -47,9 +71,10 @@ reporter_thread (gpointer data)
     BoxNftablesEgress *egress;
 
     g_mutex_lock (&dns->report_lock);
-    while (g_queue_is_empty (&dns->reports) && !dns->reports_stopping)
+    while (dns->n_reports == 0 && !dns->reports_stopping)
       g_cond_wait (&dns->report_cond, &dns->report_lock);
-    report = g_queue_pop_head (&dns->reports);
+    report = next_report (dns);
+    dns->reporting = report != NULL ? report->guest : 0;
     stopping = dns->reports_stopping;
     g_mutex_unlock (&dns->report_lock);
     if (report == NULL)
@@ -65,8 +90,7 @@ reporter_thread (gpointer data)
     /* stopping: no answer, nothing reported */
     report->reply (stopping ? NULL : report->answer, report->reply_data);
     g_mutex_lock (&dns->report_lock);
-    box_dns_count_set (dns->reports_by_guest, report->guest,
-                       box_dns_count_of (dns->reports_by_guest, report->guest) - 1);
+    dns->reporting = 0;
     g_mutex_unlock (&dns->report_lock);
     report_free (report);
   }
@@ -78,8 +102,8 @@ box_dns_reporter_start (BoxNftablesDns *dns)
 {
   g_mutex_init (&dns->report_lock);
   g_cond_init (&dns->report_cond);
-  g_queue_init (&dns->reports);
-  dns->reports_by_guest = g_hash_table_new (NULL, NULL);
+  g_queue_init (&dns->report_turns);
+  dns->reports_by_guest = g_hash_table_new_full (NULL, NULL, NULL, (GDestroyNotify) g_queue_free);
   dns->reporter = g_thread_new ("box-nft-dns-report", reporter_thread, dns);
 }
 
@@ -105,6 +129,7 @@ box_dns_reporter_post (BoxNftablesDns *dns, guint32 guest, const char *name,
                        BoxDnsReply reply, gpointer reply_data)
 {
   guint n_clients, share, queued;
+  GQueue *queue;
   Report *report;
 
   g_mutex_lock (&dns->lock);
@@ -112,8 +137,10 @@ box_dns_reporter_post (BoxNftablesDns *dns, guint32 guest, const char *name,
   g_mutex_unlock (&dns->lock);
   share = MAX (1, BOX_DNS_MAX_REPORTS / n_clients);
   g_mutex_lock (&dns->report_lock);
-  queued = box_dns_count_of (dns->reports_by_guest, guest);
-  if (dns->reports_stopping || dns->reports.length >= BOX_DNS_MAX_REPORTS || queued >= share) {
+  queue = g_hash_table_lookup (dns->reports_by_guest, GUINT_TO_POINTER (guest));
+  /* its share counts the report in hand too */
+  queued = (queue != NULL ? queue->length : 0) + (dns->reporting == guest ? 1 : 0);
+  if (dns->reports_stopping || dns->n_reports >= BOX_DNS_MAX_REPORTS || queued >= share) {
     g_mutex_unlock (&dns->report_lock);
     return FALSE;
   }
@@ -126,8 +153,13 @@ box_dns_reporter_post (BoxNftablesDns *dns, guint32 guest, const char *name,
   report->answer = g_bytes_ref (answer);
   report->reply = reply;
   report->reply_data = reply_data;
-  box_dns_count_set (dns->reports_by_guest, guest, queued + 1);
-  g_queue_push_tail (&dns->reports, report);
+  if (queue == NULL) {
+    queue = g_queue_new ();
+    g_hash_table_insert (dns->reports_by_guest, GUINT_TO_POINTER (guest), queue);
+    g_queue_push_tail (&dns->report_turns, GUINT_TO_POINTER (guest));
+  }
+  g_queue_push_tail (queue, report);
+  dns->n_reports++;
   g_cond_signal (&dns->report_cond);
   g_mutex_unlock (&dns->report_lock);
   return TRUE;

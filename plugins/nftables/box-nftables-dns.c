@@ -22,7 +22,9 @@
  */
 #include "config.h"
 
+#include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "box-error.h"
 #include "box-nftables-dns-private.h"
@@ -267,14 +269,23 @@ typedef struct {
   GSocketAddress *client;
 } UdpReply;
 
+/* Called on the resolver's thread or the reporter's (a restricted answer
+ * waits there for its report): GSocket is not thread-safe, so this sends
+ * with sendto(2) on the descriptor, which is (a datagram goes whole), and
+ * touches none of the GSocket's state.  The socket outlives the reporter
+ * (box_nftables_dns_free() stops it first). */
 static void
 udp_reply (GBytes *answer, gpointer data)
 {
   UdpReply *reply = data;
+  struct sockaddr_storage to;
 
-  if (answer != NULL)
-    g_socket_send_to (reply->dns->udp, reply->client, g_bytes_get_data (answer, NULL),
-                      g_bytes_get_size (answer), NULL, NULL);
+  if (answer != NULL &&
+      g_socket_address_to_native (reply->client, &to, sizeof to, NULL) &&
+      sendto (g_socket_get_fd (reply->dns->udp), g_bytes_get_data (answer, NULL),
+              g_bytes_get_size (answer), MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *) &to,
+              g_socket_address_get_native_size (reply->client)) < 0)
+    g_debug ("nftables: a DNS answer was not sent: %s", g_strerror (errno));
   g_object_unref (reply->client);
   g_free (reply);
 }

@@ -39,6 +39,8 @@ struct _BoxNftablesPlugin {
   BoxNftablesEgress   *egress;        /* its own lock; set while started */
   BoxNftablesHistory  *history;       /* what restricted guests resolved */
   GHashTable          *pending;       /* id -> GPtrArray of BoxRule: rules for an ID not attached yet */
+  BoxBroker           *broker;        /* set_broker(), or NULL; the proxy has it too */
+  GHashTable          *brokered;      /* ids using secrets, attached or not: 443 to the proxy */
 
   BoxNftablesLinkFunc  link_func;     /* tests only */
   gpointer             link_data;
@@ -76,5 +78,22 @@ void       box_nftables_plugin_forget_guest (BoxNftablesPlugin *self, BoxNftable
 /* set_egress() for an ID without an attachment: kept until its attach. */
 void       box_nftables_plugin_set_pending  (BoxNftablesPlugin *self, const char *sandbox_id,
                                              GPtrArray *rules);
+
+/* box-nftables-plugin.c: a valid ID and a started plugin (with the lock held) */
+gboolean   box_nftables_plugin_check_call   (BoxNftablesPlugin *self, const char *sandbox_id,
+                                             GError **error);
+
+/* box-nftables-plugin-broker.c; with the lock held */
+
+/* Whether @sandbox_id's TCP 443 goes to the proxy for the broker. */
+gboolean   box_nftables_plugin_is_brokered  (BoxNftablesPlugin *self, const char *sandbox_id);
+/* The record's membership in @brokered made to match its ID's (after an
+ * attach or a rebind). */
+gboolean   box_nftables_plugin_sync_brokered (BoxNftablesPlugin *self,
+                                              const BoxNftablesRecord *record, GError **error);
+/* BoxNetwork's set_broker and set_brokered; they take the lock. */
+void       box_nftables_plugin_set_broker   (BoxNetwork *network, BoxBroker *broker);
+gboolean   box_nftables_plugin_set_brokered (BoxNetwork *network, const char *sandbox_id,
+                                             gboolean brokered, GError **error);
 
 G_END_DECLS

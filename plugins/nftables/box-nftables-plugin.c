@@ -181,6 +181,7 @@ member_rules (BoxNftablesPlugin *self, const BoxNftablesRecord *record, gboolean
 {
   g_autofree char *address = box_nftables_ipv4_to_string (record->subnet.address);
   g_autofree char *restricted = NULL;
+  g_autofree char *brokered = NULL;
   g_autofree char *member = NULL;
 
   if (!add)
@@ -188,7 +189,9 @@ member_rules (BoxNftablesPlugin *self, const BoxNftablesRecord *record, gboolean
   member = box_nftables_ruleset_add_member (self->table, record->ifname, address);
   restricted = box_nftables_ruleset_set_restricted (self->table, record->ifname,
                                                     box_nftables_record_is_restricted (record));
-  return g_strconcat (member, restricted, NULL);
+  brokered = box_nftables_ruleset_set_brokered (self->table, record->ifname,
+                                                box_nftables_plugin_is_brokered (self, record->id));
+  return g_strconcat (member, restricted, brokered, NULL);
 }
 
 /* Membership in the sets comes first: a link named like ours but not in
@@ -288,8 +291,9 @@ record_allocate (BoxNftablesPlugin *self, const char *sandbox_id, GError **error
 
 /* ---- BoxNetwork ---- */
 
-static gboolean
-check_call (BoxNftablesPlugin *self, const char *sandbox_id, GError **error)
+gboolean
+box_nftables_plugin_check_call (BoxNftablesPlugin *self, const char *sandbox_id,
+                                GError **error)
 {
   if (!box_sandbox_id_is_valid (sandbox_id)) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "bad sandbox id \"%s\"",
@@ -314,7 +318,7 @@ box_nftables_plugin_attach (BoxNetwork *network, const char *sandbox_id, GError 
   g_autoptr(GError) local_error = NULL;
   BoxNftablesRecord *record;
 
-  if (!check_call (self, sandbox_id, error))
+  if (!box_nftables_plugin_check_call (self, sandbox_id, error))
     return NULL;
 
   /* Found again (a restart, a retry): make sure the kernel agrees. */
@@ -363,7 +367,8 @@ box_nftables_plugin_rebind (BoxNetwork *network, const char *old_id, const char 
   BoxNftablesRecord *record;
   gpointer key;
 
-  if (!check_call (self, old_id, error) || !check_call (self, new_id, error))
+  if (!box_nftables_plugin_check_call (self, old_id, error) ||
+      !box_nftables_plugin_check_call (self, new_id, error))
     return FALSE;
   if (!g_hash_table_lookup_extended (self->records, old_id, &key, (gpointer *) &record)) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no network attachment for %s",
@@ -384,7 +389,8 @@ box_nftables_plugin_rebind (BoxNetwork *network, const char *old_id, const char 
   g_free (record->id);
   record->id = g_strdup (new_id);
   g_hash_table_insert (self->records, g_strdup (new_id), record);
-  if (!box_nftables_plugin_rebound (self, record, error))
+  if (!box_nftables_plugin_rebound (self, record, error) ||
+      !box_nftables_plugin_sync_brokered (self, record, error))
     return FALSE;
   g_info ("nftables: the attachment on %s moved from %s to %s", record->ifname, old_id, new_id);
   return TRUE;
@@ -398,9 +404,10 @@ box_nftables_plugin_detach (BoxNetwork *network, const char *sandbox_id, GError 
   const char *dir = box_plugin_get_state_dir (BOX_PLUGIN (self));
   BoxNftablesRecord *record;
 
-  if (!check_call (self, sandbox_id, error))
+  if (!box_nftables_plugin_check_call (self, sandbox_id, error))
     return FALSE;
   g_hash_table_remove (self->pending, sandbox_id);
+  g_hash_table_remove (self->brokered, sandbox_id);
   record = g_hash_table_lookup (self->records, sandbox_id);
   if (record == NULL)
     return TRUE;
@@ -421,7 +428,7 @@ box_nftables_plugin_set_egress (BoxNetwork *network, const char *sandbox_id, GPt
   g_autoptr(BoxEgressPolicy) policy = NULL;
   BoxNftablesRecord *record;
 
-  if (!check_call (self, sandbox_id, error))
+  if (!box_nftables_plugin_check_call (self, sandbox_id, error))
     return FALSE;
   /* rules that do not compile change nothing */
   policy = box_egress_policy_new (rules, NULL, error);
@@ -451,7 +458,7 @@ box_nftables_plugin_list_allowed (BoxNetwork *network, const char *sandbox_id, G
   BoxNftablesRecord *record;
   g_autofree char *guest = NULL;
 
-  if (!check_call (self, sandbox_id, error))
+  if (!box_nftables_plugin_check_call (self, sandbox_id, error))
     return NULL;
   if ((record = g_hash_table_lookup (self->records, sandbox_id)) == NULL) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_NOT_FOUND, "no network attachment for %s",
@@ -512,20 +519,31 @@ install_table (BoxNftablesPlugin *self, GError **error)
     const BoxNftablesRecord *record = value;
     char *address = box_nftables_ipv4_to_string (record->subnet.address);
     BoxNftablesMember member = { .ifname = record->ifname, .address = address,
-                                 .restricted = box_nftables_record_is_restricted (record) };
+                                 .restricted = box_nftables_record_is_restricted (record),
+                                 .brokered = box_nftables_plugin_is_brokered (self, record->id) };
 
     g_ptr_array_add (addresses, address);
     g_array_append_val (members, member);
   }
   ruleset.members = members;
   commands = box_nftables_ruleset_install (&ruleset);
-  if (!box_nftables_nft_run (self->nft, commands, &local_error)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
-                 "cannot install table inet %s (is nf_tables available?): %s", self->table,
-                 local_error->message);
-    return FALSE;
+  if (box_nftables_nft_run (self->nft, commands, &local_error))
+    return TRUE;
+  /* a kernel without nfnetlink_log refuses the log rule: enforce the rules
+   * anyway, only the kernel's refusals go unlogged */
+  g_free (commands);
+  ruleset.no_log = TRUE;
+  commands = box_nftables_ruleset_install (&ruleset);
+  if (box_nftables_nft_run (self->nft, commands, NULL)) {
+    g_warning ("nftables: table inet %s installed without its log rule, so the kernel's "
+               "egress refusals are not logged (is nfnetlink_log available?): %s",
+               self->table, local_error->message);
+    return TRUE;
   }
-  return TRUE;
+  g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+               "cannot install table inet %s (is nf_tables available?): %s", self->table,
+               local_error->message);
+  return FALSE;
 }
 
 /* The name-checking proxy on the two redirected ports, never dialling
@@ -541,6 +559,8 @@ start_proxy (BoxNftablesPlugin *self, GError **error)
   blocked = g_strv_builder_end (builder);
   self->proxy = box_nftables_proxy_new (self->egress, "0.0.0.0", self->proxy_http_port,
                                         self->proxy_tls_port, error);
+  if (self->proxy != NULL)
+    box_nftables_proxy_set_broker (self->proxy, self->broker);
   return self->proxy != NULL &&
          box_nftables_proxy_set_blocked (self->proxy, (const char *const *) blocked, error);
 }
@@ -690,6 +710,8 @@ box_nftables_plugin_finalize (GObject *object)
   g_clear_pointer (&self->history, box_nftables_history_free);
   g_hash_table_unref (self->records);
   g_hash_table_unref (self->pending);
+  g_hash_table_unref (self->brokered);
+  g_clear_object (&self->broker);
   g_free (self->pool_cidr);
   g_free (self->table);
   g_free (self->ifname_prefix);
@@ -707,6 +729,7 @@ box_nftables_plugin_init (BoxNftablesPlugin *self)
                                          (GDestroyNotify) box_nftables_record_free);
   self->pending = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
                                          (GDestroyNotify) g_ptr_array_unref);
+  self->brokered = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   self->tap_owner = (uid_t) -1;
 }
 
@@ -731,6 +754,8 @@ box_nftables_plugin_network_init (BoxNetworkInterface *iface)
   iface->set_egress = box_nftables_plugin_set_egress;
   iface->list_allowed = box_nftables_plugin_list_allowed;
   iface->enforces_egress = box_nftables_plugin_enforces_egress;
+  iface->set_broker = box_nftables_plugin_set_broker;
+  iface->set_brokered = box_nftables_plugin_set_brokered;
 }
 
 BOX_PLUGIN_DEFINE_FULL ("nftables", "Tap devices, NAT and isolation with nftables",

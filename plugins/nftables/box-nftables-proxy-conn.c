@@ -121,7 +121,8 @@ box_nftables_proxy_conn_close (BoxNftablesProxy *proxy, Conn *conn, gboolean res
     box_nftables_proxy_reset_fd (conn->client);
     box_nftables_proxy_reset_fd (conn->upstream);
   } else {
-    close (conn->client);
+    if (conn->client >= 0)
+      close (conn->client);
     if (conn->upstream >= 0)
       close (conn->upstream);
   }
@@ -130,6 +131,7 @@ box_nftables_proxy_conn_close (BoxNftablesProxy *proxy, Conn *conn, gboolean res
   close_pipe (&conn->in);
   g_clear_pointer (&conn->head, g_free);
   g_clear_pointer (&conn->name, g_free);
+  g_clear_pointer (&conn->sandbox_id, g_free);
   proxy->graveyard = g_slist_prepend (proxy->graveyard, conn);
 }
 
@@ -251,9 +253,40 @@ open_pipe (Direction *dir)
   return TRUE;
 }
 
+/* Connected upstream: the broker takes both sockets and what was read
+ * from the sandbox; the connection leaves the proxy. */
+static void
+conn_hand_over (BoxNftablesProxy *proxy, Conn *conn)
+{
+  g_autoptr(BoxBroker) broker = box_nftables_proxy_get_broker (proxy);
+  g_autoptr(GBytes) head = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *sandbox_id = g_steal_pointer (&conn->sandbox_id);
+  g_autofree char *name = g_strdup (conn->name);
+  int client = conn->client, upstream = conn->upstream;
+
+  if (broker == NULL) {  /* never unset while running; fail closed anyway */
+    box_nftables_proxy_conn_close (proxy, conn, TRUE);
+    return;
+  }
+  (void) epoll_ctl (proxy->epoll, EPOLL_CTL_DEL, client, NULL);
+  (void) epoll_ctl (proxy->epoll, EPOLL_CTL_DEL, upstream, NULL);
+  head = g_bytes_new (conn->head, conn->head_len);
+  box_nftables_proxy_count (proxy, &conn->guest->stats.brokered, 1);
+  conn->client = conn->upstream = -1;
+  box_nftables_proxy_conn_close (proxy, conn, FALSE);
+  if (!box_broker_take_connection (broker, sandbox_id, name, client, head, upstream, &error))
+    g_debug ("egress proxy: the broker did not take %s's connection to %s: %s", sandbox_id,
+             name, error != NULL ? error->message : "no reason given");
+}
+
 static void
 conn_begin_splice (BoxNftablesProxy *proxy, Conn *conn)
 {
+  if (conn->brokered) {
+    conn_hand_over (proxy, conn);
+    return;
+  }
   box_nftables_proxy_set_deadline (proxy, conn, 0);
   conn->state = STATE_SPLICING;
   if (!open_pipe (&conn->out) || !open_pipe (&conn->in)) {
@@ -268,8 +301,7 @@ conn_begin_splice (BoxNftablesProxy *proxy, Conn *conn)
 void
 box_nftables_proxy_conn_connect_next (BoxNftablesProxy *proxy, Conn *conn)
 {
-  guint16 port = (guint16) g_atomic_int_get (conn->tls ? &proxy->upstream_tls
-                                                        : &proxy->upstream_http);
+  guint16 port = conn->port;
   guint32 events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
 
   if (conn->upstream >= 0) {
@@ -332,22 +364,69 @@ resolve_done (const guint32 *addrs, guint n_addrs, guint32 ttl_s, const GError *
   g_free (data);
 }
 
-/* The name is known: check it, then resolve it. */
+/* Whether @addr is one of the node's own (it can be bound). */
+static gboolean
+is_local_address (guint32 addr)
+{
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl (addr) };
+  int fd = socket (AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  gboolean local;
+
+  if (fd < 0)
+    return TRUE;  /* cannot tell: fail closed */
+  local = bind (fd, (struct sockaddr *) &sa, sizeof sa) == 0 || errno != EADDRNOTAVAIL;
+  close (fd);
+  return local;
+}
+
+/* An unrestricted sandbox's TLS: to the address it dialled, unless that
+ * is the node itself (connect_next skips the blocked networks). */
+static void
+conn_connect_original (BoxNftablesProxy *proxy, Conn *conn)
+{
+  if (conn->orig_addr == 0 || is_local_address (conn->orig_addr)) {
+    box_nftables_egress_report_refused (proxy->egress, conn->guest->addr, "tls", conn->name,
+                                        conn->orig_port);
+    box_nftables_proxy_count (proxy, &conn->guest->stats.refused, 1);
+    box_nftables_proxy_conn_close (proxy, conn, TRUE);
+    return;
+  }
+  conn->addrs[0] = conn->orig_addr;
+  conn->n_addrs = 1;
+  conn->next_addr = 0;
+  conn->port = conn->orig_port;
+  box_nftables_proxy_conn_connect_next (proxy, conn);
+}
+
+/* The name is known (NULL: a ClientHello without one): check it, then
+ * resolve it, or for an unrestricted sandbox's TLS take the address it
+ * dialled.  The broker is asked only about what the policy allows. */
 static void
 conn_check (BoxNftablesProxy *proxy, Conn *conn, char *name)
 {
   g_autoptr(BoxEgressPolicy) policy = NULL;
+  g_autoptr(BoxBroker) broker = NULL;
   ResolveData *data;
 
   conn->name = name;
-  if (!box_nftables_egress_lookup (proxy->egress, conn->guest->addr, &policy, NULL)) {
+  if (!box_nftables_egress_lookup (proxy->egress, conn->guest->addr, &policy,
+                                   &conn->sandbox_id)) {
     box_nftables_proxy_conn_close (proxy, conn, TRUE);
     return;
   }
-  if (policy != NULL && !box_egress_policy_allows (policy, name, conn->tls ? 443 : 80)) {
-    conn_refuse (proxy, conn, name, NULL);
+  if (policy != NULL && (name == NULL ||
+                         !box_egress_policy_allows (policy, name, conn->tls ? 443 : 80))) {
+    conn_refuse (proxy, conn, name, name == NULL ? box_nftables_sni_no_name : NULL);
     return;
   }
+  broker = conn->tls && name != NULL ? box_nftables_proxy_get_broker (proxy) : NULL;
+  conn->brokered = broker != NULL && box_broker_wants (broker, conn->sandbox_id, name);
+  if (policy == NULL && conn->tls) {
+    conn_connect_original (proxy, conn);
+    return;
+  }
+  conn->port = (guint16) g_atomic_int_get (conn->tls ? &proxy->upstream_tls
+                                                      : &proxy->upstream_http);
   conn->state = STATE_RESOLVING;
   box_nftables_proxy_set_deadline (proxy, conn,
                                    (guint) g_atomic_int_get (&proxy->connect_timeout_ms));
@@ -391,6 +470,8 @@ conn_read_head (BoxNftablesProxy *proxy, Conn *conn)
                      : box_nftables_sni_parse_http (conn->head, conn->head_len, &name, &reason);
   if (result == BOX_NFTABLES_SNI_MORE && eof)
     box_nftables_proxy_conn_close (proxy, conn, TRUE);  /* gone before saying where to */
+  else if (result == BOX_NFTABLES_SNI_BAD && reason == box_nftables_sni_no_name)
+    conn_check (proxy, conn, NULL);  /* only an unrestricted sandbox's passes */
   else if (result == BOX_NFTABLES_SNI_BAD)
     conn_refuse (proxy, conn, NULL, reason);
   else if (result == BOX_NFTABLES_SNI_DONE) {
@@ -455,7 +536,8 @@ box_nftables_proxy_conn_free (Conn *conn)
 }
 
 void
-box_nftables_proxy_conn_new (BoxNftablesProxy *proxy, int fd, Guest *guest, gboolean tls)
+box_nftables_proxy_conn_new (BoxNftablesProxy *proxy, int fd, Guest *guest, gboolean tls,
+                             guint32 orig_addr, guint16 orig_port)
 {
   Conn *conn = g_new0 (Conn, 1);
 
@@ -465,6 +547,8 @@ box_nftables_proxy_conn_new (BoxNftablesProxy *proxy, int fd, Guest *guest, gboo
   conn->tls = tls;
   conn->client = fd;
   conn->upstream = -1;
+  conn->orig_addr = orig_addr;
+  conn->orig_port = orig_port;
   conn->out.pipe[0] = conn->out.pipe[1] = conn->in.pipe[0] = conn->in.pipe[1] = -1;
   conn->client_watch = (Watch) { WATCH_CLIENT, conn };
   conn->upstream_watch = (Watch) { WATCH_UPSTREAM, conn };

@@ -60,6 +60,11 @@ struct _Conn {
   gsize     head_size;
   gsize     head_sent;
   char     *name;
+  char     *sandbox_id;
+  guint32   orig_addr;   /* the redirect's original destination (TLS), or 0 */
+  guint16   orig_port;
+  guint16   port;        /* the upstream port connected to */
+  gboolean  brokered;    /* handed to the broker once connected upstream */
   guint32   addrs[MAX_ADDRS];
   guint     n_addrs;
   guint     next_addr;
@@ -121,6 +126,7 @@ struct _BoxNftablesProxy {
   GMutex             lock;
   GHashTable        *guests;         /* addr -> Guest*; written by the proxy's thread */
   GArray            *blocked;        /* guint32 pairs: network, mask */
+  BoxBroker         *broker;         /* or NULL */
 };
 
 /* box-nftables-proxy.c; any thread */
@@ -129,6 +135,8 @@ void     box_nftables_proxy_mailbox_unref (Mailbox *mb);
 void     box_nftables_proxy_mailbox_post  (Mailbox *mb, Cmd *cmd);
 /* whether @addr lies in a blocked network; any thread */
 gboolean box_nftables_proxy_is_blocked    (BoxNftablesProxy *proxy, guint32 addr);
+/* (transfer full) (nullable): the broker; any thread */
+BoxBroker *box_nftables_proxy_get_broker  (BoxNftablesProxy *proxy);
 
 /* box-nftables-proxy-conn.c */
 void     box_nftables_proxy_reset_fd      (int fd);
@@ -138,8 +146,9 @@ Guest   *box_nftables_proxy_guest_get     (BoxNftablesProxy *proxy, guint32 addr
 /* adds @n to one of a guest's stats, under the stats lock */
 void     box_nftables_proxy_count         (BoxNftablesProxy *proxy, guint64 *counter, guint64 n);
 void     box_nftables_proxy_set_deadline  (BoxNftablesProxy *proxy, Conn *conn, guint ms);
+/* @orig_addr, @orig_port: the redirect's original destination (0: none) */
 void     box_nftables_proxy_conn_new      (BoxNftablesProxy *proxy, int fd, Guest *guest,
-                                           gboolean tls);
+                                           gboolean tls, guint32 orig_addr, guint16 orig_port);
 /* closes @conn (a reset both ways when @reset); freed after the batch */
 void     box_nftables_proxy_conn_close    (BoxNftablesProxy *proxy, Conn *conn, gboolean reset);
 void     box_nftables_proxy_conn_event    (BoxNftablesProxy *proxy, Watch *watch, guint32 events);

@@ -24,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/netfilter_ipv4.h>   /* SO_ORIGINAL_DST */
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -85,6 +86,25 @@ box_nftables_proxy_is_blocked (BoxNftablesProxy *proxy, guint32 addr)
               g_array_index (proxy->blocked, guint32, i);
   g_mutex_unlock (&proxy->lock);
   return blocked;
+}
+
+void
+box_nftables_proxy_set_broker (BoxNftablesProxy *proxy, BoxBroker *broker)
+{
+  g_mutex_lock (&proxy->lock);
+  g_set_object (&proxy->broker, broker);
+  g_mutex_unlock (&proxy->lock);
+}
+
+BoxBroker *
+box_nftables_proxy_get_broker (BoxNftablesProxy *proxy)
+{
+  BoxBroker *broker;
+
+  g_mutex_lock (&proxy->lock);
+  broker = proxy->broker != NULL ? g_object_ref (proxy->broker) : NULL;
+  g_mutex_unlock (&proxy->lock);
+  return broker;
 }
 
 /* ---- the mailbox ---- */
@@ -187,12 +207,32 @@ listeners_watch (BoxNftablesProxy *proxy, gboolean on)
   }
 }
 
+/* Where a redirected connection was going: read before anything else,
+ * while conntrack surely has it.  0 when it was not redirected. */
+static void
+original_destination (int fd, guint32 *addr, guint16 *port)
+{
+  struct sockaddr_in sa, local;
+  socklen_t len = sizeof sa, local_len = sizeof local;
+
+  *addr = 0;
+  *port = 0;
+  if (getsockopt (fd, SOL_IP, SO_ORIGINAL_DST, &sa, &len) != 0 || sa.sin_family != AF_INET ||
+      getsockname (fd, (struct sockaddr *) &local, &local_len) != 0 ||
+      (sa.sin_addr.s_addr == local.sin_addr.s_addr && sa.sin_port == local.sin_port))
+    return;
+  *addr = ntohl (sa.sin_addr.s_addr);
+  *port = ntohs (sa.sin_port);
+}
+
 static void
 accept_all (BoxNftablesProxy *proxy, gboolean tls)
 {
   for (;;) {
     struct sockaddr_in sa;
     socklen_t len = sizeof sa;
+    guint32 orig_addr = 0;
+    guint16 orig_port = 0;
     int fd = accept4 (tls ? proxy->listen_tls : proxy->listen_http, (struct sockaddr *) &sa,
                       &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     guint32 addr;
@@ -209,6 +249,8 @@ accept_all (BoxNftablesProxy *proxy, gboolean tls)
       }
       return;
     }
+    if (tls)
+      original_destination (fd, &orig_addr, &orig_port);
     addr = ntohl (sa.sin_addr.s_addr);
     if (sa.sin_family != AF_INET || !box_nftables_egress_lookup (proxy->egress, addr, NULL, NULL)) {
       box_nftables_proxy_reset_fd (fd);
@@ -220,7 +262,7 @@ accept_all (BoxNftablesProxy *proxy, gboolean tls)
       box_nftables_proxy_reset_fd (fd);
       continue;
     }
-    box_nftables_proxy_conn_new (proxy, fd, guest, tls);
+    box_nftables_proxy_conn_new (proxy, fd, guest, tls, orig_addr, orig_port);
   }
 }
 
@@ -242,8 +284,9 @@ recheck (BoxNftablesProxy *proxy, guint32 addr, gboolean forget)
     next = l->next;
     if (!known) {
       box_nftables_proxy_conn_close (proxy, conn, TRUE);
-    } else if (policy != NULL && conn->name != NULL &&
-               !box_egress_policy_allows (policy, conn->name, conn->tls ? 443 : 80)) {
+    } else if (policy != NULL && conn->state != STATE_HEAD &&
+               (conn->name == NULL ||  /* a hello without a name, passed when unrestricted */
+                !box_egress_policy_allows (policy, conn->name, conn->tls ? 443 : 80))) {
       box_nftables_egress_report_refused (proxy->egress, addr, conn->tls ? "tls" : "http",
                                           conn->name, conn->tls ? 443 : 80);
       box_nftables_proxy_count (proxy, &guest->stats.refused, 1);
@@ -469,6 +512,7 @@ box_nftables_proxy_free (BoxNftablesProxy *proxy)
   g_hash_table_unref (proxy->conns);
   g_hash_table_unref (proxy->guests);
   g_array_unref (proxy->blocked);
+  g_clear_object (&proxy->broker);
   g_mutex_clear (&proxy->lock);
   g_free (proxy);
 }

@@ -10,6 +10,17 @@
  * the bytes read, and splices both ways (splice(2), no copies).  It never
  * terminates TLS and never uses the address the sandbox dialled.
  *
+ * A sandbox that uses secrets ("brokered") has its TCP 443 redirected
+ * here too.  Unrestricted, its connection goes to the address it dialled
+ * (the original destination of the redirect, SO_ORIGINAL_DST), never to
+ * the node itself nor a blocked network, also without a server name;
+ * restricted, as above.  Either way, when the broker wants the name
+ * (box_broker_wants(), asked only after the policy allowed it), the proxy
+ * connects upstream and then hands the sandbox's socket, the bytes read
+ * so far and the upstream socket to box_broker_take_connection(): the
+ * connection leaves the proxy (its count, caps and timeouts) there, and is
+ * counted as brokered.
+ *
  * It runs on a thread of its own (epoll, nonblocking sockets).  Every
  * function here is safe from any thread; recheck and forget are carried
  * out on the proxy's thread shortly after they return.
@@ -18,6 +29,7 @@
 
 #include <glib.h>
 
+#include "box-broker.h"
 #include "box-nftables-egress.h"
 
 G_BEGIN_DECLS
@@ -37,6 +49,7 @@ typedef struct {
   guint64 bytes_out;    /* from the sandbox to the internet */
   guint64 bytes_in;     /* from the internet to the sandbox */
   guint64 refused;      /* connections refused (policy, parse, caps) */
+  guint64 brokered;     /* connections handed to the broker */
 } BoxNftablesProxyStats;
 
 /* Listens on @bind_address (an IPv4 literal) at @http_port and @tls_port
@@ -64,6 +77,10 @@ void     box_nftables_proxy_set_limits (BoxNftablesProxy *proxy, guint max_conne
  * the list unchanged. */
 gboolean box_nftables_proxy_set_blocked (BoxNftablesProxy *proxy, const char *const *cidrs,
                                          GError **error);
+
+/* The broker TLS connections to a secret's hosts go to (NULL: none, every
+ * connection is spliced); a reference is kept. */
+void     box_nftables_proxy_set_broker (BoxNftablesProxy *proxy, BoxBroker *broker);
 
 /* The policy of @guest changed: each of its connections is checked again
  * against the registry and reset when no longer allowed (all of them when

@@ -70,6 +70,7 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
     "  set taps { type ifname; }\n"
     "  set guests { type ifname . ipv4_addr; }\n"
     "  set restricted { type ifname; }\n"
+    "  set brokered { type ifname; }\n"
     "  set resolved { type ipv4_addr . ipv4_addr . inet_service; flags timeout; }\n"
     "  set refused_log { type ipv4_addr; size 65535; flags dynamic,timeout; timeout 1m; }\n"
     "  set blocked { type ipv4_addr; flags interval; auto-merge; elements = { ");
@@ -78,15 +79,17 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
 
   /* DNS to the gateway goes to the plugin's resolver; a restricted
    * sandbox's web traffic, whatever its destination, to the name-checking
-   * proxy. */
+   * proxy, and so does a brokered sandbox's TLS (the proxy hands the
+   * connections to a secret's hosts to the broker). */
   g_string_append_printf (out,
     "  chain prerouting {\n"
     "    type nat hook prerouting priority dstnat; policy accept;\n"
     "    iifname @taps ip daddr %s meta l4proto { tcp, udp } th dport 53 redirect to :%u\n"
     "    iifname @restricted tcp dport 80 redirect to :%u\n"
     "    iifname @restricted tcp dport 443 redirect to :%u\n"
+    "    iifname @brokered tcp dport 443 redirect to :%u\n"
     "  }\n", ruleset->pool, ruleset->dns_port, ruleset->proxy_http_port,
-    ruleset->proxy_tls_port);
+    ruleset->proxy_tls_port, ruleset->proxy_tls_port);
 
   /* The node itself: only the resolver, reached through the redirect;
    * the resolver's port is closed to everything else.  A link named like
@@ -104,11 +107,12 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
     "    iifname . ip saddr != @guests drop\n"
     "    meta l4proto { tcp, udp } th dport %u ct status dnat accept\n"
     "    iifname @restricted tcp dport { %u, %u } ct status dnat accept\n"
+    "    iifname @brokered tcp dport %u ct status dnat accept\n"
     "    ct state established,related accept\n"
     "    drop\n"
     "  }\n", ruleset->ifname_prefix, ruleset->dns_port, ruleset->proxy_http_port,
     ruleset->proxy_tls_port, ruleset->dns_port, ruleset->proxy_http_port,
-    ruleset->proxy_tls_port);
+    ruleset->proxy_tls_port, ruleset->proxy_tls_port);
 
   /* Through the node: out to the internet only; nothing in but replies;
    * box to box falls under "nothing in". */
@@ -131,16 +135,20 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
   /* Only TCP, and a new connection only to what the guest resolved from
    * a name allowed on that port; refused at once with a reset.  What is
    * refused (or, not TCP, dropped) goes to the NFLOG group first, headers
-   * only, at most 5 a second (10 at once) per guest address. */
-  g_string_append_printf (out,
+   * only, at most 5 a second (10 at once) per guest address (unless the
+   * kernel has no NFLOG: no_log). */
+  g_string_append (out,
     "  chain forward_restricted {\n"
     "    meta l4proto tcp ct state established,related accept\n"
-    "    meta l4proto tcp ip saddr . ip daddr . tcp dport @resolved accept\n"
-    "    update @refused_log { ip saddr limit rate 5/second burst 10 packets } "
-    "log group %u snaplen %u\n"
+    "    meta l4proto tcp ip saddr . ip daddr . tcp dport @resolved accept\n");
+  if (!ruleset->no_log)
+    g_string_append_printf (out,
+      "    update @refused_log { ip saddr limit rate 5/second burst 10 packets } "
+      "log group %u snaplen %u\n", ruleset->log_group, BOX_NFTABLES_NFLOG_SNAPLEN);
+  g_string_append (out,
     "    meta l4proto tcp reject with tcp reset\n"
     "    drop\n"
-    "  }\n", ruleset->log_group, BOX_NFTABLES_NFLOG_SNAPLEN);
+    "  }\n");
 
   /* From the node's own processes into a sandbox: only replies (the
    * resolver's answers, ICMP errors). */
@@ -165,6 +173,8 @@ box_nftables_ruleset_install (const BoxNftablesRuleset *ruleset)
     g_string_append (out, add);
     if (m->restricted)
       g_string_append_printf (out, "add element inet %s restricted { \"%s\" }\n", t, m->ifname);
+    if (m->brokered)
+      g_string_append_printf (out, "add element inet %s brokered { \"%s\" }\n", t, m->ifname);
   }
   return g_string_free (out, FALSE);
 }
@@ -185,23 +195,35 @@ box_nftables_ruleset_remove_member (const char *table, const char *ifname, const
   /* nft 1.0.6 has no "destroy element": adding first makes the delete
    * succeed whether or not the element was there. */
   g_autofree char *unrestrict = box_nftables_ruleset_set_restricted (table, ifname, FALSE);
+  g_autofree char *unbroker = box_nftables_ruleset_set_brokered (table, ifname, FALSE);
 
   return g_strdup_printf ("%s"
                           "delete element inet %s taps { \"%s\" }\n"
-                          "delete element inet %s guests { \"%s\" . %s }\n%s",
-                          add, table, ifname, table, ifname, address, unrestrict);
+                          "delete element inet %s guests { \"%s\" . %s }\n%s%s",
+                          add, table, ifname, table, ifname, address, unrestrict, unbroker);
+}
+
+static char *
+set_member_of (const char *table, const char *set, const char *ifname, gboolean member)
+{
+  g_autofree char *add = g_strdup_printf ("add element inet %s %s { \"%s\" }\n", table, set,
+                                          ifname);
+
+  if (member)
+    return g_steal_pointer (&add);
+  return g_strdup_printf ("%sdelete element inet %s %s { \"%s\" }\n", add, table, set, ifname);
 }
 
 char *
 box_nftables_ruleset_set_restricted (const char *table, const char *ifname, gboolean restricted)
 {
-  g_autofree char *add = g_strdup_printf ("add element inet %s restricted { \"%s\" }\n",
-                                          table, ifname);
+  return set_member_of (table, "restricted", ifname, restricted);
+}
 
-  if (restricted)
-    return g_steal_pointer (&add);
-  return g_strdup_printf ("%sdelete element inet %s restricted { \"%s\" }\n", add, table,
-                          ifname);
+char *
+box_nftables_ruleset_set_brokered (const char *table, const char *ifname, gboolean brokered)
+{
+  return set_member_of (table, "brokered", ifname, brokered);
 }
 
 static void

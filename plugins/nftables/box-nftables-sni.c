@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+const char box_nftables_sni_no_name[] = "no server name";
+
 /* TLS: RFC 8446 5.1 (records), 4.1.2 (ClientHello); RFC 6066 3 (SNI). */
 #define TLS_HANDSHAKE       0x16
 #define TLS_CLIENT_HELLO    1
@@ -122,7 +124,7 @@ client_hello (Cursor hello, char **name, const char **reason)
     return BOX_NFTABLES_SNI_BAD;
   }
   if (hello.rest == 0) {
-    *reason = "no server name";
+    *reason = box_nftables_sni_no_name;
     return BOX_NFTABLES_SNI_BAD;
   }
   if (!get_vector (&hello, 2, &extensions) || hello.rest != 0) {
@@ -153,7 +155,7 @@ client_hello (Cursor hello, char **name, const char **reason)
       return BOX_NFTABLES_SNI_BAD;
   }
   if (*name == NULL) {
-    *reason = "no server name";
+    *reason = box_nftables_sni_no_name;
     return BOX_NFTABLES_SNI_BAD;
   }
   return BOX_NFTABLES_SNI_DONE;

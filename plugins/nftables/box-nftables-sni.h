@@ -29,8 +29,13 @@ typedef enum {
   BOX_NFTABLES_SNI_BAD,   /* refuse; *reason says why (a static string) */
 } BoxNftablesSniResult;
 
+/* The reason of a well-formed ClientHello without a server name (the
+ * proxy compares the pointer: such a hello may pass where no name is
+ * checked). */
+extern const char box_nftables_sni_no_name[];
+
 /* The server name of a ClientHello that may span several TLS records.
- * A hello without a server name is BAD ("no server name"). */
+ * A hello without a server name is BAD (box_nftables_sni_no_name). */
 BoxNftablesSniResult box_nftables_sni_parse_tls  (const guint8 *data, gsize len, char **name,
                                                   const char **reason);
 

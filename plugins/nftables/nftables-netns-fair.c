@@ -147,6 +147,7 @@ typedef struct {
   GCond  cond;
   gboolean open;
   guint  entered;
+  guint32 order[300];   /* the guest of each report, in turn */
 } Gate;
 
 /* the plugin's side, stuck as behind its lock in a slow transaction */
@@ -157,6 +158,8 @@ stuck_report (guint32 guest, const char *name, const guint32 *addrs, guint n, gu
   Gate *gate = data;
 
   g_mutex_lock (&gate->lock);
+  if (gate->entered < G_N_ELEMENTS (gate->order))
+    gate->order[gate->entered] = guest;
   gate->entered++;
   g_cond_broadcast (&gate->cond);
   while (!gate->open)
@@ -193,6 +196,37 @@ count_rcode (int fd, ldns_pkt_rcode rcode, guint *others)
   return n;
 }
 
+/* Gets a restricted sandbox's first answer of slow.allowed.test (the
+ * upstream answers) stuck in its report, behind @gate. */
+static void
+get_stuck (Gate *gate, BoxNftablesEgress *egress, BoxNftablesDns *dns, int upstream,
+           int client, guint16 id)
+{
+  const char *records[] = { "slow.allowed.test. 60 IN A 203.0.113.92", NULL };
+  char *name;
+
+  g_mutex_init (&gate->lock);
+  g_cond_init (&gate->cond);
+  box_nftables_dns_allow (dns, RESTRICTED);
+  box_nftables_egress_set_resolved_func (egress, stuck_report, gate);
+  send_query (client, id, "slow.allowed.test", LDNS_RR_TYPE_A);
+  name = upstream_answers (upstream, records, WAIT_MS);
+  g_assert_cmpstr (name, ==, "slow.allowed.test.");
+  g_free (name);
+  for (guint i = 0; i < WAIT_MS / 10 && gate_entered (gate) == 0; i++)
+    g_usleep (10000);
+  g_assert_cmpuint (gate_entered (gate), ==, 1);
+}
+
+static void
+gate_open (Gate *gate)
+{
+  g_mutex_lock (&gate->lock);
+  gate->open = TRUE;
+  g_cond_broadcast (&gate->cond);
+  g_mutex_unlock (&gate->lock);
+}
+
 /* While the report of a restricted sandbox's answer is stuck, the answer
  * waits (the kernel's elements are not in yet), but the resolver goes on:
  * a neighbour's query is relayed, a denied name REFUSED; the answers that
@@ -207,25 +241,12 @@ dns_report_stuck (void)
   int client = socket_on (SOCK_DGRAM, RESTRICTED, 0);
   int open_client = socket_on (SOCK_DGRAM, OPEN, 0);
   g_autoptr(BoxNftablesDns) dns = resolver_on (upstream, egress, policy);
-  const char *records[] = { "slow.allowed.test. 60 IN A 203.0.113.92", NULL };
   Gate gate = { 0 };
   guint8 buf[600];
   guint others = 0, servfail;
-  char *name;
 
-  g_mutex_init (&gate.lock);
-  g_cond_init (&gate.cond);
-  box_nftables_dns_allow (dns, RESTRICTED);
   box_nftables_dns_allow (dns, OPEN);
-  box_nftables_egress_set_resolved_func (egress, stuck_report, &gate);
-
-  send_query (client, 0x0700, "slow.allowed.test", LDNS_RR_TYPE_A);
-  name = upstream_answers (upstream, records, WAIT_MS);
-  g_assert_cmpstr (name, ==, "slow.allowed.test.");
-  g_free (name);
-  for (guint i = 0; i < WAIT_MS / 10 && gate_entered (&gate) == 0; i++)
-    g_usleep (10000);
-  g_assert_cmpuint (gate_entered (&gate), ==, 1);
+  get_stuck (&gate, egress, dns, upstream, client, 0x0700);
   g_assert_false (readable_within (client, 200));   /* not before its report */
 
   /* the resolver is not stuck with it */
@@ -248,10 +269,7 @@ dns_report_stuck (void)
   g_assert_cmpuint (gate_entered (&gate), ==, 1);
 
   /* through: the first answer, then the ones that waited */
-  g_mutex_lock (&gate.lock);
-  gate.open = TRUE;
-  g_cond_broadcast (&gate.cond);
-  g_mutex_unlock (&gate.lock);
+  gate_open (&gate);
   assert_answer (next_answer (client, FALSE), 0x0700, LDNS_RCODE_NOERROR, "203.0.113.92", NULL);
   g_assert_cmpuint (count_rcode (client, LDNS_RCODE_NOERROR, &others), ==, 127);
   g_assert_cmpuint (others, ==, 0);
@@ -261,6 +279,52 @@ dns_report_stuck (void)
   close (upstream);
   close (client);
   close (open_client);
+  g_cond_clear (&gate.cond);
+  g_mutex_clear (&gate.lock);
+}
+
+/* Reports are taken round robin across sandboxes: with one sandbox's 20
+ * answers waiting behind a stuck report, another sandbox's answer is the
+ * next but one, not the 22nd. */
+void
+dns_report_round_robin (void)
+{
+  g_autoptr(BoxNftablesEgress) egress = box_nftables_egress_new ();
+  g_autoptr(BoxEgressPolicy) policy = test_policy ();
+  const guint32 second_addr = 0x7f000004;
+  int upstream = socket_on (SOCK_DGRAM, 0x7f000001, 0);
+  int client = socket_on (SOCK_DGRAM, RESTRICTED, 0);
+  int second = socket_on (SOCK_DGRAM, second_addr, 0);
+  g_autoptr(BoxNftablesDns) dns = resolver_on (upstream, egress, policy);
+  const char *records[] = { "slow.allowed.test. 60 IN A 203.0.113.92", NULL };
+  Gate gate = { 0 };
+  guint others = 0;
+
+  box_nftables_egress_set (egress, second_addr, "sb-second", policy);
+  box_nftables_dns_allow (dns, second_addr);
+  get_stuck (&gate, egress, dns, upstream, client, 0x0800);
+  /* 20 more from the cache wait, then the other sandbox's (the resolver
+   * reads its socket in order) */
+  for (guint i = 0; i < 20; i++)
+    send_query (client, (guint16) (0x0900 + i), "slow.allowed.test", LDNS_RR_TYPE_A);
+  send_query (second, 0x0a00, "slow.allowed.test", LDNS_RR_TYPE_A);
+  g_free (upstream_answers (upstream, records, 300));   /* in case it is asked again */
+  g_assert_false (readable_within (second, 200));
+
+  gate_open (&gate);
+  g_assert_cmpuint (count_rcode (client, LDNS_RCODE_NOERROR, &others), ==, 21);
+  g_assert_cmpuint (count_rcode (second, LDNS_RCODE_NOERROR, &others), ==, 1);
+  g_assert_cmpuint (others, ==, 0);
+  g_assert_cmpuint (gate_entered (&gate), ==, 22);
+  g_assert_cmphex (gate.order[0], ==, RESTRICTED);
+  g_assert_cmphex (gate.order[1], ==, RESTRICTED);
+  g_assert_cmphex (gate.order[2], ==, second_addr);
+  g_assert_cmphex (gate.order[3], ==, RESTRICTED);
+
+  g_clear_pointer (&dns, box_nftables_dns_free);
+  close (upstream);
+  close (client);
+  close (second);
   g_cond_clear (&gate.cond);
   g_mutex_clear (&gate.lock);
 }

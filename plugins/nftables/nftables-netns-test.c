@@ -392,6 +392,13 @@ test_resolver_report_stuck (void)
 }
 
 static void
+test_resolver_report_round_robin (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_report_round_robin ();
+}
+
+static void
 test_set_egress (void)
 {
   g_autoptr(GError) error = NULL;
@@ -442,6 +449,27 @@ test_list_allowed (void)
 {
   SKIP_IF_NEEDED ();
   list_allowed_in_world ();
+}
+
+static void
+test_broker_unrestricted (void)
+{
+  SKIP_IF_NEEDED ();
+  broker_unrestricted ();
+}
+
+static void
+test_broker_restricted (void)
+{
+  SKIP_IF_NEEDED ();
+  broker_restricted ();
+}
+
+static void
+test_broker_membership (void)
+{
+  SKIP_IF_NEEDED ();
+  broker_membership ();
 }
 
 static void
@@ -653,6 +681,8 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-node-lookup-flood",
                    test_resolver_node_lookup_flood);
   g_test_add_func ("/nftables-netns/resolver-report-stuck", test_resolver_report_stuck);
+  g_test_add_func ("/nftables-netns/resolver-report-round-robin",
+                   test_resolver_report_round_robin);
   g_test_add_func ("/nftables-netns/fail-closed", test_fail_closed);
   g_test_add_func ("/nftables-netns/set-egress", test_set_egress);
   g_test_add_func ("/nftables-netns/egress-enforced", test_egress_enforced);
@@ -660,6 +690,9 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/egress-patch", test_egress_patch);
   g_test_add_func ("/nftables-netns/egress-pending-and-restart", test_egress_pending_and_restart);
   g_test_add_func ("/nftables-netns/list-allowed", test_list_allowed);
+  g_test_add_func ("/nftables-netns/broker-unrestricted", test_broker_unrestricted);
+  g_test_add_func ("/nftables-netns/broker-restricted", test_broker_restricted);
+  g_test_add_func ("/nftables-netns/broker-membership", test_broker_membership);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);
   g_test_add_func ("/nftables-netns/restart", test_restart);
   g_test_add_func ("/nftables-netns/real-taps", test_real_taps);

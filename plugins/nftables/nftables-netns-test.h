@@ -82,6 +82,9 @@ char              *last_peer       (const char *name);
 int                open_held       (Ns *ns, const char *host, const char *port);
 char              *exchange        (Ns *ns, const char *host, const char *port, const char *request,
                                     gboolean *reset);
+/* the same with @len bytes of @data, then a half-close when @half_close */
+GString           *exchange_bytes  (Ns *ns, const char *host, const char *port, const void *data,
+                                    gsize len, gboolean half_close, gboolean *reset);
 int                held_echo       (int fd);
 gboolean           icmp_echo       (Ns *ns);   /* to 203.0.113.1: a reply came */
 gboolean           log_has         (const char *name, const char *line);
@@ -116,6 +119,7 @@ void               dns_restricted_world (void);
 void               dns_restricted_flood (void);
 void               dns_node_lookup_flood (void);
 void               dns_report_stuck (void);
+void               dns_report_round_robin (void);
 
 /* whether a message @text of log domain @domain was logged (structured
  * logging: the test's writer keeps them) */
@@ -132,6 +136,11 @@ void               egress_resolved_for_b (void);
 void               egress_kernel_refusals (void);   /* restricts b, reports svc.test for it */
 /* the resolved set read back (nftables-netns-list.c) */
 void               list_allowed_in_world (void);
+
+/* TLS connections handed to the secrets broker (nftables-netns-broker.c) */
+void               broker_unrestricted (void);
+void               broker_restricted (void);
+void               broker_membership (void);
 
 void               world_set_up    (void);
 void               world_free      (void);

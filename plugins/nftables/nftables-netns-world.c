@@ -221,6 +221,15 @@ wait_fd (int fd, short events, int seconds)
 char *
 exchange (Ns *ns, const char *host, const char *port, const char *request, gboolean *reset)
 {
+  GString *got = exchange_bytes (ns, host, port, request, strlen (request), FALSE, reset);
+
+  return g_string_free (got, FALSE);
+}
+
+GString *
+exchange_bytes (Ns *ns, const char *host, const char *port, const void *data, gsize len,
+                gboolean half_close, gboolean *reset)
+{
   struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (atoi (port)) };
   GString *got = g_string_new (NULL);
   int fd = socket_in (ns, SOCK_STREAM);
@@ -232,7 +241,9 @@ exchange (Ns *ns, const char *host, const char *port, const char *request, gbool
   if (connect (fd, (struct sockaddr *) &to, sizeof to) != 0)
     g_assert_cmpint (errno, ==, EINPROGRESS);
   g_assert_true (wait_fd (fd, POLLOUT, 3));
-  g_assert_cmpint (send (fd, request, strlen (request), MSG_NOSIGNAL), ==, (gssize) strlen (request));
+  g_assert_cmpint (send (fd, data, len, MSG_NOSIGNAL), ==, (gssize) len);
+  if (half_close)
+    (void) shutdown (fd, SHUT_WR);   /* fails once the peer has reset */
   while (got->len < 4096 && wait_fd (fd, POLLIN, 3)) {
     ssize_t n = recv (fd, buf, sizeof buf, 0);
 
@@ -243,7 +254,7 @@ exchange (Ns *ns, const char *host, const char *port, const char *request, gbool
     g_string_append_len (got, buf, n);
   }
   close (fd);
-  return g_string_free (got, FALSE);
+  return got;
 }
 
 /* The helper's "connect" in this process (no interpreter started per
