@@ -514,6 +514,27 @@ cmd_key_delete (BoxCtl *ctl, char **args, GError **error)
   return TRUE;
 }
 
+/* boxctl broker rotate-ca (the only broker command: main() checks) */
+static gboolean
+cmd_broker (BoxCtl *ctl, char **args, GError **error)
+{
+  g_autoptr(GVariant) rotation = NULL;
+  guint32 sandboxes = 0;
+
+  if (!box_dbus_admin1_call_rotate_broker_ca_sync (ctl->proxy, &rotation, NULL, error))
+    return FALSE;
+  if (ctl->json) {
+    g_autoptr(JsonNode) root = json_gvariant_serialize (rotation);
+
+    print_json (root);
+    return TRUE;
+  }
+  g_variant_lookup (rotation, "sandboxes", "u", &sandboxes);
+  g_print (_("The secrets broker has a new CA; %u awake sandboxes use secrets."), sandboxes);
+  g_print ("\n");
+  return TRUE;
+}
+
 static gboolean
 cmd_rotate_signing_key (BoxCtl *ctl, char **args, GError **error)
 {
@@ -606,6 +627,7 @@ static const BoxCtlCommand commands[] = {
   { "egress", N_("SANDBOX"),
     N_("Show a sandbox's effective egress rules and the addresses it may reach now"), 1, 1,
     cmd_egress },
+  { "broker", "rotate-ca", N_("Give the secrets broker a new CA"), 1, 1, cmd_broker },
   { "rotate-signing-key", "",
     N_("Make a new identity signing key; the old one stays in the JWKS for an hour"), 0, 0,
     cmd_rotate_signing_key },
@@ -798,6 +820,8 @@ main (int argc, char **argv)
   }
   if (ctl.domains != NULL && command->func != cmd_project_create)
     return usage_error (_("--domain only goes with project-create."));
+  if (command->func == cmd_broker && g_strcmp0 (argv[2], "rotate-ca") != 0)
+    return usage_error (_("Usage: boxctl broker rotate-ca"));
 
   ctl.proxy = connect_to_boxd (session ? G_BUS_TYPE_SESSION : G_BUS_TYPE_SYSTEM, &error);
   if (ctl.proxy == NULL)

@@ -428,6 +428,22 @@ handle_delete_key (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
 }
 
 static gboolean
+handle_rotate_broker_ca (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
+                         gpointer user_data)
+{
+  BoxDBusDaemon *self = BOX_DBUS_DAEMON (user_data);
+  g_auto(GVariantBuilder) dict = G_VARIANT_BUILDER_INIT (G_VARIANT_TYPE_VARDICT);
+  g_autoptr(GError) error = NULL;
+  guint sandboxes = 0;
+
+  if (!box_engine_rotate_broker_ca (self->engine, &sandboxes, &error))
+    return box_dbus_daemon_return_error (invocation, error);
+  g_variant_builder_add (&dict, "{sv}", "sandboxes", g_variant_new_uint32 (sandboxes));
+  box_dbus_admin1_complete_rotate_broker_ca (object, invocation, g_variant_builder_end (&dict));
+  return G_DBUS_METHOD_INVOCATION_HANDLED;
+}
+
+static gboolean
 handle_rotate_signing_key (BoxDBusAdmin1 *object, GDBusMethodInvocation *invocation,
                            gpointer user_data)
 {
@@ -626,6 +642,8 @@ box_dbus_daemon_start (BoxDBusDaemon *self, GBusType bus_type, GDBusConnection *
   g_signal_connect_object (skeleton, "handle-delete-key", G_CALLBACK (handle_delete_key), self, 0);
   g_signal_connect_object (skeleton, "handle-rotate-signing-key",
                            G_CALLBACK (handle_rotate_signing_key), self, 0);
+  g_signal_connect_object (skeleton, "handle-rotate-broker-ca",
+                           G_CALLBACK (handle_rotate_broker_ca), self, 0);
   g_signal_connect_object (skeleton, "handle-list-sandboxes",
                            G_CALLBACK (handle_list_sandboxes), self, 0);
   g_signal_connect_object (skeleton, "handle-get-sandbox-egress",

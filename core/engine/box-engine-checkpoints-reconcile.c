@@ -180,7 +180,7 @@ push_env (BoxEngine *self, const char *sandbox_id)
   g_autoptr(GError) error = NULL;
   g_autoptr(BoxSandbox) sandbox = NULL;
   g_autoptr(BoxAgentClient) agent = NULL;
-  GHashTable *env;
+  g_autoptr(GHashTable) env = NULL;
 
   if (!box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT))
     return;
@@ -193,7 +193,7 @@ push_env (BoxEngine *self, const char *sandbox_id)
                error->message);
     return;
   }
-  env = sandbox->env;    /* the sandbox goes to env_pushed */
+  env = box_engine_guest_env (self, sandbox);
   box_agent_client_set_env_async (agent, env, NULL, env_pushed, g_steal_pointer (&sandbox));
 }
 

@@ -48,6 +48,7 @@ typedef struct {
   BoxSandboxUpdate *update;
   BoxSandboxState   from;        /* the state before a transition */
   GPtrArray        *egress;     /* expanded rules for the VM request */
+  GHashTable       *guest_env;  /* the VM request's env (box_engine_guest_env()) */
   /* an operation of another file (checkpoints): runs under the lock in
    * place of the kinds above, with its own data */
   void            (*run)         (BoxEngine *self, GTask *task);
@@ -78,6 +79,18 @@ gboolean          box_engine_check_rules        (BoxEngine *self, GPtrArray *egr
  * here when NULL) before the hypervisor runs its code. */
 gboolean          box_engine_push_egress        (BoxEngine *self, BoxEngineOp *op,
                                                  GError **error);
+/* box-engine-broker.c: hands the broker @sandbox's secrets (values
+ * unsealed) and marks it brokered in the network; nothing when there is
+ * no broker or it uses none. */
+gboolean          box_engine_push_secrets       (BoxEngine *self, const BoxSandbox *sandbox,
+                                                 GError **error);
+/* Takes them back (an empty set, not brokered); failures are logged. */
+void              box_engine_drop_secrets       (BoxEngine *self, const char *sandbox_id);
+/* At start: the network gets the broker, every awake sandbox its secrets. */
+void              box_engine_broker_reconcile   (BoxEngine *self);
+/* What the guest runs everything with: @sandbox's env and, for each secret
+ * it uses, NAME=<its placeholder>.  A new table. */
+GHashTable       *box_engine_guest_env          (BoxEngine *self, const BoxSandbox *sandbox);
 /* The rules a network plugin enforces: includes expanded. */
 GPtrArray        *box_engine_expand_rules       (BoxEngine *self, GPtrArray *egress);
 /* What the network enforces for @sandbox: its rules expanded and, when it

@@ -404,19 +404,39 @@ strv_equal (char **a, char **b)
   return g_strv_equal ((const char *const *) a, (const char *const *) b);
 }
 
-/* Each of @users gets its rules again, now with the stored secret's hosts:
- * an awake sandbox at once; an asleep one holds them until its wake,
- * which hands them over again (so a wake already under way cannot keep
- * the old hosts).  Every sandbox is tried; the first failure is 503
- * sandbox_unavailable, the secret staying stored (as for a PATCH whose
- * change cannot reach the node: its next wake applies it). */
+/* The awake sandboxes using secret @name: the broker gets its stored
+ * value, hosts and injection at once (asleep ones get them at their wake).
+ * When @hosts_changed, each restricted one of @restricted gets its rules
+ * again, now with the stored hosts: an awake sandbox at once, an asleep
+ * one holds them until its wake, which hands them over again (so a wake
+ * already under way cannot keep the old hosts).  Every sandbox is tried;
+ * the first failure is kept. */
 static gboolean
-push_users_rules (BoxEngine *self, GPtrArray *users, GError **error)
+push_users (BoxEngine *self, const char *project, const char *name, GPtrArray *restricted,
+            gboolean hosts_changed, GError **error)
 {
+  g_autoptr(GPtrArray) sandboxes = box_storage_sandbox_list (self->storage, project, error);
   GError *first = NULL;
 
-  for (guint i = 0; self->network != NULL && i < users->len; i++) {
-    const BoxSandbox *sandbox = g_ptr_array_index (users, i);
+  if (sandboxes == NULL)
+    return FALSE;
+  for (guint i = 0; self->broker != NULL && i < sandboxes->len; i++) {
+    const BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
+    g_autoptr(GError) local_error = NULL;
+
+    if (sandbox->state != BOX_SANDBOX_STATE_RUNNING || sandbox->secrets == NULL ||
+        !g_strv_contains ((const char *const *) sandbox->secrets, name) ||
+        box_engine_push_secrets (self, sandbox, &local_error))
+      continue;
+    g_warning ("sandbox %s: the changed secret %s did not reach the broker now: %s",
+               sandbox->id, name, local_error->message);
+    if (first == NULL)
+      first = g_error_new (local_error->domain, local_error->code,
+                           "sandbox %s could not take the secret now: %s", sandbox->name,
+                           local_error->message);
+  }
+  for (guint i = 0; hosts_changed && self->network != NULL && i < restricted->len; i++) {
+    const BoxSandbox *sandbox = g_ptr_array_index (restricted, i);
     g_autoptr(GPtrArray) rules = box_engine_sandbox_rules (self, sandbox);
     g_autoptr(GError) local_error = NULL;
 
@@ -425,16 +445,38 @@ push_users_rules (BoxEngine *self, GPtrArray *users, GError **error)
     g_warning ("sandbox %s: the rules with a changed secret's hosts did not reach the "
                "network now: %s", sandbox->id, local_error->message);
     if (first == NULL)
-      first = g_error_new (BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
-                           "the secret is stored, but sandbox %s's network rules could not take "
-                           "its hosts now (they apply at its next wake): %s", sandbox->name,
-                           local_error->message);
+      first = g_error_new (local_error->domain, local_error->code,
+                           "sandbox %s's network rules could not take the secret's hosts now: %s",
+                           sandbox->name, local_error->message);
   }
   if (first != NULL) {
     g_propagate_error (error, first);
     return FALSE;
   }
   return TRUE;
+}
+
+/* A PUT whose change could not reach a sandbox: 503 sandbox_unavailable
+ * keeps the stored secret (the sandbox's next wake applies it, as for a
+ * PATCH); any other refusal puts the previous record back (none: the
+ * secret goes again) and hands the users that back, then answers it. */
+static void
+put_unapplied (BoxEngine *self, const BoxSecret *existing, const char *project, const char *name,
+               GPtrArray *restricted, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+
+  if (g_error_matches (*error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE)) {
+    g_prefix_error (error, "the secret is stored, but it applies at the next wake: ");
+    return;
+  }
+  if (existing != NULL ? !box_storage_secret_put (self->storage, (BoxSecret *) existing, &local_error)
+                       : !box_storage_secret_delete (self->storage, project, name, &local_error))
+    g_warning ("secret %s/%s: the refused PUT could not be undone: %s", project, name,
+               local_error->message);
+  else if (!push_users (self, project, name, restricted, TRUE, &local_error))
+    g_warning ("secret %s/%s: the previous record did not reach every sandbox again: %s",
+               project, name, local_error->message);
 }
 
 BoxSecret *
@@ -477,11 +519,11 @@ box_engine_put_secret (BoxEngine *self, const char *project, const char *name,
   if (!box_storage_secret_put (self->storage, secret, error))
     return NULL;
   /* the same hosts make the same rules: a new value alone changes none */
-  if ((existing == NULL || !strv_equal (existing->hosts, secret->hosts)) &&
-      !push_users_rules (self, users, error))
+  if (!push_users (self, project, name, users,
+                   existing == NULL || !strv_equal (existing->hosts, secret->hosts), error)) {
+    put_unapplied (self, existing, project, name, users, error);
     return NULL;
-  /* The broker (when there is one) picks the new value up at once; see
-   * box_engine_sandboxes for where sandboxes are handed their secrets. */
+  }
   return g_steal_pointer (&secret);
 }
 

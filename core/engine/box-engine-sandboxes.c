@@ -30,6 +30,7 @@ box_engine_op_free (BoxEngineOp *op)
   g_clear_pointer (&op->sandbox, box_sandbox_free);
   g_clear_pointer (&op->update, box_sandbox_update_free);
   g_clear_pointer (&op->egress, g_ptr_array_unref);
+  g_clear_pointer (&op->guest_env, g_hash_table_unref);
   if (op->extra_free != NULL)
     g_clear_pointer (&op->extra, op->extra_free);
   g_free (op);
@@ -150,7 +151,8 @@ box_engine_emit_detail (BoxEngine *self, const char *type, const BoxSandbox *san
 }
 
 
-/* @op keeps the expanded rules alive while the request is in use. */
+/* @op keeps the expanded rules and the guest's env alive while the
+ * request is in use. */
 void
 box_engine_fill_vm_request (BoxEngine *self, BoxVmRequest *request, BoxEngineOp *op)
 {
@@ -164,7 +166,9 @@ box_engine_fill_vm_request (BoxEngine *self, BoxVmRequest *request, BoxEngineOp 
   request->template_name = sandbox->template_name;
   request->image = sandbox->image;
   request->resources = sandbox->resources;
-  request->env = sandbox->env;
+  if (op->guest_env == NULL)
+    op->guest_env = box_engine_guest_env (self, sandbox);
+  request->env = op->guest_env;
   request->egress = op->egress;
 }
 
@@ -249,13 +253,17 @@ box_engine_check_rules (BoxEngine *self, GPtrArray *egress, GError **error)
 }
 
 /* Before the hypervisor runs the sandbox's code (create, fork, resume,
- * boot, restore): the network plugin gets the sandbox's rules, so that
+ * boot, restore): the broker gets its secrets (box-engine-broker.c) and
+ * the network plugin the sandbox's rules, so that
  * rules given at create or changed while it slept hold before the guest
  * runs.  The plugin keeps them for an ID it has no attachment for yet and
  * applies them when the hypervisor attaches (or rebinds a warm VM). */
 gboolean
 box_engine_push_egress (BoxEngine *self, BoxEngineOp *op, GError **error)
 {
+  /* the broker holds its secrets before the network sends it there */
+  if (!box_engine_push_secrets (self, op->sandbox, error))
+    return FALSE;
   if (self->network == NULL)
     return TRUE;
   if (op->egress == NULL)
@@ -658,6 +666,8 @@ delete_done (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   box_engine_runtime_get (self, op->id)->base.deleted = TRUE;
+  if (op->sandbox->secrets != NULL && op->sandbox->secrets[0] != NULL)
+    box_engine_drop_secrets (self, op->id);
   box_engine_emit_detail (self, "sandbox.deleted", op->sandbox, "reason", op->reason);
   box_engine_op_finish_ok (self, task);
 }

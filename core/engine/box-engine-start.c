@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "box-agent-client.h"
-#include "box-engine-private.h"
+#include "box-engine-ops-private.h"
 #include "box-storage-records.h"
 #include "box-plugin-context.h"
 #include "box-requests.h"
@@ -372,6 +372,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
   if (!box_engine_reconcile (self, error) || !box_engine_load_read_only_keys (self, error) ||
       !box_engine_domains_load (self, error))
     return FALSE;
+  box_engine_broker_reconcile (self);
   self->stats = box_stats_new (self->storage, stats_flush_ms ());
   box_engine_start_ticks (self);
   return TRUE;

@@ -1,6 +1,6 @@
 /* box-engine-update.c: PATCH of a sandbox: the new fields applied under
- * the lock, the network told at once when the sandbox is awake, the new
- * env pushed to the guest.
+ * the lock, the broker and the network told at once when the sandbox is
+ * awake, the new env pushed to the guest.
  */
 #include "config.h"
 
@@ -93,7 +93,37 @@ push_env (BoxEngine *self, GTask *task)
     box_engine_op_finish_ok (self, task);
     return;
   }
-  box_agent_client_set_env_async (agent, op->sandbox->env, NULL, env_pushed, task);
+  op->guest_env = box_engine_guest_env (self, op->sandbox);
+  box_agent_client_set_env_async (agent, op->guest_env, NULL, env_pushed, task);
+}
+
+/* A change the node refused is not kept (the broker gets the old secrets
+ * back when it took the new ones); one that could not reach it is kept
+ * for the next wake.  Either way the PATCH answers @apply_error. */
+static void
+finish_unapplied (BoxEngine *self, GTask *task, BoxSandbox *changed, gboolean secrets_pushed,
+                  GError *apply_error)
+{
+  BoxEngineOp *op = g_task_get_task_data (task);
+  GError *error = NULL;
+
+  if (!g_error_matches (apply_error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE)) {
+    if (secrets_pushed && (op->sandbox->secrets == NULL || op->sandbox->secrets[0] == NULL)) {
+      box_engine_drop_secrets (self, op->id);
+    } else if (secrets_pushed && !box_engine_push_secrets (self, op->sandbox, &error)) {
+      g_warning ("sandbox %s: the broker did not take its secrets back: %s", op->id,
+                 error->message);
+      g_clear_error (&error);
+    }
+    box_engine_op_finish_error (self, task, apply_error);
+    return;
+  }
+  if (!box_engine_save_sandbox (self, changed, &error)) {
+    g_error_free (apply_error);
+    box_engine_op_finish_error (self, task, error);
+    return;
+  }
+  box_engine_op_finish_error (self, task, apply_error);
 }
 
 void
@@ -102,28 +132,30 @@ box_engine_run_update (BoxEngine *self, GTask *task)
   BoxEngineOp *op = g_task_get_task_data (task);
   g_autoptr(BoxSandbox) changed = box_sandbox_copy (op->sandbox);
   gboolean network_changed = FALSE;
+  gboolean awake;
+  gboolean secrets_pushed = FALSE;
+  gboolean had_secrets = op->sandbox->secrets != NULL && op->sandbox->secrets[0] != NULL;
   GError *error = NULL;
 
   if (!apply_update (self, changed, op->update, &network_changed, &error)) {
     box_engine_op_finish_error (self, task, error);
     return;
   }
-  /* An awake sandbox gets new rules at once.  A change the node refuses is
-   * not kept; one that cannot reach the node is kept for the next wake. */
-  if (network_changed && self->network != NULL && changed->state == BOX_SANDBOX_STATE_RUNNING) {
+  /* An awake sandbox gets new secrets and rules at once (an asleep one at
+   * its wake). */
+  awake = changed->state == BOX_SANDBOX_STATE_RUNNING;
+  if (op->update->secrets != NULL && awake) {
+    if (!box_engine_push_secrets (self, changed, &error)) {
+      finish_unapplied (self, task, changed, FALSE, error);
+      return;
+    }
+    secrets_pushed = TRUE;
+  }
+  if (network_changed && self->network != NULL && awake) {
     g_autoptr(GPtrArray) rules = box_engine_sandbox_rules (self, changed);
-    g_autoptr(GError) apply_error = NULL;
 
-    if (!box_network_set_egress (self->network, changed->id, rules, &apply_error)) {
-      if (!g_error_matches (apply_error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE)) {
-        box_engine_op_finish_error (self, task, g_steal_pointer (&apply_error));
-        return;
-      }
-      if (!box_engine_save_sandbox (self, changed, &error)) {
-        box_engine_op_finish_error (self, task, error);
-        return;
-      }
-      box_engine_op_finish_error (self, task, g_steal_pointer (&apply_error));
+    if (!box_network_set_egress (self->network, changed->id, rules, &error)) {
+      finish_unapplied (self, task, changed, secrets_pushed, error);
       return;
     }
   }
@@ -131,11 +163,16 @@ box_engine_run_update (BoxEngine *self, GTask *task)
     box_engine_op_finish_error (self, task, error);
     return;
   }
+  /* emptied: the broker forgets them whatever the state */
+  if (had_secrets && (changed->secrets == NULL || changed->secrets[0] == NULL))
+    box_engine_drop_secrets (self, changed->id);
   g_clear_pointer (&op->sandbox, box_sandbox_free);
   op->sandbox = g_steal_pointer (&changed);
-  /* A new env reaches processes started after the change (and the whole
-   * sandbox at its next wake, when the hypervisor hands it over again). */
-  if (op->update->env != NULL && op->sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
+  /* A new env (or new secrets: their placeholders) reaches processes
+   * started after the change (and the whole sandbox at its next wake,
+   * when the hypervisor hands it over again). */
+  if ((op->update->env != NULL || op->update->secrets != NULL) &&
+      op->sandbox->state == BOX_SANDBOX_STATE_RUNNING) {
     push_env (self, task);
     return;
   }

@@ -285,6 +285,11 @@ char          *box_engine_identity_token     (BoxEngine *self, const char *proje
 gboolean       box_engine_identity_rotate    (BoxEngine *self, char **kid, char **retired_kid,
                                               gint64 *retired_until, GError **error);
 
+/* A new broker CA (box_broker_rotate_ca()); 501 unsupported without a
+ * broker.  *@sandboxes (may be NULL): the awake sandboxes using secrets,
+ * which need the new CA. */
+gboolean       box_engine_rotate_broker_ca   (BoxEngine *self, guint *sandboxes, GError **error);
+
 /* ---- catalogue ---- */
 
 GPtrArray     *box_engine_list_templates     (BoxEngine *self);             /* BoxTemplate* */

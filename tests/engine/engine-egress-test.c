@@ -111,15 +111,6 @@ restricted (Ef *ef, const char *id)
 }
 
 static void
-change_ok (Ef *ef, const char *id, BoxStateRequest request)
-{
-  g_autoptr(GError) error = NULL;
-  g_autoptr(BoxSandbox) after = ef_change (ef, id, request, &error);
-
-  g_assert_no_error (error);
-}
-
-static void
 update_ok (Ef *ef, const char *id, const char *json)
 {
   g_autoptr(GError) error = NULL;
@@ -150,17 +141,17 @@ test_accepted (Ef *ef, gconstpointer user_data)
   /* PATCH while paused: kept, applied at the wake */
   other = ef_create_ok (ef, NO_RULES);
   g_assert_false (restricted (ef, other->id));
-  change_ok (ef, other->id, BOX_STATE_REQUEST_PAUSE);
+  ef_change_ok (ef, other->id, BOX_STATE_REQUEST_PAUSE);
   update_ok (ef, other->id, RULES);
   g_assert_false (restricted (ef, other->id));
-  change_ok (ef, other->id, BOX_STATE_REQUEST_WAKE);
+  ef_change_ok (ef, other->id, BOX_STATE_REQUEST_WAKE);
   g_assert_true (restricted (ef, other->id));
 
   /* and while stopped, at the boot */
-  change_ok (ef, other->id, BOX_STATE_REQUEST_STOP);
+  ef_change_ok (ef, other->id, BOX_STATE_REQUEST_STOP);
   update_ok (ef, other->id, NO_RULES);
   g_assert_true (restricted (ef, other->id));
-  change_ok (ef, other->id, BOX_STATE_REQUEST_WAKE);
+  ef_change_ok (ef, other->id, BOX_STATE_REQUEST_WAKE);
   g_assert_false (restricted (ef, other->id));
 
   /* invalid rules are still 400 */
@@ -181,27 +172,12 @@ record_text (Ef *ef, const char *id)
   return text;
 }
 
-static gboolean
-try_put_secret (Ef *ef, const char *name, const char *json, GError **error)
-{
-  g_autoptr(GError) local_error = NULL;
-  g_autoptr(JsonNode) body = json_from_string (json, &local_error);
-  g_autoptr(BoxSecretPut) put = NULL;
-  g_autoptr(BoxSecret) secret = NULL;
-
-  g_assert_no_error (local_error);
-  put = box_secret_put_from_json (body, &local_error);
-  g_assert_no_error (local_error);
-  secret = box_engine_put_secret (ef->engine, "p", name, put, error);
-  return secret != NULL;
-}
-
 static void
 put_secret (Ef *ef, const char *name, const char *json)
 {
   g_autoptr(GError) error = NULL;
 
-  g_assert_true (try_put_secret (ef, name, json, &error));
+  g_assert_true (ef_put_secret (ef, name, json, &error));
   g_assert_no_error (error);
 }
 
@@ -271,7 +247,7 @@ test_secret_put_repushes (Ef *ef, gconstpointer user_data)
   g_assert_true (restricted (ef, sb->id));
   g_assert_true (restricted (ef, paused->id));
   g_assert_false (restricted (ef, open->id));
-  change_ok (ef, paused->id, BOX_STATE_REQUEST_PAUSE);
+  ef_change_ok (ef, paused->id, BOX_STATE_REQUEST_PAUSE);
 
   /* the running sandbox's rules change at once: the new host in, the old out */
   put_secret (ef, "TOKEN", "{\"value\": \"v2\", \"hosts\": [\"new.secret.test/v1\"]}");
@@ -282,7 +258,7 @@ test_secret_put_repushes (Ef *ef, gconstpointer user_data)
   g_free (text);
   g_assert_true (restricted (ef, sb->id));
   /* the paused one has them when it wakes */
-  change_ok (ef, paused->id, BOX_STATE_REQUEST_WAKE);
+  ef_change_ok (ef, paused->id, BOX_STATE_REQUEST_WAKE);
   text = record_text (ef, paused->id);
   g_assert_nonnull (strstr (text, "\"new.secret.test\""));
   g_assert_null (strstr (text, "old.secret.test"));
@@ -301,7 +277,7 @@ test_secret_put_repushes (Ef *ef, gconstpointer user_data)
   g_string_append (many, "]}}");
   full = ef_create_ok (ef, many->str);
   g_assert_true (restricted (ef, full->id));
-  g_assert_false (try_put_secret (ef, "TOKEN", "{\"value\": \"v3\", \"hosts\": [\"x.secret.test\", "
+  g_assert_false (ef_put_secret (ef, "TOKEN", "{\"value\": \"v3\", \"hosts\": [\"x.secret.test\", "
                                   "\"y.secret.test\", \"z.secret.test\"]}", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
   g_assert_true (g_str_has_prefix (error->message, "too many network rules: 1001 counting "

@@ -277,6 +277,30 @@ ef_create_ok (Ef *ef, const char *json)
   return sandbox;
 }
 
+void
+ef_change_ok (Ef *ef, const char *id, BoxStateRequest request)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxSandbox) after = ef_change (ef, id, request, &error);
+
+  g_assert_no_error (error);
+}
+
+gboolean
+ef_put_secret (Ef *ef, const char *name, const char *json, GError **error)
+{
+  g_autoptr(GError) local_error = NULL;
+  g_autoptr(JsonNode) body = json_from_string (json, &local_error);
+  g_autoptr(BoxSecretPut) put = NULL;
+  g_autoptr(BoxSecret) secret = NULL;
+
+  g_assert_no_error (local_error);
+  put = box_secret_put_from_json (body, &local_error);
+  g_assert_no_error (local_error);
+  secret = box_engine_put_secret (ef->engine, ef->project, name, put, error);
+  return secret != NULL;
+}
+
 BoxSandbox *
 ef_change (Ef *ef, const char *id, BoxStateRequest request, GError **error)
 {

@@ -80,6 +80,10 @@ BoxSandbox *ef_create        (Ef *ef, const char *json, GError **error);
 BoxSandbox *ef_create_ok     (Ef *ef, const char *json);
 BoxSandbox *ef_change        (Ef *ef, const char *id, BoxStateRequest request, GError **error);
 BoxSandbox *ef_update        (Ef *ef, const char *id, const char *json, GError **error);
+/* ef_change() that asserts it succeeded */
+void        ef_change_ok     (Ef *ef, const char *id, BoxStateRequest request);
+/* PUT /v1/secrets/@name in ef->project from a JSON body (asserted valid) */
+gboolean    ef_put_secret    (Ef *ef, const char *name, const char *json, GError **error);
 gboolean    ef_delete        (Ef *ef, const char *id, GError **error);
 gboolean    ef_delete_project (Ef *ef, const char *name, GError **error);
 BoxSandbox *ef_hold          (Ef *ef, const char *id, GError **error);

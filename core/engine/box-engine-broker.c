@@ -1,0 +1,174 @@
+/* box-engine-broker.c: a sandbox's secrets handed to the secrets broker.
+ *
+ * A sandbox that uses secrets gets them, values unsealed, in the broker
+ * (box_broker_set_secrets()) and its TCP 443 sent through the network's
+ * proxy (box_network_set_brokered()) whenever it is (re)attached: before
+ * its code runs at create, fork, wake and restore (box_engine_push_egress()),
+ * for the awake ones at boxd start, at once on a PATCH of its secrets and
+ * on a PUT of a secret it uses.  Deleting the sandbox or emptying its
+ * secrets takes them back.  The values are unsealed here only, for the
+ * broker; they are never logged, never in an event, never sent to a guest.
+ * What the guest gets instead: for each secret, NAME=its placeholder in the
+ * environment of everything it runs (box_engine_guest_env()).
+ */
+#include "config.h"
+
+#include "box-engine-ops-private.h"
+#include "box-storage-records.h"
+
+/* What set_secrets borrows: the records and values, alive for the call. */
+typedef struct {
+  GPtrArray *records;   /* BoxSecret* */
+  GPtrArray *values;    /* GBytes* */
+  GPtrArray *brokered;  /* BoxBrokeredSecret* */
+} Brokered;
+
+static void
+brokered_clear (Brokered *b)
+{
+  g_clear_pointer (&b->brokered, g_ptr_array_unref);
+  g_clear_pointer (&b->values, g_ptr_array_unref);
+  g_clear_pointer (&b->records, g_ptr_array_unref);
+}
+
+G_DEFINE_AUTO_CLEANUP_CLEAR_FUNC (Brokered, brokered_clear)
+
+/* The secrets @sandbox uses, each with its value; a secret deleted
+ * meanwhile is left out. */
+static gboolean
+brokered_collect (BoxEngine *self, const BoxSandbox *sandbox, Brokered *b, GError **error)
+{
+  b->records = g_ptr_array_new_with_free_func ((GDestroyNotify) box_secret_free);
+  b->values = g_ptr_array_new_with_free_func ((GDestroyNotify) g_bytes_unref);
+  b->brokered = g_ptr_array_new_with_free_func (g_free);
+  for (guint i = 0; sandbox->secrets != NULL && sandbox->secrets[i] != NULL; i++) {
+    g_autoptr(BoxSecret) secret = box_storage_secret_get (self->storage, sandbox->project,
+                                                          sandbox->secrets[i], NULL);
+    g_autofree char *associated = NULL;
+    BoxBrokeredSecret *item;
+    GBytes *value;
+
+    if (secret == NULL)
+      continue;
+    associated = g_strdup_printf ("%s/%s", secret->project, secret->name);
+    value = box_secret_key_open (self->secret_key, associated, secret->sealed_value, error);
+    if (value == NULL)
+      return FALSE;
+    item = g_new0 (BoxBrokeredSecret, 1);
+    item->secret = secret;
+    item->value = value;
+    g_ptr_array_add (b->values, value);
+    g_ptr_array_add (b->records, g_steal_pointer (&secret));
+    g_ptr_array_add (b->brokered, item);
+  }
+  return TRUE;
+}
+
+gboolean
+box_engine_push_secrets (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+{
+  g_auto(Brokered) b = { 0 };
+
+  if (self->broker == NULL || self->secret_key == NULL || sandbox->secrets == NULL ||
+      sandbox->secrets[0] == NULL)
+    return TRUE;
+  if (!brokered_collect (self, sandbox, &b, error) ||
+      !box_broker_set_secrets (self->broker, sandbox->id, b.brokered, error))
+    return FALSE;
+  return self->network == NULL ||
+         box_network_set_brokered (self->network, sandbox->id, b.brokered->len > 0, error);
+}
+
+void
+box_engine_drop_secrets (BoxEngine *self, const char *sandbox_id)
+{
+  g_autoptr(GPtrArray) none = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (self->broker == NULL)
+    return;
+  none = g_ptr_array_new ();
+  if (!box_broker_set_secrets (self->broker, sandbox_id, none, &error)) {
+    g_warning ("sandbox %s: the broker did not drop its secrets: %s", sandbox_id,
+               error->message);
+    g_clear_error (&error);
+  }
+  if (self->network != NULL && !box_network_set_brokered (self->network, sandbox_id, FALSE, &error))
+    g_warning ("sandbox %s: the network still sends it to the broker: %s", sandbox_id,
+               error->message);
+}
+
+/* At boxd start: the broker starts empty, so every awake sandbox that
+ * uses secrets gets them again (asleep ones at their wake).  A sandbox the
+ * broker refuses is said loudly and keeps running without them. */
+void
+box_engine_broker_reconcile (BoxEngine *self)
+{
+  g_autoptr(GPtrArray) sandboxes = NULL;
+  g_autoptr(GError) error = NULL;
+
+  if (self->broker == NULL)
+    return;
+  if (self->network != NULL)
+    box_network_set_broker (self->network, self->broker);
+  sandboxes = box_storage_sandbox_list (self->storage, NULL, &error);
+  if (sandboxes == NULL) {
+    g_warning ("the broker gets no sandbox's secrets at start: %s", error->message);
+    return;
+  }
+  for (guint i = 0; i < sandboxes->len; i++) {
+    const BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
+
+    if (sandbox->state != BOX_SANDBOX_STATE_RUNNING || box_engine_push_secrets (self, sandbox, &error))
+      continue;
+    g_warning ("sandbox %s: its secrets did not reach the broker at start: %s", sandbox->id,
+               error->message);
+    g_clear_error (&error);
+  }
+}
+
+GHashTable *
+box_engine_guest_env (BoxEngine *self, const BoxSandbox *sandbox)
+{
+  GHashTable *env = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, g_free);
+
+  if (sandbox->env != NULL)
+    box_engine_copy_map (env, sandbox->env);
+  /* a secret's name is never also in env (400 at create and PATCH) */
+  for (guint i = 0; sandbox->secrets != NULL && sandbox->secrets[i] != NULL; i++) {
+    g_autoptr(BoxSecret) secret = box_storage_secret_get (self->storage, sandbox->project,
+                                                          sandbox->secrets[i], NULL);
+
+    if (secret != NULL && secret->placeholder != NULL)
+      g_hash_table_replace (env, g_strdup (secret->name), g_strdup (secret->placeholder));
+  }
+  return env;
+}
+
+gboolean
+box_engine_rotate_broker_ca (BoxEngine *self, guint *sandboxes, GError **error)
+{
+  g_autoptr(GPtrArray) all = NULL;
+  guint awake = 0;
+
+  g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
+  if (self->broker == NULL) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                         "no secrets broker: boxd runs without one ([boxd] broker=)");
+    return FALSE;
+  }
+  if (!box_broker_rotate_ca (self->broker, error))
+    return FALSE;
+  g_message ("the secrets broker has a new CA");
+  all = box_storage_sandbox_list (self->storage, NULL, NULL);
+  for (guint i = 0; all != NULL && i < all->len; i++) {
+    const BoxSandbox *sandbox = g_ptr_array_index (all, i);
+
+    if (sandbox->state == BOX_SANDBOX_STATE_RUNNING && sandbox->secrets != NULL &&
+        sandbox->secrets[0] != NULL)
+      awake++;
+  }
+  if (sandboxes != NULL)
+    *sandboxes = awake;
+  return TRUE;
+}
