@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 
-from egress_world import World, _sh
+from egress_world import World, _sh, tls_accept
 
 D = 'br.example'
 ADDR = {'echo': '198.51.100.30', 'reflect': '198.51.100.31', 'ws': '198.51.100.32',
@@ -205,14 +205,9 @@ def serve(mode, bind, port, logpath, ready, cert, key, gitroot=''):
 
         def get_request(self):
             sock, addr = super().get_request()
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(cert, key)
-            seen = {}
-            ctx.sni_callback = lambda _s, name, _c: seen.update(sni=name)
-            sock.settimeout(10)
-            tls = ctx.wrap_socket(sock, server_side=True)
+            tls, sni = tls_accept(sock, cert, key)
             tls.settimeout(30)
-            self.sni_of[id(tls)] = seen.get('sni')
+            self.sni_of[id(tls)] = sni
             return tls, addr
 
         def handle_error(self, request, client_address):

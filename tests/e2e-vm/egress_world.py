@@ -140,6 +140,18 @@ def serve_dns(bind, port, zone_path, ready):
             udp.sendto(reply, peer)
 
 
+def tls_accept(sock, cert, key):
+    """Server-side TLS on an accepted @sock (10 s for the handshake): the
+    TLS socket and the server name the client sent."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    seen = {}
+    ctx.sni_callback = lambda _s, name, _c: seen.update(sni=name)
+    sock.settimeout(10)
+    tls = ctx.wrap_socket(sock, server_side=True)
+    return tls, seen.get('sni')
+
+
 def serve_http(bind, port, log, ready, cert=None, key=None):
     lock = threading.Lock()
     sni_of = {}
@@ -181,17 +193,9 @@ def serve_http(bind, port, log, ready, cert=None, key=None):
         def get_request(self):
             sock, addr = super().get_request()
             if cert:
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                ctx.load_cert_chain(cert, key)
-                seen = {}
-
-                def on_sni(_s, name, _c):
-                    seen['sni'] = name
-                ctx.sni_callback = on_sni
-                sock.settimeout(10)
-                tls = ctx.wrap_socket(sock, server_side=True)
+                tls, sni = tls_accept(sock, cert, key)
                 tls.settimeout(None)
-                sni_of[id(tls)] = seen.get('sni')
+                sni_of[id(tls)] = sni
                 return tls, addr
             return sock, addr
 
