@@ -103,22 +103,30 @@ def test_setup(t):
     r = d.request('POST', '/v1/sandboxes', {'name': 'br-x', 'env': {'TOKEN': 'mine'}, 'secrets': ['TOKEN']},
                   token=KEY)
     t.error(r, 400, 'invalid', 'a sandbox cannot have a secret\'s name in its env')
-    with clock('create br-a (open) and br-r (restricted)'):
-        a = d.create_sandbox(KEY, {'name': 'br-a', 'secrets': ['TOKEN', 'HDR', 'PFX']})
-        b = d.create_sandbox(KEY, {'name': 'br-r', 'secrets': ['TOKEN'],
-                                   'network': {'egress': [{'domain': host('plain'), 'action': 'allow'}]}})
-    IDS.update({'br-a': a['id'], 'br-r': b['id']})
-    t.eq(sorted(a.get('secrets') or []), ['HDR', 'PFX', 'TOKEN'], 'br-a lists its secrets')
-    t.error(d.request('DELETE', '/v1/secrets/TOKEN', token=KEY), 409, 'conflict',
-            'deleting a secret a sandbox uses is 409 conflict')
     r = d.request('GET', '/v1/secrets/TOKEN', token=KEY)
     t.ok(r[0] == 200 and r[2].get('placeholder') == P_TOKEN and V1.encode() not in r[3],
          'GET /v1/secrets/TOKEN: the placeholder, never the value', r[3][:300])
-    for name in ('br-a', 'br-r'):
-        for path, data in (('/tmp/bc.py', open(os.path.join(HERE, 'broker_client.py'), 'rb').read()),
-                           (GUEST_CA, open(W.ca, 'rb').read())):
-            r = run(d, KEY, name, ['sh', '-c', 'cat > %s' % path], stdin=data)
-            t.eq((r.status, r.exit_code), (200, 0), '%s: %s copied in' % (name, path))
+    for name, body in (('br-a', {'secrets': ['TOKEN', 'HDR', 'PFX']}),
+                       ('br-r', {'secrets': ['TOKEN'],
+                                 'network': {'egress': [{'domain': host('plain'), 'action': 'allow'}]}})):
+        with clock('create %s' % name):
+            r = d.request('POST', '/v1/sandboxes', dict(body, name=name), token=KEY, timeout=300)
+        t.status(r, 201, 'create %s with secrets %s' % (name, body['secrets']))
+        if r[0] != 201:
+            continue
+        IDS[name] = r[2]['id']
+        t.eq(sorted(r[2].get('secrets') or []), sorted(body['secrets']), '%s lists its secrets' % name)
+        copy_in(t, name)
+    t.error(d.request('DELETE', '/v1/secrets/TOKEN', token=KEY), 409, 'conflict',
+            'deleting a secret a sandbox uses is 409 conflict')
+
+
+def copy_in(t, name):
+    """The guest client and the test CA into sandbox @name."""
+    for path, data in (('/tmp/bc.py', open(os.path.join(HERE, 'broker_client.py'), 'rb').read()),
+                       (GUEST_CA, open(W.ca, 'rb').read())):
+        r = run(d, KEY, name, ['sh', '-c', 'cat > %s' % path], stdin=data)
+        t.eq((r.status, r.exit_code), (200, 0), '%s: %s copied in' % (name, path))
 
 
 def test_env(t):
@@ -298,7 +306,7 @@ def grep_tree(root, needles):
 
 def test_no_value_at_rest(t):
     marker = value('marker')
-    r = sh(d, KEY, 'br-a', 'printf %%s %s > /tmp/marker && sync' % marker)
+    r = sh(d, KEY, 'br-a', 'printf %%s %s > /var/tmp/marker && sync' % marker)
     t.eq(r.exit_code, 0, 'br-a: a marker written in the guest and the disks synced')
     with clock('memory checkpoint of br-a'):
         r = d.request('POST', '/v1/sandboxes/br-a/checkpoints', {'memory': True}, token=KEY, timeout=300)
@@ -307,11 +315,13 @@ def test_no_value_at_rest(t):
     values = [v.encode() for v in (V1, V2, VH, VP)] + [basic('u', v)[6:].encode() for v in (V1, V2)]
     with clock('search the checkpoint and the disk'):
         ckpt = grep_tree(cdir, values + [marker.encode()])
-        disk = grep_tree(d.vm_path(IDS['br-a']) or '/nonexistent', values)
+        disk = grep_tree(d.vm_path(IDS['br-a']) or '/nonexistent', values + [marker.encode()])
     t.ok(any(marker in v for v in ckpt.values()), 'control: the guest\'s marker is found in the checkpoint', ckpt)
+    t.ok(any(marker in v for v in disk.values()), 'control: and in the sandbox\'s disk files', disk)
     t.eq({p: [v for v in got if v != marker] for p, got in ckpt.items() if got != [marker]}, {},
          'no value (nor its Basic form) in the memory checkpoint\'s files')
-    t.eq(disk, {}, 'no value in the sandbox\'s disk files on the host')
+    t.eq({p: [v for v in got if v != marker] for p, got in disk.items() if got != [marker]}, {},
+         'no value in the sandbox\'s disk files on the host')
     t.ok(not any(v in d.log_text() for v in (V1, V2, VH, VP)), 'no value in boxd\'s log')
     t.eq(grep_tree(d.data_dir, values), {}, 'no value in boxd\'s data directory (sealed at rest)')
 
