@@ -124,7 +124,7 @@ def _respond(wfile, status, headers, body):
     wfile.flush()
 
 
-def _ws_frames(sock, rfile, wfile, log):
+def _ws_frames(rfile, wfile, log):
     """Unmasks each client frame, logs it, sends it back unmasked."""
     while True:
         b = rfile.read(2)
@@ -184,7 +184,7 @@ def serve(mode, bind, port, logpath, ready, cert, key, gitroot=''):
                     self.wfile.write(('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n'
                                       'Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n' % acc).encode())
                     self.wfile.flush()
-                    _ws_frames(self.connection, self.rfile, self.wfile, log)
+                    _ws_frames(self.rfile, self.wfile, log)
                     return
                 if mode == 'reflect':
                     v = _get(headers, 'x-reflect') or ''
