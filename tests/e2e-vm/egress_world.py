@@ -140,6 +140,18 @@ def serve_dns(bind, port, zone_path, ready):
             udp.sendto(reply, peer)
 
 
+def tls_accept(sock, cert, key):
+    """Server-side TLS on an accepted @sock (10 s for the handshake): the
+    TLS socket and the server name the client sent."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    seen = {}
+    ctx.sni_callback = lambda _s, name, _c: seen.update(sni=name)
+    sock.settimeout(10)
+    tls = ctx.wrap_socket(sock, server_side=True)
+    return tls, seen.get('sni')
+
+
 def serve_http(bind, port, log, ready, cert=None, key=None):
     lock = threading.Lock()
     sni_of = {}
@@ -181,17 +193,9 @@ def serve_http(bind, port, log, ready, cert=None, key=None):
         def get_request(self):
             sock, addr = super().get_request()
             if cert:
-                ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-                ctx.load_cert_chain(cert, key)
-                seen = {}
-
-                def on_sni(_s, name, _c):
-                    seen['sni'] = name
-                ctx.sni_callback = on_sni
-                sock.settimeout(10)
-                tls = ctx.wrap_socket(sock, server_side=True)
+                tls, sni = tls_accept(sock, cert, key)
                 tls.settimeout(None)
-                sni_of[id(tls)] = seen.get('sni')
+                sni_of[id(tls)] = sni
                 return tls, addr
             return sock, addr
 
@@ -277,26 +281,49 @@ class World:
         raise RuntimeError('a test server did not start: %s (%s)'
                            % (ready, open(self.path('servers.err')).read()[-400:]))
 
-    def make_certs(self, names):
-        ca_key, ca, key, csr, crt = (self.path(x) for x in ('ca.key', 'ca.pem', 'leaf.key', 'leaf.csr', 'leaf.pem'))
+    def make_certs(self, names, tag='', cn='box egress test CA'):
+        """A CA (CN @cn) and a leaf for @names signed by it, their files
+        named with @tag; without a tag they are the world's (ca, cert, key)."""
+        ca_key, ca, key, csr, crt = (self.path(tag + x) for x in ('ca.key', 'ca.pem', 'leaf.key', 'leaf.csr',
+                                                                  'leaf.pem'))
         _sh('openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 2 '
-            '-subj "/CN=box egress test CA" -addext "basicConstraints=critical,CA:TRUE" '
-            '-addext "keyUsage=critical,keyCertSign" 2>/dev/null' % (ca_key, ca))
+            '-subj "/CN=%s" -addext "basicConstraints=critical,CA:TRUE" '
+            '-addext "keyUsage=critical,keyCertSign" 2>/dev/null' % (ca_key, ca, cn))
         _sh('openssl req -newkey rsa:2048 -nodes -keyout %s -out %s -subj "/CN=%s" 2>/dev/null'
             % (key, csr, names[0]))
-        ext = self.path('leaf.ext')
+        ext = self.path(tag + 'leaf.ext')
         with open(ext, 'w') as f:
             f.write('subjectAltName=%s\nextendedKeyUsage=serverAuth\n'
                     % ','.join('DNS:' + n for n in names))
         _sh('openssl x509 -req -in %s -CA %s -CAkey %s -CAcreateserial -out %s -days 2 -extfile %s 2>/dev/null'
             % (csr, ca, ca_key, crt, ext))
-        self.ca, self.cert, self.key = ca, crt, key
+        if not tag:
+            self.ca, self.cert, self.key = ca, crt, key
+        return ca, crt, key
 
     def make(self, zone, inet_addrs, names):
         """@zone: the DNS zone; @inet_addrs: documentation addresses served in
         the internet namespace (HTTP on 80, HTTPS on 443, hold on 2222);
         @names: the certificate's names."""
         self.make_certs(names)
+        self.make_net(inet_addrs)
+        self.start_dns(zone)
+        readies = []
+        for a in inet_addrs:
+            self._spawn(self.ns_inet, 'http', a, 80, self.path('http.log'), self.path('h80-%s.ready' % a))
+            self._spawn(self.ns_inet, 'http', a, 443, self.path('https.log'), self.path('h443-%s.ready' % a),
+                        self.cert, self.key)
+            self._spawn(self.ns_inet, 'hold', a, 2222, self.path('hold-%s.ready' % a))
+            readies += [self.path(x % a) for x in ('h80-%s.ready', 'h443-%s.ready', 'hold-%s.ready')]
+        # the "private" server: a host of the LAN
+        self._spawn(self.ns_lan, 'http', self.lan, 80, self.path('lan.log'), self.path('lan.ready'))
+        readies.append(self.path('lan.ready'))
+        for r in readies:
+            self._wait(r)
+
+    def make_net(self, inet_addrs):
+        """The namespaces, veths and routes, and @inet_addrs on the internet
+        namespace's loopback."""
         for ns, veth, inside, node, plen in ((self.ns_inet, self.veth_inet, self.inet, self.inet_node, 28),
                                              (self.ns_lan, self.veth_lan, self.lan, self.lan_node, 24)):
             _sh('ip netns add %s' % ns)
@@ -309,23 +336,15 @@ class World:
             _sh('ip route add %s via %s' % (r, self.inet))
         for a in inet_addrs:
             _sh('ip -n %s addr add %s/32 dev lo' % (self.ns_inet, a))
+
+    def start_dns(self, zone):
+        """The world's resolver on its internet address, port 53."""
         zone_path = self.path('zone.json')
         self.zone = dict(zone)
         self.set_zone({})
         self.dns_log = zone_path + '.log'
         self._spawn(self.ns_inet, 'dns', self.inet, 53, zone_path, self.path('dns.ready'))
-        readies = [self.path('dns.ready')]
-        for a in inet_addrs:
-            self._spawn(self.ns_inet, 'http', a, 80, self.path('http.log'), self.path('h80-%s.ready' % a))
-            self._spawn(self.ns_inet, 'http', a, 443, self.path('https.log'), self.path('h443-%s.ready' % a),
-                        self.cert, self.key)
-            self._spawn(self.ns_inet, 'hold', a, 2222, self.path('hold-%s.ready' % a))
-            readies += [self.path(x % a) for x in ('h80-%s.ready', 'h443-%s.ready', 'hold-%s.ready')]
-        # the "private" server: a host of the LAN
-        self._spawn(self.ns_lan, 'http', self.lan, 80, self.path('lan.log'), self.path('lan.ready'))
-        readies.append(self.path('lan.ready'))
-        for r in readies:
-            self._wait(r)
+        self._wait(self.path('dns.ready'))
 
     def set_zone(self, more):
         """Adds names to the zone (atomically: the server reads it per query)."""
