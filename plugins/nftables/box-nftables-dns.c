@@ -682,9 +682,13 @@ box_nftables_dns_free (BoxNftablesDns *dns)
   /* nothing posts any more; it may be waiting on the plugin's lock, which
    * the caller does not hold */
   box_dns_reporter_stop (dns);
-  /* TCP workers see the cancellation; queued connections are just closed */
+  /* every connection taken is served to its end, which comes at once:
+   * the workers see the cancellation, and so do the connections still
+   * queued (their first read fails).  Not "immediate": GLib then drops a
+   * connection a thread of the pool had just taken from the queue, neither
+   * served nor given to tcp_client_free(), its socket left open */
   if (dns->tcp_pool != NULL)
-    g_thread_pool_free (dns->tcp_pool, TRUE, TRUE);
+    g_thread_pool_free (dns->tcp_pool, FALSE, TRUE);
   if (dns->pending != NULL)
     g_hash_table_unref (dns->pending);   /* the loop is gone: safe to drop sources */
   g_clear_pointer (&dns->pending_by_client, g_hash_table_unref);

@@ -357,6 +357,13 @@ test_resolver_upstreams (void)
 }
 
 static void
+test_resolver_tcp_stop (void)
+{
+  SKIP_IF_NEEDED ();
+  dns_tcp_stop ();
+}
+
+static void
 test_resolver_restricted (void)
 {
   SKIP_IF_NEEDED ();
@@ -675,6 +682,7 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/resolver-fair-udp", test_resolver_fair_udp);
   g_test_add_func ("/nftables-netns/resolver-fair-tcp", test_resolver_fair_tcp);
   g_test_add_func ("/nftables-netns/resolver-upstreams", test_resolver_upstreams);
+  g_test_add_func ("/nftables-netns/resolver-tcp-stop", test_resolver_tcp_stop);
   g_test_add_func ("/nftables-netns/resolver-restricted", test_resolver_restricted);
   g_test_add_func ("/nftables-netns/resolver-restricted-world", test_resolver_restricted_world);
   g_test_add_func ("/nftables-netns/resolver-restricted-flood", test_resolver_restricted_flood);

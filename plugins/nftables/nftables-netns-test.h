@@ -112,6 +112,7 @@ void               dns_fair_udp    (void);
 void               dns_fair_tcp    (void);
 void               dns_port_privileged (void);   /* with the plugin stopped */
 void               dns_default_upstreams (void);
+void               dns_tcp_stop    (void);
 /* the filtering resolver of restricted sandboxes (nftables-netns-policy.c) */
 void               dns_restricted  (void);
 void               dns_restricted_world (void);
