@@ -398,11 +398,12 @@ conn_connect_original (BoxNftablesProxy *proxy, Conn *conn)
   box_nftables_proxy_conn_connect_next (proxy, conn);
 }
 
-/* The name is known (NULL: a ClientHello without one): check it, then
- * resolve it, or for an unrestricted sandbox's TLS take the address it
- * dialled.  The broker is asked only about what the policy allows. */
+/* The name is known (NULL: TLS without one, @reason says why): check
+ * it, then resolve it, or for an unrestricted sandbox's TLS take the
+ * address it dialled.  The broker is asked only about what the policy
+ * allows. */
 static void
-conn_check (BoxNftablesProxy *proxy, Conn *conn, char *name)
+conn_check (BoxNftablesProxy *proxy, Conn *conn, char *name, const char *reason)
 {
   g_autoptr(BoxEgressPolicy) policy = NULL;
   g_autoptr(BoxBroker) broker = NULL;
@@ -416,7 +417,7 @@ conn_check (BoxNftablesProxy *proxy, Conn *conn, char *name)
   }
   if (policy != NULL && (name == NULL ||
                          !box_egress_policy_allows (policy, name, conn->tls ? 443 : 80))) {
-    conn_refuse (proxy, conn, name, name == NULL ? box_nftables_sni_no_name : NULL);
+    conn_refuse (proxy, conn, name, reason);
     return;
   }
   broker = conn->tls && name != NULL ? box_nftables_proxy_get_broker (proxy) : NULL;
@@ -470,8 +471,10 @@ conn_read_head (BoxNftablesProxy *proxy, Conn *conn)
                      : box_nftables_sni_parse_http (conn->head, conn->head_len, &name, &reason);
   if (result == BOX_NFTABLES_SNI_MORE && eof)
     box_nftables_proxy_conn_close (proxy, conn, TRUE);  /* gone before saying where to */
-  else if (result == BOX_NFTABLES_SNI_BAD && reason == box_nftables_sni_no_name)
-    conn_check (proxy, conn, NULL);  /* only an unrestricted sandbox's passes */
+  else if (result == BOX_NFTABLES_SNI_BAD && conn->tls)
+    /* on 443 without a name we can read (no or an odd ClientHello, or not
+     * TLS at all: ssh, VPNs): only an unrestricted sandbox's passes */
+    conn_check (proxy, conn, NULL, reason);
   else if (result == BOX_NFTABLES_SNI_BAD)
     conn_refuse (proxy, conn, NULL, reason);
   else if (result == BOX_NFTABLES_SNI_DONE) {
@@ -482,7 +485,7 @@ conn_read_head (BoxNftablesProxy *proxy, Conn *conn)
       conn->head_len = conn->head_size = head->len;
       conn->head = g_byte_array_free (head, FALSE);
     }
-    conn_check (proxy, conn, name);
+    conn_check (proxy, conn, name, NULL);
   }
 }
 

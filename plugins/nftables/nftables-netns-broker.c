@@ -217,6 +217,33 @@ hello (const char *seed)
   return g_bytes_new (contents + 1, len - 1);
 }
 
+/* Not TLS at all, and a TLS handshake record that is no ClientHello (a
+ * ServerHello's first bytes). */
+#define SSH_BANNER "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n"
+static const guint8 NOT_A_HELLO[] = { 0x16, 0x03, 0x01, 0x00, 0x04, 0x02, 0x00, 0x00, 0x00 };
+
+/* @bytes, a whole ClientHello, with its extensions' length broken: the
+ * parser refuses it, though it starts as a hello naming WANTED. */
+static GBytes *
+garble (GBytes *bytes)
+{
+  gsize len;
+  const guint8 *data = g_bytes_get_data (bytes, &len);
+  guint8 *copy = g_memdup2 (data, len);
+  gsize pos = 5 + 4 + 2 + 32;   /* record, handshake header, version, random */
+
+  g_assert_cmpuint (len, >, pos + 1);
+  pos += 1 + copy[pos];                                    /* session id */
+  g_assert_cmpuint (len, >, pos + 2);
+  pos += 2 + (((gsize) copy[pos] << 8) | copy[pos + 1]);   /* cipher suites */
+  g_assert_cmpuint (len, >, pos + 1);
+  pos += 1 + copy[pos];                                    /* compression methods */
+  g_assert_cmpuint (len, >, pos + 2);
+  copy[pos] = 0xff;                                        /* extensions: too long */
+  copy[pos + 1] = 0xff;
+  return g_bytes_new_take (copy, len);
+}
+
 static GString *
 send_hello (Ns *ns, const char *host, GBytes *bytes, gboolean *reset)
 {
@@ -297,6 +324,9 @@ broker_unrestricted (void)
   g_autoptr(GBytes) wanted = hello ("tls-openssl-sni");
   g_autoptr(GBytes) other = hello ("tls-gnutls-sni");
   g_autoptr(GBytes) nameless = hello ("tls-openssl-nosni");
+  g_autoptr(GBytes) ssh = g_bytes_new_static (SSH_BANNER, strlen (SSH_BANNER));
+  g_autoptr(GBytes) odd = g_bytes_new_static (NOT_A_HELLO, sizeof NOT_A_HELLO);
+  g_autoptr(GBytes) garbled = garble (wanted);
   g_autoptr(GString) got = NULL;
   gboolean reset;
   Taken *taken;
@@ -326,6 +356,12 @@ broker_unrestricted (void)
   assert_spliced (world.b, INET, other);
   g_assert_true (was_asked (ID_B, OTHER));
   assert_spliced (world.b, INET, nameless);
+  g_assert_cmpuint (n_taken (), ==, 1);
+  /* nor is what has no name to read: another protocol on 443 (ssh), a
+   * TLS handshake that is no ClientHello, a hello the parser refuses */
+  assert_spliced (world.b, INET, ssh);
+  assert_spliced (world.b, INET, odd);
+  assert_spliced (world.b, INET, garbled);
   g_assert_cmpuint (n_taken (), ==, 1);
 
   /* never the local networks, the blocked= ones nor the node itself,
@@ -369,6 +405,8 @@ broker_restricted (void)
   g_autoptr(GBytes) wanted = hello ("tls-openssl-sni");
   g_autoptr(GBytes) denied = hello ("tls-gnutls-sni");
   g_autoptr(GBytes) nameless = hello ("tls-openssl-nosni");
+  g_autoptr(GBytes) ssh = g_bytes_new_static (SSH_BANNER, strlen (SSH_BANNER));
+  g_autoptr(GBytes) garbled = garble (wanted);
   g_autoptr(GString) got = NULL;
   g_autoptr(GError) error = NULL;
   gboolean reset;
@@ -388,6 +426,8 @@ broker_restricted (void)
   assert_reset (world.a, INET, denied);
   g_assert_false (was_asked (ID_A, OTHER));
   assert_reset (world.a, INET, nameless);   /* no name, no pass when restricted */
+  assert_reset (world.a, INET, ssh);
+  assert_reset (world.a, INET, garbled);
 
   got = send_hello (world.a, INET, wanted, &reset);
   g_assert_cmpstr (got->str, ==, "brokered hello\n");
