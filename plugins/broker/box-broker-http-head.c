@@ -314,9 +314,10 @@ box_broker_http_path_matches (const char *prefix, const char *target)
 
 /* @len bytes of @s with every placeholder of @rules (the ones that
  * replace) replaced by its value, in one pass: a value is never searched
- * again for placeholders. */
+ * again for placeholders.  NULL when the result would be longer than
+ * @max (many short placeholders of a long value). */
 static GString *
-replace_placeholders (const char *s, gsize len, GPtrArray *rules)
+replace_placeholders (const char *s, gsize len, GPtrArray *rules, gsize max)
 {
   GString *out = g_string_sized_new (len);
   g_autofree const char **next = g_new0 (const char *, rules->len + 1);
@@ -341,6 +342,10 @@ replace_placeholders (const char *s, gsize len, GPtrArray *rules)
       break;
     rule = g_ptr_array_index (rules, best);
     value = g_bytes_get_data (rule->value, &value_len);
+    if (out->len + (gsize) (next[best] - (s + at)) + value_len > max) {
+      g_string_free (out, TRUE);
+      return NULL;
+    }
     g_string_append_len (out, s + at, next[best] - (s + at));
     g_string_append_len (out, value, (gssize) value_len);
     at = (gsize) (next[best] - s) + strlen (rule->placeholder);
@@ -350,6 +355,10 @@ replace_placeholders (const char *s, gsize len, GPtrArray *rules)
 
         next[i] = memmem (s + at, len - at, placeholder, strlen (placeholder));
       }
+  }
+  if (out->len + (len - at) > max) {
+    g_string_free (out, TRUE);
+    return NULL;
   }
   g_string_append_len (out, s + at, (gssize) (len - at));
   return out;
@@ -372,9 +381,10 @@ is_base64 (const char *s)
   return TRUE;
 }
 
-/* "Basic <b64>" with the placeholders replaced inside the credential. */
-static void
-replace_in_basic (GString *value, GPtrArray *rules)
+/* "Basic <b64>" with the placeholders replaced inside the credential;
+ * FALSE when it would grow past @max. */
+static gboolean
+replace_in_basic (GString *value, GPtrArray *rules, gsize max)
 {
   const char *credential;
   g_autofree guchar *plain = NULL;
@@ -383,19 +393,22 @@ replace_in_basic (GString *value, GPtrArray *rules)
   g_autofree char *encoded = NULL;
 
   if (value->len < 6 || g_ascii_strncasecmp (value->str, "Basic ", 6) != 0)
-    return;
+    return TRUE;
   credential = value->str + 6;
   while (*credential == ' ')
     credential++;
   if (!is_base64 (credential))
-    return;
+    return TRUE;
   plain = g_base64_decode (credential, &plain_len);
-  replaced = replace_placeholders ((const char *) plain, plain_len, rules);
+  replaced = replace_placeholders ((const char *) plain, plain_len, rules, max / 4 * 3);
+  if (replaced == NULL)
+    return FALSE;
   if (replaced->len == plain_len && memcmp (replaced->str, plain, plain_len) == 0)
-    return;
+    return TRUE;
   encoded = g_base64_encode ((const guchar *) replaced->str, replaced->len);
   g_string_truncate (value, (gsize) (credential - value->str));
   g_string_append (value, encoded);
+  return value->len <= max;
 }
 
 /* The h2c (and any other non-WebSocket) upgrade is dropped, so that the
@@ -470,6 +483,7 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
   g_autoptr(GPtrArray) replace = g_ptr_array_new ();
   g_autoptr(GPtrArray) inject = g_ptr_array_new ();
   g_autoptr(GString) target = NULL;
+  gsize start = out->len;
 
   for (guint i = 0; rules != NULL && i < rules->len; i++) {
     BoxBrokerHttpRule *rule = g_ptr_array_index (rules, i);
@@ -483,7 +497,10 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
       return fail (error, "a secret's inject header or format cannot go in a head");
     g_ptr_array_add (rule->inject_header != NULL ? inject : replace, rule);
   }
-  target = replace_placeholders (head->target, strlen (head->target), replace);
+  target = replace_placeholders (head->target, strlen (head->target), replace,
+                                 BOX_BROKER_HTTP_MAX_REWRITTEN);
+  if (target == NULL)
+    return fail (error, "the request head grows past 128 KiB with the secrets' values");
   for (gsize i = 0; i < target->len; i++)
     if ((guint8) target->str[i] <= 0x20 || (guint8) target->str[i] >= 0x7f)
       return fail (error, "a secret's value has a character a request target cannot hold");
@@ -497,16 +514,20 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
     const BoxBrokerHttpField *field = g_ptr_array_index (head->fields, i);
     g_autofree char *kept = NULL;
     g_autoptr(GString) value = NULL;
+    gsize budget;
 
     if (injected_name (inject, field->name))
       continue;
     kept = head->upgrade && !head->websocket ? strip_upgrade (field) : g_strdup (field->value);
     if (kept == NULL)
       continue;
-    value = replace_placeholders (kept, strlen (kept), replace);
-    if (g_ascii_strcasecmp (field->name, "Authorization") == 0 ||
-        g_ascii_strcasecmp (field->name, "Proxy-Authorization") == 0)
-      replace_in_basic (value, replace);
+    budget = BOX_BROKER_HTTP_MAX_REWRITTEN - MIN (out->len - start, BOX_BROKER_HTTP_MAX_REWRITTEN);
+    value = replace_placeholders (kept, strlen (kept), replace, budget);
+    if (value == NULL ||
+        ((g_ascii_strcasecmp (field->name, "Authorization") == 0 ||
+          g_ascii_strcasecmp (field->name, "Proxy-Authorization") == 0) &&
+         !replace_in_basic (value, replace, budget)))
+      return fail (error, "the request head grows past 128 KiB with the secrets' values");
     append_str (out, field->name);
     append_str (out, ": ");
     g_byte_array_append (out, (const guint8 *) value->str, (guint) value->len);
@@ -515,5 +536,7 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
   for (guint i = 0; i < inject->len; i++)
     append_injected (out, g_ptr_array_index (inject, i));
   append_str (out, "\r\n");
+  if (out->len - start > BOX_BROKER_HTTP_MAX_REWRITTEN)
+    return fail (error, "the request head grows past 128 KiB with the secrets' values");
   return TRUE;
 }

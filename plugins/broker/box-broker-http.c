@@ -375,6 +375,7 @@ client_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   g_autoptr(GError) local = NULL;
   Pending *pending;
   gboolean has_body;
+  guint before;
 
   head = read_head (http->client_head, data, len, used, TRUE, http, NULL, &local);
   if (head == NULL) {
@@ -389,8 +390,11 @@ client_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   has_body = head->chunked || (head->has_length && head->length > 0);
   if (head->websocket && has_body)
     return fail_invalid (error, "a WebSocket upgrade request with a body");
-  if (!box_broker_http_write_request (head, http->rules, out, error))
+  before = out->len;
+  if (!box_broker_http_write_request (head, http->rules, out, error)) {
+    g_byte_array_set_size (out, before);   /* nothing of a refused head goes */
     return FALSE;
+  }
   pending = g_new0 (Pending, 1);
   pending->head = g_ascii_strcasecmp (head->method, "HEAD") == 0;
   pending->websocket = head->websocket;

@@ -28,6 +28,9 @@ G_BEGIN_DECLS
 
 /* The largest request or response head accepted. */
 #define BOX_BROKER_HTTP_MAX_HEAD    (64 * 1024)
+/* The largest request head written upstream, placeholders replaced: a
+ * head rewritten to more is refused (BOX_ERROR_INVALID). */
+#define BOX_BROKER_HTTP_MAX_REWRITTEN (128 * 1024)
 /* How much of each response body is checked for values. */
 #define BOX_BROKER_HTTP_CHECK_BYTES (64 * 1024)
 

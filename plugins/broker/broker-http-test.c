@@ -683,6 +683,42 @@ test_rules_replaced (void)
   conn_clear (&conn);
 }
 
+static void
+test_rewrite_cap (void)
+{
+  g_autoptr(GPtrArray) rules = rules_new ();
+  g_autofree char *value = g_strnfill (8192, 'v');
+  g_autoptr(GString) many = g_string_new (NULL);
+  g_autofree char *fits = NULL, *header = NULL, *target = NULL, *encoded = NULL, *basic = NULL;
+
+  g_ptr_array_add (rules, rule_new ("__p__", value, NULL, NULL, NULL));
+  for (guint i = 0; i < 15; i++)
+    g_string_append (many, "__p__");
+  /* 15 values of 8 KiB: 120 KiB, under the cap */
+  fits = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", many->str);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = client_through (rules, fits, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpuint (strlen (out), >, 15 * 8192);
+    g_assert_cmpuint (strlen (out), <=, BOX_BROKER_HTTP_MAX_REWRITTEN);
+  }
+  /* 17 of them, in one header, over two headers, in the target, in a
+   * Basic credential: refused, nothing goes upstream */
+  g_string_append (many, "__p____p__");
+  header = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", many->str);
+  assert_refused (rules, header);
+  g_free (fits);
+  fits = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\nY: %s\r\n\r\n", many->str + 25, many->str + 60);
+  assert_refused (rules, fits);
+  target = g_strdup_printf ("GET /%s HTTP/1.1\r\n\r\n", many->str);
+  assert_refused (rules, target);
+  encoded = g_base64_encode ((const guchar *) many->str, many->len);
+  basic = g_strdup_printf ("GET / HTTP/1.1\r\nAuthorization: Basic %s\r\n\r\n", encoded);
+  assert_refused (rules, basic);
+}
+
 /* The thread's CPU time: the machine may be busy with other things. */
 static gint64
 cpu_time_us (void)
@@ -792,6 +828,7 @@ main (int argc, char **argv)
   g_test_add_func ("/broker-http/overlapping-value", test_overlapping_value);
   g_test_add_func ("/broker-http/rules-replaced", test_rules_replaced);
   g_test_add_func ("/broker-http/hostile-cost", test_hostile_cost);
+  g_test_add_func ("/broker-http/rewrite-cap", test_rewrite_cap);
   g_test_add_func ("/broker-http/error-response", test_error_response);
   return g_test_run ();
 }
