@@ -570,6 +570,11 @@ up_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
     http->client = SIDE_TUNNEL;
     http->up = SIDE_TUNNEL;
     http->released = TRUE;
+    /* a server may echo the handshake (its Authorization) in its first
+     * frames: the tunnel's start is checked as a body is */
+    http->checking = TRUE;
+    http->body_seen = 0;
+    reset_states (http);
     return TRUE;
   }
   if (head->status < 200)   /* 100 Continue and the like: the final answer follows */
@@ -595,9 +600,8 @@ up_step (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
 {
   switch (http->up) {
   case SIDE_TUNNEL:
-    g_byte_array_append (out, data, (guint) len);
     *used = len;
-    return TRUE;
+    return pass_body (http, data, len, out, error);
   case SIDE_HEAD:
     return up_head (http, data, len, used, out, error);
   case SIDE_BODY:
@@ -647,6 +651,8 @@ box_broker_http_upstream_eof (BoxBrokerHttp *http, GByteArray *out, GError **err
   }
   if (http->up == SIDE_BODY)
     end_answer (http, out);
+  else if (http->up == SIDE_TUNNEL)
+    release_held (http, out);
   return TRUE;
 }
 

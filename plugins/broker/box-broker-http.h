@@ -7,7 +7,8 @@
  * untouched with their framing followed (Content-Length, chunked), so that
  * the next request head on a kept-alive connection is found.  After a
  * WebSocket upgrade (a 101 answer), both directions are passed through as
- * they are.
+ * they are, but for the check of the upstream's first
+ * BOX_BROKER_HTTP_CHECK_BYTES (as for a body, below).
  *
  * From the upstream server: response heads are parsed to follow the
  * framing (HEAD, 1xx, 204, 304, Content-Length, chunked, until close), and

@@ -409,12 +409,41 @@ test_websocket (void)
   g_assert_cmpuint (conn.up->len, ==, strlen ("early __box_key__") + sizeof frame);
   g_assert_cmpmem (conn.up->data, 17, "early __box_key__", 17);
   g_assert_cmpmem (conn.up->data + 17, sizeof frame, frame, sizeof frame);
-  /* the server's frames are not checked either: it is a tunnel now */
-  g_assert_true (conn_upstream (&conn, "s3cr3t-t0ken HTTP/1.1 200\r\n"));
-  assert_bytes (conn.down, "s3cr3t-t0ken HTTP/1.1 200\r\n");
+  /* the client's frames are a tunnel; the server's first bytes are
+   * checked as a body (an echo of the handshake's credential) */
   g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\nX: __box_key__\r\n\r\n"));
   assert_bytes (conn.up, "GET / HTTP/1.1\r\nX: __box_key__\r\n\r\n");
+  g_assert_true (conn_upstream (&conn, "frame s3cr3t-"));
+  assert_bytes (conn.down, "frame ");
+  g_assert_false (conn_upstream (&conn, "t0ken"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  g_assert_cmpuint (conn.down->len, ==, 0);
   conn_clear (&conn);
+
+  /* the value in the same read as the 101 */
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, upgrade));
+  g_assert_false (conn_upstream (&conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
+                                        "\x81\x0cs3cr3t-t0ken"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
+
+  /* past the first BOX_BROKER_HTTP_CHECK_BYTES it is a tunnel; what is
+   * held at the close goes out */
+  {
+    g_autofree char *filler = g_strnfill (BOX_BROKER_HTTP_CHECK_BYTES, 'f');
+
+    conn_init (&conn, rules);
+    g_assert_true (conn_client (&conn, upgrade));
+    g_assert_true (conn_upstream (&conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"));
+    g_assert_true (conn_upstream (&conn, filler));
+    g_assert_true (conn_upstream (&conn, "s3cr3t-t0ken"));
+    assert_bytes (conn.down, "s3cr3t-t0ken");
+    g_assert_true (conn_upstream (&conn, "s3cr3t"));
+    g_byte_array_set_size (conn.down, 0);
+    g_assert_true (box_broker_http_upstream_eof (conn.http, conn.down, &conn.error));
+    conn_clear (&conn);
+  }
 
   /* refused: what the client sent meanwhile is read as requests */
   conn_init (&conn, rules);
