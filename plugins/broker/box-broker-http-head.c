@@ -476,6 +476,13 @@ append_injected (GByteArray *out, const BoxBrokerHttpRule *rule)
   append_str (out, "\r\n");
 }
 
+static void
+free_string (gpointer string)
+{
+  if (string != NULL)
+    g_string_free (string, TRUE);
+}
+
 gboolean
 box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
                                GByteArray *out, GError **error)
@@ -483,7 +490,9 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
   g_autoptr(GPtrArray) replace = g_ptr_array_new ();
   g_autoptr(GPtrArray) inject = g_ptr_array_new ();
   g_autoptr(GString) target = NULL;
-  gsize start = out->len;
+  g_autoptr(GPtrArray) values = NULL;
+  gsize start = out->len, size;
+  gboolean carried, identity_sent = FALSE;
 
   for (guint i = 0; rules != NULL && i < rules->len; i++) {
     BoxBrokerHttpRule *rule = g_ptr_array_index (rules, i);
@@ -510,29 +519,53 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
   append_str (out, " ");
   append_str (out, head->version);
   append_str (out, "\r\n");
+  size = out->len - start;
+  carried = inject->len > 0 || strcmp (target->str, head->target) != 0;
+  values = g_ptr_array_new_full (head->fields->len, free_string);
   for (guint i = 0; i < head->fields->len; i++) {
     const BoxBrokerHttpField *field = g_ptr_array_index (head->fields, i);
     g_autofree char *kept = NULL;
-    g_autoptr(GString) value = NULL;
-    gsize budget;
+    GString *value;
 
-    if (injected_name (inject, field->name))
+    kept = injected_name (inject, field->name) ? NULL
+         : head->upgrade && !head->websocket ? strip_upgrade (field) : g_strdup (field->value);
+    if (kept == NULL) {
+      g_ptr_array_add (values, NULL);
       continue;
-    kept = head->upgrade && !head->websocket ? strip_upgrade (field) : g_strdup (field->value);
-    if (kept == NULL)
-      continue;
-    budget = BOX_BROKER_HTTP_MAX_REWRITTEN - MIN (out->len - start, BOX_BROKER_HTTP_MAX_REWRITTEN);
-    value = replace_placeholders (kept, strlen (kept), replace, budget);
+    }
+    value = replace_placeholders (kept, strlen (kept), replace,
+                                  BOX_BROKER_HTTP_MAX_REWRITTEN - MIN (size, BOX_BROKER_HTTP_MAX_REWRITTEN));
+    g_ptr_array_add (values, value);
     if (value == NULL ||
         ((g_ascii_strcasecmp (field->name, "Authorization") == 0 ||
           g_ascii_strcasecmp (field->name, "Proxy-Authorization") == 0) &&
-         !replace_in_basic (value, replace, budget)))
+         !replace_in_basic (value, replace, BOX_BROKER_HTTP_MAX_REWRITTEN - MIN (size, BOX_BROKER_HTTP_MAX_REWRITTEN))))
       return fail (error, "the request head grows past 128 KiB with the secrets' values");
+    size += strlen (field->name) + value->len + 4;
+    if (strcmp (value->str, field->value) != 0)
+      carried = TRUE;
+  }
+  /* a request with a value asks for the answer as it is: a compressed
+   * echo of the value would pass the answer's check */
+  for (guint i = 0; i < head->fields->len; i++) {
+    const BoxBrokerHttpField *field = g_ptr_array_index (head->fields, i);
+    GString *value = g_ptr_array_index (values, i);
+
+    if (value == NULL)
+      continue;
+    if (carried && g_ascii_strcasecmp (field->name, "Accept-Encoding") == 0) {
+      if (!identity_sent)
+        append_str (out, "Accept-Encoding: identity\r\n");
+      identity_sent = TRUE;
+      continue;
+    }
     append_str (out, field->name);
     append_str (out, ": ");
     g_byte_array_append (out, (const guint8 *) value->str, (guint) value->len);
     append_str (out, "\r\n");
   }
+  if (carried && !identity_sent)
+    append_str (out, "Accept-Encoding: identity\r\n");
   for (guint i = 0; i < inject->len; i++)
     append_injected (out, g_ptr_array_index (inject, i));
   append_str (out, "\r\n");

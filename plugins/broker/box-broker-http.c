@@ -81,6 +81,7 @@ struct _BoxBrokerHttp {
   gsize       held_start;   /* ... from here: released bytes before it are
                              * dropped in one go, not one read at a time */
   gboolean    released;     /* something of the current answer went out */
+  gboolean    rechunk;      /* a chunked body's data: released as chunks */
   gboolean    up_failed;
   gboolean    poisoned;     /* new rules found a value in what is held */
 };
@@ -481,11 +482,28 @@ box_broker_http_from_client (BoxBrokerHttp *http, const guint8 *data, gsize len,
   return TRUE;
 }
 
+/* Body bytes to the client: a chunked body's data as a chunk of its own
+ * (the broker frames it anew, so only data is ever held and checked). */
+static void
+emit (BoxBrokerHttp *http, GByteArray *out, const guint8 *data, gsize len)
+{
+  char size[32];
+
+  if (len == 0)
+    return;
+  if (http->rechunk) {
+    g_snprintf (size, sizeof size, "%zx\r\n", len);
+    g_byte_array_append (out, (const guint8 *) size, (guint) strlen (size));
+  }
+  g_byte_array_append (out, data, (guint) len);
+  if (http->rechunk)
+    g_byte_array_append (out, (const guint8 *) "\r\n", 2);
+}
+
 static void
 release_held (BoxBrokerHttp *http, GByteArray *out)
 {
-  g_byte_array_append (out, http->held->data + http->held_start,
-                       (guint) (http->held->len - http->held_start));
+  emit (http, out, http->held->data + http->held_start, http->held->len - http->held_start);
   g_byte_array_set_size (http->held, 0);
   http->held_start = 0;
 }
@@ -516,7 +534,7 @@ pass_body (BoxBrokerHttp *http, const guint8 *data, gsize len, GByteArray *out, 
     g_byte_array_append (http->held, data, (guint) len);
     release = http->held->len - http->held_start - hold;
     if (release > 0) {
-      g_byte_array_append (out, http->held->data + http->held_start, (guint) release);
+      emit (http, out, http->held->data + http->held_start, release);
       http->held_start += release;
       http->released = TRUE;
     }
@@ -526,8 +544,16 @@ pass_body (BoxBrokerHttp *http, const guint8 *data, gsize len, GByteArray *out, 
     }
     return TRUE;
   }
-  release_held (http, out);
-  g_byte_array_append (out, data, (guint) (len - hold));
+  if (http->rechunk && http->held->len > http->held_start) {
+    /* one chunk for what was held and what follows it */
+    g_byte_array_append (http->held, data, (guint) (len - hold));
+    emit (http, out, http->held->data + http->held_start, http->held->len - http->held_start);
+    g_byte_array_set_size (http->held, 0);
+    http->held_start = 0;
+  } else {
+    release_held (http, out);
+    emit (http, out, data, len - hold);
+  }
   g_byte_array_append (http->held, data + len - hold, (guint) hold);
   if (len > hold)
     http->released = TRUE;
@@ -538,6 +564,7 @@ static void
 end_answer (BoxBrokerHttp *http, GByteArray *out)
 {
   release_held (http, out);
+  http->rechunk = FALSE;
   http->checking = FALSE;
   http->released = FALSE;
   http->up = SIDE_HEAD;
@@ -588,9 +615,54 @@ up_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
     return TRUE;
   http->released = TRUE;
   http->up = SIDE_BODY;
+  http->rechunk = FALSE;
   http->checking = TRUE;
   http->body_seen = 0;
   reset_states (http);
+  return TRUE;
+}
+
+/* A chunked answer's body: only the chunks' data and the trailers are
+ * checked (a value split by the chunk framing is still found); the data
+ * goes out in chunks of the broker's own, the trailers as they are. */
+static gboolean
+up_chunked (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
+            GByteArray *out, GError **error)
+{
+  Framer *framer = &http->up_body;
+  gsize at = 0;
+
+  while (at < len && framer->state != BODY_DONE) {
+    if (framer->state == BODY_CHUNK_DATA) {
+      gsize n = (gsize) MIN ((guint64) (len - at), framer->remain);
+
+      http->rechunk = TRUE;
+      if (!pass_body (http, data + at, n, out, error))
+        return FALSE;
+      at += n;
+      framer->remain -= n;
+      if (framer->remain == 0)
+        framer->state = BODY_CHUNK_DATA_CR;
+      continue;
+    }
+    if (framer->state >= BODY_TRAILER_START) {
+      if (!framer_byte (framer, data[at], error) || !pass_body (http, data + at, 1, out, error))
+        return FALSE;
+      at++;
+      continue;
+    }
+    if (!framer_byte (framer, data[at++], error))
+      return FALSE;
+    if (framer->state == BODY_TRAILER_START) {
+      /* the last chunk: what is held goes as a chunk, then the end */
+      release_held (http, out);
+      reset_states (http);   /* "0", CRLF and a name come between */
+      http->rechunk = FALSE;
+      g_byte_array_append (out, (const guint8 *) "0\r\n", 3);
+      http->released = TRUE;
+    }
+  }
+  *used = at;
   return TRUE;
 }
 
@@ -605,8 +677,11 @@ up_step (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   case SIDE_HEAD:
     return up_head (http, data, len, used, out, error);
   case SIDE_BODY:
-    if (!framer_take (&http->up_body, data, len, used, error) ||
-        !pass_body (http, data, *used, out, error))
+    if (http->up_body.state >= BODY_CHUNK_SIZE) {
+      if (!up_chunked (http, data, len, used, out, error))
+        return FALSE;
+    } else if (!framer_take (&http->up_body, data, len, used, error) ||
+               !pass_body (http, data, *used, out, error))
       return FALSE;
     if (http->up_body.state == BODY_DONE)
       end_answer (http, out);

@@ -3,7 +3,8 @@
  *
  * From the client (the sandbox): request heads are parsed and rewritten
  * (placeholder -> value in the path, the query, every header value and a
- * Basic credential; or an injected header), bodies are passed through
+ * Basic credential; or an injected header; a request carrying a value
+ * asks for Accept-Encoding: identity), bodies are passed through
  * untouched with their framing followed (Content-Length, chunked), so that
  * the next request head on a kept-alive connection is found.  After a
  * WebSocket upgrade (a 101 answer), both directions are passed through as
@@ -13,7 +14,8 @@
  * From the upstream server: response heads are parsed to follow the
  * framing (HEAD, 1xx, 204, 304, Content-Length, chunked, until close), and
  * each response head and the first BOX_BROKER_HTTP_CHECK_BYTES of each
- * body are checked for the values of the rules: a value found there fails
+ * body (of a chunked body: the chunks' data, framed anew on the way out,
+ * and the trailers) are checked for the values of the rules: a value found there fails
  * with BOX_ERROR_BROKER_FAILED.  Nothing of a response head is released
  * before the whole head was checked; of a body, only a trailing part that
  * is a proper prefix of some value is held back until more arrives (so a
