@@ -62,6 +62,9 @@ typedef struct {
 
 struct _BoxBrokerHttp {
   GPtrArray  *rules;
+  GPtrArray  *retired;      /* rules arrays replaced while requests with
+                             * their values wait for an answer ... */
+  guint       retired_left; /* ... that many answers still */
   Matcher    *matchers;     /* one per rule */
   guint       n_matchers;
 
@@ -145,12 +148,10 @@ free_matchers (BoxBrokerHttp *http)
 }
 
 static void
-build_matchers (BoxBrokerHttp *http)
+add_matchers (BoxBrokerHttp *http, GPtrArray *rules)
 {
-  free_matchers (http);
-  http->matchers = g_new0 (Matcher, http->rules->len + 1);
-  for (guint i = 0; i < http->rules->len; i++) {
-    const BoxBrokerHttpRule *rule = g_ptr_array_index (http->rules, i);
+  for (guint i = 0; i < rules->len; i++) {
+    const BoxBrokerHttpRule *rule = g_ptr_array_index (rules, i);
     Matcher *m = &http->matchers[http->n_matchers];
     guint k = 0;
 
@@ -167,6 +168,32 @@ build_matchers (BoxBrokerHttp *http)
     }
     http->n_matchers++;
   }
+}
+
+/* One automaton per value of the rules and of the retired ones. */
+static void
+build_matchers (BoxBrokerHttp *http)
+{
+  guint n = http->rules->len + 1;
+
+  free_matchers (http);
+  for (guint i = 0; http->retired != NULL && i < http->retired->len; i++)
+    n += ((GPtrArray *) g_ptr_array_index (http->retired, i))->len;
+  http->matchers = g_new0 (Matcher, n);
+  add_matchers (http, http->rules);
+  for (guint i = 0; http->retired != NULL && i < http->retired->len; i++)
+    add_matchers (http, g_ptr_array_index (http->retired, i));
+}
+
+/* An answer ended: the retired values are dropped once every request
+ * pending when they were replaced has its answer. */
+static void
+answer_done (BoxBrokerHttp *http)
+{
+  if (http->retired == NULL || --http->retired_left > 0)
+    return;
+  g_clear_pointer (&http->retired, g_ptr_array_unref);
+  build_matchers (http);
 }
 
 BoxBrokerHttp *
@@ -190,6 +217,7 @@ box_broker_http_free (BoxBrokerHttp *http)
     return;
   free_matchers (http);
   g_ptr_array_unref (http->rules);
+  g_clear_pointer (&http->retired, g_ptr_array_unref);
   g_byte_array_unref (http->client_head);
   g_clear_pointer (&http->replay, g_byte_array_unref);
   g_byte_array_unref (http->up_head);
@@ -201,6 +229,21 @@ box_broker_http_free (BoxBrokerHttp *http)
 void
 box_broker_http_set_rules (BoxBrokerHttp *http, GPtrArray *rules)
 {
+  /* requests sent with the old values may still be answered: those
+   * answers (and the one being read) are checked for them too */
+  guint left = g_queue_get_length (&http->pending) + (http->up == SIDE_BODY ? 1 : 0);
+
+  if (left > 0 && http->up != SIDE_TUNNEL) {
+    if (http->retired == NULL)
+      http->retired = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+    g_ptr_array_add (http->retired, g_ptr_array_ref (http->rules));
+    http->retired_left = MAX (http->retired_left, left);
+  } else if (http->up == SIDE_TUNNEL) {
+    if (http->retired == NULL)   /* a tunnel's start: checked for both, for good */
+      http->retired = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+    g_ptr_array_add (http->retired, g_ptr_array_ref (http->rules));
+    http->retired_left = G_MAXUINT;
+  }
   g_ptr_array_ref (rules);
   g_ptr_array_unref (http->rules);
   http->rules = rules;
@@ -568,6 +611,7 @@ end_answer (BoxBrokerHttp *http, GByteArray *out)
   http->checking = FALSE;
   http->released = FALSE;
   http->up = SIDE_HEAD;
+  answer_done (http);
 }
 
 static gboolean
@@ -611,8 +655,10 @@ up_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
     http->client = SIDE_HEAD;
   no_body = pending->head || head->status == 204 || head->status == 304;
   framer_start (&http->up_body, head, no_body, FALSE);
-  if (http->up_body.state == BODY_DONE)
+  if (http->up_body.state == BODY_DONE) {
+    answer_done (http);
     return TRUE;
+  }
   http->released = TRUE;
   http->up = SIDE_BODY;
   http->rechunk = FALSE;

@@ -62,7 +62,9 @@ typedef struct _BoxBrokerHttp BoxBrokerHttp;
 BoxBrokerHttp *box_broker_http_new       (GPtrArray *rules);
 void           box_broker_http_free      (BoxBrokerHttp *http);
 /* New rules apply from the next request head (a value replaced reaches
- * kept-alive connections at once). */
+ * kept-alive connections at once); the old values are still checked in
+ * the answers to the requests pending at the change (and the one being
+ * read; after a WebSocket upgrade, for good). */
 void           box_broker_http_set_rules (BoxBrokerHttp *http, GPtrArray *rules);
 
 /* Bytes from the client; what goes upstream is appended to @out.  FALSE

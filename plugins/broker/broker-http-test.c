@@ -789,6 +789,35 @@ test_rules_replaced (void)
   g_assert_false (conn_upstream (&conn, "n3w"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
   conn_clear (&conn);
+
+  /* requests sent with the old value: their answers are still checked for
+   * it, the one being read and those pending; later ones no more */
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\nGET /__box_token__ HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab"));
+  box_broker_http_set_rules (conn.http, rotated);
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
+  assert_bytes (conn.up, "GET /s3cr3t-n3w HTTP/1.1\r\n\r\n");
+  g_assert_true (conn_upstream (&conn, "cd"));
+  g_assert_false (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\ns3cr3t-t0ken"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
+  box_broker_http_set_rules (conn.http, rotated);
+  g_assert_false (conn_upstream (&conn, "HTTP/1.1 302 Found\r\nLocation: /s3cr3t-t0ken\r\n\r\n"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
+  box_broker_http_set_rules (conn.http, rotated);
+  g_assert_true (conn_upstream (&conn, "HTTP/1.1 204 No Content\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\ns3cr3t-t0ken"));
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_false (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\ns3cr3t-n3w"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
 }
 
 static void
