@@ -312,6 +312,64 @@ box_broker_http_path_matches (const char *prefix, const char *target)
          (prefix_len > 0 && prefix[prefix_len - 1] == '/');
 }
 
+/* Whether @authority ("host", "host:443", "[v6]:443") names @host. */
+static gboolean
+authority_is (const char *authority, gsize len, const char *host)
+{
+  const char *colon;
+
+  if (len > 0 && authority[0] == '[') {
+    const char *close = memchr (authority, ']', len);
+
+    if (close == NULL)
+      return FALSE;
+    colon = close + 1 < authority + len ? close + 1 : NULL;
+    if (colon != NULL && (*colon != ':' || (gsize) (authority + len - colon) != 4 ||
+                          strncmp (colon, ":443", 4) != 0))
+      return FALSE;
+    return (gsize) (close - authority - 1) == strlen (host) &&
+           g_ascii_strncasecmp (authority + 1, host, strlen (host)) == 0;
+  }
+  colon = memchr (authority, ':', len);
+  if (colon != NULL) {
+    if ((gsize) (authority + len - colon) != 4 || strncmp (colon, ":443", 4) != 0)
+      return FALSE;
+    len = (gsize) (colon - authority);
+  }
+  return len == strlen (host) && g_ascii_strncasecmp (authority, host, len) == 0;
+}
+
+gboolean
+box_broker_http_host_matches (const BoxBrokerHttpHead *head, const char *host)
+{
+  gboolean has_host = FALSE;
+
+  for (guint i = 0; i < head->fields->len; i++) {
+    const BoxBrokerHttpField *field = g_ptr_array_index (head->fields, i);
+
+    if (g_ascii_strcasecmp (field->name, "Host") != 0)
+      continue;
+    if (!authority_is (field->value, strlen (field->value), host))
+      return FALSE;
+    has_host = TRUE;
+  }
+  if (head->target[0] != '/' && head->target[0] != '*') {
+    const char *authority = strstr (head->target, "://"), *end;
+
+    if (authority == NULL)
+      return FALSE;
+    authority += 3;
+    end = authority + strcspn (authority, "/?");
+    if (memchr (authority, '@', (gsize) (end - authority)) != NULL ||
+        !authority_is (authority, (gsize) (end - authority), host))
+      return FALSE;
+    return TRUE;
+  }
+  /* HTTP/1.1 without Host is answered 400 (RFC 9112 3.2); HTTP/1.0's goes
+   * to whatever host the server defaults to */
+  return has_host || strcmp (head->version, "HTTP/1.1") == 0;
+}
+
 /* @len bytes of @s with every placeholder of @rules (the ones that
  * replace) replaced by its value, in one pass: a value is never searched
  * again for placeholders.  NULL when the result would be longer than

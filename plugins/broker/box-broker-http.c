@@ -61,6 +61,7 @@ typedef struct {
 } Matcher;
 
 struct _BoxBrokerHttp {
+  char       *host;         /* the connection's (its TLS server name) */
   GPtrArray  *rules;
   GPtrArray  *retired;      /* rules arrays replaced while requests with
                              * their values wait for an answer ... */
@@ -197,10 +198,11 @@ answer_done (BoxBrokerHttp *http)
 }
 
 BoxBrokerHttp *
-box_broker_http_new (GPtrArray *rules)
+box_broker_http_new (GPtrArray *rules, const char *host)
 {
   BoxBrokerHttp *http = g_new0 (BoxBrokerHttp, 1);
 
+  http->host = g_strdup (host);
   http->rules = g_ptr_array_ref (rules);
   build_matchers (http);
   http->client_head = g_byte_array_new ();
@@ -216,6 +218,7 @@ box_broker_http_free (BoxBrokerHttp *http)
   if (http == NULL)
     return;
   free_matchers (http);
+  g_free (http->host);
   g_ptr_array_unref (http->rules);
   g_clear_pointer (&http->retired, g_ptr_array_unref);
   g_byte_array_unref (http->client_head);
@@ -435,7 +438,9 @@ client_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   if (head->websocket && has_body)
     return fail_invalid (error, "a WebSocket upgrade request with a body");
   before = out->len;
-  if (!box_broker_http_write_request (head, http->rules, out, error)) {
+  /* another virtual host than the connection's: placeholders stay */
+  if (!box_broker_http_write_request (head, box_broker_http_host_matches (head, http->host) ? http->rules : NULL,
+                                      out, error)) {
     g_byte_array_set_size (out, before);   /* nothing of a refused head goes */
     return FALSE;
   }

@@ -59,7 +59,12 @@ typedef struct _BoxBrokerHttp BoxBrokerHttp;
 
 /* @rules: BoxBrokerHttpRule*, referenced (the array), may be replaced with
  * box_broker_http_set_rules at any time between feeds. */
-BoxBrokerHttp *box_broker_http_new       (GPtrArray *rules);
+/* @host: the connection's host (the TLS server name, or the IP literal
+ * connected to); the rules apply only to requests for it (every Host
+ * header and an absolute-form target's authority name it, any case,
+ * optionally with :443; an HTTP/1.0 request without either does not),
+ * others go with their placeholders as they are. */
+BoxBrokerHttp *box_broker_http_new       (GPtrArray *rules, const char *host);
 void           box_broker_http_free      (BoxBrokerHttp *http);
 /* New rules apply from the next request head (a value replaced reaches
  * kept-alive connections at once); the old values are still checked in

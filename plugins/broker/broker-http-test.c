@@ -11,6 +11,9 @@
 #include "box-error.h"
 #include "box-broker-http-private.h"
 
+/* The connection's host in every test. */
+#define TEST_HOST "api.example.com"
+
 static BoxBrokerHttpRule *
 rule_new (const char *placeholder, const char *value, const char *inject_header,
           const char *inject_format, const char *path_prefix)
@@ -74,7 +77,7 @@ client_through (GPtrArray *rules, const char *input, GError **error)
 
   for (FeedMode mode = FEED_WHOLE; mode < FEED_LAST; mode++) {
     g_autoptr(GByteArray) out = g_byte_array_new ();
-    BoxBrokerHttp *http = box_broker_http_new (rules);
+    BoxBrokerHttp *http = box_broker_http_new (rules, TEST_HOST);
     g_autoptr(GError) local = NULL;
     gboolean ok = feed (http, FALSE, input, strlen (input), mode, out, &local);
 
@@ -157,8 +160,8 @@ test_replace_places (void)
                   "GET / HTTP/1.1\r\nAuthorization: Basic not*base64__box_key__\r\n\r\n",
                   "GET / HTTP/1.1\r\nAuthorization: Basic not*base64KEYVALUE\r\n\r\n");
   /* bare LF line ends are read, and written as CRLF */
-  assert_through (rules, "GET /__box_key__ HTTP/1.0\nX: 1\n\n",
-                  "GET /KEYVALUE HTTP/1.0\r\nX: 1\r\n\r\n");
+  assert_through (rules, "GET /__box_key__ HTTP/1.0\nHost: " TEST_HOST "\nX: 1\n\n",
+                  "GET /KEYVALUE HTTP/1.0\r\nHost: " TEST_HOST "\r\nX: 1\r\n\r\n");
   /* a value is not searched again for placeholders */
   {
     g_autoptr(GPtrArray) chain = rules_new ();
@@ -218,9 +221,9 @@ test_inject (void)
   g_ptr_array_add (rules, rule_new ("__box_api__", "V4LUE", "X-Api-Key", "Key {value} / {value}", NULL));
   g_ptr_array_add (rules, rule_new ("__box_token__", "T", NULL, NULL, NULL));
   assert_through (rules,
-                  "GET /__box_api__ HTTP/1.1\r\nx-api-key: mine\r\nHost: h\r\n"
+                  "GET /__box_api__ HTTP/1.1\r\nx-api-key: mine\r\nHost: api.example.com\r\n"
                   "X-API-KEY: __box_api__\r\nX: __box_token__\r\n\r\n",
-                  "GET /__box_api__ HTTP/1.1\r\nHost: h\r\nX: T\r\n"
+                  "GET /__box_api__ HTTP/1.1\r\nHost: api.example.com\r\nX: T\r\n"
                   "X-Api-Key: Key V4LUE / V4LUE\r\n\r\n");
   /* set on a request that has no placeholder at all */
   assert_through (rules, "GET / HTTP/1.1\r\n\r\n",
@@ -333,7 +336,7 @@ test_smuggling (void)
   assert_refused (rules, huge);
   /* a refused stream stays refused */
   {
-    BoxBrokerHttp *http = box_broker_http_new (rules);
+    BoxBrokerHttp *http = box_broker_http_new (rules, TEST_HOST);
     g_autoptr(GByteArray) out = g_byte_array_new ();
     g_autoptr(GError) error = NULL;
 
@@ -357,7 +360,7 @@ typedef struct {
 static void
 conn_init (Conn *conn, GPtrArray *rules)
 {
-  conn->http = box_broker_http_new (rules);
+  conn->http = box_broker_http_new (rules, TEST_HOST);
   conn->up = g_byte_array_new ();
   conn->down = g_byte_array_new ();
   conn->error = NULL;
@@ -396,6 +399,57 @@ assert_bytes (GByteArray *bytes, const char *expected)
   g_autofree char *plain = without_identity (s);
 
   g_assert_cmpstr (plain, ==, expected);
+}
+
+static void
+test_host (void)
+{
+  g_autoptr(GPtrArray) rules = two_rules ();
+  const char *same[] = {
+    "GET /__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\nHost: API.Example.COM:443\r\n\r\n",
+    "GET https://api.example.com/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+    "GET https://api.example.com:443?__box_key__ HTTP/1.1\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\n\r\n",
+  };
+  const char *other[] = {
+    "GET /__box_key__ HTTP/1.1\r\nHost: other.example.com\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\nHost: api.example.com.evil\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\nHost: api.example.com.\r\n\r\n",
+    "GET https://other.example.com/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+    "GET https://api.example.com@other/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+    "GET https://api.example.com/__box_key__ HTTP/1.1\r\nHost: other\r\n\r\n",
+    "GET /__box_key__ HTTP/1.0\r\n\r\n",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (same); i++) {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = client_through (rules, same[i], &error);
+
+    g_test_message ("the connection's host: %s", same[i]);
+    g_assert_no_error (error);
+    g_assert_nonnull (strstr (out, "KEYVALUE"));
+  }
+  /* another virtual host: the placeholders go as they are */
+  for (gsize i = 0; i < G_N_ELEMENTS (other); i++) {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = client_through (rules, other[i], &error);
+
+    g_test_message ("another host: %s", other[i]);
+    g_assert_no_error (error);
+    g_assert_cmpstr (out, ==, other[i]);
+  }
+  /* an IPv6 literal connection */
+  {
+    BoxBrokerHttp *http = box_broker_http_new (rules, "2001:db8::1");
+    g_autoptr(GByteArray) out = g_byte_array_new ();
+    const char *req = "GET /__box_key__ HTTP/1.1\r\nHost: [2001:DB8::1]:443\r\n\r\n";
+
+    g_assert_true (box_broker_http_from_client (http, (const guint8 *) req, strlen (req), out, NULL));
+    g_assert_nonnull (g_strstr_len ((const char *) out->data, out->len, "KEYVALUE"));
+    box_broker_http_free (http);
+  }
 }
 
 static void
@@ -509,9 +563,9 @@ test_h2c (void)
   g_autoptr(GPtrArray) rules = two_rules ();
 
   assert_through (rules,
-                  "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                  "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: Upgrade, HTTP2-Settings\r\n"
                   "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nX: __box_key__\r\n\r\n",
-                  "GET / HTTP/1.1\r\nHost: h\r\nX: KEYVALUE\r\n\r\n");
+                  "GET / HTTP/1.1\r\nHost: api.example.com\r\nX: KEYVALUE\r\n\r\n");
   assert_through (rules,
                   "GET / HTTP/1.1\r\nConnection: keep-alive, upgrade\r\nUpgrade: h2c, foo\r\n\r\n",
                   "GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n");
@@ -549,7 +603,7 @@ static char *
 answers_through (GPtrArray *rules, const char *requests, const char *answers, FeedMode mode,
                  gboolean eof, GError **error)
 {
-  BoxBrokerHttp *http = box_broker_http_new (rules);
+  BoxBrokerHttp *http = box_broker_http_new (rules, TEST_HOST);
   g_autoptr(GByteArray) up = g_byte_array_new ();
   g_autoptr(GByteArray) down = g_byte_array_new ();
   gboolean ok;
@@ -886,7 +940,7 @@ test_hostile_cost (void)
     g_ptr_array_add (rules, rule_new (value + 1, value, NULL, NULL, NULL));
     value[8191 - i] = 'a';
   }
-  http = box_broker_http_new (rules);
+  http = box_broker_http_new (rules, TEST_HOST);
   /* each hostile piece alone: a request head, an answer head, a body */
   for (guint phase = 0; phase < 3; phase++) {
     const char *in = phase == 0 ? request : phase == 1 ? answer : answer_body;
@@ -967,6 +1021,7 @@ main (int argc, char **argv)
   g_test_add_func ("/broker-http/hostile-cost", test_hostile_cost);
   g_test_add_func ("/broker-http/rewrite-cap", test_rewrite_cap);
   g_test_add_func ("/broker-http/identity", test_identity);
+  g_test_add_func ("/broker-http/host", test_host);
   g_test_add_func ("/broker-http/error-response", test_error_response);
   return g_test_run ();
 }

@@ -70,7 +70,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   g_ptr_array_add (rules, rule_new ("PH_A", "SECRETVALUE", NULL, NULL));
   g_ptr_array_add (rules, rule_new ("PH_B", "abcabd", NULL, "/v1"));
   g_ptr_array_add (rules, rule_new ("PH_C", "xyzzy", "X-Key", NULL));
-  http = box_broker_http_new (rules);
+  http = box_broker_http_new (rules, "h");
   while (at < size) {
     const uint8_t *end = memchr (data + at, 0x01, size - at);
     gsize len = end != NULL ? (gsize) (end - data) - at : size - at;
