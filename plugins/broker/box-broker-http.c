@@ -236,16 +236,13 @@ box_broker_http_set_rules (BoxBrokerHttp *http, GPtrArray *rules)
    * answers (and the one being read) are checked for them too */
   guint left = g_queue_get_length (&http->pending) + (http->up == SIDE_BODY ? 1 : 0);
 
-  if (left > 0 && http->up != SIDE_TUNNEL) {
+  if (http->up == SIDE_TUNNEL)   /* a tunnel's start: checked for both, for good */
+    left = G_MAXUINT;
+  if (left > 0) {
     if (http->retired == NULL)
       http->retired = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
     g_ptr_array_add (http->retired, g_ptr_array_ref (http->rules));
     http->retired_left = MAX (http->retired_left, left);
-  } else if (http->up == SIDE_TUNNEL) {
-    if (http->retired == NULL)   /* a tunnel's start: checked for both, for good */
-      http->retired = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
-    g_ptr_array_add (http->retired, g_ptr_array_ref (http->rules));
-    http->retired_left = G_MAXUINT;
   }
   g_ptr_array_ref (rules);
   g_ptr_array_unref (http->rules);
