@@ -312,11 +312,70 @@ box_broker_http_path_matches (const char *prefix, const char *target)
          (prefix_len > 0 && prefix[prefix_len - 1] == '/');
 }
 
+/* Whether @authority ("host", "host:443", "[v6]:443") names @host. */
+static gboolean
+authority_is (const char *authority, gsize len, const char *host)
+{
+  const char *colon;
+
+  if (len > 0 && authority[0] == '[') {
+    const char *close = memchr (authority, ']', len);
+
+    if (close == NULL)
+      return FALSE;
+    colon = close + 1 < authority + len ? close + 1 : NULL;
+    if (colon != NULL && (*colon != ':' || (gsize) (authority + len - colon) != 4 ||
+                          strncmp (colon, ":443", 4) != 0))
+      return FALSE;
+    return (gsize) (close - authority - 1) == strlen (host) &&
+           g_ascii_strncasecmp (authority + 1, host, strlen (host)) == 0;
+  }
+  colon = memchr (authority, ':', len);
+  if (colon != NULL) {
+    if ((gsize) (authority + len - colon) != 4 || strncmp (colon, ":443", 4) != 0)
+      return FALSE;
+    len = (gsize) (colon - authority);
+  }
+  return len == strlen (host) && g_ascii_strncasecmp (authority, host, len) == 0;
+}
+
+gboolean
+box_broker_http_host_matches (const BoxBrokerHttpHead *head, const char *host)
+{
+  gboolean has_host = FALSE;
+
+  for (guint i = 0; i < head->fields->len; i++) {
+    const BoxBrokerHttpField *field = g_ptr_array_index (head->fields, i);
+
+    if (g_ascii_strcasecmp (field->name, "Host") != 0)
+      continue;
+    if (!authority_is (field->value, strlen (field->value), host))
+      return FALSE;
+    has_host = TRUE;
+  }
+  if (head->target[0] != '/' && head->target[0] != '*') {
+    const char *authority = strstr (head->target, "://"), *end;
+
+    if (authority == NULL)
+      return FALSE;
+    authority += 3;
+    end = authority + strcspn (authority, "/?");
+    if (memchr (authority, '@', (gsize) (end - authority)) != NULL ||
+        !authority_is (authority, (gsize) (end - authority), host))
+      return FALSE;
+    return TRUE;
+  }
+  /* HTTP/1.1 without Host is answered 400 (RFC 9112 3.2); HTTP/1.0's goes
+   * to whatever host the server defaults to */
+  return has_host || strcmp (head->version, "HTTP/1.1") == 0;
+}
+
 /* @len bytes of @s with every placeholder of @rules (the ones that
  * replace) replaced by its value, in one pass: a value is never searched
- * again for placeholders. */
+ * again for placeholders.  NULL when the result would be longer than
+ * @max (many short placeholders of a long value). */
 static GString *
-replace_placeholders (const char *s, gsize len, GPtrArray *rules)
+replace_placeholders (const char *s, gsize len, GPtrArray *rules, gsize max)
 {
   GString *out = g_string_sized_new (len);
   g_autofree const char **next = g_new0 (const char *, rules->len + 1);
@@ -341,6 +400,10 @@ replace_placeholders (const char *s, gsize len, GPtrArray *rules)
       break;
     rule = g_ptr_array_index (rules, best);
     value = g_bytes_get_data (rule->value, &value_len);
+    if (out->len + (gsize) (next[best] - (s + at)) + value_len > max) {
+      g_string_free (out, TRUE);
+      return NULL;
+    }
     g_string_append_len (out, s + at, next[best] - (s + at));
     g_string_append_len (out, value, (gssize) value_len);
     at = (gsize) (next[best] - s) + strlen (rule->placeholder);
@@ -350,6 +413,10 @@ replace_placeholders (const char *s, gsize len, GPtrArray *rules)
 
         next[i] = memmem (s + at, len - at, placeholder, strlen (placeholder));
       }
+  }
+  if (out->len + (len - at) > max) {
+    g_string_free (out, TRUE);
+    return NULL;
   }
   g_string_append_len (out, s + at, (gssize) (len - at));
   return out;
@@ -372,9 +439,10 @@ is_base64 (const char *s)
   return TRUE;
 }
 
-/* "Basic <b64>" with the placeholders replaced inside the credential. */
-static void
-replace_in_basic (GString *value, GPtrArray *rules)
+/* "Basic <b64>" with the placeholders replaced inside the credential;
+ * FALSE when it would grow past @max. */
+static gboolean
+replace_in_basic (GString *value, GPtrArray *rules, gsize max)
 {
   const char *credential;
   g_autofree guchar *plain = NULL;
@@ -383,19 +451,22 @@ replace_in_basic (GString *value, GPtrArray *rules)
   g_autofree char *encoded = NULL;
 
   if (value->len < 6 || g_ascii_strncasecmp (value->str, "Basic ", 6) != 0)
-    return;
+    return TRUE;
   credential = value->str + 6;
   while (*credential == ' ')
     credential++;
   if (!is_base64 (credential))
-    return;
+    return TRUE;
   plain = g_base64_decode (credential, &plain_len);
-  replaced = replace_placeholders ((const char *) plain, plain_len, rules);
+  replaced = replace_placeholders ((const char *) plain, plain_len, rules, max / 4 * 3);
+  if (replaced == NULL)
+    return FALSE;
   if (replaced->len == plain_len && memcmp (replaced->str, plain, plain_len) == 0)
-    return;
+    return TRUE;
   encoded = g_base64_encode ((const guchar *) replaced->str, replaced->len);
   g_string_truncate (value, (gsize) (credential - value->str));
   g_string_append (value, encoded);
+  return value->len <= max;
 }
 
 /* The h2c (and any other non-WebSocket) upgrade is dropped, so that the
@@ -463,6 +534,13 @@ append_injected (GByteArray *out, const BoxBrokerHttpRule *rule)
   append_str (out, "\r\n");
 }
 
+static void
+free_string (gpointer string)
+{
+  if (string != NULL)
+    g_string_free (string, TRUE);
+}
+
 gboolean
 box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
                                GByteArray *out, GError **error)
@@ -470,6 +548,9 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
   g_autoptr(GPtrArray) replace = g_ptr_array_new ();
   g_autoptr(GPtrArray) inject = g_ptr_array_new ();
   g_autoptr(GString) target = NULL;
+  g_autoptr(GPtrArray) values = NULL;
+  gsize start = out->len, size;
+  gboolean carried, identity_sent = FALSE;
 
   for (guint i = 0; rules != NULL && i < rules->len; i++) {
     BoxBrokerHttpRule *rule = g_ptr_array_index (rules, i);
@@ -483,7 +564,10 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
       return fail (error, "a secret's inject header or format cannot go in a head");
     g_ptr_array_add (rule->inject_header != NULL ? inject : replace, rule);
   }
-  target = replace_placeholders (head->target, strlen (head->target), replace);
+  target = replace_placeholders (head->target, strlen (head->target), replace,
+                                 BOX_BROKER_HTTP_MAX_REWRITTEN);
+  if (target == NULL)
+    return fail (error, "the request head grows past 128 KiB with the secrets' values");
   for (gsize i = 0; i < target->len; i++)
     if ((guint8) target->str[i] <= 0x20 || (guint8) target->str[i] >= 0x7f)
       return fail (error, "a secret's value has a character a request target cannot hold");
@@ -493,27 +577,57 @@ box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
   append_str (out, " ");
   append_str (out, head->version);
   append_str (out, "\r\n");
+  size = out->len - start;
+  carried = inject->len > 0 || strcmp (target->str, head->target) != 0;
+  values = g_ptr_array_new_full (head->fields->len, free_string);
   for (guint i = 0; i < head->fields->len; i++) {
     const BoxBrokerHttpField *field = g_ptr_array_index (head->fields, i);
     g_autofree char *kept = NULL;
-    g_autoptr(GString) value = NULL;
+    GString *value;
 
-    if (injected_name (inject, field->name))
+    kept = injected_name (inject, field->name) ? NULL
+         : head->upgrade && !head->websocket ? strip_upgrade (field) : g_strdup (field->value);
+    if (kept == NULL) {
+      g_ptr_array_add (values, NULL);
       continue;
-    kept = head->upgrade && !head->websocket ? strip_upgrade (field) : g_strdup (field->value);
-    if (kept == NULL)
+    }
+    value = replace_placeholders (kept, strlen (kept), replace,
+                                  BOX_BROKER_HTTP_MAX_REWRITTEN - MIN (size, BOX_BROKER_HTTP_MAX_REWRITTEN));
+    g_ptr_array_add (values, value);
+    if (value == NULL ||
+        ((g_ascii_strcasecmp (field->name, "Authorization") == 0 ||
+          g_ascii_strcasecmp (field->name, "Proxy-Authorization") == 0) &&
+         !replace_in_basic (value, replace, BOX_BROKER_HTTP_MAX_REWRITTEN - MIN (size, BOX_BROKER_HTTP_MAX_REWRITTEN))))
+      return fail (error, "the request head grows past 128 KiB with the secrets' values");
+    size += strlen (field->name) + value->len + 4;
+    if (strcmp (value->str, field->value) != 0)
+      carried = TRUE;
+  }
+  /* a request with a value asks for the answer as it is: a compressed
+   * echo of the value would pass the answer's check */
+  for (guint i = 0; i < head->fields->len; i++) {
+    const BoxBrokerHttpField *field = g_ptr_array_index (head->fields, i);
+    GString *value = g_ptr_array_index (values, i);
+
+    if (value == NULL)
       continue;
-    value = replace_placeholders (kept, strlen (kept), replace);
-    if (g_ascii_strcasecmp (field->name, "Authorization") == 0 ||
-        g_ascii_strcasecmp (field->name, "Proxy-Authorization") == 0)
-      replace_in_basic (value, replace);
+    if (carried && g_ascii_strcasecmp (field->name, "Accept-Encoding") == 0) {
+      if (!identity_sent)
+        append_str (out, "Accept-Encoding: identity\r\n");
+      identity_sent = TRUE;
+      continue;
+    }
     append_str (out, field->name);
     append_str (out, ": ");
     g_byte_array_append (out, (const guint8 *) value->str, (guint) value->len);
     append_str (out, "\r\n");
   }
+  if (carried && !identity_sent)
+    append_str (out, "Accept-Encoding: identity\r\n");
   for (guint i = 0; i < inject->len; i++)
     append_injected (out, g_ptr_array_index (inject, i));
   append_str (out, "\r\n");
+  if (out->len - start > BOX_BROKER_HTTP_MAX_REWRITTEN)
+    return fail (error, "the request head grows past 128 KiB with the secrets' values");
   return TRUE;
 }

@@ -49,6 +49,11 @@ BoxBrokerHttpHead *box_broker_http_head_parse (const guint8 *data, gsize len,
  * @target; see box-broker-http.h. */
 gboolean box_broker_http_path_matches (const char *prefix, const char *target);
 
+/* Whether every Host of @head and an absolute-form target's authority
+ * name @host (any case, optionally :443), so that the server the
+ * connection's TLS reached serves it. */
+gboolean box_broker_http_host_matches (const BoxBrokerHttpHead *head, const char *host);
+
 /* The request @head with @rules applied, as bytes, appended to @out. */
 gboolean box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
                                         GByteArray *out, GError **error);

@@ -61,7 +61,11 @@ typedef struct {
 } Matcher;
 
 struct _BoxBrokerHttp {
+  char       *host;         /* the connection's (its TLS server name) */
   GPtrArray  *rules;
+  GPtrArray  *retired;      /* rules arrays replaced while requests with
+                             * their values wait for an answer ... */
+  guint       retired_left; /* ... that many answers still */
   Matcher    *matchers;     /* one per rule */
   guint       n_matchers;
 
@@ -81,6 +85,7 @@ struct _BoxBrokerHttp {
   gsize       held_start;   /* ... from here: released bytes before it are
                              * dropped in one go, not one read at a time */
   gboolean    released;     /* something of the current answer went out */
+  gboolean    rechunk;      /* a chunked body's data: released as chunks */
   gboolean    up_failed;
   gboolean    poisoned;     /* new rules found a value in what is held */
 };
@@ -144,12 +149,10 @@ free_matchers (BoxBrokerHttp *http)
 }
 
 static void
-build_matchers (BoxBrokerHttp *http)
+add_matchers (BoxBrokerHttp *http, GPtrArray *rules)
 {
-  free_matchers (http);
-  http->matchers = g_new0 (Matcher, http->rules->len + 1);
-  for (guint i = 0; i < http->rules->len; i++) {
-    const BoxBrokerHttpRule *rule = g_ptr_array_index (http->rules, i);
+  for (guint i = 0; i < rules->len; i++) {
+    const BoxBrokerHttpRule *rule = g_ptr_array_index (rules, i);
     Matcher *m = &http->matchers[http->n_matchers];
     guint k = 0;
 
@@ -168,11 +171,38 @@ build_matchers (BoxBrokerHttp *http)
   }
 }
 
+/* One automaton per value of the rules and of the retired ones. */
+static void
+build_matchers (BoxBrokerHttp *http)
+{
+  guint n = http->rules->len + 1;
+
+  free_matchers (http);
+  for (guint i = 0; http->retired != NULL && i < http->retired->len; i++)
+    n += ((GPtrArray *) g_ptr_array_index (http->retired, i))->len;
+  http->matchers = g_new0 (Matcher, n);
+  add_matchers (http, http->rules);
+  for (guint i = 0; http->retired != NULL && i < http->retired->len; i++)
+    add_matchers (http, g_ptr_array_index (http->retired, i));
+}
+
+/* An answer ended: the retired values are dropped once every request
+ * pending when they were replaced has its answer. */
+static void
+answer_done (BoxBrokerHttp *http)
+{
+  if (http->retired == NULL || --http->retired_left > 0)
+    return;
+  g_clear_pointer (&http->retired, g_ptr_array_unref);
+  build_matchers (http);
+}
+
 BoxBrokerHttp *
-box_broker_http_new (GPtrArray *rules)
+box_broker_http_new (GPtrArray *rules, const char *host)
 {
   BoxBrokerHttp *http = g_new0 (BoxBrokerHttp, 1);
 
+  http->host = g_strdup (host);
   http->rules = g_ptr_array_ref (rules);
   build_matchers (http);
   http->client_head = g_byte_array_new ();
@@ -188,7 +218,9 @@ box_broker_http_free (BoxBrokerHttp *http)
   if (http == NULL)
     return;
   free_matchers (http);
+  g_free (http->host);
   g_ptr_array_unref (http->rules);
+  g_clear_pointer (&http->retired, g_ptr_array_unref);
   g_byte_array_unref (http->client_head);
   g_clear_pointer (&http->replay, g_byte_array_unref);
   g_byte_array_unref (http->up_head);
@@ -200,6 +232,18 @@ box_broker_http_free (BoxBrokerHttp *http)
 void
 box_broker_http_set_rules (BoxBrokerHttp *http, GPtrArray *rules)
 {
+  /* requests sent with the old values may still be answered: those
+   * answers (and the one being read) are checked for them too */
+  guint left = g_queue_get_length (&http->pending) + (http->up == SIDE_BODY ? 1 : 0);
+
+  if (http->up == SIDE_TUNNEL)   /* a tunnel's start: checked for both, for good */
+    left = G_MAXUINT;
+  if (left > 0) {
+    if (http->retired == NULL)
+      http->retired = g_ptr_array_new_with_free_func ((GDestroyNotify) g_ptr_array_unref);
+    g_ptr_array_add (http->retired, g_ptr_array_ref (http->rules));
+    http->retired_left = MAX (http->retired_left, left);
+  }
   g_ptr_array_ref (rules);
   g_ptr_array_unref (http->rules);
   http->rules = rules;
@@ -375,6 +419,7 @@ client_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   g_autoptr(GError) local = NULL;
   Pending *pending;
   gboolean has_body;
+  guint before;
 
   head = read_head (http->client_head, data, len, used, TRUE, http, NULL, &local);
   if (head == NULL) {
@@ -389,8 +434,13 @@ client_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   has_body = head->chunked || (head->has_length && head->length > 0);
   if (head->websocket && has_body)
     return fail_invalid (error, "a WebSocket upgrade request with a body");
-  if (!box_broker_http_write_request (head, http->rules, out, error))
+  before = out->len;
+  /* another virtual host than the connection's: placeholders stay */
+  if (!box_broker_http_write_request (head, box_broker_http_host_matches (head, http->host) ? http->rules : NULL,
+                                      out, error)) {
+    g_byte_array_set_size (out, before);   /* nothing of a refused head goes */
     return FALSE;
+  }
   pending = g_new0 (Pending, 1);
   pending->head = g_ascii_strcasecmp (head->method, "HEAD") == 0;
   pending->websocket = head->websocket;
@@ -477,11 +527,28 @@ box_broker_http_from_client (BoxBrokerHttp *http, const guint8 *data, gsize len,
   return TRUE;
 }
 
+/* Body bytes to the client: a chunked body's data as a chunk of its own
+ * (the broker frames it anew, so only data is ever held and checked). */
+static void
+emit (BoxBrokerHttp *http, GByteArray *out, const guint8 *data, gsize len)
+{
+  char size[32];
+
+  if (len == 0)
+    return;
+  if (http->rechunk) {
+    g_snprintf (size, sizeof size, "%zx\r\n", len);
+    g_byte_array_append (out, (const guint8 *) size, (guint) strlen (size));
+  }
+  g_byte_array_append (out, data, (guint) len);
+  if (http->rechunk)
+    g_byte_array_append (out, (const guint8 *) "\r\n", 2);
+}
+
 static void
 release_held (BoxBrokerHttp *http, GByteArray *out)
 {
-  g_byte_array_append (out, http->held->data + http->held_start,
-                       (guint) (http->held->len - http->held_start));
+  emit (http, out, http->held->data + http->held_start, http->held->len - http->held_start);
   g_byte_array_set_size (http->held, 0);
   http->held_start = 0;
 }
@@ -512,7 +579,7 @@ pass_body (BoxBrokerHttp *http, const guint8 *data, gsize len, GByteArray *out, 
     g_byte_array_append (http->held, data, (guint) len);
     release = http->held->len - http->held_start - hold;
     if (release > 0) {
-      g_byte_array_append (out, http->held->data + http->held_start, (guint) release);
+      emit (http, out, http->held->data + http->held_start, release);
       http->held_start += release;
       http->released = TRUE;
     }
@@ -522,8 +589,16 @@ pass_body (BoxBrokerHttp *http, const guint8 *data, gsize len, GByteArray *out, 
     }
     return TRUE;
   }
-  release_held (http, out);
-  g_byte_array_append (out, data, (guint) (len - hold));
+  if (http->rechunk && http->held->len > http->held_start) {
+    /* one chunk for what was held and what follows it */
+    g_byte_array_append (http->held, data, (guint) (len - hold));
+    emit (http, out, http->held->data + http->held_start, http->held->len - http->held_start);
+    g_byte_array_set_size (http->held, 0);
+    http->held_start = 0;
+  } else {
+    release_held (http, out);
+    emit (http, out, data, len - hold);
+  }
   g_byte_array_append (http->held, data + len - hold, (guint) hold);
   if (len > hold)
     http->released = TRUE;
@@ -534,9 +609,11 @@ static void
 end_answer (BoxBrokerHttp *http, GByteArray *out)
 {
   release_held (http, out);
+  http->rechunk = FALSE;
   http->checking = FALSE;
   http->released = FALSE;
   http->up = SIDE_HEAD;
+  answer_done (http);
 }
 
 static gboolean
@@ -566,6 +643,11 @@ up_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
     http->client = SIDE_TUNNEL;
     http->up = SIDE_TUNNEL;
     http->released = TRUE;
+    /* a server may echo the handshake (its Authorization) in its first
+     * frames: the tunnel's start is checked as a body is */
+    http->checking = TRUE;
+    http->body_seen = 0;
+    reset_states (http);
     return TRUE;
   }
   if (head->status < 200)   /* 100 Continue and the like: the final answer follows */
@@ -575,13 +657,60 @@ up_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
     http->client = SIDE_HEAD;
   no_body = pending->head || head->status == 204 || head->status == 304;
   framer_start (&http->up_body, head, no_body, FALSE);
-  if (http->up_body.state == BODY_DONE)
+  if (http->up_body.state == BODY_DONE) {
+    answer_done (http);
     return TRUE;
+  }
   http->released = TRUE;
   http->up = SIDE_BODY;
+  http->rechunk = FALSE;
   http->checking = TRUE;
   http->body_seen = 0;
   reset_states (http);
+  return TRUE;
+}
+
+/* A chunked answer's body: only the chunks' data and the trailers are
+ * checked (a value split by the chunk framing is still found); the data
+ * goes out in chunks of the broker's own, the trailers as they are. */
+static gboolean
+up_chunked (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
+            GByteArray *out, GError **error)
+{
+  Framer *framer = &http->up_body;
+  gsize at = 0;
+
+  while (at < len && framer->state != BODY_DONE) {
+    if (framer->state == BODY_CHUNK_DATA) {
+      gsize n = (gsize) MIN ((guint64) (len - at), framer->remain);
+
+      http->rechunk = TRUE;
+      if (!pass_body (http, data + at, n, out, error))
+        return FALSE;
+      at += n;
+      framer->remain -= n;
+      if (framer->remain == 0)
+        framer->state = BODY_CHUNK_DATA_CR;
+      continue;
+    }
+    if (framer->state >= BODY_TRAILER_START) {
+      if (!framer_byte (framer, data[at], error) || !pass_body (http, data + at, 1, out, error))
+        return FALSE;
+      at++;
+      continue;
+    }
+    if (!framer_byte (framer, data[at++], error))
+      return FALSE;
+    if (framer->state == BODY_TRAILER_START) {
+      /* the last chunk: what is held goes as a chunk, then the end */
+      release_held (http, out);
+      reset_states (http);   /* "0", CRLF and a name come between */
+      http->rechunk = FALSE;
+      g_byte_array_append (out, (const guint8 *) "0\r\n", 3);
+      http->released = TRUE;
+    }
+  }
+  *used = at;
   return TRUE;
 }
 
@@ -591,14 +720,16 @@ up_step (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
 {
   switch (http->up) {
   case SIDE_TUNNEL:
-    g_byte_array_append (out, data, (guint) len);
     *used = len;
-    return TRUE;
+    return pass_body (http, data, len, out, error);
   case SIDE_HEAD:
     return up_head (http, data, len, used, out, error);
   case SIDE_BODY:
-    if (!framer_take (&http->up_body, data, len, used, error) ||
-        !pass_body (http, data, *used, out, error))
+    if (http->up_body.state >= BODY_CHUNK_SIZE) {
+      if (!up_chunked (http, data, len, used, out, error))
+        return FALSE;
+    } else if (!framer_take (&http->up_body, data, len, used, error) ||
+               !pass_body (http, data, *used, out, error))
       return FALSE;
     if (http->up_body.state == BODY_DONE)
       end_answer (http, out);
@@ -643,6 +774,8 @@ box_broker_http_upstream_eof (BoxBrokerHttp *http, GByteArray *out, GError **err
   }
   if (http->up == SIDE_BODY)
     end_answer (http, out);
+  else if (http->up == SIDE_TUNNEL)
+    release_held (http, out);
   return TRUE;
 }
 

@@ -3,16 +3,19 @@
  *
  * From the client (the sandbox): request heads are parsed and rewritten
  * (placeholder -> value in the path, the query, every header value and a
- * Basic credential; or an injected header), bodies are passed through
+ * Basic credential; or an injected header; a request carrying a value
+ * asks for Accept-Encoding: identity), bodies are passed through
  * untouched with their framing followed (Content-Length, chunked), so that
  * the next request head on a kept-alive connection is found.  After a
  * WebSocket upgrade (a 101 answer), both directions are passed through as
- * they are.
+ * they are, but for the check of the upstream's first
+ * BOX_BROKER_HTTP_CHECK_BYTES (as for a body, below).
  *
  * From the upstream server: response heads are parsed to follow the
  * framing (HEAD, 1xx, 204, 304, Content-Length, chunked, until close), and
  * each response head and the first BOX_BROKER_HTTP_CHECK_BYTES of each
- * body are checked for the values of the rules: a value found there fails
+ * body (of a chunked body: the chunks' data, framed anew on the way out,
+ * and the trailers) are checked for the values of the rules: a value found there fails
  * with BOX_ERROR_BROKER_FAILED.  Nothing of a response head is released
  * before the whole head was checked; of a body, only a trailing part that
  * is a proper prefix of some value is held back until more arrives (so a
@@ -28,6 +31,9 @@ G_BEGIN_DECLS
 
 /* The largest request or response head accepted. */
 #define BOX_BROKER_HTTP_MAX_HEAD    (64 * 1024)
+/* The largest request head written upstream, placeholders replaced: a
+ * head rewritten to more is refused (BOX_ERROR_INVALID). */
+#define BOX_BROKER_HTTP_MAX_REWRITTEN (128 * 1024)
 /* How much of each response body is checked for values. */
 #define BOX_BROKER_HTTP_CHECK_BYTES (64 * 1024)
 
@@ -53,10 +59,17 @@ typedef struct _BoxBrokerHttp BoxBrokerHttp;
 
 /* @rules: BoxBrokerHttpRule*, referenced (the array), may be replaced with
  * box_broker_http_set_rules at any time between feeds. */
-BoxBrokerHttp *box_broker_http_new       (GPtrArray *rules);
+/* @host: the connection's host (the TLS server name, or the IP literal
+ * connected to); the rules apply only to requests for it (every Host
+ * header and an absolute-form target's authority name it, any case,
+ * optionally with :443; an HTTP/1.0 request without either does not),
+ * others go with their placeholders as they are. */
+BoxBrokerHttp *box_broker_http_new       (GPtrArray *rules, const char *host);
 void           box_broker_http_free      (BoxBrokerHttp *http);
 /* New rules apply from the next request head (a value replaced reaches
- * kept-alive connections at once). */
+ * kept-alive connections at once); the old values are still checked in
+ * the answers to the requests pending at the change (and the one being
+ * read; after a WebSocket upgrade, for good). */
 void           box_broker_http_set_rules (BoxBrokerHttp *http, GPtrArray *rules);
 
 /* Bytes from the client; what goes upstream is appended to @out.  FALSE

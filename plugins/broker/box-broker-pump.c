@@ -308,7 +308,7 @@ start_pumping (Conn *conn)
     conn_close (conn);
     return;
   }
-  conn->http = box_broker_http_new (rules);
+  conn->http = box_broker_http_new (rules, conn->host);
   conn->state = PUMPING;
   conn->deadline = deadline_in (g_atomic_int_get (&conn->pump->idle_ms));
 }

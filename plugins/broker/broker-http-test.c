@@ -9,109 +9,7 @@
 #include <json-glib/json-glib.h>
 
 #include "box-error.h"
-#include "box-broker-http-private.h"
-
-static BoxBrokerHttpRule *
-rule_new (const char *placeholder, const char *value, const char *inject_header,
-          const char *inject_format, const char *path_prefix)
-{
-  BoxBrokerHttpRule *rule = g_new0 (BoxBrokerHttpRule, 1);
-
-  rule->placeholder = g_strdup (placeholder);
-  rule->value = g_bytes_new (value, strlen (value));
-  rule->inject_header = g_strdup (inject_header);
-  rule->inject_format = g_strdup (inject_format);
-  rule->path_prefix = g_strdup (path_prefix);
-  return rule;
-}
-
-static GPtrArray *
-rules_new (void)
-{
-  return g_ptr_array_new_with_free_func ((GDestroyNotify) box_broker_http_rule_free);
-}
-
-/* The two usual secrets: TOKEN and KEY replaced everywhere. */
-static GPtrArray *
-two_rules (void)
-{
-  GPtrArray *rules = rules_new ();
-
-  g_ptr_array_add (rules, rule_new ("__box_token__", "s3cr3t-t0ken", NULL, NULL, NULL));
-  g_ptr_array_add (rules, rule_new ("__box_key__", "KEYVALUE", NULL, NULL, NULL));
-  return rules;
-}
-
-typedef enum { FEED_WHOLE, FEED_BYTES, FEED_RANDOM, FEED_LAST } FeedMode;
-
-static gboolean
-feed (BoxBrokerHttp *http, gboolean upstream, const char *data, gsize len, FeedMode mode,
-      GByteArray *out, GError **error)
-{
-  gsize at = 0;
-
-  while (at < len) {
-    gsize n = mode == FEED_WHOLE ? len - at
-            : mode == FEED_BYTES ? 1 : (gsize) g_test_rand_int_range (1, 40);
-    gboolean ok;
-
-    n = MIN (n, len - at);
-    ok = upstream ? box_broker_http_from_upstream (http, (const guint8 *) data + at, n, out, error)
-                  : box_broker_http_from_client (http, (const guint8 *) data + at, n, out, error);
-    if (!ok)
-      return FALSE;
-    at += n;
-  }
-  return TRUE;
-}
-
-/* What goes upstream for @input, the same in every feeding mode; NULL
- * with the error of the whole feed. */
-static char *
-client_through (GPtrArray *rules, const char *input, GError **error)
-{
-  g_autofree char *first = NULL;
-
-  for (FeedMode mode = FEED_WHOLE; mode < FEED_LAST; mode++) {
-    g_autoptr(GByteArray) out = g_byte_array_new ();
-    BoxBrokerHttp *http = box_broker_http_new (rules);
-    g_autoptr(GError) local = NULL;
-    gboolean ok = feed (http, FALSE, input, strlen (input), mode, out, &local);
-
-    box_broker_http_free (http);
-    if (mode == FEED_WHOLE && !ok) {
-      g_propagate_error (error, g_steal_pointer (&local));
-      return NULL;
-    }
-    g_assert_no_error (local);
-    g_byte_array_append (out, (const guint8 *) "", 1);
-    if (first == NULL)
-      first = g_strdup ((const char *) out->data);
-    else
-      g_assert_cmpstr ((const char *) out->data, ==, first);
-  }
-  return g_steal_pointer (&first);
-}
-
-static void
-assert_through (GPtrArray *rules, const char *input, const char *expected)
-{
-  g_autoptr(GError) error = NULL;
-  g_autofree char *out = client_through (rules, input, &error);
-
-  g_assert_no_error (error);
-  g_assert_cmpstr (out, ==, expected);
-}
-
-static void
-assert_refused (GPtrArray *rules, const char *input)
-{
-  g_autoptr(GError) error = NULL;
-  g_autofree char *out = client_through (rules, input, &error);
-
-  g_assert_null (out);
-  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
-}
+#include "broker-http-test-util.h"
 
 static void
 test_replace_places (void)
@@ -145,8 +43,8 @@ test_replace_places (void)
                   "GET / HTTP/1.1\r\nAuthorization: Basic not*base64__box_key__\r\n\r\n",
                   "GET / HTTP/1.1\r\nAuthorization: Basic not*base64KEYVALUE\r\n\r\n");
   /* bare LF line ends are read, and written as CRLF */
-  assert_through (rules, "GET /__box_key__ HTTP/1.0\nX: 1\n\n",
-                  "GET /KEYVALUE HTTP/1.0\r\nX: 1\r\n\r\n");
+  assert_through (rules, "GET /__box_key__ HTTP/1.0\nHost: " TEST_HOST "\nX: 1\n\n",
+                  "GET /KEYVALUE HTTP/1.0\r\nHost: " TEST_HOST "\r\nX: 1\r\n\r\n");
   /* a value is not searched again for placeholders */
   {
     g_autoptr(GPtrArray) chain = rules_new ();
@@ -206,9 +104,9 @@ test_inject (void)
   g_ptr_array_add (rules, rule_new ("__box_api__", "V4LUE", "X-Api-Key", "Key {value} / {value}", NULL));
   g_ptr_array_add (rules, rule_new ("__box_token__", "T", NULL, NULL, NULL));
   assert_through (rules,
-                  "GET /__box_api__ HTTP/1.1\r\nx-api-key: mine\r\nHost: h\r\n"
+                  "GET /__box_api__ HTTP/1.1\r\nx-api-key: mine\r\nHost: api.example.com\r\n"
                   "X-API-KEY: __box_api__\r\nX: __box_token__\r\n\r\n",
-                  "GET /__box_api__ HTTP/1.1\r\nHost: h\r\nX: T\r\n"
+                  "GET /__box_api__ HTTP/1.1\r\nHost: api.example.com\r\nX: T\r\n"
                   "X-Api-Key: Key V4LUE / V4LUE\r\n\r\n");
   /* set on a request that has no placeholder at all */
   assert_through (rules, "GET / HTTP/1.1\r\n\r\n",
@@ -321,7 +219,7 @@ test_smuggling (void)
   assert_refused (rules, huge);
   /* a refused stream stays refused */
   {
-    BoxBrokerHttp *http = box_broker_http_new (rules);
+    BoxBrokerHttp *http = box_broker_http_new (rules, TEST_HOST);
     g_autoptr(GByteArray) out = g_byte_array_new ();
     g_autoptr(GError) error = NULL;
 
@@ -334,55 +232,81 @@ test_smuggling (void)
   }
 }
 
-/* One connection driven by hand. */
-typedef struct {
-  BoxBrokerHttp *http;
-  GByteArray    *up;     /* what went upstream */
-  GByteArray    *down;   /* what went to the client */
-  GError        *error;
-} Conn;
+static void
+test_host (void)
+{
+  g_autoptr(GPtrArray) rules = two_rules ();
+  const char *same[] = {
+    "GET /__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\nHost: API.Example.COM:443\r\n\r\n",
+    "GET https://api.example.com/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+    "GET https://api.example.com:443?__box_key__ HTTP/1.1\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\n\r\n",
+  };
+  const char *other[] = {
+    "GET /__box_key__ HTTP/1.1\r\nHost: other.example.com\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\nHost: api.example.com.evil\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\nHost: api.example.com.\r\n\r\n",
+    "GET https://other.example.com/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+    "GET https://api.example.com@other/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+    "GET https://api.example.com/__box_key__ HTTP/1.1\r\nHost: other\r\n\r\n",
+    "GET /__box_key__ HTTP/1.0\r\n\r\n",
+  };
+
+  for (gsize i = 0; i < G_N_ELEMENTS (same); i++) {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = client_through (rules, same[i], &error);
+
+    g_test_message ("the connection's host: %s", same[i]);
+    g_assert_no_error (error);
+    g_assert_nonnull (strstr (out, "KEYVALUE"));
+  }
+  /* another virtual host: the placeholders go as they are */
+  for (gsize i = 0; i < G_N_ELEMENTS (other); i++) {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = client_through (rules, other[i], &error);
+
+    g_test_message ("another host: %s", other[i]);
+    g_assert_no_error (error);
+    g_assert_cmpstr (out, ==, other[i]);
+  }
+  /* an IPv6 literal connection */
+  {
+    BoxBrokerHttp *http = box_broker_http_new (rules, "2001:db8::1");
+    g_autoptr(GByteArray) out = g_byte_array_new ();
+    const char *req = "GET /__box_key__ HTTP/1.1\r\nHost: [2001:DB8::1]:443\r\n\r\n";
+
+    g_assert_true (box_broker_http_from_client (http, (const guint8 *) req, strlen (req), out, NULL));
+    g_assert_nonnull (g_strstr_len ((const char *) out->data, out->len, "KEYVALUE"));
+    box_broker_http_free (http);
+  }
+}
 
 static void
-conn_init (Conn *conn, GPtrArray *rules)
+test_identity (void)
 {
-  conn->http = box_broker_http_new (rules);
-  conn->up = g_byte_array_new ();
-  conn->down = g_byte_array_new ();
-  conn->error = NULL;
-}
+  g_autoptr(GPtrArray) rules = two_rules ();
+  g_autoptr(GError) error = NULL;
+  g_autofree char *out = NULL;
 
-static void
-conn_clear (Conn *conn)
-{
-  box_broker_http_free (conn->http);
-  g_byte_array_unref (conn->up);
-  g_byte_array_unref (conn->down);
-  g_clear_error (&conn->error);
-}
-
-static gboolean
-conn_client (Conn *conn, const char *data)
-{
-  g_clear_error (&conn->error);
-  g_byte_array_set_size (conn->up, 0);
-  return box_broker_http_from_client (conn->http, (const guint8 *) data, strlen (data), conn->up, &conn->error);
-}
-
-static gboolean
-conn_upstream (Conn *conn, const char *data)
-{
-  g_clear_error (&conn->error);
-  g_byte_array_set_size (conn->down, 0);
-  return box_broker_http_from_upstream (conn->http, (const guint8 *) data, strlen (data), conn->down,
-                                        &conn->error);
-}
-
-static void
-assert_bytes (GByteArray *bytes, const char *expected)
-{
-  g_autofree char *s = g_strndup ((const char *) bytes->data, bytes->len);
-
-  g_assert_cmpstr (s, ==, expected);
+  g_ptr_array_add (rules, rule_new ("__box_api__", "APIVAL", "X-Api", "{value}", "/api"));
+  /* a value in the request: the answer is asked for uncompressed */
+  out = client_through (rules, "GET /__box_key__ HTTP/1.1\r\nAccept-Encoding: gzip, br\r\n"
+                        "X: 1\r\naccept-encoding: deflate\r\n\r\n", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (out, ==, "GET /KEYVALUE HTTP/1.1\r\nAccept-Encoding: identity\r\nX: 1\r\n\r\n");
+  g_clear_pointer (&out, g_free);
+  out = client_through (rules, "GET / HTTP/1.1\r\nX: __box_token__\r\n\r\n", &error);
+  g_assert_cmpstr (out, ==, "GET / HTTP/1.1\r\nX: s3cr3t-t0ken\r\nAccept-Encoding: identity\r\n\r\n");
+  g_clear_pointer (&out, g_free);
+  out = client_through (rules, "GET /api HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n", &error);
+  g_assert_cmpstr (out, ==, "GET /api HTTP/1.1\r\nAccept-Encoding: identity\r\nX-Api: APIVAL\r\n\r\n");
+  g_clear_pointer (&out, g_free);
+  /* no value: as the client asked */
+  out = client_through (rules, "GET / HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n", &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (out, ==, "GET / HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n");
 }
 
 static void
@@ -409,12 +333,41 @@ test_websocket (void)
   g_assert_cmpuint (conn.up->len, ==, strlen ("early __box_key__") + sizeof frame);
   g_assert_cmpmem (conn.up->data, 17, "early __box_key__", 17);
   g_assert_cmpmem (conn.up->data + 17, sizeof frame, frame, sizeof frame);
-  /* the server's frames are not checked either: it is a tunnel now */
-  g_assert_true (conn_upstream (&conn, "s3cr3t-t0ken HTTP/1.1 200\r\n"));
-  assert_bytes (conn.down, "s3cr3t-t0ken HTTP/1.1 200\r\n");
+  /* the client's frames are a tunnel; the server's first bytes are
+   * checked as a body (an echo of the handshake's credential) */
   g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\nX: __box_key__\r\n\r\n"));
   assert_bytes (conn.up, "GET / HTTP/1.1\r\nX: __box_key__\r\n\r\n");
+  g_assert_true (conn_upstream (&conn, "frame s3cr3t-"));
+  assert_bytes (conn.down, "frame ");
+  g_assert_false (conn_upstream (&conn, "t0ken"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  g_assert_cmpuint (conn.down->len, ==, 0);
   conn_clear (&conn);
+
+  /* the value in the same read as the 101 */
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, upgrade));
+  g_assert_false (conn_upstream (&conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
+                                        "\x81\x0cs3cr3t-t0ken"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
+
+  /* past the first BOX_BROKER_HTTP_CHECK_BYTES it is a tunnel; what is
+   * held at the close goes out */
+  {
+    g_autofree char *filler = g_strnfill (BOX_BROKER_HTTP_CHECK_BYTES, 'f');
+
+    conn_init (&conn, rules);
+    g_assert_true (conn_client (&conn, upgrade));
+    g_assert_true (conn_upstream (&conn, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"));
+    g_assert_true (conn_upstream (&conn, filler));
+    g_assert_true (conn_upstream (&conn, "s3cr3t-t0ken"));
+    assert_bytes (conn.down, "s3cr3t-t0ken");
+    g_assert_true (conn_upstream (&conn, "s3cr3t"));
+    g_byte_array_set_size (conn.down, 0);
+    g_assert_true (box_broker_http_upstream_eof (conn.http, conn.down, &conn.error));
+    conn_clear (&conn);
+  }
 
   /* refused: what the client sent meanwhile is read as requests */
   conn_init (&conn, rules);
@@ -441,9 +394,9 @@ test_h2c (void)
   g_autoptr(GPtrArray) rules = two_rules ();
 
   assert_through (rules,
-                  "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                  "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: Upgrade, HTTP2-Settings\r\n"
                   "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nX: __box_key__\r\n\r\n",
-                  "GET / HTTP/1.1\r\nHost: h\r\nX: KEYVALUE\r\n\r\n");
+                  "GET / HTTP/1.1\r\nHost: api.example.com\r\nX: KEYVALUE\r\n\r\n");
   assert_through (rules,
                   "GET / HTTP/1.1\r\nConnection: keep-alive, upgrade\r\nUpgrade: h2c, foo\r\n\r\n",
                   "GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n");
@@ -473,57 +426,6 @@ test_continue (void)
   g_assert_false (conn_upstream (&conn, "HTTP/1.1 200 OK\r\n\r\n"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_INVALID);
   conn_clear (&conn);
-}
-
-/* The answers to @requests, fed in @mode: what reaches the client, or
- * NULL with the error. */
-static char *
-answers_through (GPtrArray *rules, const char *requests, const char *answers, FeedMode mode,
-                 gboolean eof, GError **error)
-{
-  BoxBrokerHttp *http = box_broker_http_new (rules);
-  g_autoptr(GByteArray) up = g_byte_array_new ();
-  g_autoptr(GByteArray) down = g_byte_array_new ();
-  gboolean ok;
-
-  g_assert_true (box_broker_http_from_client (http, (const guint8 *) requests, strlen (requests), up, NULL));
-  ok = feed (http, TRUE, answers, strlen (answers), mode, down, error) &&
-       (!eof || box_broker_http_upstream_eof (http, down, error));
-  box_broker_http_free (http);
-  if (!ok)
-    return NULL;
-  return g_strndup ((const char *) down->data, down->len);
-}
-
-/* The answers must pass unchanged (@code -1) or fail with @code, in
- * every feeding mode. */
-static void
-check_answers (GPtrArray *rules, const char *requests, const char *answers, gboolean eof, gint code)
-{
-  for (FeedMode mode = FEED_WHOLE; mode < FEED_LAST; mode++) {
-    g_autoptr(GError) error = NULL;
-    g_autofree char *out = answers_through (rules, requests, answers, mode, eof, &error);
-
-    if (code < 0) {
-      g_assert_no_error (error);
-      g_assert_cmpstr (out, ==, answers);
-    } else {
-      g_assert_null (out);
-      g_assert_error (error, BOX_ERROR, code);
-    }
-  }
-}
-
-static void
-assert_answers (GPtrArray *rules, const char *requests, const char *answers, gboolean eof)
-{
-  check_answers (rules, requests, answers, eof, -1);
-}
-
-static void
-assert_answer_fails (GPtrArray *rules, const char *requests, const char *answers, gint code)
-{
-  check_answers (rules, requests, answers, TRUE, code);
 }
 
 static void
@@ -608,11 +510,19 @@ test_chunk_value (void)
 {
   g_autoptr(GPtrArray) rules = two_rules ();
 
-  /* the raw bytes are checked, chunk framing included: a value split by a
-   * chunk boundary is not one, a value inside a chunk is */
+  /* the chunks' data is checked, not the framing: a value split by a
+   * chunk boundary (or an extension) is found too */
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
+                       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "3\r\nKEY\r\n5\r\nVALUE\r\n0\r\n\r\n", BOX_ERROR_BROKER_FAILED);
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
+                       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "1;a=b\r\nK\r\n2\r\nEY\r\n5\r\nVALUE\r\n", BOX_ERROR_BROKER_FAILED);
+  /* a value's start held across chunks goes out when it turns out not to
+   * be one */
   assert_answers (rules, "GET / HTTP/1.1\r\n\r\n",
                   "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                  "3\r\nKEY\r\n5\r\nVALUE\r\n0\r\n\r\n", FALSE);
+                  "3\r\nKEY\r\n5\r\nVALUx\r\n2\r\nKE\r\n0\r\n\r\n", FALSE);
   assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
                        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                        "a\r\n KEYVALUE \r\n0\r\n\r\n", BOX_ERROR_BROKER_FAILED);
@@ -681,6 +591,71 @@ test_rules_replaced (void)
   g_assert_false (conn_upstream (&conn, "n3w"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
   conn_clear (&conn);
+
+  /* requests sent with the old value: their answers are still checked for
+   * it, the one being read and those pending; later ones no more */
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\nGET /__box_token__ HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab"));
+  box_broker_http_set_rules (conn.http, rotated);
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
+  assert_bytes (conn.up, "GET /s3cr3t-n3w HTTP/1.1\r\n\r\n");
+  g_assert_true (conn_upstream (&conn, "cd"));
+  g_assert_false (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\ns3cr3t-t0ken"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
+  box_broker_http_set_rules (conn.http, rotated);
+  g_assert_false (conn_upstream (&conn, "HTTP/1.1 302 Found\r\nLocation: /s3cr3t-t0ken\r\n\r\n"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
+  conn_init (&conn, rules);
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
+  box_broker_http_set_rules (conn.http, rotated);
+  g_assert_true (conn_upstream (&conn, "HTTP/1.1 204 No Content\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\ns3cr3t-t0ken"));
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_false (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\ns3cr3t-n3w"));
+  g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
+  conn_clear (&conn);
+}
+
+static void
+test_rewrite_cap (void)
+{
+  g_autoptr(GPtrArray) rules = rules_new ();
+  g_autofree char *value = g_strnfill (8192, 'v');
+  g_autoptr(GString) many = g_string_new (NULL);
+  g_autofree char *fits = NULL, *header = NULL, *target = NULL, *encoded = NULL, *basic = NULL;
+
+  g_ptr_array_add (rules, rule_new ("__p__", value, NULL, NULL, NULL));
+  for (guint i = 0; i < 15; i++)
+    g_string_append (many, "__p__");
+  /* 15 values of 8 KiB: 120 KiB, under the cap */
+  fits = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", many->str);
+  {
+    g_autoptr(GError) error = NULL;
+    g_autofree char *out = client_through (rules, fits, &error);
+
+    g_assert_no_error (error);
+    g_assert_cmpuint (strlen (out), >, 15 * 8192);
+    g_assert_cmpuint (strlen (out), <=, BOX_BROKER_HTTP_MAX_REWRITTEN);
+  }
+  /* 17 of them, in one header, over two headers, in the target, in a
+   * Basic credential: refused, nothing goes upstream */
+  g_string_append (many, "__p____p__");
+  header = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", many->str);
+  assert_refused (rules, header);
+  g_free (fits);
+  fits = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\nY: %s\r\n\r\n", many->str + 25, many->str + 60);
+  assert_refused (rules, fits);
+  target = g_strdup_printf ("GET /%s HTTP/1.1\r\n\r\n", many->str);
+  assert_refused (rules, target);
+  encoded = g_base64_encode ((const guchar *) many->str, many->len);
+  basic = g_strdup_printf ("GET / HTTP/1.1\r\nAuthorization: Basic %s\r\n\r\n", encoded);
+  assert_refused (rules, basic);
 }
 
 /* The thread's CPU time: the machine may be busy with other things. */
@@ -713,7 +688,7 @@ test_hostile_cost (void)
     g_ptr_array_add (rules, rule_new (value + 1, value, NULL, NULL, NULL));
     value[8191 - i] = 'a';
   }
-  http = box_broker_http_new (rules);
+  http = box_broker_http_new (rules, TEST_HOST);
   /* each hostile piece alone: a request head, an answer head, a body */
   for (guint phase = 0; phase < 3; phase++) {
     const char *in = phase == 0 ? request : phase == 1 ? answer : answer_body;
@@ -792,6 +767,9 @@ main (int argc, char **argv)
   g_test_add_func ("/broker-http/overlapping-value", test_overlapping_value);
   g_test_add_func ("/broker-http/rules-replaced", test_rules_replaced);
   g_test_add_func ("/broker-http/hostile-cost", test_hostile_cost);
+  g_test_add_func ("/broker-http/rewrite-cap", test_rewrite_cap);
+  g_test_add_func ("/broker-http/identity", test_identity);
+  g_test_add_func ("/broker-http/host", test_host);
   g_test_add_func ("/broker-http/error-response", test_error_response);
   return g_test_run ();
 }
