@@ -64,19 +64,33 @@ brokered_collect (BoxEngine *self, const BoxSandbox *sandbox, Brokered *b, GErro
   return TRUE;
 }
 
+/* Like box_engine_push_secrets(); *@broker_took says whether the broker
+ * holds the new set, even when the network then refused (the caller that
+ * undoes a refused change gives it the previous set back). */
 gboolean
-box_engine_push_secrets (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+box_engine_push_secrets_full (BoxEngine *self, const BoxSandbox *sandbox, gboolean *broker_took,
+                              GError **error)
 {
   g_auto(Brokered) b = { 0 };
 
+  *broker_took = FALSE;
   if (self->broker == NULL || self->secret_key == NULL || sandbox->secrets == NULL ||
       sandbox->secrets[0] == NULL)
     return TRUE;
   if (!brokered_collect (self, sandbox, &b, error) ||
       !box_broker_set_secrets (self->broker, sandbox->id, b.brokered, error))
     return FALSE;
+  *broker_took = TRUE;
   return self->network == NULL ||
          box_network_set_brokered (self->network, sandbox->id, b.brokered->len > 0, error);
+}
+
+gboolean
+box_engine_push_secrets (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+{
+  gboolean broker_took;
+
+  return box_engine_push_secrets_full (self, sandbox, &broker_took, error);
 }
 
 void

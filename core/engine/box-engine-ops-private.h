@@ -84,6 +84,8 @@ gboolean          box_engine_push_egress        (BoxEngine *self, BoxEngineOp *o
  * no broker or it uses none. */
 gboolean          box_engine_push_secrets       (BoxEngine *self, const BoxSandbox *sandbox,
                                                  GError **error);
+gboolean          box_engine_push_secrets_full  (BoxEngine *self, const BoxSandbox *sandbox,
+                                                 gboolean *broker_took, GError **error);
 /* Takes them back (an empty set, not brokered); failures are logged. */
 void              box_engine_drop_secrets       (BoxEngine *self, const char *sandbox_id);
 /* At start: the network gets the broker, every awake sandbox its secrets. */

@@ -312,6 +312,32 @@ test_patch_rules_refused (Ef *ef, gconstpointer user_data)
   assert_no_value ();
 }
 
+/* A PATCH whose secrets the broker took but that the network refused to
+ * send there: not kept, and the broker forgets what it took. */
+static void
+test_patch_brokered_refused (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(BoxSandbox) after = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *expected = NULL;
+
+  put_secret (ef, "TOKEN", V1);
+  sb = ef_create_ok (ef, "{}");
+  take_calls (ef);
+  g_object_set_data (broker (ef), "fail_brokered", (gpointer) "refuse");
+  g_assert_null (ef_update (ef, sb->id, "{\"secrets\": [\"TOKEN\"]}", &error));
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_object_set_data (broker (ef), "fail_brokered", NULL);
+  expected = g_strdup_printf ("set_secrets %s TOKEN=" V1 "@api.secret.test,*.secret.test/v1"
+                              "#__box_token__\nset_brokered %s 1 (failed)\nset_secrets %s\n"
+                              "set_brokered %s 0", sb->id, sb->id, sb->id, sb->id);
+  assert_calls (ef, expected);
+  after = box_engine_get_sandbox (ef->engine, "p", sb->id, NULL);
+  g_assert_cmpuint (g_strv_length (after->secrets), ==, 0);
+  assert_no_value ();
+}
+
 /* A secret PUT the broker refuses puts the previous record back; one it
  * cannot take now keeps the new one (503). */
 static void
@@ -450,6 +476,7 @@ main (int argc, char **argv)
   ADD ("/engine-broker/patch-refused", test_patch_refused);
   ADD ("/engine-broker/put-refused", test_put_refused);
   ADD ("/engine-broker/patch-rules-refused", test_patch_rules_refused);
+  ADD ("/engine-broker/patch-brokered-refused", test_patch_brokered_refused);
   g_test_add ("/engine-broker/guest-env", Ef, "guest-agent,memory-snapshots", set_up,
               test_guest_env, ef_tear_down);
   status = g_test_run ();
