@@ -372,6 +372,44 @@ test_put_refused (Ef *ef, gconstpointer user_data)
   assert_no_value ();
 }
 
+/* A PUT while a wake is under way, after the broker got the old value:
+ * the waking sandbox gets the new one at once, not only at its next wake. */
+static void
+test_put_during_wake (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(BoxSandbox) woken = NULL;
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *rule = NULL;
+  GPtrArray *calls;
+  EfWait wait = { 0 };
+
+  put_secret (ef, "TOKEN", V1);
+  sb = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"]}");
+  ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_PAUSE);
+  take_calls (ef);
+  rule = g_strdup_printf ("* delay ms=300 sandbox=%s", sb->id);
+  ef_script (ef, rule);
+  box_engine_change_state_async (ef->engine, ef->project, sb->id, BOX_STATE_REQUEST_WAKE, NULL,
+                                 ef_wait_cb, &wait);
+  calls = g_object_get_data (broker (ef), "calls");
+  while (calls->len < 2 && !wait.done)
+    g_main_context_iteration (NULL, TRUE);
+  assert_pushed (ef, sb->id, V1);
+  g_assert_false (wait.done);
+  g_assert_cmpint (ef_state (ef, sb->id), !=, BOX_SANDBOX_STATE_RUNNING);
+
+  put_secret (ef, "TOKEN", V2);
+  assert_pushed (ef, sb->id, V2);
+  result = ef_wait_result (ef, &wait);
+  woken = box_engine_change_state_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (woken->state, ==, BOX_SANDBOX_STATE_RUNNING);
+  assert_calls (ef, "");
+  assert_no_value ();
+}
+
 /* The guest gets, with its env, NAME=<placeholder> for each secret (here
  * when a running sandbox's secrets are PATCHed), never the value. */
 static void
@@ -477,6 +515,7 @@ main (int argc, char **argv)
   ADD ("/engine-broker/put-refused", test_put_refused);
   ADD ("/engine-broker/patch-rules-refused", test_patch_rules_refused);
   ADD ("/engine-broker/patch-brokered-refused", test_patch_brokered_refused);
+  ADD ("/engine-broker/put-during-wake", test_put_during_wake);
   g_test_add ("/engine-broker/guest-env", Ef, "guest-agent,memory-snapshots", set_up,
               test_guest_env, ef_tear_down);
   status = g_test_run ();
