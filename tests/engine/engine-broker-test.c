@@ -285,10 +285,11 @@ test_patch_refused (Ef *ef, gconstpointer user_data)
   assert_no_value ();
 }
 
-/* A PATCH whose secrets the broker took but whose rules the network then
- * refused: not kept, and the broker forgets what it took. */
+/* A PATCH adding TOKEN to a sandbox created from @create_json, with the
+ * test network failing as the object data @fail tells: not kept, and the
+ * broker forgets what it took (its set_brokered call answered @brokered). */
 static void
-test_patch_rules_refused (Ef *ef, gconstpointer user_data)
+assert_patch_undone (Ef *ef, const char *create_json, const char *fail, const char *brokered)
 {
   g_autoptr(BoxSandbox) sb = NULL;
   g_autoptr(BoxSandbox) after = NULL;
@@ -296,46 +297,34 @@ test_patch_rules_refused (Ef *ef, gconstpointer user_data)
   g_autofree char *expected = NULL;
 
   put_secret (ef, "TOKEN", V1);
-  sb = ef_create_ok (ef, "{\"network\": {\"egress\": [{\"domain\": \"api.example.com\", "
-                         "\"action\": \"allow\"}]}}");
+  sb = ef_create_ok (ef, create_json);
   take_calls (ef);
-  g_object_set_data (broker (ef), "fail_egress", (gpointer) "refuse");
+  g_object_set_data (broker (ef), fail, (gpointer) "refuse");
   g_assert_null (ef_update (ef, sb->id, "{\"secrets\": [\"TOKEN\"]}", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
-  g_object_set_data (broker (ef), "fail_egress", NULL);
+  g_object_set_data (broker (ef), fail, NULL);
   expected = g_strdup_printf ("set_secrets %s TOKEN=" V1 "@api.secret.test,*.secret.test/v1"
-                              "#__box_token__\nset_brokered %s 1\nset_secrets %s\n"
-                              "set_brokered %s 0", sb->id, sb->id, sb->id, sb->id);
+                              "#__box_token__\nset_brokered %s %s\nset_secrets %s\n"
+                              "set_brokered %s 0", sb->id, sb->id, brokered, sb->id, sb->id);
   assert_calls (ef, expected);
   after = box_engine_get_sandbox (ef->engine, "p", sb->id, NULL);
   g_assert_cmpuint (g_strv_length (after->secrets), ==, 0);
   assert_no_value ();
 }
 
-/* A PATCH whose secrets the broker took but that the network refused to
- * send there: not kept, and the broker forgets what it took. */
+/* the broker took the secrets, the network refused the new rules */
+static void
+test_patch_rules_refused (Ef *ef, gconstpointer user_data)
+{
+  assert_patch_undone (ef, "{\"network\": {\"egress\": [{\"domain\": \"api.example.com\", "
+                           "\"action\": \"allow\"}]}}", "fail_egress", "1");
+}
+
+/* the broker took the secrets, the network refused to send it there */
 static void
 test_patch_brokered_refused (Ef *ef, gconstpointer user_data)
 {
-  g_autoptr(BoxSandbox) sb = NULL;
-  g_autoptr(BoxSandbox) after = NULL;
-  g_autoptr(GError) error = NULL;
-  g_autofree char *expected = NULL;
-
-  put_secret (ef, "TOKEN", V1);
-  sb = ef_create_ok (ef, "{}");
-  take_calls (ef);
-  g_object_set_data (broker (ef), "fail_brokered", (gpointer) "refuse");
-  g_assert_null (ef_update (ef, sb->id, "{\"secrets\": [\"TOKEN\"]}", &error));
-  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
-  g_object_set_data (broker (ef), "fail_brokered", NULL);
-  expected = g_strdup_printf ("set_secrets %s TOKEN=" V1 "@api.secret.test,*.secret.test/v1"
-                              "#__box_token__\nset_brokered %s 1 (failed)\nset_secrets %s\n"
-                              "set_brokered %s 0", sb->id, sb->id, sb->id, sb->id);
-  assert_calls (ef, expected);
-  after = box_engine_get_sandbox (ef->engine, "p", sb->id, NULL);
-  g_assert_cmpuint (g_strv_length (after->secrets), ==, 0);
-  assert_no_value ();
+  assert_patch_undone (ef, "{}", "fail_brokered", "1 (failed)");
 }
 
 /* A secret PUT the broker refuses puts the previous record back; one it
