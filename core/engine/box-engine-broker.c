@@ -64,19 +64,34 @@ brokered_collect (BoxEngine *self, const BoxSandbox *sandbox, Brokered *b, GErro
   return TRUE;
 }
 
+/* Like box_engine_push_secrets(); *@broker_took says whether the broker
+ * holds the new set, even when the network then refused (the caller that
+ * undoes a refused change gives it the previous set back). */
 gboolean
-box_engine_push_secrets (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+box_engine_push_secrets_full (BoxEngine *self, const BoxSandbox *sandbox, gboolean *broker_took,
+                              GError **error)
 {
   g_auto(Brokered) b = { 0 };
 
+  *broker_took = FALSE;
   if (self->broker == NULL || self->secret_key == NULL || sandbox->secrets == NULL ||
       sandbox->secrets[0] == NULL)
     return TRUE;
   if (!brokered_collect (self, sandbox, &b, error) ||
       !box_broker_set_secrets (self->broker, sandbox->id, b.brokered, error))
     return FALSE;
+  *broker_took = TRUE;
+  box_engine_runtime_get (self, sandbox->id)->broker_holds = b.brokered->len > 0;
   return self->network == NULL ||
          box_network_set_brokered (self->network, sandbox->id, b.brokered->len > 0, error);
+}
+
+gboolean
+box_engine_push_secrets (BoxEngine *self, const BoxSandbox *sandbox, GError **error)
+{
+  gboolean broker_took;
+
+  return box_engine_push_secrets_full (self, sandbox, &broker_took, error);
 }
 
 void
@@ -88,7 +103,9 @@ box_engine_drop_secrets (BoxEngine *self, const char *sandbox_id)
   if (self->broker == NULL)
     return;
   none = g_ptr_array_new ();
-  if (!box_broker_set_secrets (self->broker, sandbox_id, none, &error)) {
+  if (box_broker_set_secrets (self->broker, sandbox_id, none, &error)) {
+    box_engine_runtime_get (self, sandbox_id)->broker_holds = FALSE;
+  } else {
     g_warning ("sandbox %s: the broker did not drop its secrets: %s", sandbox_id,
                error->message);
     g_clear_error (&error);
@@ -96,6 +113,18 @@ box_engine_drop_secrets (BoxEngine *self, const char *sandbox_id)
   if (self->network != NULL && !box_network_set_brokered (self->network, sandbox_id, FALSE, &error))
     g_warning ("sandbox %s: the network still sends it to the broker: %s", sandbox_id,
                error->message);
+}
+
+/* Whether a change of a secret @sandbox uses must reach the broker now:
+ * it is awake, or an operation holds it (a wake, a create, a restore)
+ * after the broker got its secrets, which may be the old ones. */
+gboolean
+box_engine_broker_needs (BoxEngine *self, const BoxSandbox *sandbox)
+{
+  BoxEngineRuntime *rt = g_hash_table_lookup (self->runtime, sandbox->id);
+
+  return sandbox->state == BOX_SANDBOX_STATE_RUNNING ||
+         (rt != NULL && rt->base.busy && rt->broker_holds);
 }
 
 /* At boxd start: the broker starts empty, so every awake sandbox that

@@ -28,6 +28,8 @@ typedef struct {
    * once read from the store */
   gint64            tasks_until;
   gboolean          tasks_known;
+  /* box-engine-broker.c: the broker holds its secrets (pushed, not dropped) */
+  gboolean          broker_holds;
 } BoxEngineRuntime;
 
 typedef enum {
@@ -84,6 +86,9 @@ gboolean          box_engine_push_egress        (BoxEngine *self, BoxEngineOp *o
  * no broker or it uses none. */
 gboolean          box_engine_push_secrets       (BoxEngine *self, const BoxSandbox *sandbox,
                                                  GError **error);
+gboolean          box_engine_push_secrets_full  (BoxEngine *self, const BoxSandbox *sandbox,
+                                                 gboolean *broker_took, GError **error);
+gboolean          box_engine_broker_needs       (BoxEngine *self, const BoxSandbox *sandbox);
 /* Takes them back (an empty set, not brokered); failures are logged. */
 void              box_engine_drop_secrets       (BoxEngine *self, const char *sandbox_id);
 /* At start: the network gets the broker, every awake sandbox its secrets. */

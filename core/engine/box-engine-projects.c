@@ -404,7 +404,8 @@ strv_equal (char **a, char **b)
   return g_strv_equal ((const char *const *) a, (const char *const *) b);
 }
 
-/* The awake sandboxes using secret @name: the broker gets its stored
+/* The awake sandboxes using secret @name, and those waking past the
+ * broker's push (box_engine_broker_needs()): the broker gets its stored
  * value, hosts and injection at once (asleep ones get them at their wake).
  * When @hosts_changed, each restricted one of @restricted gets its rules
  * again, now with the stored hosts: an awake sandbox at once, an asleep
@@ -424,7 +425,7 @@ push_users (BoxEngine *self, const char *project, const char *name, GPtrArray *r
     const BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
     g_autoptr(GError) local_error = NULL;
 
-    if (sandbox->state != BOX_SANDBOX_STATE_RUNNING || sandbox->secrets == NULL ||
+    if (!box_engine_broker_needs (self, sandbox) || sandbox->secrets == NULL ||
         !g_strv_contains ((const char *const *) sandbox->secrets, name) ||
         box_engine_push_secrets (self, sandbox, &local_error))
       continue;

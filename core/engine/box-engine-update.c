@@ -145,11 +145,11 @@ box_engine_run_update (BoxEngine *self, GTask *task)
    * its wake). */
   awake = changed->state == BOX_SANDBOX_STATE_RUNNING;
   if (op->update->secrets != NULL && awake) {
-    if (!box_engine_push_secrets (self, changed, &error)) {
-      finish_unapplied (self, task, changed, FALSE, error);
+    /* the broker may have taken them before the network refused */
+    if (!box_engine_push_secrets_full (self, changed, &secrets_pushed, &error)) {
+      finish_unapplied (self, task, changed, secrets_pushed, error);
       return;
     }
-    secrets_pushed = TRUE;
   }
   if (network_changed && self->network != NULL && awake) {
     g_autoptr(GPtrArray) rules = box_engine_sandbox_rules (self, changed);

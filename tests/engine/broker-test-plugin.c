@@ -10,8 +10,9 @@
  *   rotate_ca
  * The object data "fail", when set to "unavailable" or "refuse", makes
  * set_secrets fail with 503 sandbox_unavailable or 400 invalid;
- * "fail_egress" makes set_egress refuse (400 invalid).  The CA is
- * the fixed text "CA-<n>", n counting rotations.
+ * "fail_egress" makes set_egress refuse (400 invalid), "fail_brokered"
+ * set_brokered refuse to send a sandbox to the broker (400 invalid).
+ * The CA is the fixed text "CA-<n>", n counting rotations.
  */
 #include "config.h"
 
@@ -132,6 +133,11 @@ set_broker (BoxNetwork *network, BoxBroker *broker)
 static gboolean
 set_brokered (BoxNetwork *network, const char *sandbox_id, gboolean brokered, GError **error)
 {
+  if (brokered && g_object_get_data (G_OBJECT (network), "fail_brokered") != NULL) {
+    record (network, g_strdup_printf ("set_brokered %s 1 (failed)", sandbox_id));
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID, "the test network refuses as told");
+    return FALSE;
+  }
   record (network, g_strdup_printf ("set_brokered %s %d", sandbox_id, brokered ? 1 : 0));
   return TRUE;
 }

@@ -285,10 +285,11 @@ test_patch_refused (Ef *ef, gconstpointer user_data)
   assert_no_value ();
 }
 
-/* A PATCH whose secrets the broker took but whose rules the network then
- * refused: not kept, and the broker forgets what it took. */
+/* A PATCH adding TOKEN to a sandbox created from @create_json, with the
+ * test network failing as the object data @fail tells: not kept, and the
+ * broker forgets what it took (its set_brokered call answered @brokered). */
 static void
-test_patch_rules_refused (Ef *ef, gconstpointer user_data)
+assert_patch_undone (Ef *ef, const char *create_json, const char *fail, const char *brokered)
 {
   g_autoptr(BoxSandbox) sb = NULL;
   g_autoptr(BoxSandbox) after = NULL;
@@ -296,20 +297,34 @@ test_patch_rules_refused (Ef *ef, gconstpointer user_data)
   g_autofree char *expected = NULL;
 
   put_secret (ef, "TOKEN", V1);
-  sb = ef_create_ok (ef, "{\"network\": {\"egress\": [{\"domain\": \"api.example.com\", "
-                         "\"action\": \"allow\"}]}}");
+  sb = ef_create_ok (ef, create_json);
   take_calls (ef);
-  g_object_set_data (broker (ef), "fail_egress", (gpointer) "refuse");
+  g_object_set_data (broker (ef), fail, (gpointer) "refuse");
   g_assert_null (ef_update (ef, sb->id, "{\"secrets\": [\"TOKEN\"]}", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
-  g_object_set_data (broker (ef), "fail_egress", NULL);
+  g_object_set_data (broker (ef), fail, NULL);
   expected = g_strdup_printf ("set_secrets %s TOKEN=" V1 "@api.secret.test,*.secret.test/v1"
-                              "#__box_token__\nset_brokered %s 1\nset_secrets %s\n"
-                              "set_brokered %s 0", sb->id, sb->id, sb->id, sb->id);
+                              "#__box_token__\nset_brokered %s %s\nset_secrets %s\n"
+                              "set_brokered %s 0", sb->id, sb->id, brokered, sb->id, sb->id);
   assert_calls (ef, expected);
   after = box_engine_get_sandbox (ef->engine, "p", sb->id, NULL);
   g_assert_cmpuint (g_strv_length (after->secrets), ==, 0);
   assert_no_value ();
+}
+
+/* the broker took the secrets, the network refused the new rules */
+static void
+test_patch_rules_refused (Ef *ef, gconstpointer user_data)
+{
+  assert_patch_undone (ef, "{\"network\": {\"egress\": [{\"domain\": \"api.example.com\", "
+                           "\"action\": \"allow\"}]}}", "fail_egress", "1");
+}
+
+/* the broker took the secrets, the network refused to send it there */
+static void
+test_patch_brokered_refused (Ef *ef, gconstpointer user_data)
+{
+  assert_patch_undone (ef, "{}", "fail_brokered", "1 (failed)");
 }
 
 /* A secret PUT the broker refuses puts the previous record back; one it
@@ -343,6 +358,44 @@ test_put_refused (Ef *ef, gconstpointer user_data)
   ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_PAUSE);
   ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_WAKE);
   assert_pushed (ef, sb->id, V2);   /* kept */
+  assert_no_value ();
+}
+
+/* A PUT while a wake is under way, after the broker got the old value:
+ * the waking sandbox gets the new one at once, not only at its next wake. */
+static void
+test_put_during_wake (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(BoxSandbox) woken = NULL;
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *rule = NULL;
+  GPtrArray *calls;
+  EfWait wait = { 0 };
+
+  put_secret (ef, "TOKEN", V1);
+  sb = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"]}");
+  ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_PAUSE);
+  take_calls (ef);
+  rule = g_strdup_printf ("* delay ms=300 sandbox=%s", sb->id);
+  ef_script (ef, rule);
+  box_engine_change_state_async (ef->engine, ef->project, sb->id, BOX_STATE_REQUEST_WAKE, NULL,
+                                 ef_wait_cb, &wait);
+  calls = g_object_get_data (broker (ef), "calls");
+  while (calls->len < 2 && !wait.done)
+    g_main_context_iteration (NULL, TRUE);
+  assert_pushed (ef, sb->id, V1);
+  g_assert_false (wait.done);
+  g_assert_cmpint (ef_state (ef, sb->id), !=, BOX_SANDBOX_STATE_RUNNING);
+
+  put_secret (ef, "TOKEN", V2);
+  assert_pushed (ef, sb->id, V2);
+  result = ef_wait_result (ef, &wait);
+  woken = box_engine_change_state_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (woken->state, ==, BOX_SANDBOX_STATE_RUNNING);
+  assert_calls (ef, "");
   assert_no_value ();
 }
 
@@ -450,6 +503,8 @@ main (int argc, char **argv)
   ADD ("/engine-broker/patch-refused", test_patch_refused);
   ADD ("/engine-broker/put-refused", test_put_refused);
   ADD ("/engine-broker/patch-rules-refused", test_patch_rules_refused);
+  ADD ("/engine-broker/patch-brokered-refused", test_patch_brokered_refused);
+  ADD ("/engine-broker/put-during-wake", test_put_during_wake);
   g_test_add ("/engine-broker/guest-env", Ef, "guest-agent,memory-snapshots", set_up,
               test_guest_env, ef_tear_down);
   status = g_test_run ();
