@@ -403,6 +403,10 @@ box_engine_stop (BoxEngine *self)
       g_warning ("usage stats lost at stop: %s", error->message);
     g_clear_object (&self->stats);
   }
+  /* the network's proxy thread may be handing a connection over: it lets
+   * go of the broker before the broker stops */
+  if (self->network != NULL && self->broker != NULL)
+    box_network_set_broker (self->network, NULL);
   for (i = self->plugins->len; i > 0; i--)
     box_plugin_stop (g_ptr_array_index (self->plugins, i - 1));
 }

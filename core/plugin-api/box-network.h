@@ -140,7 +140,8 @@ struct _BoxNetworkInterface {
   GPtrArray        *(*list_allowed) (BoxNetwork *self, const char *sandbox_id, GError **error);
   /* Whether non-empty rules are enforced; NULL: they are not. */
   gboolean          (*enforces_egress) (BoxNetwork *self);
-  /* The broker to hand brokered TLS connections to; once, at start. */
+  /* The broker to hand brokered TLS connections to: once at start, and
+   * NULL at stop before any plugin stops. */
   void              (*set_broker)      (BoxNetwork *self, BoxBroker *broker);
   /* Whether the sandbox's TCP 443 goes through the node to be checked
    * against box_broker_wants(); applies at once. */
@@ -216,7 +217,9 @@ gboolean          box_network_enforces_egress (BoxNetwork *self);
  * Gives the network the broker that takes TLS connections to secrets'
  * hosts (see box-broker.h); the engine calls it once at start.  A network
  * that cannot hand connections over ignores it, and then
- * box_network_set_brokered() fails.
+ * box_network_set_brokered() fails.  At stop, before any plugin stops, the
+ * engine sets it to %NULL (a call to the broker already under way may
+ * still finish; a stopped broker refuses it and closes its sockets).
  */
 BOX_PLUGIN_API
 void              box_network_set_broker (BoxNetwork *self, BoxBroker *broker);

@@ -24,6 +24,7 @@ struct _BoxBrokerPlugin {
   BoxBrokerSecrets *secrets;
   BoxBrokerCa      *ca;
   gnutls_certificate_credentials_t trust;
+  GMutex            pump_lock;  /* pump, for take_connection (any thread) */
   BoxBrokerPump    *pump;
 };
 
@@ -89,8 +90,14 @@ static void
 box_broker_plugin_stop (BoxPlugin *plugin)
 {
   BoxBrokerPlugin *self = BOX_BROKER_PLUGIN (plugin);
+  BoxBrokerPump *pump;
 
-  g_clear_pointer (&self->pump, box_broker_pump_free);
+  /* out of take_connection's reach first: a call under way finishes, and
+   * what it handed over the pump closes as it goes */
+  g_mutex_lock (&self->pump_lock);
+  pump = g_steal_pointer (&self->pump);
+  g_mutex_unlock (&self->pump_lock);
+  box_broker_pump_free (pump);
   g_clear_pointer (&self->ca, box_broker_ca_free);
   if (self->trust != NULL)
     gnutls_certificate_free_credentials (self->trust);
@@ -104,6 +111,7 @@ box_broker_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **
   BoxPluginContext *context = box_plugin_get_context (plugin);
   g_autofree char *key_path = NULL, *cert_path = NULL;
   guint64 max_connections = 0;
+  BoxBrokerPump *pump;
 
   g_return_val_if_fail (self->pump == NULL, FALSE);
 
@@ -121,11 +129,14 @@ box_broker_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **
     box_broker_plugin_stop (plugin);
     return FALSE;
   }
-  self->pump = box_broker_pump_new (self->ca, self->secrets, self->trust, (guint) max_connections, error);
-  if (self->pump == NULL) {
+  pump = box_broker_pump_new (self->ca, self->secrets, self->trust, (guint) max_connections, error);
+  if (pump == NULL) {
     box_broker_plugin_stop (plugin);
     return FALSE;
   }
+  g_mutex_lock (&self->pump_lock);
+  self->pump = pump;
+  g_mutex_unlock (&self->pump_lock);
   return TRUE;
 }
 
@@ -174,9 +185,10 @@ box_broker_plugin_take_connection (BoxBroker *broker, const char *sandbox_id, co
                                    int client_fd, GBytes *client_head, int upstream_fd, GError **error)
 {
   BoxBrokerPlugin *self = BOX_BROKER_PLUGIN (broker);
+  g_autoptr(GMutexLocker) locker = g_mutex_locker_new (&self->pump_lock);
 
-  /* the pump is made in start() and freed in stop(), both before and after
-   * the network may call this */
+  /* the network's thread may call this while stop() runs on the main
+   * thread: the pump is used under the lock only (taking never blocks) */
   if (self->pump == NULL || sandbox_id == NULL || host == NULL) {
     close (client_fd);
     close (upstream_fd);
@@ -222,6 +234,7 @@ box_broker_plugin_finalize (GObject *object)
 
   box_broker_plugin_stop (BOX_PLUGIN (self));
   box_broker_secrets_free (self->secrets);
+  g_mutex_clear (&self->pump_lock);
   G_OBJECT_CLASS (box_broker_plugin_parent_class)->finalize (object);
 }
 
@@ -239,6 +252,7 @@ box_broker_plugin_class_init (BoxBrokerPluginClass *klass)
 static void
 box_broker_plugin_init (BoxBrokerPlugin *self)
 {
+  g_mutex_init (&self->pump_lock);
   self->secrets = box_broker_secrets_new ();
 }
 

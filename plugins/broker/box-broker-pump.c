@@ -61,6 +61,9 @@ struct _Conn {
   BoxBrokerLeaf *leaf;
   GList         *link;        /* in pump->conns */
   gboolean       dead;        /* finished; freed after the current batch of events */
+  /* under pump->lock */
+  GList         *taken_link;  /* in pump->taken */
+  gboolean       evicted;     /* for a newcomer: no longer counted, closed by the thread */
 };
 
 struct _BoxBrokerPump {
@@ -75,8 +78,10 @@ struct _BoxBrokerPump {
   gint              handshake_ms, idle_ms;  /* atomic */
   GMutex            lock;        /* the fields below */
   GQueue            pending;     /* Conn* taken, not yet seen by the thread */
-  GHashTable       *per_sandbox; /* id -> count (GUINT_TO_POINTER) */
-  guint             open;
+  GHashTable       *per_sandbox; /* id -> count (GUINT_TO_POINTER), evicted ones not */
+  guint             open;        /* evicted ones not counted */
+  GQueue            taken;       /* Conn* not freed yet, oldest first */
+  GQueue            evicted;     /* Conn* evicted, not yet closed by the thread */
   /* the thread's own */
   GQueue            conns;
   GPtrArray        *dead;        /* Conn* finished in this batch of events */
@@ -166,6 +171,19 @@ deadline_in (gint ms)
   return g_get_monotonic_time () + (gint64) ms * 1000;
 }
 
+/* Called with the lock held. */
+static void
+uncount (BoxBrokerPump *pump, const char *sandbox_id)
+{
+  guint n = GPOINTER_TO_UINT (g_hash_table_lookup (pump->per_sandbox, sandbox_id));
+
+  if (n <= 1)
+    g_hash_table_remove (pump->per_sandbox, sandbox_id);
+  else
+    g_hash_table_insert (pump->per_sandbox, g_strdup (sandbox_id), GUINT_TO_POINTER (n - 1));
+  pump->open--;
+}
+
 static void
 conn_destroy (Conn *conn)
 {
@@ -180,14 +198,11 @@ conn_destroy (Conn *conn)
     g_byte_array_unref (side->out);
   }
   g_mutex_lock (&pump->lock);
-  {
-    guint n = GPOINTER_TO_UINT (g_hash_table_lookup (pump->per_sandbox, conn->sandbox));
-    if (n <= 1)
-      g_hash_table_remove (pump->per_sandbox, conn->sandbox);
-    else
-      g_hash_table_insert (pump->per_sandbox, g_strdup (conn->sandbox), GUINT_TO_POINTER (n - 1));
-    pump->open--;
-  }
+  g_queue_delete_link (&pump->taken, conn->taken_link);
+  if (conn->evicted)
+    g_queue_remove (&pump->evicted, conn);
+  else
+    uncount (pump, conn->sandbox);
   g_mutex_unlock (&pump->lock);
   g_clear_pointer (&conn->http, box_broker_http_free);
   g_clear_pointer (&conn->leaf, box_broker_leaf_unref);
@@ -472,15 +487,21 @@ adopt_pending (BoxBrokerPump *pump)
   for (;;) {
     g_autoptr(GError) error = NULL;
 
+    gboolean evicted;
+
     g_mutex_lock (&pump->lock);
     conn = g_queue_pop_head (&pump->pending);
+    evicted = conn != NULL && conn->evicted;
     g_mutex_unlock (&pump->lock);
     if (conn == NULL)
       return;
     g_queue_push_tail (&pump->conns, conn);
     conn->link = pump->conns.tail;
     conn->deadline = deadline_in (g_atomic_int_get (&pump->handshake_ms));
-    if (!new_session (&conn->side[UPSTREAM], GNUTLS_CLIENT, &error) ||
+    if (evicted) {   /* evicted before it began */
+      conn->state = CLOSING;
+      conn->deadline = 0;
+    } else if (!new_session (&conn->side[UPSTREAM], GNUTLS_CLIENT, &error) ||
         gnutls_credentials_set (conn->side[UPSTREAM].tls, GNUTLS_CRD_CERTIFICATE, pump->trust) < 0) {
       g_message ("broker: %s: %s", conn->host, error != NULL ? error->message : "no TLS credentials");
       conn->state = CLOSING;
@@ -493,6 +514,26 @@ adopt_pending (BoxBrokerPump *pump)
       gnutls_session_set_verify_cert (conn->side[UPSTREAM].tls, conn->host, 0);
       conn_step (conn);
     }
+    conn_settle (conn);
+  }
+}
+
+/* Closes the connections evicted for newcomers (no goodbye, as for a timeout). */
+static void
+close_evicted (BoxBrokerPump *pump)
+{
+  for (;;) {
+    Conn *conn;
+
+    g_mutex_lock (&pump->lock);
+    conn = g_queue_pop_head (&pump->evicted);
+    g_mutex_unlock (&pump->lock);
+    if (conn == NULL)
+      return;
+    if (conn->link == NULL || conn->dead)   /* pending: closed at adoption */
+      continue;
+    conn->state = CLOSING;
+    conn->deadline = 0;
     conn_settle (conn);
   }
 }
@@ -572,6 +613,7 @@ pump_thread (gpointer data)
       conn_settle (side->conn);
     }
     adopt_pending (pump);
+    close_evicted (pump);
     g_ptr_array_set_size (pump->dead, 0);
     if (g_get_monotonic_time () - last_sweep >= 250 * 1000) {
       sweep (pump);
@@ -603,6 +645,8 @@ box_broker_pump_new (BoxBrokerCa *ca, BoxBrokerSecrets *secrets, gnutls_certific
   g_mutex_init (&pump->lock);
   g_queue_init (&pump->pending);
   g_queue_init (&pump->conns);
+  g_queue_init (&pump->taken);
+  g_queue_init (&pump->evicted);
   pump->dead = g_ptr_array_new_with_free_func ((GDestroyNotify) conn_destroy);
   pump->per_sandbox = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   pump->epfd = epoll_create1 (EPOLL_CLOEXEC);
@@ -650,14 +694,49 @@ box_broker_pump_free (BoxBrokerPump *pump)
   g_free (pump);
 }
 
-/* Called with the lock held. */
+/* The oldest connection of the sandbox holding the most stops counting and
+ * goes to the thread to be closed; FALSE when that sandbox holds no more
+ * than @mine + 1 (nobody to take from).  Called with the lock held. */
 static gboolean
-over_cap (BoxBrokerPump *pump, const char *sandbox_id)
+evict_for (BoxBrokerPump *pump, guint mine)
+{
+  GHashTableIter iter;
+  gpointer id, n;
+  const char *biggest = NULL;
+  guint most = 0;
+
+  g_hash_table_iter_init (&iter, pump->per_sandbox);
+  while (g_hash_table_iter_next (&iter, &id, &n))
+    if (GPOINTER_TO_UINT (n) > most) {
+      most = GPOINTER_TO_UINT (n);
+      biggest = id;
+    }
+  if (biggest == NULL || most <= mine + 1)
+    return FALSE;
+  for (GList *l = pump->taken.head; l != NULL; l = l->next) {
+    Conn *conn = l->data;
+
+    if (!conn->evicted && strcmp (conn->sandbox, biggest) == 0) {
+      conn->evicted = TRUE;
+      uncount (pump, conn->sandbox);
+      g_queue_push_tail (&pump->evicted, conn);
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+/* Whether @sandbox_id, under its fair share, may have one more connection
+ * (when all are held, in place of another's).  Called with the lock held. */
+static gboolean
+admit (BoxBrokerPump *pump, const char *sandbox_id)
 {
   guint mine = GPOINTER_TO_UINT (g_hash_table_lookup (pump->per_sandbox, sandbox_id));
   guint holders = g_hash_table_size (pump->per_sandbox) + (mine == 0 ? 1 : 0);
 
-  return pump->open >= pump->max_connections || mine >= MAX (pump->max_connections / holders, 1);
+  if (mine >= MAX (pump->max_connections / holders, 1))
+    return FALSE;
+  return pump->open < pump->max_connections || evict_for (pump, mine);
 }
 
 gboolean
@@ -667,7 +746,7 @@ box_broker_pump_take (BoxBrokerPump *pump, const char *sandbox_id, const char *h
   Conn *conn;
 
   g_mutex_lock (&pump->lock);
-  if (over_cap (pump, sandbox_id)) {
+  if (!admit (pump, sandbox_id)) {
     g_mutex_unlock (&pump->lock);
     close (client_fd);
     close (upstream_fd);
@@ -689,6 +768,8 @@ box_broker_pump_take (BoxBrokerPump *pump, const char *sandbox_id, const char *h
   g_hash_table_insert (pump->per_sandbox, g_strdup (sandbox_id),
                        GUINT_TO_POINTER (GPOINTER_TO_UINT (g_hash_table_lookup (pump->per_sandbox, sandbox_id)) + 1));
   pump->open++;
+  g_queue_push_tail (&pump->taken, conn);
+  conn->taken_link = pump->taken.tail;
   g_queue_push_tail (&pump->pending, conn);
   g_mutex_unlock (&pump->lock);
   wake (pump);

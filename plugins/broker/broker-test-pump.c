@@ -568,20 +568,33 @@ test_pump_idle (Fixture *f, gconstpointer data)
   finish (f, client, server);
 }
 
-/* At most max_connections (4 here), each sandbox its fair share; a stalled
- * handshake times out. */
+/* Whether the broker closed the other end of @peer within @ms. */
+static gboolean
+peer_closed (int peer, int ms)
+{
+  struct pollfd pfd = { .fd = peer, .events = POLLIN };
+  char byte;
+
+  return poll (&pfd, 1, ms) == 1 && recv (peer, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/* At most max_connections (4 here), each sandbox its fair share: one that
+ * took them all gives its oldest up to newcomers; a stalled handshake
+ * times out. */
 static void
 test_pump_cap (Fixture *f, gconstpointer data)
 {
   BoxBroker *broker = BOX_BROKER (f->plugin);
   struct { const char *sandbox; gboolean taken; } plan[] = {
-    { "a", TRUE }, { "a", TRUE }, { "b", TRUE },
-    { "a", FALSE },   /* two holders: a's share is 2 */
-    { "b", TRUE }, { "c", FALSE },   /* all 4 held */
+    { "a", TRUE }, { "a", TRUE }, { "a", TRUE }, { "a", TRUE },   /* the only holder */
+    { "b", TRUE }, { "b", TRUE },   /* each in place of a's oldest */
+    { "b", FALSE }, { "a", FALSE },   /* two holders: each one's share is 2 */
+    { "c", TRUE }, { "d", TRUE },   /* shares of 1: from whoever holds 2 */
+    { "e", FALSE },   /* all hold 1: nobody to take from */
   };
   int peers[G_N_ELEMENTS (plan) * 2];
 
-  box_broker_pump_set_timeouts (box_broker_plugin_get_pump (f->plugin), 1000, 1000);
+  box_broker_pump_set_timeouts (box_broker_plugin_get_pump (f->plugin), 3000, 3000);
   for (guint i = 0; i < G_N_ELEMENTS (plan); i++) {
     g_autoptr(GError) error = NULL;
     int client = socket_pair (&peers[2 * i]), upstream = socket_pair (&peers[2 * i + 1]);
@@ -593,9 +606,16 @@ test_pump_cap (Fixture *f, gconstpointer data)
     g_assert_cmpint (taken, ==, plan[i].taken);
     if (!taken)
       g_assert_error (error, BOX_ERROR, BOX_ERROR_CAPACITY);
+    g_assert_cmpuint (box_broker_pump_count (box_broker_plugin_get_pump (f->plugin)), <=, 4);
+    if (i == 5) {   /* b's two took a's two oldest */
+      g_assert_true (peer_closed (peers[0], 5000));
+      g_assert_true (peer_closed (peers[2], 5000));
+      for (guint j = 2; j < 6; j++)
+        g_assert_false (peer_closed (peers[2 * j], 100));
+    }
   }
   g_assert_cmpuint (box_broker_pump_count (box_broker_plugin_get_pump (f->plugin)), ==, 4);
-  /* nobody answers the upstream handshakes: all go after a second */
+  /* nobody answers the upstream handshakes: all go after 3 s */
   wait_for_count (f, 0);
   for (guint i = 0; i < G_N_ELEMENTS (peers); i++)
     close (peers[i]);

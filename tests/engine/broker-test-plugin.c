@@ -4,7 +4,8 @@
  * It is both the broker and the network (one instance serves both roles)
  * and records every call the engine makes, in order, as strings in the
  * object data "calls" (a GPtrArray of char*):
- *   set_broker
+ *   set_broker [NULL]
+ *   stop
  *   set_secrets <sandbox id> [NAME=<value>@<hosts,>#<placeholder>]...
  *   set_brokered <sandbox id> 0|1
  *   rotate_ca
@@ -127,7 +128,8 @@ static void
 set_broker (BoxNetwork *network, BoxBroker *broker)
 {
   record (network, g_strdup_printf ("set_broker%s",
-                                    G_OBJECT (broker) == G_OBJECT (network) ? "" : " (another)"));
+                                    broker == NULL ? " NULL"
+                                    : G_OBJECT (broker) == G_OBJECT (network) ? "" : " (another)"));
 }
 
 static gboolean
@@ -159,9 +161,16 @@ box_test_broker_finalize (GObject *object)
 }
 
 static void
+box_test_broker_stop (BoxPlugin *plugin)
+{
+  record (plugin, g_strdup ("stop"));
+}
+
+static void
 box_test_broker_class_init (BoxTestBrokerClass *klass)
 {
   G_OBJECT_CLASS (klass)->finalize = box_test_broker_finalize;
+  BOX_PLUGIN_CLASS (klass)->stop = box_test_broker_stop;
 }
 
 static void

@@ -445,6 +445,21 @@ test_guest_env (Ef *ef, gconstpointer user_data)
 }
 
 /* the build tree's plugins and the test module, in a directory of links */
+/* At stop the network lets go of the broker before any plugin stops (its
+ * proxy thread would otherwise hand connections to a stopped broker). */
+static void
+test_stop_order (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(GObject) held = g_object_ref (broker (ef));
+  GPtrArray *calls = g_object_get_data (held, "calls");
+
+  g_ptr_array_set_size (calls, 0);
+  ef_stop (ef);
+  g_assert_cmpuint (calls->len, ==, 2);
+  g_assert_cmpstr (g_ptr_array_index (calls, 0), ==, "set_broker NULL");
+  g_assert_cmpstr (g_ptr_array_index (calls, 1), ==, "stop");
+}
+
 static char *
 make_plugin_dir (void)
 {
@@ -499,6 +514,7 @@ main (int argc, char **argv)
   plugin_dir = make_plugin_dir ();
 #define ADD(path, func) g_test_add (path, Ef, NULL, set_up, func, ef_tear_down)
   ADD ("/engine-broker/without-secrets", test_without_secrets);
+  ADD ("/engine-broker/stop-order", test_stop_order);
   ADD ("/engine-broker/lifecycle", test_lifecycle);
   ADD ("/engine-broker/patch-refused", test_patch_refused);
   ADD ("/engine-broker/put-refused", test_put_refused);
