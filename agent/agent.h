@@ -65,3 +65,7 @@ void ba_poll_add (int fd, short events, BaPollFn fn, void *obj, int tag);
 /* Paths the tests override (--api-socket, --hooks-dir); NULL: none. */
 extern const char *ba_api_socket_path;
 extern const char *ba_hooks_dir;
+
+/* ---- trust.c: the op trust-ca (the broker CA); --trust-root DIR for tests */
+extern const char *ba_trust_root;
+void ba_trust_ca (int64_t id, const BaJson *m);

@@ -11,7 +11,8 @@
  * sessions stay, 10 minutes by default), --services-dir DIR and
  * --service-logs-dir DIR (supervised services; PID 1 uses
  * /var/lib/box/services and /var/log/box/services), --service-log-bytes N
- * (where logs rotate, 8 MiB), --service-grace-ms N (SIGTERM to SIGKILL).
+ * (where logs rotate, 8 MiB), --service-grace-ms N (SIGTERM to SIGKILL),
+ * --trust-root DIR (where trust-ca writes; PID 1 uses /).
  */
 
 #include <dirent.h>
@@ -400,6 +401,8 @@ dispatch (const BaJson *m)
     ba_jw_int (&b, "new_blocks", after);
     ba_jw_end (&b);
     ba_send_json (0, &b);
+  } else if (strcmp (op, "trust-ca") == 0) {
+    ba_trust_ca (id, m);
   } else if (strcmp (op, "sync") == 0) {
     sync ();
     ba_reply_begin (&b, id);
@@ -778,6 +781,8 @@ main (int argc, char **argv)
       ba_api_socket_path = argv[++i];
     else if (strcmp (argv[i], "--hooks-dir") == 0 && i + 1 < argc)
       ba_hooks_dir = argv[++i];
+    else if (strcmp (argv[i], "--trust-root") == 0 && i + 1 < argc)
+      ba_trust_root = argv[++i];
     else if (strcmp (argv[i], "--session-keep-ms") == 0 && i + 1 < argc)
       ba_session_keep_ms = atoll (argv[++i]);
     else if (strcmp (argv[i], "--services-dir") == 0 && i + 1 < argc)

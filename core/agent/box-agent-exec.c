@@ -232,6 +232,7 @@ box_agent_client_exec_run_finish (BoxAgentClient *self, GAsyncResult *result, GE
 
 /* ---- set-env ------------------------------------------------------------- */
 
+/* set-env and trust-ca: an empty answer */
 static void
 env_set (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -262,6 +263,34 @@ box_agent_client_set_env_async (BoxAgentClient *self, GHashTable *env, GCancella
 
 gboolean
 box_agent_client_set_env_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
+{
+  g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
+  return g_task_propagate_boolean (G_TASK (result), error);
+}
+
+/* ---- trust-ca ------------------------------------------------------------ */
+
+void
+box_agent_client_trust_ca_async (BoxAgentClient *self, GBytes *pem, GCancellable *cancellable,
+                                 GAsyncReadyCallback callback, gpointer user_data)
+{
+  g_autoptr(JsonObject) args = json_object_new ();
+  g_autofree char *text = NULL;
+  gsize len = 0;
+  const char *data;
+  GTask *task;
+
+  g_return_if_fail (BOX_IS_AGENT_CLIENT (self));
+  task = g_task_new (self, cancellable, callback, user_data);
+  g_task_set_source_tag (task, box_agent_client_trust_ca_async);
+  data = g_bytes_get_data (pem, &len);
+  text = g_strndup (data, len);
+  json_object_set_string_member (args, "pem", text);
+  box_agent_client_call_async (self, "trust-ca", args, cancellable, env_set, task);
+}
+
+gboolean
+box_agent_client_trust_ca_finish (BoxAgentClient *self, GAsyncResult *result, GError **error)
 {
   g_return_val_if_fail (g_task_is_valid (result, self), FALSE);
   return g_task_propagate_boolean (G_TASK (result), error);

@@ -44,6 +44,18 @@ gboolean        box_agent_client_set_env_finish     (BoxAgentClient *self,
                                                      GAsyncResult   *result,
                                                      GError        **error);
 
+/* trust-ca: the guest trusts @pem (the secrets broker's CA, PEM
+ * CERTIFICATE blocks, at most 16 KiB) in place of the one it trusted
+ * before: /etc/box/ca.pem and the system bundle (doc/AGENT-PROTOCOL.md). */
+void            box_agent_client_trust_ca_async     (BoxAgentClient       *self,
+                                                     GBytes               *pem,
+                                                     GCancellable         *cancellable,
+                                                     GAsyncReadyCallback   callback,
+                                                     gpointer              user_data);
+gboolean        box_agent_client_trust_ca_finish    (BoxAgentClient *self,
+                                                     GAsyncResult   *result,
+                                                     GError        **error);
+
 /* exec in a new session @session_id, chosen by the caller ("s-" + 10 of
  * [0-9a-z]); the stream is attached to it from offset 0.  Errors concern
  * starting the command (unknown user, executable not found, bad cwd:

@@ -10,9 +10,17 @@
  * broker; they are never logged, never in an event, never sent to a guest.
  * What the guest gets instead: for each secret, NAME=its placeholder in the
  * environment of everything it runs (box_engine_guest_env()).
+ *
+ * Every sandbox (secrets or not) trusts the broker's CA: the engine sends
+ * it (the agent's trust-ca, box_engine_send_ca()) after each create, fork,
+ * wake, boot and restore before the operation answers, and to every awake
+ * sandbox after a rotation.  A guest that does not take it is logged and
+ * runs on (its TLS to brokered hosts fails until its next wake).
  */
 #include "config.h"
 
+#include "box-agent-client.h"
+#include "box-agent-exec.h"
 #include "box-engine-ops-private.h"
 #include "box-storage-records.h"
 
@@ -156,6 +164,67 @@ box_engine_broker_reconcile (BoxEngine *self)
   }
 }
 
+typedef struct {
+  BoxEngine       *self;
+  char            *sandbox_id;
+  BoxEngineCaDone  done;
+  gpointer         data;
+} CaSend;
+
+static void
+ca_sent (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  CaSend *send = user_data;
+  g_autoptr(GError) error = NULL;
+
+  if (!box_agent_client_trust_ca_finish (BOX_AGENT_CLIENT (source), result, &error))
+    g_warning ("sandbox %s: the guest did not take the broker CA: %s", send->sandbox_id,
+               error->message);
+  if (send->done != NULL)
+    send->done (send->self, send->data);
+  g_object_unref (send->self);
+  g_free (send->sandbox_id);
+  g_free (send);
+}
+
+gboolean
+box_engine_send_ca (BoxEngine *self, const char *sandbox_id, BoxEngineCaDone done, gpointer data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) pem = NULL;
+  g_autoptr(BoxAgentClient) agent = NULL;
+  CaSend *send;
+
+  if (self->broker == NULL ||
+      !box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_GUEST_AGENT))
+    return FALSE;
+  pem = box_broker_get_ca_pem (self->broker, &error);
+  if (pem != NULL)
+    agent = box_hypervisor_get_agent (self->hypervisor, sandbox_id, &error);
+  if (agent == NULL) {
+    g_warning ("sandbox %s: the guest did not get the broker CA: %s", sandbox_id, error->message);
+    return FALSE;
+  }
+  send = g_new0 (CaSend, 1);
+  send->self = g_object_ref (self);
+  send->sandbox_id = g_strdup (sandbox_id);
+  send->done = done;
+  send->data = data;
+  box_agent_client_trust_ca_async (agent, pem, NULL, ca_sent, send);
+  return TRUE;
+}
+
+/* With a broker: TLS clients that do not read the system bundle by
+ * default are pointed at it (or, node, at the CA alone). */
+static const char *const ca_env[] = {
+  "NODE_EXTRA_CA_CERTS", "/etc/box/ca.pem",
+  "SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt",
+  "REQUESTS_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt",
+  "CARGO_HTTP_CAINFO", "/etc/ssl/certs/ca-certificates.crt",
+  "UV_NATIVE_TLS", "1",
+  NULL,
+};
+
 GHashTable *
 box_engine_guest_env (BoxEngine *self, const BoxSandbox *sandbox)
 {
@@ -163,6 +232,11 @@ box_engine_guest_env (BoxEngine *self, const BoxSandbox *sandbox)
 
   if (sandbox->env != NULL)
     box_engine_copy_map (env, sandbox->env);
+  /* the sandbox's own env wins over these */
+  for (guint i = 0; self->broker != NULL && ca_env[i] != NULL; i += 2) {
+    if (!g_hash_table_contains (env, ca_env[i]))
+      g_hash_table_insert (env, g_strdup (ca_env[i]), g_strdup (ca_env[i + 1]));
+  }
   /* a secret's name is never also in env (400 at create and PATCH) */
   for (guint i = 0; sandbox->secrets != NULL && sandbox->secrets[i] != NULL; i++) {
     g_autoptr(BoxSecret) secret = box_storage_secret_get (self->storage, sandbox->project,
@@ -193,8 +267,11 @@ box_engine_rotate_broker_ca (BoxEngine *self, guint *sandboxes, GError **error)
   for (guint i = 0; all != NULL && i < all->len; i++) {
     const BoxSandbox *sandbox = g_ptr_array_index (all, i);
 
-    if (sandbox->state == BOX_SANDBOX_STATE_RUNNING && sandbox->secrets != NULL &&
-        sandbox->secrets[0] != NULL)
+    if (sandbox->state != BOX_SANDBOX_STATE_RUNNING)
+      continue;
+    /* every awake guest trusts the new CA; asleep ones get it at wake */
+    box_engine_send_ca (self, sandbox->id, NULL, NULL);
+    if (sandbox->secrets != NULL && sandbox->secrets[0] != NULL)
       awake++;
   }
   if (sandboxes != NULL)

@@ -51,6 +51,8 @@ typedef struct {
   BoxSandboxState   from;        /* the state before a transition */
   GPtrArray        *egress;     /* expanded rules for the VM request */
   GHashTable       *guest_env;  /* the VM request's env (box_engine_guest_env()) */
+  gboolean          trust_ca;   /* box_engine_push_egress() ran: the broker CA goes
+                                 * to the guest before the op ends (a running sandbox) */
   /* an operation of another file (checkpoints): runs under the lock in
    * place of the kinds above, with its own data */
   void            (*run)         (BoxEngine *self, GTask *task);
@@ -93,8 +95,16 @@ gboolean          box_engine_broker_needs       (BoxEngine *self, const BoxSandb
 void              box_engine_drop_secrets       (BoxEngine *self, const char *sandbox_id);
 /* At start: the network gets the broker, every awake sandbox its secrets. */
 void              box_engine_broker_reconcile   (BoxEngine *self);
+/* box-engine-broker.c: sends the broker's CA to the guest of @sandbox_id
+ * (trust-ca); @done (may be NULL) runs once the guest answered or not, a
+ * failure logged.  FALSE, @done not called: nothing to send (no broker, no
+ * guest agent). */
+typedef void    (*BoxEngineCaDone)              (BoxEngine *self, gpointer data);
+gboolean          box_engine_send_ca            (BoxEngine *self, const char *sandbox_id,
+                                                 BoxEngineCaDone done, gpointer data);
 /* What the guest runs everything with: @sandbox's env and, for each secret
- * it uses, NAME=<its placeholder>.  A new table. */
+ * it uses, NAME=<its placeholder>; with a broker, the variables that point
+ * TLS clients at the bundle that trusts its CA.  A new table. */
 GHashTable       *box_engine_guest_env          (BoxEngine *self, const BoxSandbox *sandbox);
 /* The rules a network plugin enforces: includes expanded. */
 GPtrArray        *box_engine_expand_rules       (BoxEngine *self, GPtrArray *egress);

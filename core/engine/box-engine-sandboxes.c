@@ -254,7 +254,8 @@ box_engine_check_rules (BoxEngine *self, GPtrArray *egress, GError **error)
 
 /* Before the hypervisor runs the sandbox's code (create, fork, resume,
  * boot, restore): the broker gets its secrets (box-engine-broker.c) and
- * the network plugin the sandbox's rules, so that
+ * the network plugin the sandbox's rules (and, with a broker, its CA goes
+ * to the guest once it runs, box_engine_op_finish_ok()), so that
  * rules given at create or changed while it slept hold before the guest
  * runs.  The plugin keeps them for an ID it has no attachment for yet and
  * applies them when the hypervisor attaches (or rebinds a warm VM). */
@@ -264,6 +265,7 @@ box_engine_push_egress (BoxEngine *self, BoxEngineOp *op, GError **error)
   /* the broker holds its secrets before the network sends it there */
   if (!box_engine_push_secrets (self, op->sandbox, error))
     return FALSE;
+  op->trust_ca = self->broker != NULL;
   if (self->network == NULL)
     return TRUE;
   if (op->egress == NULL)
@@ -388,11 +390,24 @@ box_engine_op_start (BoxEngine *self, GTask *task, const char *id_or_name)
   box_engine_lock_sandbox_async (self, op->id, op_locked, task);
 }
 
+static void
+ca_sent (BoxEngine *self, gpointer data)
+{
+  box_engine_op_finish_ok (self, data);
+}
+
 void
 box_engine_op_finish_ok (BoxEngine *self, GTask *task)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
 
+  /* the guest that runs from now on trusts the broker CA before the answer */
+  if (op->trust_ca) {
+    op->trust_ca = FALSE;
+    if (op->sandbox->state == BOX_SANDBOX_STATE_RUNNING &&
+        box_engine_send_ca (self, op->id, ca_sent, task))
+      return;
+  }
   box_engine_unlock_sandbox (self, op->id);
   if (op->kind == BOX_ENGINE_OP_DELETE)
     g_task_return_boolean (task, TRUE);

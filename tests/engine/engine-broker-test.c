@@ -428,8 +428,14 @@ test_guest_env (Ef *ef, gconstpointer user_data)
   g_assert_cmpstr (box_agent_json_get_string (request, "op"), ==, "set-env");
   env = json_object_get_object_member (request, "env");
   g_assert_nonnull (env);
-  g_assert_cmpuint (json_object_get_size (env), ==, 2);
+  /* E, TOKEN and the five that point TLS clients at the broker CA */
+  g_assert_cmpuint (json_object_get_size (env), ==, 7);
   g_assert_cmpstr (json_object_get_string_member (env, "E"), ==, "e");
+  g_assert_cmpstr (json_object_get_string_member (env, "NODE_EXTRA_CA_CERTS"), ==,
+                   "/etc/box/ca.pem");
+  g_assert_cmpstr (json_object_get_string_member (env, "SSL_CERT_FILE"), ==,
+                   "/etc/ssl/certs/ca-certificates.crt");
+  g_assert_cmpstr (json_object_get_string_member (env, "UV_NATIVE_TLS"), ==, "1");
   g_assert_cmpstr (json_object_get_string_member (env, "TOKEN"), ==, "__box_token__");
   json_node_set_object (node, request);
   text = json_to_string (node, FALSE);
@@ -442,6 +448,171 @@ test_guest_env (Ef *ef, gconstpointer user_data)
   g_assert_no_error (error);
   g_assert_cmpstrv (after->secrets, ((const char *const[]) { "TOKEN", NULL }));
   assert_pushed (ef, sb->id, V1);
+}
+
+/* ---- the broker CA in every guest ---- */
+
+typedef struct {
+  Ef             *ef;
+  BoxAgentClient *client;
+} Handing;
+
+/* a new sandbox (create, fork) has the test's fake agent from its start */
+static void
+hand_agent (BoxEngine *engine, BoxEvent *event, gpointer user_data)
+{
+  Handing *h = user_data;
+  gboolean ok = FALSE;
+
+  if (g_strcmp0 (event->type, "sandbox.created") == 0)
+    g_signal_emit_by_name (h->ef->hv, "set-agent", event->sandbox, h->client, &ok);
+}
+
+/* Answers the guest's calls (their ops appended to @ops) until a
+ * trust-ca; its pem. */
+static char *
+serve_until_ca (FakeAgent *fake, GString *ops)
+{
+  for (;;) {
+    g_autoptr(JsonObject) request = fake_agent_read_request (fake);
+    const char *op = box_agent_json_get_string (request, "op");
+    g_autofree char *reply = NULL;
+    gint64 id = 0;
+
+    g_assert_true (box_agent_json_get_int (request, "id", &id));
+    g_string_append_printf (ops, "%s ", op);
+    reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true}", id);
+    fake_agent_send_json (fake, 0, reply);
+    if (g_strcmp0 (op, "trust-ca") == 0)
+      return g_strdup (box_agent_json_get_string (request, "pem"));
+  }
+}
+
+static void
+assert_ca_sent (FakeAgent *fake, const char *expected)
+{
+  g_autoptr(GString) ops = g_string_new (NULL);
+  g_autofree char *pem = serve_until_ca (fake, ops);
+
+  g_assert_cmpstr (ops->str, ==, "trust-ca ");
+  g_assert_cmpstr (pem, ==, expected);
+}
+
+static BoxSandbox *
+create_served (Ef *ef, FakeAgent *fake, const char *json, const char *ca)
+{
+  g_autoptr(JsonNode) body = json_from_string (json, NULL);
+  g_autoptr(BoxSandboxCreate) request = box_sandbox_create_from_json (body, NULL);
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+  EfWait wait = { 0 };
+  BoxSandbox *sandbox;
+
+  box_engine_create_sandbox_async (ef->engine, ef->project, request, NULL, ef_wait_cb, &wait);
+  assert_ca_sent (fake, ca);
+  result = ef_wait_result (ef, &wait);
+  sandbox = box_engine_create_sandbox_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+  return sandbox;
+}
+
+static void
+wake_served (Ef *ef, FakeAgent *fake, const char *id, const char *ca)
+{
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(BoxSandbox) woken = NULL;
+  g_autoptr(GError) error = NULL;
+  EfWait wait = { 0 };
+
+  box_engine_change_state_async (ef->engine, ef->project, id, BOX_STATE_REQUEST_WAKE, NULL,
+                                 ef_wait_cb, &wait);
+  assert_ca_sent (fake, ca);
+  result = ef_wait_result (ef, &wait);
+  woken = box_engine_change_state_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+}
+
+/* Every sandbox (secrets or not) gets the broker CA before its create,
+ * fork, wake and restore answer, every awake one after a rotation (an
+ * asleep one at its wake); a guest that cannot take it is logged and
+ * the operation succeeds. */
+static void
+test_trust_ca (Ef *ef, gconstpointer user_data)
+{
+  Handing h = { ef, NULL };
+  FakeAgent *fake = ef_fake_agent (ef, "sb-unused", &h.client);
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(BoxSandbox) sleeper = NULL;
+  g_autoptr(BoxSandbox) fork = NULL;
+  g_autoptr(BoxSandbox) restored = NULL;
+  g_autoptr(BoxSandbox) lost = NULL;
+  g_autoptr(BoxCheckpoint) cp = NULL;
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+  g_autofree char *from = NULL;
+  EfWait wait = { 0 };
+  gint64 until;
+  guint awake = 0;
+  gboolean ok = FALSE;
+
+  g_signal_connect (ef->engine, "event", G_CALLBACK (hand_agent), &h);
+  sb = create_served (ef, fake, "{}", "CA-0");
+  sleeper = create_served (ef, fake, "{}", "CA-0");
+  ef_change_ok (ef, sleeper->id, BOX_STATE_REQUEST_STOP);
+  ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_STOP);
+  wake_served (ef, fake, sb->id, "CA-0");
+
+  /* a rotation: the awake one at once, the stopped one at its wake */
+  g_assert_true (box_engine_rotate_broker_ca (ef->engine, &awake, &error));
+  g_assert_no_error (error);
+  assert_ca_sent (fake, "CA-1");
+  ef_settle (ef);
+  until = g_get_monotonic_time () + 100 * 1000;
+  while (g_get_monotonic_time () < until)
+    g_assert_false (fake_agent_poll (fake));
+  wake_served (ef, fake, sleeper->id, "CA-1");
+
+  /* a fork and a restore (of a stopped sandbox: no agent call before) */
+  ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_STOP);
+  cp = ef_checkpoint (ef, sb->id, FALSE, &error);
+  g_assert_no_error (error);
+  from = g_strdup_printf ("{\"from\": {\"sandbox\": \"%s\", \"checkpoint\": \"v1\"}}", sb->id);
+  fork = create_served (ef, fake, from, "CA-1");
+  box_engine_restore_checkpoint_async (ef->engine, ef->project, sb->id, "v1", NULL, ef_wait_cb,
+                                       &wait);
+  assert_ca_sent (fake, "CA-1");
+  result = ef_wait_result (ef, &wait);
+  restored = box_engine_restore_checkpoint_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+
+  /* no agent for a new sandbox: logged, and the create succeeds */
+  g_signal_handlers_disconnect_by_func (ef->engine, hand_agent, &h);
+  lost = ef_create_ok (ef, "{}");
+  g_assert_cmpint (ef_state (ef, lost->id), ==, BOX_SANDBOX_STATE_RUNNING);
+  g_assert_nonnull (strstr (log_text->str, "the guest did not get the broker CA"));
+  /* a guest that refuses it: logged, the wake succeeds */
+  g_signal_emit_by_name (ef->hv, "set-agent", lost->id, h.client, &ok);
+  ef_change_ok (ef, lost->id, BOX_STATE_REQUEST_STOP);
+  g_clear_object (&result);
+  wait = (EfWait) { 0 };
+  box_engine_change_state_async (ef->engine, ef->project, lost->id, BOX_STATE_REQUEST_WAKE, NULL,
+                                 ef_wait_cb, &wait);
+  {
+    g_autoptr(JsonObject) request = fake_agent_read_request (fake);
+    g_autofree char *reply = NULL;
+    gint64 id = 0;
+
+    g_assert_cmpstr (box_agent_json_get_string (request, "op"), ==, "trust-ca");
+    g_assert_true (box_agent_json_get_int (request, "id", &id));
+    reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":false,"
+                             "\"error\":{\"code\":\"invalid\",\"message\":\"no\"}}", id);
+    fake_agent_send_json (fake, 0, reply);
+  }
+  result = ef_wait_result (ef, &wait);
+  g_clear_pointer (&lost, box_sandbox_free);
+  lost = box_engine_change_state_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (strstr (log_text->str, "the guest did not take the broker CA"));
 }
 
 /* the build tree's plugins and the test module, in a directory of links */
@@ -523,6 +694,8 @@ main (int argc, char **argv)
   ADD ("/engine-broker/put-during-wake", test_put_during_wake);
   g_test_add ("/engine-broker/guest-env", Ef, "guest-agent,memory-snapshots", set_up,
               test_guest_env, ef_tear_down);
+  g_test_add ("/engine-broker/trust-ca", Ef, "guest-agent,memory-snapshots,checkpoints,fork", set_up,
+              test_trust_ca, ef_tear_down);
   status = g_test_run ();
   remove_plugin_dir (plugin_dir);
   g_free (plugin_dir);
