@@ -79,6 +79,11 @@ fill_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   gboolean ok;
   gint64 t0 = g_get_monotonic_time (), t1, t2;
 
+  if (g_atomic_int_get (&fill->cancelled)) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                         "the hypervisor is stopping");
+    return FALSE;
+  }
   if (!box_libvirt_make_vm_dir (dir, error) ||
       !box_libvirt_create_overlay (disk, backing, "qcow2", self->image->rootfs_bytes, error) ||
       !box_libvirt_give_to_qemu (self, disk, fill->uid, error))
@@ -107,6 +112,11 @@ fill_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   if (!ok)
     box_libvirt_domain_destroy (conn, fill->domain, NULL);
   virConnectClose (conn);
+  /* the plugin stopped while this ran: its stop already discarded the
+   * slot, so what this thread made after that (the directory, the
+   * overlay) goes here, or it would outlive boxd */
+  if (g_atomic_int_get (&fill->cancelled))
+    box_libvirt_remove_tree (dir, NULL);
   return ok;
 }
 
