@@ -185,7 +185,7 @@ test_lifecycle (Ef *ef, gconstpointer user_data)
   g_autofree char *expected = NULL;
 
   put_secret (ef, "TOKEN", V1);
-  take_calls (ef);
+  g_free (take_calls (ef));
   sb = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"]}");
   assert_pushed (ef, sb->id, V1);
   asleep = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"]}");
@@ -208,7 +208,7 @@ test_lifecycle (Ef *ef, gconstpointer user_data)
   /* a fork keeps the source's secrets; a restore hands them over again */
   cp = ef_checkpoint (ef, sb->id, FALSE, &error);
   g_assert_no_error (error);
-  take_calls (ef);
+  g_free (take_calls (ef));
   from = g_strdup_printf ("{\"from\": {\"sandbox\": \"%s\", \"checkpoint\": \"v1\"}}", sb->id);
   fork = ef_create_ok (ef, from);
   assert_pushed (ef, fork->id, V2);
@@ -261,7 +261,7 @@ test_patch_refused (Ef *ef, gconstpointer user_data)
 
   put_secret (ef, "TOKEN", V1);
   sb = ef_create_ok (ef, "{}");
-  take_calls (ef);
+  g_free (take_calls (ef));
   g_object_set_data (broker (ef), "fail", (gpointer) "refuse");
   g_assert_null (ef_update (ef, sb->id, "{\"secrets\": [\"TOKEN\"]}", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
@@ -275,7 +275,7 @@ test_patch_refused (Ef *ef, gconstpointer user_data)
   g_clear_error (&error);
   kept = box_engine_get_sandbox (ef->engine, "p", sb->id, NULL);
   g_assert_cmpstrv (kept->secrets, ((const char *const[]) { "TOKEN", NULL }));
-  take_calls (ef);
+  g_free (take_calls (ef));
 
   /* the next wake applies it */
   g_object_set_data (broker (ef), "fail", NULL);
@@ -298,7 +298,7 @@ assert_patch_undone (Ef *ef, const char *create_json, const char *fail, const ch
 
   put_secret (ef, "TOKEN", V1);
   sb = ef_create_ok (ef, create_json);
-  take_calls (ef);
+  g_free (take_calls (ef));
   g_object_set_data (broker (ef), fail, (gpointer) "refuse");
   g_assert_null (ef_update (ef, sb->id, "{\"secrets\": [\"TOKEN\"]}", &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
@@ -337,14 +337,14 @@ test_put_refused (Ef *ef, gconstpointer user_data)
 
   put_secret (ef, "TOKEN", V1);
   sb = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"]}");
-  take_calls (ef);
+  g_free (take_calls (ef));
 
   g_object_set_data (broker (ef), "fail", (gpointer) "refuse");
   g_assert_false (try_put_secret (ef, "TOKEN", V2, &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
   g_clear_error (&error);
   g_object_set_data (broker (ef), "fail", NULL);
-  take_calls (ef);
+  g_free (take_calls (ef));
   ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_PAUSE);
   ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_WAKE);
   assert_pushed (ef, sb->id, V1);   /* the old value again */
@@ -354,7 +354,7 @@ test_put_refused (Ef *ef, gconstpointer user_data)
   g_assert_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE);
   g_clear_error (&error);
   g_object_set_data (broker (ef), "fail", NULL);
-  take_calls (ef);
+  g_free (take_calls (ef));
   ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_PAUSE);
   ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_WAKE);
   assert_pushed (ef, sb->id, V2);   /* kept */
@@ -377,7 +377,7 @@ test_put_during_wake (Ef *ef, gconstpointer user_data)
   put_secret (ef, "TOKEN", V1);
   sb = ef_create_ok (ef, "{\"secrets\": [\"TOKEN\"]}");
   ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_PAUSE);
-  take_calls (ef);
+  g_free (take_calls (ef));
   rule = g_strdup_printf ("* delay ms=300 sandbox=%s", sb->id);
   ef_script (ef, rule);
   box_engine_change_state_async (ef->engine, ef->project, sb->id, BOX_STATE_REQUEST_WAKE, NULL,
