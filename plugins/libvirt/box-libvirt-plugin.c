@@ -52,17 +52,23 @@ G_DEFINE_FINAL_TYPE_WITH_CODE (BoxLibvirtPlugin, box_libvirt_plugin, BOX_TYPE_PL
 
 /* ---- shared helpers ---- */
 
+/* How long a stop waits for the jobs under way (box_libvirt_plugin_stop()). */
+#define BOX_LIBVIRT_STOP_WAIT_S 60
+
 typedef struct {
+  BoxLibvirtPlugin  *self;
   BoxLibvirtWorkFunc func;
   gpointer           data;
   GDestroyNotify     data_free;
 } Work;
 
+/* With the task: after its completion ran. */
 static void
 work_free (Work *work)
 {
   if (work->data_free != NULL)
     work->data_free (work->data);
+  g_atomic_int_add (&work->self->works, -1);
   g_free (work);
 }
 
@@ -89,11 +95,13 @@ box_libvirt_run_in_thread (BoxLibvirtPlugin *self, BoxLibvirtWorkFunc func, gpoi
   g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
   Work *work = g_new0 (Work, 1);
 
+  work->self = self;
   work->func = func;
   work->data = data;
   work->data_free = data_free;
   g_task_set_source_tag (task, box_libvirt_run_in_thread);
   g_task_set_task_data (task, work, (GDestroyNotify) work_free);
+  g_atomic_int_inc (&self->works);
   /* libvirt calls block (saving a VM's memory takes seconds): they go to
    * the plugin's own bounded pool, not GLib's, which everyone shares */
   g_thread_pool_push (self->workers, g_steal_pointer (&task), NULL);
@@ -572,6 +580,46 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   return TRUE;
 }
 
+typedef struct {
+  gint64   deadline;
+  gboolean over;
+} StopWait;
+
+/* Every 100 ms: the last job may end on a worker thread, which wakes no one. */
+static gboolean
+stop_wait_tick (gpointer user_data)
+{
+  StopWait *wait = user_data;
+
+  wait->over = g_get_monotonic_time () >= wait->deadline;
+  return G_SOURCE_CONTINUE;
+}
+
+/* boxd exits after the stop: the jobs under way (a pool VM being filled, a
+ * materialisation's helper, a sandbox's operation) run to their end, and
+ * their completions with them (a materialisation's cleanup is a job of its
+ * own), so that none leaves a domain or a VM directory behind.  The
+ * engine's API is down by now; what runs here is the plugins' own work. */
+static void
+wait_for_works (BoxLibvirtPlugin *self)
+{
+  g_autoptr(GMainContext) context = g_main_context_ref_thread_default ();
+  g_autoptr(GSource) tick = NULL;
+  StopWait wait = { g_get_monotonic_time () + BOX_LIBVIRT_STOP_WAIT_S * G_USEC_PER_SEC, FALSE };
+
+  if (g_atomic_int_get (&self->works) == 0)
+    return;
+  tick = g_timeout_source_new (100);
+  g_source_set_callback (tick, stop_wait_tick, &wait, NULL);
+  g_source_attach (tick, context);
+  while (g_atomic_int_get (&self->works) > 0 && !wait.over)
+    g_main_context_iteration (context, TRUE);
+  g_source_destroy (tick);
+  if (wait.over)
+    g_warning ("libvirt: %d jobs still under way %d s after the stop: what they leave, the "
+               "next start removes", g_atomic_int_get (&self->works), BOX_LIBVIRT_STOP_WAIT_S);
+}
+
 static void
 box_libvirt_plugin_stop (BoxPlugin *plugin)
 {
@@ -590,6 +638,7 @@ box_libvirt_plugin_stop (BoxPlugin *plugin)
   g_hash_table_iter_init (&iter, self->vms);
   while (g_hash_table_iter_next (&iter, NULL, &value))
     box_libvirt_set_agent (self, value, NULL);
+  wait_for_works (self);
 }
 
 static void

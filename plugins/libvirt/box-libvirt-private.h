@@ -308,6 +308,7 @@ struct _BoxLibvirtPlugin {
   gboolean           started;
   GCancellable      *cancellable;    /* cancelled at stop */
   GThreadPool       *workers;        /* box_libvirt_run_in_thread(), BOX_LIBVIRT_WORKERS at most */
+  gint               works;          /* atomic: jobs of box_libvirt_run_in_thread() not yet completed */
   guint              cold_running;   /* cold snapshots being made */
 
   GHashTable        *vms;            /* sandbox id -> BoxLibvirtVm* */

@@ -615,7 +615,14 @@ def delete_all_and_stop(t, d, key):
     for s in (r[2] or {}).get('sandboxes', []):
         t.status(d.request('DELETE', '/v1/sandboxes/%s' % s['name'], token=key), 204, 'delete %s' % s['name'])
     d.stop()
-    t.eq(d.leftovers(), [], 'no VM, VM dir or tap left')
+    left = d.leftovers()
+    t.eq(left, [], 'no VM, VM dir or tap left')
+    for what in left:
+        if what.startswith('dir '):
+            path = os.path.join(VM_DIR, what[4:])
+            t.comment('%s holds %s' % (what, sorted(os.listdir(path)) if os.path.isdir(path) else '?'))
+            vm_id = os.path.basename(path)
+            t.comment('boxd log lines naming it:\n' + '\n'.join(d.log_lines(vm_id)[-20:]))
 
 
 def main(tap, clock, *tests):
