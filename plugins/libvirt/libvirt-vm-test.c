@@ -8,9 +8,10 @@
  *
  * Env: BOX_VM_TEST_DIR   the plugin's vm_dir (default /var/tmp/box-vm-test;
  *                        template snapshots are kept there between runs)
- *      BOX_VM_TEST_BENCH N create/exec/pause/wake/destroy cycles timed
- *                        (default 1: the suite checks the cycle; figures come
- *                        from N = 20 run by hand, doc/PERFORMANCE.md)
+ *      BOX_VM_TEST_BENCH N /libvirt-vm/bench: N create/exec/pause/wake/destroy
+ *                        cycles timed (figures by hand with N = 20,
+ *                        doc/PERFORMANCE.md); without it that case is not
+ *                        registered: the other cases check each step
  *      BOX_VM_TEST_DISK_CACHE  the plugin's disk_cache (default writeback)
  */
 #include "config.h"
@@ -493,7 +494,7 @@ static void
 test_bench (void)
 {
   guint n = 1;
-  const char *env = g_getenv ("BOX_VM_TEST_BENCH");
+  const char *env = g_getenv ("BOX_VM_TEST_BENCH");  /* set: main() registers this case */
   g_autoptr(GArray) creates = g_array_new (FALSE, FALSE, sizeof (gdouble));
   g_autoptr(GArray) pauses = g_array_new (FALSE, FALSE, sizeof (gdouble));
   g_autoptr(GArray) wakes = g_array_new (FALSE, FALSE, sizeof (gdouble));
@@ -571,7 +572,8 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt-vm/stop-boot", test_stop_boot);
   g_test_add_func ("/libvirt-vm/stop-paused", test_stop_paused);
   g_test_add_func ("/libvirt-vm/restart", test_restart);
-  g_test_add_func ("/libvirt-vm/bench", test_bench);
+  if (g_getenv ("BOX_VM_TEST_BENCH") != NULL)
+    g_test_add_func ("/libvirt-vm/bench", test_bench);
   g_test_add_func ("/libvirt-vm/vm-lost", test_vm_lost);
   g_test_add_func ("/libvirt-vm/destroy", test_destroy);
   g_test_add_func ("/libvirt-vm/capacity", test_capacity);
