@@ -127,6 +127,8 @@ struct _BoxNftablesProxy {
   GHashTable        *guests;         /* addr -> Guest*; written by the proxy's thread */
   GArray            *blocked;        /* guint32 pairs: network, mask */
   BoxBroker         *broker;         /* or NULL */
+  guint              broker_calls;   /* wants/take_connection under way */
+  GCond              broker_idle;    /* signalled when broker_calls drops to 0 */
 };
 
 /* box-nftables-proxy.c; any thread */
@@ -135,8 +137,11 @@ void     box_nftables_proxy_mailbox_unref (Mailbox *mb);
 void     box_nftables_proxy_mailbox_post  (Mailbox *mb, Cmd *cmd);
 /* whether @addr lies in a blocked network; any thread */
 gboolean box_nftables_proxy_is_blocked    (BoxNftablesProxy *proxy, guint32 addr);
-/* (transfer full) (nullable): the broker; any thread */
+/* (transfer full) (nullable): the broker, for one call to it, which
+ * box_nftables_proxy_put_broker() ends (set_broker(NULL) waits for it);
+ * the proxy's thread */
 BoxBroker *box_nftables_proxy_get_broker  (BoxNftablesProxy *proxy);
+void       box_nftables_proxy_put_broker  (BoxNftablesProxy *proxy, BoxBroker *broker);
 
 /* box-nftables-proxy-conn.c */
 void     box_nftables_proxy_reset_fd      (int fd);

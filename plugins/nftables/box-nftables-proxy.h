@@ -79,7 +79,9 @@ gboolean box_nftables_proxy_set_blocked (BoxNftablesProxy *proxy, const char *co
                                          GError **error);
 
 /* The broker TLS connections to a secret's hosts go to (NULL: none, every
- * connection is spliced); a reference is kept. */
+ * connection is spliced); a reference is kept.  Returns only once no call
+ * to the previous broker (wants, take_connection) is under way, so that it
+ * may be stopped then. */
 void     box_nftables_proxy_set_broker (BoxNftablesProxy *proxy, BoxBroker *broker);
 
 /* The policy of @guest changed: each of its connections is checked again
