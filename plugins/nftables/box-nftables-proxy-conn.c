@@ -492,6 +492,19 @@ conn_read_head (BoxNftablesProxy *proxy, Conn *conn)
   }
 }
 
+/* The head timeout ran out.  On 443, a client that waits for its server
+ * to speak first (or sent too little to read a name from) is checked as a
+ * connection without a name: an unrestricted sandbox's goes to the address
+ * it dialled, a restricted one's is refused. */
+void
+box_nftables_proxy_conn_head_timeout (BoxNftablesProxy *proxy, Conn *conn)
+{
+  if (conn->tls)
+    conn_check (proxy, conn, NULL, "no ClientHello in time");
+  else
+    box_nftables_proxy_conn_close (proxy, conn, TRUE);
+}
+
 void
 box_nftables_proxy_conn_event (BoxNftablesProxy *proxy, Watch *watch, guint32 events)
 {

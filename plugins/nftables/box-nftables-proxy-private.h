@@ -158,6 +158,8 @@ void     box_nftables_proxy_conn_new      (BoxNftablesProxy *proxy, int fd, Gues
 void     box_nftables_proxy_conn_close    (BoxNftablesProxy *proxy, Conn *conn, gboolean reset);
 void     box_nftables_proxy_conn_event    (BoxNftablesProxy *proxy, Watch *watch, guint32 events);
 void     box_nftables_proxy_conn_connect_next (BoxNftablesProxy *proxy, Conn *conn);
+/* @conn's head deadline passed (STATE_HEAD) */
+void     box_nftables_proxy_conn_head_timeout (BoxNftablesProxy *proxy, Conn *conn);
 /* @conn's turn in `again` came: moves it on */
 void     box_nftables_proxy_conn_pump_again (BoxNftablesProxy *proxy, Conn *conn);
 void     box_nftables_proxy_conn_free     (Conn *conn);

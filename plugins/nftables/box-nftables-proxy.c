@@ -380,6 +380,8 @@ sweep (BoxNftablesProxy *proxy)
       continue;
     if (conn->state == STATE_CONNECTING)
       box_nftables_proxy_conn_connect_next (proxy, conn);
+    else if (conn->state == STATE_HEAD)
+      box_nftables_proxy_conn_head_timeout (proxy, conn);
     else
       box_nftables_proxy_conn_close (proxy, conn, TRUE);
   }

@@ -13,8 +13,10 @@
  * A sandbox that uses secrets ("brokered") has its TCP 443 redirected
  * here too.  Unrestricted, its connection goes to the address it dialled
  * (the original destination of the redirect, SO_ORIGINAL_DST), never to
- * the node itself nor a blocked network, also without a server name;
- * restricted, as above.  Either way, when the broker wants the name
+ * the node itself nor a blocked network, also without a server name: not
+ * TLS, or nothing within the head timeout (a protocol whose server speaks
+ * first), it is spliced there as it is; restricted, as above (no name, no
+ * pass).  Either way, when the broker wants the name
  * (box_broker_wants(), asked only after the policy allowed it), the proxy
  * connects upstream and then hands the sandbox's socket, the bytes read
  * so far and the upstream socket to box_broker_take_connection(): the

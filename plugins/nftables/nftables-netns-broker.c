@@ -521,3 +521,38 @@ broker_unset_waits (void)
   box_network_set_broker (BOX_NETWORK (world.plugin), BOX_BROKER (broker));
   set_brokered (ID_B, FALSE);
 }
+
+/* A protocol whose server speaks first on 443: no ClientHello comes.  b,
+ * unrestricted and brokered, is spliced to the address it dialled once the
+ * head timeout ends, and then talks both ways; a, restricted, is reset as
+ * any connection without a name. */
+void
+broker_server_first (void)
+{
+  g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  g_autoptr(GPtrArray) none = g_ptr_array_new ();
+  g_autoptr(GString) got = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean reset;
+  int fd;
+
+  broker_set_up ();
+  box_nftables_proxy_set_limits (world.plugin->proxy, 0, 300, 0);
+  set_brokered (ID_B, TRUE);
+  fd = open_held (world.b, INET, "443");   /* the greeting, within 2 s */
+  g_assert_cmpint (held_echo (fd), ==, 0);
+  close (fd);
+  set_brokered (ID_B, FALSE);
+
+  g_ptr_array_add (rules, rule_new (WANTED));
+  g_assert_true (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, rules, &error));
+  g_assert_no_error (error);
+  set_brokered (ID_A, TRUE);
+  got = exchange_bytes (world.a, INET, "443", "", 0, FALSE, &reset);
+  g_assert_cmpstr (got->str, ==, "");
+  g_assert_true (reset);
+  set_brokered (ID_A, FALSE);
+  g_assert_true (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, none, &error));
+  g_assert_no_error (error);
+  box_nftables_proxy_set_limits (world.plugin->proxy, 0, BOX_NFTABLES_PROXY_HEAD_TIMEOUT_MS, 0);
+}
