@@ -10,13 +10,9 @@
  * value that starts in the first BOX_BROKER_HTTP_CHECK_BYTES of a body is
  * found even if it ends after them.
  *
- * Requests get the rules only when they name the connection's host (its
- * verified server name): every Host and an absolute-form target's
- * authority.  One with no Host and an origin-form target, HTTP/1.1 too,
- * goes with its placeholders as they are (no injected header either):
- * the server may answer 400 as RFC 9112 3.2 says, or serve it from a
- * default virtual host the secret does not name.  Not a 400 of our own:
- * the server's answer is what the client would get without the broker.
+ * Only requests naming the connection's (verified) host get the rules;
+ * one without Host, HTTP/1.1 too, goes as it is (a server may serve it
+ * from a default virtual host), answered by the server, not by us.
  */
 #include "config.h"
 
