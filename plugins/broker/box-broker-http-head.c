@@ -365,9 +365,10 @@ box_broker_http_host_matches (const BoxBrokerHttpHead *head, const char *host)
       return FALSE;
     return TRUE;
   }
-  /* HTTP/1.1 without Host is answered 400 (RFC 9112 3.2); HTTP/1.0's goes
-   * to whatever host the server defaults to */
-  return has_host || strcmp (head->version, "HTTP/1.1") == 0;
+  /* without Host (and an origin-form target) the request names no host:
+   * a server need not answer HTTP/1.1's 400 (RFC 9112 3.2) and may take it
+   * to a default virtual host, HTTP/1.0's always does; no value goes */
+  return has_host;
 }
 
 /* @len bytes of @s with every placeholder of @rules (the ones that

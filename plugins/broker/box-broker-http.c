@@ -9,6 +9,10 @@
  * trailing bytes could still become a value (those are held back).  A
  * value that starts in the first BOX_BROKER_HTTP_CHECK_BYTES of a body is
  * found even if it ends after them.
+ *
+ * Only requests naming the connection's (verified) host get the rules;
+ * one without Host, HTTP/1.1 too, goes as it is (a server may serve it
+ * from a default virtual host), answered by the server, not by us.
  */
 #include "config.h"
 

@@ -62,7 +62,8 @@ typedef struct _BoxBrokerHttp BoxBrokerHttp;
 /* @host: the connection's host (the TLS server name, or the IP literal
  * connected to); the rules apply only to requests for it (every Host
  * header and an absolute-form target's authority name it, any case,
- * optionally with :443; an HTTP/1.0 request without either does not),
+ * optionally with :443; a request without either, HTTP/1.0 or 1.1, does
+ * not: it names no host, and a server may take it to any of its own),
  * others go with their placeholders as they are. */
 BoxBrokerHttp *box_broker_http_new       (GPtrArray *rules, const char *host);
 void           box_broker_http_free      (BoxBrokerHttp *http);

@@ -13,7 +13,9 @@
  * store; a failure closes the client before its handshake even starts),
  * then the client's handshake with a leaf for the host, then the pump
  * through box-broker-http, then closing (buffers drained, a few seconds at
- * most).  Epoll is level-triggered, and every event runs the whole step
+ * most).  The client's half-close (close_notify, or a bare FIN) is passed
+ * upstream as the same and the answers still flow back; the upstream's end
+ * closes both.  Epoll is level-triggered, and every event runs the whole step
  * function of its connection again, which reads whatever it may.
  */
 #include "config.h"
@@ -46,6 +48,9 @@ typedef struct {
   guint32          events;    /* registered with epoll; 0 = not registered */
   gboolean         eof;
   gboolean         broken;    /* the socket failed: nothing more is sent */
+  gboolean         bye;       /* a close_notify went into out */
+  gboolean         shut_wr;   /* a half-close to pass on: SHUT_WR once out is sent */
+  gboolean         fin;       /* the client's socket ended (kept from GnuTLS) */
 } Side;
 
 struct _Conn {
@@ -117,6 +122,13 @@ pull (gnutls_transport_ptr_t ptr, void *data, size_t len)
     }
   }
   n = recv (side->fd, data, len, 0);
+  if (n == 0 && side == &conn->side[CLIENT] && conn->state == PUMPING) {
+    /* a bare FIN is fatal to a GnuTLS session, which could then send no
+     * more: the pump sees it as the client's half-close instead */
+    side->fin = TRUE;
+    gnutls_transport_set_errno (side->tls, EAGAIN);
+    return -1;
+  }
   if (n < 0)
     gnutls_transport_set_errno (side->tls, errno);
   return n;
@@ -140,6 +152,10 @@ flush_side (Side *side)
   }
   if (side->broken)
     g_byte_array_set_size (side->out, 0);
+  else if (side->shut_wr && side->out->len == 0) {
+    (void) shutdown (side->fd, SHUT_WR);
+    side->shut_wr = FALSE;
+  }
 }
 
 static gboolean
@@ -234,15 +250,23 @@ conn_retire (Conn *conn)
 /* From now on nothing more is read; what is buffered still goes out, with
  * a TLS close where a session is up. */
 static void
+side_bye (Side *side)
+{
+  if (!side->bye)
+    gnutls_bye (side->tls, GNUTLS_SHUT_WR);
+  side->bye = TRUE;
+}
+
+static void
 conn_close (Conn *conn)
 {
   if (conn->state == CLOSING)
     return;
   if (conn->state == PUMPING) {
-    gnutls_bye (conn->side[CLIENT].tls, GNUTLS_SHUT_WR);
-    gnutls_bye (conn->side[UPSTREAM].tls, GNUTLS_SHUT_WR);
+    side_bye (&conn->side[CLIENT]);
+    side_bye (&conn->side[UPSTREAM]);
   } else if (conn->state == CLIENT_HANDSHAKE) {
-    gnutls_bye (conn->side[UPSTREAM].tls, GNUTLS_SHUT_WR);
+    side_bye (&conn->side[UPSTREAM]);
   }
   conn->state = CLOSING;
   conn->deadline = deadline_in (CLOSING_MS);
@@ -346,13 +370,22 @@ pump_from (Conn *conn, int from)
     gboolean can_answer = box_broker_http_can_answer (conn->http);
     gboolean ok;
 
-    if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
+    if ((n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED) && !src->fin)
       break;
+    if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
+      n = 0;   /* the client's bare FIN (pull) */
     if (n < 0 && !gnutls_error_is_fatal ((int) n) && ++warnings <= 16)
       continue;   /* a warning alert, a renegotiation asked: ignored, a few */
     g_byte_array_set_size (plain, 0);
     if (n == 0 || n == GNUTLS_E_PREMATURE_TERMINATION) {
       src->eof = TRUE;
+      /* the client's half-close (a close_notify or a bare FIN: the
+       * sandbox is the only one on its path) goes upstream as one, a
+       * close_notify and a FIN; its session can still send the answers */
+      if (from == CLIENT) {
+        side_bye (dst);
+        dst->shut_wr = TRUE;
+      }
       ok = from == CLIENT || box_broker_http_upstream_eof (conn->http, plain, &error);
     } else if (n < 0) {
       g_debug ("broker: %s: %s", conn->host, gnutls_strerror ((int) n));
@@ -377,8 +410,10 @@ pump_from (Conn *conn, int from)
       conn_close (conn);
       return FALSE;
     }
-    if (src->eof) {
-      /* one side is done: what the other has is sent, then both close */
+    if (src->eof && from == UPSTREAM) {
+      /* the answers are done: what the client has is sent, then both
+       * close (the client's end alone only half-closes: the answers to
+       * what it sent still come, until the upstream ends or idles) */
       conn_close (conn);
       return FALSE;
     }

@@ -11,6 +11,9 @@
 #include "box-error.h"
 #include "broker-http-test-util.h"
 
+/* The Host header naming the connection's host: without it no value goes. */
+#define H "Host: " TEST_HOST "\r\n"
+
 static void
 test_replace_places (void)
 {
@@ -37,11 +40,11 @@ test_replace_places (void)
   assert_through (rules, in, expected);
   /* a Bearer token and a Basic credential that is not base64 */
   assert_through (rules,
-                  "GET / HTTP/1.1\r\nAuthorization: Bearer __box_token__\r\n\r\n",
-                  "GET / HTTP/1.1\r\nAuthorization: Bearer s3cr3t-t0ken\r\n\r\n");
+                  "GET / HTTP/1.1\r\n" H "Authorization: Bearer __box_token__\r\n\r\n",
+                  "GET / HTTP/1.1\r\n" H "Authorization: Bearer s3cr3t-t0ken\r\n\r\n");
   assert_through (rules,
-                  "GET / HTTP/1.1\r\nAuthorization: Basic not*base64__box_key__\r\n\r\n",
-                  "GET / HTTP/1.1\r\nAuthorization: Basic not*base64KEYVALUE\r\n\r\n");
+                  "GET / HTTP/1.1\r\n" H "Authorization: Basic not*base64__box_key__\r\n\r\n",
+                  "GET / HTTP/1.1\r\n" H "Authorization: Basic not*base64KEYVALUE\r\n\r\n");
   /* bare LF line ends are read, and written as CRLF */
   assert_through (rules, "GET /__box_key__ HTTP/1.0\nHost: " TEST_HOST "\nX: 1\n\n",
                   "GET /KEYVALUE HTTP/1.0\r\nHost: " TEST_HOST "\r\nX: 1\r\n\r\n");
@@ -51,8 +54,8 @@ test_replace_places (void)
 
     g_ptr_array_add (chain, rule_new ("__box_a__", "__box_b__", NULL, NULL, NULL));
     g_ptr_array_add (chain, rule_new ("__box_b__", "B", NULL, NULL, NULL));
-    assert_through (chain, "GET / HTTP/1.1\r\nX: __box_a__ __box_b__\r\n\r\n",
-                    "GET / HTTP/1.1\r\nX: __box_b__ B\r\n\r\n");
+    assert_through (chain, "GET / HTTP/1.1\r\n" H "X: __box_a__ __box_b__\r\n\r\n",
+                    "GET / HTTP/1.1\r\n" H "X: __box_b__ B\r\n\r\n");
   }
 }
 
@@ -63,9 +66,9 @@ test_value_not_for_target (void)
 
   /* a value with a space cannot go in the request line; in a header it can */
   g_ptr_array_add (rules, rule_new ("__box_x__", "a b", NULL, NULL, NULL));
-  assert_through (rules, "GET / HTTP/1.1\r\nX: __box_x__\r\n\r\n",
-                  "GET / HTTP/1.1\r\nX: a b\r\n\r\n");
-  assert_refused (rules, "GET /__box_x__ HTTP/1.1\r\n\r\n");
+  assert_through (rules, "GET / HTTP/1.1\r\n" H "X: __box_x__\r\n\r\n",
+                  "GET / HTTP/1.1\r\n" H "X: a b\r\n\r\n");
+  assert_refused (rules, "GET /__box_x__ HTTP/1.1\r\n" H "\r\n");
 }
 
 static void
@@ -73,27 +76,27 @@ test_bodies_untouched (void)
 {
   g_autoptr(GPtrArray) rules = two_rules ();
   const char *in =
-    "POST /__box_key__ HTTP/1.1\r\nContent-Length: 27\r\n\r\n"
+    "POST /__box_key__ HTTP/1.1\r\n" H "Content-Length: 27\r\n\r\n"
     "body __box_key__ GET / HTTP"
-    "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    "POST /c HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n"
     "b;ext=1\r\n__box_key__\r\n"
     "3\r\nxyz\r\n0\r\nX-Trailer: __box_key__\r\n\r\n"
-    "GET /__box_token__ HTTP/1.1\r\n\r\n";
+    "GET /__box_token__ HTTP/1.1\r\n" H "\r\n";
   const char *expected =
-    "POST /KEYVALUE HTTP/1.1\r\nContent-Length: 27\r\n\r\n"
+    "POST /KEYVALUE HTTP/1.1\r\n" H "Content-Length: 27\r\n\r\n"
     "body __box_key__ GET / HTTP"
-    "POST /c HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    "POST /c HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n"
     "b;ext=1\r\n__box_key__\r\n"
     "3\r\nxyz\r\n0\r\nX-Trailer: __box_key__\r\n\r\n"
-    "GET /s3cr3t-t0ken HTTP/1.1\r\n\r\n";
+    "GET /s3cr3t-t0ken HTTP/1.1\r\n" H "\r\n";
 
   assert_through (rules, in, expected);
   /* pipelined, with empty lines between requests */
   assert_through (rules,
-                  "GET /1?__box_key__ HTTP/1.1\r\n\r\n\r\nGET /2 HTTP/1.1\r\nX: __box_key__\r\n\r\n"
-                  "HEAD /3 HTTP/1.1\r\n\r\n",
-                  "GET /1?KEYVALUE HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\nX: KEYVALUE\r\n\r\n"
-                  "HEAD /3 HTTP/1.1\r\n\r\n");
+                  "GET /1?__box_key__ HTTP/1.1\r\n" H "\r\n\r\nGET /2 HTTP/1.1\r\n" H "X: __box_key__\r\n\r\n"
+                  "HEAD /3 HTTP/1.1\r\n" H "\r\n",
+                  "GET /1?KEYVALUE HTTP/1.1\r\n" H "\r\nGET /2 HTTP/1.1\r\n" H "X: KEYVALUE\r\n\r\n"
+                  "HEAD /3 HTTP/1.1\r\n" H "\r\n");
 }
 
 static void
@@ -109,14 +112,17 @@ test_inject (void)
                   "GET /__box_api__ HTTP/1.1\r\nHost: api.example.com\r\nX: T\r\n"
                   "X-Api-Key: Key V4LUE / V4LUE\r\n\r\n");
   /* set on a request that has no placeholder at all */
-  assert_through (rules, "GET / HTTP/1.1\r\n\r\n",
-                  "GET / HTTP/1.1\r\nX-Api-Key: Key V4LUE / V4LUE\r\n\r\n");
+  assert_through (rules, "GET / HTTP/1.1\r\n" H "\r\n",
+                  "GET / HTTP/1.1\r\n" H "X-Api-Key: Key V4LUE / V4LUE\r\n\r\n");
+  /* but not on one that names no host */
+  assert_through (rules, "GET / HTTP/1.1\r\nX: __box_token__\r\n\r\n",
+                  "GET / HTTP/1.1\r\nX: __box_token__\r\n\r\n");
   /* a format that would start another header is refused, not written */
   {
     g_autoptr(GPtrArray) broken = rules_new ();
 
     g_ptr_array_add (broken, rule_new ("__box_api__", "V", "X-Api-Key", "{value}\r\nHost: evil", NULL));
-    assert_refused (broken, "GET / HTTP/1.1\r\n\r\n");
+    assert_refused (broken, "GET / HTTP/1.1\r\n" H "\r\n");
   }
 }
 
@@ -155,13 +161,13 @@ test_path_prefix (void)
   }
   g_ptr_array_add (rules, rule_new ("__box_a__", "A", NULL, NULL, "/v1"));
   g_ptr_array_add (rules, rule_new ("__box_b__", "B", "X-B", "{value}", "/v2"));
-  assert_through (rules, "GET /v1/x?__box_a__ HTTP/1.1\r\nX: __box_a__\r\n\r\n",
-                  "GET /v1/x?A HTTP/1.1\r\nX: A\r\n\r\n");
+  assert_through (rules, "GET /v1/x?__box_a__ HTTP/1.1\r\n" H "X: __box_a__\r\n\r\n",
+                  "GET /v1/x?A HTTP/1.1\r\n" H "X: A\r\n\r\n");
   /* no match: the placeholder stays, the injected header is not set */
-  assert_through (rules, "GET /v1/../v3?__box_a__ HTTP/1.1\r\nX: __box_a__\r\nX-B: mine\r\n\r\n",
-                  "GET /v1/../v3?__box_a__ HTTP/1.1\r\nX: __box_a__\r\nX-B: mine\r\n\r\n");
-  assert_through (rules, "GET /v2 HTTP/1.1\r\nX: __box_a__\r\nX-B: mine\r\n\r\n",
-                  "GET /v2 HTTP/1.1\r\nX: __box_a__\r\nX-B: B\r\n\r\n");
+  assert_through (rules, "GET /v1/../v3?__box_a__ HTTP/1.1\r\n" H "X: __box_a__\r\nX-B: mine\r\n\r\n",
+                  "GET /v1/../v3?__box_a__ HTTP/1.1\r\n" H "X: __box_a__\r\nX-B: mine\r\n\r\n");
+  assert_through (rules, "GET /v2 HTTP/1.1\r\n" H "X: __box_a__\r\nX-B: mine\r\n\r\n",
+                  "GET /v2 HTTP/1.1\r\n" H "X: __box_a__\r\nX-B: B\r\n\r\n");
 }
 
 static void
@@ -171,36 +177,36 @@ test_smuggling (void)
   g_autofree char *huge = NULL;
   g_autofree char *filler = g_strnfill (BOX_BROKER_HTTP_MAX_HEAD, 'a');
   const char *refused[] = {
-    "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
-    "POST / HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
-    "POST / HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n",
-    "POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
-    "POST / HTTP/1.1\r\nContent-Length: +3\r\n\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Content-Length: 3\r\nContent-Length: 4\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Content-Length: 3, 3\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Content-Length: -1\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Content-Length: +3\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: gzip, chunked\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked, chunked\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: gzip\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n",
     "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-    "GET / HTTP/1.1\r\nX: a\r\n  folded\r\n\r\n",
-    "GET / HTTP/1.1\r\nX : a\r\n\r\n",
-    "GET / HTTP/1.1\r\nX Y: a\r\n\r\n",
-    "GET / HTTP/1.1\r\n: a\r\n\r\n",
-    "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
-    "GET / HTTP/1.1\r\nX: a\x01\r\n\r\n",
+    "GET / HTTP/1.1\r\n" H "X: a\r\n  folded\r\n\r\n",
+    "GET / HTTP/1.1\r\n" H "X : a\r\n\r\n",
+    "GET / HTTP/1.1\r\n" H "X Y: a\r\n\r\n",
+    "GET / HTTP/1.1\r\n" H ": a\r\n\r\n",
+    "GET / HTTP/1.1\r\n" H "X: a\rb\r\n\r\n",
+    "GET / HTTP/1.1\r\n" H "X: a\x01\r\n\r\n",
     "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
-    "POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer_Encoding: chunked\r\n\r\n",
-    "POST / HTTP/1.1\r\ncontent_length: 4\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "Content-Length: 4\r\nTransfer_Encoding: chunked\r\n\r\n",
+    "POST / HTTP/1.1\r\n" H "content_length: 4\r\n\r\n",
     "GET /  HTTP/1.1\r\n\r\n",
     "GET / HTTP/2.0\r\n\r\n",
-    "GET /a#b HTTP/1.1\r\n\r\n",
-    "CONNECT h:443 HTTP/1.1\r\n\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nz\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1000000000000000\r\n",
-    "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\n\r\n",
-    "GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 1\r\n\r\nx",
+    "GET /a#b HTTP/1.1\r\n" H "\r\n",
+    "CONNECT h:443 HTTP/1.1\r\n" H "\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\nz\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n3\nabc\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n3\r\nabcX",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n1000000000000000\r\n",
+    "POST / HTTP/1.1\r\n" H "Transfer-Encoding: chunked\r\n\r\n0\r\nX: 1\n\r\n",
+    "GET / HTTP/1.1\r\n" H "Upgrade: websocket\r\nConnection: Upgrade\r\nContent-Length: 1\r\n\r\nx",
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (refused); i++) {
@@ -208,12 +214,12 @@ test_smuggling (void)
     assert_refused (rules, refused[i]);
   }
   /* identical duplicates and upper-case chunked are fine */
-  assert_through (rules, "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
-                  "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx");
-  assert_through (rules, "POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n0\r\n\r\n",
-                  "POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n0\r\n\r\n");
+  assert_through (rules, "POST / HTTP/1.1\r\n" H "Content-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+                  "POST / HTTP/1.1\r\n" H "Content-Length: 1\r\nContent-Length: 1\r\n\r\nx");
+  assert_through (rules, "POST / HTTP/1.1\r\n" H "Transfer-Encoding: Chunked\r\n\r\n0\r\n\r\n",
+                  "POST / HTTP/1.1\r\n" H "Transfer-Encoding: Chunked\r\n\r\n0\r\n\r\n");
   /* a head of 64 KiB is refused, also when it never ends */
-  huge = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", filler);
+  huge = g_strdup_printf ("GET / HTTP/1.1\r\n" H "X: %s\r\n\r\n", filler);
   assert_refused (rules, huge);
   huge[strlen (huge) - 4] = '\0';
   assert_refused (rules, huge);
@@ -241,7 +247,6 @@ test_host (void)
     "GET /__box_key__ HTTP/1.1\r\nHost: API.Example.COM:443\r\n\r\n",
     "GET https://api.example.com/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
     "GET https://api.example.com:443?__box_key__ HTTP/1.1\r\n\r\n",
-    "GET /__box_key__ HTTP/1.1\r\n\r\n",
   };
   const char *other[] = {
     "GET /__box_key__ HTTP/1.1\r\nHost: other.example.com\r\n\r\n",
@@ -251,7 +256,11 @@ test_host (void)
     "GET https://other.example.com/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
     "GET https://api.example.com@other/__box_key__ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
     "GET https://api.example.com/__box_key__ HTTP/1.1\r\nHost: other\r\n\r\n",
+    /* no Host: no host named, whatever the version (a server may take
+     * it to a default virtual host) */
     "GET /__box_key__ HTTP/1.0\r\n\r\n",
+    "GET /__box_key__ HTTP/1.1\r\n\r\n",
+    "GET /a?__box_token__ HTTP/1.1\r\nX: __box_key__\r\n\r\n",
   };
 
   for (gsize i = 0; i < G_N_ELEMENTS (same); i++) {
@@ -292,21 +301,21 @@ test_identity (void)
 
   g_ptr_array_add (rules, rule_new ("__box_api__", "APIVAL", "X-Api", "{value}", "/api"));
   /* a value in the request: the answer is asked for uncompressed */
-  out = client_through (rules, "GET /__box_key__ HTTP/1.1\r\nAccept-Encoding: gzip, br\r\n"
+  out = client_through (rules, "GET /__box_key__ HTTP/1.1\r\n" H "Accept-Encoding: gzip, br\r\n"
                         "X: 1\r\naccept-encoding: deflate\r\n\r\n", &error);
   g_assert_no_error (error);
-  g_assert_cmpstr (out, ==, "GET /KEYVALUE HTTP/1.1\r\nAccept-Encoding: identity\r\nX: 1\r\n\r\n");
+  g_assert_cmpstr (out, ==, "GET /KEYVALUE HTTP/1.1\r\n" H "Accept-Encoding: identity\r\nX: 1\r\n\r\n");
   g_clear_pointer (&out, g_free);
-  out = client_through (rules, "GET / HTTP/1.1\r\nX: __box_token__\r\n\r\n", &error);
-  g_assert_cmpstr (out, ==, "GET / HTTP/1.1\r\nX: s3cr3t-t0ken\r\nAccept-Encoding: identity\r\n\r\n");
+  out = client_through (rules, "GET / HTTP/1.1\r\n" H "X: __box_token__\r\n\r\n", &error);
+  g_assert_cmpstr (out, ==, "GET / HTTP/1.1\r\n" H "X: s3cr3t-t0ken\r\nAccept-Encoding: identity\r\n\r\n");
   g_clear_pointer (&out, g_free);
-  out = client_through (rules, "GET /api HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n", &error);
-  g_assert_cmpstr (out, ==, "GET /api HTTP/1.1\r\nAccept-Encoding: identity\r\nX-Api: APIVAL\r\n\r\n");
+  out = client_through (rules, "GET /api HTTP/1.1\r\n" H "Accept-Encoding: gzip\r\n\r\n", &error);
+  g_assert_cmpstr (out, ==, "GET /api HTTP/1.1\r\n" H "Accept-Encoding: identity\r\nX-Api: APIVAL\r\n\r\n");
   g_clear_pointer (&out, g_free);
   /* no value: as the client asked */
-  out = client_through (rules, "GET / HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n", &error);
+  out = client_through (rules, "GET / HTTP/1.1\r\n" H "Accept-Encoding: gzip\r\n\r\n", &error);
   g_assert_no_error (error);
-  g_assert_cmpstr (out, ==, "GET / HTTP/1.1\r\nAccept-Encoding: gzip\r\n\r\n");
+  g_assert_cmpstr (out, ==, "GET / HTTP/1.1\r\n" H "Accept-Encoding: gzip\r\n\r\n");
 }
 
 static void
@@ -314,13 +323,13 @@ test_websocket (void)
 {
   g_autoptr(GPtrArray) rules = two_rules ();
   Conn conn;
-  const char *upgrade = "GET /ws?t=__box_token__ HTTP/1.1\r\nUpgrade: websocket\r\n"
+  const char *upgrade = "GET /ws?t=__box_token__ HTTP/1.1\r\n" H "Upgrade: websocket\r\n"
                         "Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: k\r\n\r\n";
   const guint8 frame[] = { 0x81, 0x8b, 0, 0, 0, 0, '_', '_', 'b', 'o', 'x', '_', 'k', 'e', 'y', '_', '_' };
 
   conn_init (&conn, rules);
   g_assert_true (conn_client (&conn, upgrade));
-  assert_bytes (conn.up, "GET /ws?t=s3cr3t-t0ken HTTP/1.1\r\nUpgrade: websocket\r\n"
+  assert_bytes (conn.up, "GET /ws?t=s3cr3t-t0ken HTTP/1.1\r\n" H "Upgrade: websocket\r\n"
                 "Connection: keep-alive, Upgrade\r\nSec-WebSocket-Key: k\r\n\r\n");
   /* sent before the answer: held */
   g_assert_true (conn_client (&conn, "early __box_key__"));
@@ -335,8 +344,8 @@ test_websocket (void)
   g_assert_cmpmem (conn.up->data + 17, sizeof frame, frame, sizeof frame);
   /* the client's frames are a tunnel; the server's first bytes are
    * checked as a body (an echo of the handshake's credential) */
-  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\nX: __box_key__\r\n\r\n"));
-  assert_bytes (conn.up, "GET / HTTP/1.1\r\nX: __box_key__\r\n\r\n");
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n" H "X: __box_key__\r\n\r\n"));
+  assert_bytes (conn.up, "GET / HTTP/1.1\r\n" H "X: __box_key__\r\n\r\n");
   g_assert_true (conn_upstream (&conn, "frame s3cr3t-"));
   assert_bytes (conn.down, "frame ");
   g_assert_false (conn_upstream (&conn, "t0ken"));
@@ -372,16 +381,16 @@ test_websocket (void)
   /* refused: what the client sent meanwhile is read as requests */
   conn_init (&conn, rules);
   g_assert_true (conn_client (&conn, upgrade));
-  g_assert_true (conn_client (&conn, "GET /__box_key__ HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET /__box_key__ HTTP/1.1\r\n" H "\r\n"));
   g_assert_cmpuint (conn.up->len, ==, 0);
   g_assert_true (conn_upstream (&conn, "HTTP/1.1 400 No\r\nContent-Length: 2\r\n\r\nno"));
   g_assert_true (conn_client (&conn, ""));
-  assert_bytes (conn.up, "GET /KEYVALUE HTTP/1.1\r\n\r\n");
+  assert_bytes (conn.up, "GET /KEYVALUE HTTP/1.1\r\n" H "\r\n");
   conn_clear (&conn);
 
   /* a 101 nobody asked for */
   conn_init (&conn, rules);
-  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n" H "\r\n"));
   g_assert_false (conn_upstream (&conn, "HTTP/1.1 101 Switching Protocols\r\n\r\n"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_INVALID);
   g_assert_cmpuint (conn.down->len, ==, 0);
@@ -398,8 +407,8 @@ test_h2c (void)
                   "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\nX: __box_key__\r\n\r\n",
                   "GET / HTTP/1.1\r\nHost: api.example.com\r\nX: KEYVALUE\r\n\r\n");
   assert_through (rules,
-                  "GET / HTTP/1.1\r\nConnection: keep-alive, upgrade\r\nUpgrade: h2c, foo\r\n\r\n",
-                  "GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n");
+                  "GET / HTTP/1.1\r\n" H "Connection: keep-alive, upgrade\r\nUpgrade: h2c, foo\r\n\r\n",
+                  "GET / HTTP/1.1\r\n" H "Connection: keep-alive\r\n\r\n");
 }
 
 static void
@@ -409,14 +418,14 @@ test_continue (void)
   Conn conn;
 
   conn_init (&conn, rules);
-  g_assert_true (conn_client (&conn, "PUT /__box_key__ HTTP/1.1\r\nExpect: 100-continue\r\n"
+  g_assert_true (conn_client (&conn, "PUT /__box_key__ HTTP/1.1\r\n" H "Expect: 100-continue\r\n"
                               "Content-Length: 4\r\n\r\n"));
-  assert_bytes (conn.up, "PUT /KEYVALUE HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n");
+  assert_bytes (conn.up, "PUT /KEYVALUE HTTP/1.1\r\n" H "Expect: 100-continue\r\nContent-Length: 4\r\n\r\n");
   g_assert_true (conn_upstream (&conn, "HTTP/1.1 100 Continue\r\n\r\n"));
   assert_bytes (conn.down, "HTTP/1.1 100 Continue\r\n\r\n");
   g_assert_true (box_broker_http_can_answer (conn.http));
-  g_assert_true (conn_client (&conn, "dataGET /2 HTTP/1.1\r\n\r\n"));
-  assert_bytes (conn.up, "dataGET /2 HTTP/1.1\r\n\r\n");
+  g_assert_true (conn_client (&conn, "dataGET /2 HTTP/1.1\r\n" H "\r\n"));
+  assert_bytes (conn.up, "dataGET /2 HTTP/1.1\r\n" H "\r\n");
   g_assert_true (conn_upstream (&conn, "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
                                 "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"));
   assert_bytes (conn.down, "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
@@ -432,7 +441,7 @@ static void
 test_answers_framing (void)
 {
   g_autoptr(GPtrArray) rules = two_rules ();
-  const char *three = "GET /1 HTTP/1.1\r\n\r\nHEAD /2 HTTP/1.1\r\n\r\nGET /3 HTTP/1.1\r\n\r\n";
+  const char *three = "GET /1 HTTP/1.1\r\n" H "\r\nHEAD /2 HTTP/1.1\r\n" H "\r\nGET /3 HTTP/1.1\r\n" H "\r\n";
 
   /* HEAD's answer has no body though it names a length */
   assert_answers (rules, three,
@@ -445,21 +454,21 @@ test_answers_framing (void)
                   "HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n"
                   "HTTP/1.0 200 OK\r\n\r\nuntil close s3cr3t-t0ke", TRUE);
   /* until close: a value at the very end is still found at the close */
-  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n" H "\r\n",
                        "HTTP/1.1 200 OK\r\n\r\nuntil close s3cr3t-t0ken", BOX_ERROR_BROKER_FAILED);
   /* the server closes in a head */
-  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n", "HTTP/1.1 200 OK\r\nX:", BOX_ERROR_INVALID);
-  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n" H "\r\n", "HTTP/1.1 200 OK\r\nX:", BOX_ERROR_INVALID);
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n" H "\r\n",
                        "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
                        BOX_ERROR_INVALID);
-  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n", "HTTP/9 200\r\n\r\n", BOX_ERROR_INVALID);
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n" H "\r\n", "HTTP/9 200\r\n\r\n", BOX_ERROR_INVALID);
 }
 
 static void
 test_answers_checked (void)
 {
   g_autoptr(GPtrArray) rules = two_rules ();
-  const char *get = "GET / HTTP/1.1\r\n\r\n";
+  const char *get = "GET / HTTP/1.1\r\n" H "\r\n";
   g_autofree char *filler = g_strnfill (BOX_BROKER_HTTP_CHECK_BYTES, 'x');
   g_autofree char *late = g_strdup_printf ("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%sKEYVALUE",
                                            BOX_BROKER_HTTP_CHECK_BYTES + 8, filler);
@@ -512,22 +521,22 @@ test_chunk_value (void)
 
   /* the chunks' data is checked, not the framing: a value split by a
    * chunk boundary (or an extension) is found too */
-  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n" H "\r\n",
                        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                        "3\r\nKEY\r\n5\r\nVALUE\r\n0\r\n\r\n", BOX_ERROR_BROKER_FAILED);
-  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n" H "\r\n",
                        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                        "1;a=b\r\nK\r\n2\r\nEY\r\n5\r\nVALUE\r\n", BOX_ERROR_BROKER_FAILED);
   /* a value's start held across chunks goes out when it turns out not to
    * be one */
-  assert_answers (rules, "GET / HTTP/1.1\r\n\r\n",
+  assert_answers (rules, "GET / HTTP/1.1\r\n" H "\r\n",
                   "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                   "3\r\nKEY\r\n5\r\nVALUx\r\n2\r\nKE\r\n0\r\n\r\n", FALSE);
-  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n" H "\r\n",
                        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                        "a\r\n KEYVALUE \r\n0\r\n\r\n", BOX_ERROR_BROKER_FAILED);
   /* trailers are part of the body's bytes */
-  assert_answer_fails (rules, "GET / HTTP/1.1\r\n\r\n",
+  assert_answer_fails (rules, "GET / HTTP/1.1\r\n" H "\r\n",
                        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                        "0\r\nX-Echo: KEYVALUE\r\n\r\n", BOX_ERROR_BROKER_FAILED);
 }
@@ -536,13 +545,13 @@ static void
 test_no_rules (void)
 {
   g_autoptr(GPtrArray) rules = rules_new ();
-  const char *in = "GET /__box_key__ HTTP/1.1\r\nAuthorization: Basic X19ib3hfa2V5X18=\r\n\r\n";
+  const char *in = "GET /__box_key__ HTTP/1.1\r\n" H "Authorization: Basic X19ib3hfa2V5X18=\r\n\r\n";
 
   /* no secret for this connection: heads are still checked and written
    * anew, nothing is replaced, nothing is held back */
   assert_through (rules, in, in);
   assert_answers (rules, in, "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nKEYVALUE", FALSE);
-  assert_refused (rules, "GET / HTTP/1.1\r\nX: a\r\n folded\r\n\r\n");
+  assert_refused (rules, "GET / HTTP/1.1\r\n" H "X: a\r\n folded\r\n\r\n");
 }
 
 static void
@@ -554,7 +563,7 @@ test_overlapping_value (void)
   /* "abcab" may begin "abcabd"; after "c" only "abc" still may */
   g_ptr_array_add (rules, rule_new ("__box_o__", "abcabd", NULL, NULL, NULL));
   conn_init (&conn, rules);
-  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n" H "\r\n"));
   g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\nabcab"));
   assert_bytes (conn.down, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n");
   g_assert_true (conn_upstream (&conn, "c"));
@@ -566,7 +575,7 @@ test_overlapping_value (void)
   g_assert_false (conn_upstream (&conn, "d"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
   conn_clear (&conn);
-  check_answers (rules, "GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n",
+  check_answers (rules, "GET / HTTP/1.1\r\n" H "\r\nGET / HTTP/1.1\r\n" H "\r\n",
                  "\r\nHTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\nabcababcabcab\r\n"
                  "HTTP/1.1 200 OK\r\n\r\nababcabcabcab", TRUE, -1);
 }
@@ -580,13 +589,13 @@ test_rules_replaced (void)
 
   g_ptr_array_add (rotated, rule_new ("__box_token__", "s3cr3t-n3w", NULL, NULL, NULL));
   conn_init (&conn, rules);
-  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
-  assert_bytes (conn.up, "GET /s3cr3t-t0ken HTTP/1.1\r\n\r\n");
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n" H "\r\n"));
+  assert_bytes (conn.up, "GET /s3cr3t-t0ken HTTP/1.1\r\n" H "\r\n");
   g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\ns3cr3t-"));
   assert_bytes (conn.down, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n");
   box_broker_http_set_rules (conn.http, rotated);
-  g_assert_true (conn_client (&conn, "GET /__box_token__?__box_key__ HTTP/1.1\r\n\r\n"));
-  assert_bytes (conn.up, "GET /s3cr3t-n3w?__box_key__ HTTP/1.1\r\n\r\n");
+  g_assert_true (conn_client (&conn, "GET /__box_token__?__box_key__ HTTP/1.1\r\n" H "\r\n"));
+  assert_bytes (conn.up, "GET /s3cr3t-n3w?__box_key__ HTTP/1.1\r\n" H "\r\n");
   /* the held "s3cr3t-" is checked against the new value */
   g_assert_false (conn_upstream (&conn, "n3w"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
@@ -595,28 +604,28 @@ test_rules_replaced (void)
   /* requests sent with the old value: their answers are still checked for
    * it, the one being read and those pending; later ones no more */
   conn_init (&conn, rules);
-  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\nGET /__box_token__ HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n" H "\r\nGET /__box_token__ HTTP/1.1\r\n" H "\r\n"));
   g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nab"));
   box_broker_http_set_rules (conn.http, rotated);
-  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
-  assert_bytes (conn.up, "GET /s3cr3t-n3w HTTP/1.1\r\n\r\n");
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n" H "\r\n"));
+  assert_bytes (conn.up, "GET /s3cr3t-n3w HTTP/1.1\r\n" H "\r\n");
   g_assert_true (conn_upstream (&conn, "cd"));
   g_assert_false (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\ns3cr3t-t0ken"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
   conn_clear (&conn);
   conn_init (&conn, rules);
-  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n" H "\r\n"));
   box_broker_http_set_rules (conn.http, rotated);
   g_assert_false (conn_upstream (&conn, "HTTP/1.1 302 Found\r\nLocation: /s3cr3t-t0ken\r\n\r\n"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
   conn_clear (&conn);
   conn_init (&conn, rules);
-  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET /__box_token__ HTTP/1.1\r\n" H "\r\n"));
   box_broker_http_set_rules (conn.http, rotated);
   g_assert_true (conn_upstream (&conn, "HTTP/1.1 204 No Content\r\n\r\n"));
-  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n" H "\r\n"));
   g_assert_true (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\ns3cr3t-t0ken"));
-  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n\r\n"));
+  g_assert_true (conn_client (&conn, "GET / HTTP/1.1\r\n" H "\r\n"));
   g_assert_false (conn_upstream (&conn, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\ns3cr3t-n3w"));
   g_assert_error (conn.error, BOX_ERROR, BOX_ERROR_BROKER_FAILED);
   conn_clear (&conn);
@@ -634,7 +643,7 @@ test_rewrite_cap (void)
   for (guint i = 0; i < 15; i++)
     g_string_append (many, "__p__");
   /* 15 values of 8 KiB: 120 KiB, under the cap */
-  fits = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", many->str);
+  fits = g_strdup_printf ("GET / HTTP/1.1\r\n" H "X: %s\r\n\r\n", many->str);
   {
     g_autoptr(GError) error = NULL;
     g_autofree char *out = client_through (rules, fits, &error);
@@ -646,15 +655,15 @@ test_rewrite_cap (void)
   /* 17 of them, in one header, over two headers, in the target, in a
    * Basic credential: refused, nothing goes upstream */
   g_string_append (many, "__p____p__");
-  header = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", many->str);
+  header = g_strdup_printf ("GET / HTTP/1.1\r\n" H "X: %s\r\n\r\n", many->str);
   assert_refused (rules, header);
   g_free (fits);
-  fits = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\nY: %s\r\n\r\n", many->str + 25, many->str + 60);
+  fits = g_strdup_printf ("GET / HTTP/1.1\r\n" H "X: %s\r\nY: %s\r\n\r\n", many->str + 25, many->str + 60);
   assert_refused (rules, fits);
-  target = g_strdup_printf ("GET /%s HTTP/1.1\r\n\r\n", many->str);
+  target = g_strdup_printf ("GET /%s HTTP/1.1\r\n" H "\r\n", many->str);
   assert_refused (rules, target);
   encoded = g_base64_encode ((const guchar *) many->str, many->len);
-  basic = g_strdup_printf ("GET / HTTP/1.1\r\nAuthorization: Basic %s\r\n\r\n", encoded);
+  basic = g_strdup_printf ("GET / HTTP/1.1\r\n" H "Authorization: Basic %s\r\n\r\n", encoded);
   assert_refused (rules, basic);
 }
 
@@ -674,7 +683,7 @@ test_hostile_cost (void)
   g_autoptr(GPtrArray) rules = rules_new ();
   g_autofree char *value = g_strnfill (8192, 'a');
   g_autofree char *body = g_strnfill (BOX_BROKER_HTTP_MAX_HEAD - 100, 'a');
-  g_autofree char *request = g_strdup_printf ("GET / HTTP/1.1\r\nX: %s\r\n\r\n", body);
+  g_autofree char *request = g_strdup_printf ("GET / HTTP/1.1\r\n" H "X: %s\r\n\r\n", body);
   g_autofree char *answer = g_strdup_printf ("HTTP/1.1 200 OK\r\nX: %s\r\n\r\n", body);
   g_autofree char *answer_body = g_strdup_printf ("HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s",
                                                   strlen (body), body);

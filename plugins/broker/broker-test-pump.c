@@ -18,6 +18,7 @@ typedef struct {
   int              fd;
   gnutls_certificate_credentials_t credentials;
   gboolean         reflect;        /* answer with the request head it got */
+  gboolean         at_eof;         /* answer once, at the client's end */
   GMutex           lock;
   GString         *received;       /* every request head */
   char            *alpn;           /* what was negotiated */
@@ -75,8 +76,15 @@ server_thread (gpointer data)
     ssize_t n = gnutls_record_recv (session, buf, sizeof buf);
     const char *end;
 
-    if (n <= 0)
+    if (n <= 0) {
+      if (n == 0 && server->at_eof) {   /* a close_notify: the answer comes now */
+        static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nafter eof";
+
+        if (gnutls_record_send (session, answer, strlen (answer)) > 0)
+          gnutls_bye (session, GNUTLS_SHUT_WR);
+      }
       break;
+    }
     g_string_append_len (buffer, buf, n);
     while ((end = strstr (buffer->str, "\r\n\r\n")) != NULL) {
       gsize head_len = (gsize) (end - buffer->str) + 4;
@@ -88,6 +96,8 @@ server_thread (gpointer data)
       g_string_append (server->received, head);
       g_mutex_unlock (&server->lock);
       g_string_erase (buffer, 0, (gssize) head_len);
+      if (server->at_eof)
+        continue;
       if (g_str_has_prefix (head, "GET /big ")) {
         if (!send_big (server, session))
           break;
@@ -102,9 +112,10 @@ server_thread (gpointer data)
   return NULL;
 }
 
-/* A server for @name with a leaf of @ca. */
+/* A server for @name with a leaf of @ca; @at_eof: it answers only once
+ * the client closed its side. */
 static Server *
-server_new (BoxBrokerCa *ca, const char *name, gboolean reflect, int fd)
+server_start (BoxBrokerCa *ca, const char *name, gboolean reflect, gboolean at_eof, int fd)
 {
   Server *server = g_new0 (Server, 1);
   g_autoptr(BoxBrokerLeaf) leaf = box_broker_ca_leaf (ca, name, NULL);
@@ -115,11 +126,18 @@ server_new (BoxBrokerCa *ca, const char *name, gboolean reflect, int fd)
   server->credentials = box_broker_leaf_get_credentials (leaf);
   server->fd = fd;
   server->reflect = reflect;
+  server->at_eof = at_eof;
   server->received = g_string_new (NULL);
   server->handshake_rc = 1;
   g_mutex_init (&server->lock);
   server->thread = g_thread_new ("upstream", server_thread, server);
   return server;
+}
+
+static Server *
+server_new (BoxBrokerCa *ca, const char *name, gboolean reflect, int fd)
+{
+  return server_start (ca, name, reflect, FALSE, fd);
 }
 
 static char *
@@ -621,6 +639,133 @@ test_pump_cap (Fixture *f, gconstpointer data)
     close (peers[i]);
 }
 
+/* The client half-closes after its request, with a close_notify or a bare
+ * FIN: the upstream sees a half-close (its close_notify) and its answer,
+ * sent only then, still reaches the client whole. */
+static void
+test_pump_half_close (Fixture *f, gconstpointer data)
+{
+  const char *hosts[] = { HOST, NULL };
+  g_autoptr(BoxSecret) secret = broker_test_secret (hosts, PLACEHOLDER, NULL, NULL);
+
+  broker_test_set_one (f->plugin, secret, VALUE);
+  for (guint bare = 0; bare < 2; bare++) {
+    const char *request = GET ("/half");
+    g_autoptr(GString) answer = g_string_new (NULL);
+    g_autofree char *received = NULL;
+    int server_fd, upstream = socket_pair (&server_fd);
+    Server *server = server_start (f->upstream_ca, HOST, FALSE, TRUE, server_fd);
+    Client *client = client_connect (f, HOST, FALSE, upstream);
+
+    g_assert_cmpint (client->handshake_rc, ==, 0);
+    g_assert_cmpint (gnutls_record_send (client->session, request, strlen (request)), ==,
+                     (gssize) strlen (request));
+    if (bare)
+      g_assert_cmpint (shutdown (client->fd, SHUT_WR), ==, 0);
+    else
+      g_assert_cmpint (gnutls_bye (client->session, GNUTLS_SHUT_WR), ==, 0);
+    for (;;) {
+      char buf[4096];
+      ssize_t n = gnutls_record_recv (client->session, buf, sizeof buf);
+
+      if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
+        continue;
+      if (n <= 0) {
+        break;
+      }
+      g_string_append_len (answer, buf, n);
+    }
+    g_assert_cmpstr (answer->str, ==, "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\nafter eof");
+    received = server_received (server);
+    g_assert_nonnull (strstr (received, "X-Key: " VALUE "\r\n"));
+    finish (f, client, server);
+  }
+}
+
+/* The network may hand a connection over while boxd stops the broker:
+ * before, during and after the stop, the broker either takes it or closes
+ * both descriptors and says why; none is left open. */
+static int
+count_fds (void)
+{
+  g_autoptr(GDir) dir = g_dir_open ("/proc/self/fd", 0, NULL);
+  int n = 0;
+
+  g_assert_nonnull (dir);
+  while (g_dir_read_name (dir) != NULL)
+    n++;
+  return n;
+}
+
+/* Whether the other end of @peer is closed (what it sent may be unread). */
+static gboolean
+hung_up (int peer, int ms)
+{
+  struct pollfd pfd = { .fd = peer, .events = POLLIN };
+
+  return poll (&pfd, 1, ms) == 1 && (pfd.revents & POLLHUP) != 0;
+}
+
+typedef struct {
+  BoxBroker *broker;
+  gint       taken;       /* atomic */
+  gint       refused;
+  GPtrArray *peers;       /* int, as pointers: the test's ends */
+} Racer;
+
+static gpointer
+racer_thread (gpointer data)
+{
+  Racer *racer = data;
+
+  for (guint i = 0; i < 100000 && racer->refused < 50; i++) {
+    g_autoptr(GError) error = NULL;
+    int client_peer, upstream_peer;
+    int client = socket_pair (&client_peer), upstream = socket_pair (&upstream_peer);
+
+    set_nonblocking (client);
+    set_nonblocking (upstream);
+    if (box_broker_take_connection (racer->broker, SANDBOX, HOST, client, NULL, upstream, &error)) {
+      g_atomic_int_inc (&racer->taken);
+    } else {
+      g_assert_nonnull (error);
+      /* closed at once: the test's ends see their peers gone */
+      g_assert_true (hung_up (client_peer, 0) && hung_up (upstream_peer, 0));
+      racer->refused++;
+    }
+    g_ptr_array_add (racer->peers, GINT_TO_POINTER (client_peer));
+    g_ptr_array_add (racer->peers, GINT_TO_POINTER (upstream_peer));
+  }
+  return NULL;
+}
+
+static void
+test_pump_stop_race (Fixture *f, gconstpointer data)
+{
+  Racer racer = { BOX_BROKER (f->plugin), 0, 0, g_ptr_array_new () };
+  int before = count_fds ();
+  GThread *thread;
+
+  box_broker_pump_set_timeouts (box_broker_plugin_get_pump (f->plugin), 60000, 60000);
+  thread = g_thread_new ("racer", racer_thread, &racer);
+  while (g_atomic_int_get (&racer.taken) < 50)
+    g_usleep (1000);
+  box_plugin_stop (BOX_PLUGIN (f->plugin));
+  g_thread_join (thread);
+  g_assert_cmpint (racer.taken, >=, 50);
+  g_assert_cmpint (racer.refused, ==, 50);
+  /* what the broker took, the stop closed */
+  for (guint i = 0; i < racer.peers->len; i++) {
+    int peer = GPOINTER_TO_INT (racer.peers->pdata[i]);
+
+    g_assert_true (hung_up (peer, 1000));
+    close (peer);
+  }
+  /* the stop also closed the pump's own (its epoll and eventfd) */
+  g_assert_cmpint (count_fds (), <=, before);
+  g_ptr_array_unref (racer.peers);
+}
+
 void
 broker_test_add_pump (void)
 {
@@ -638,5 +783,7 @@ broker_test_add_pump (void)
   ADD ("pump/backpressure", test_pump_backpressure, 0);
   ADD ("pump/idle", test_pump_idle, 0);
   ADD ("pump/cap", test_pump_cap, 4);
+  ADD ("pump/half-close", test_pump_half_close, 0);
+  ADD ("pump/stop-race", test_pump_stop_race, 0);
 #undef ADD
 }

@@ -254,18 +254,19 @@ open_pipe (Direction *dir)
 }
 
 /* Connected upstream: the broker takes both sockets and what was read
- * from the sandbox; the connection leaves the proxy. */
+ * from the sandbox; the connection leaves the proxy.  The broker is held
+ * for the call (set_broker(NULL) waits for it to end). */
 static void
 conn_hand_over (BoxNftablesProxy *proxy, Conn *conn)
 {
-  g_autoptr(BoxBroker) broker = box_nftables_proxy_get_broker (proxy);
+  BoxBroker *broker = box_nftables_proxy_get_broker (proxy);
   g_autoptr(GBytes) head = NULL;
   g_autoptr(GError) error = NULL;
   g_autofree char *sandbox_id = g_steal_pointer (&conn->sandbox_id);
   g_autofree char *name = g_strdup (conn->name);
   int client = conn->client, upstream = conn->upstream;
 
-  if (broker == NULL) {  /* never unset while running; fail closed anyway */
+  if (broker == NULL) {  /* unset since wants() (boxd stops): fail closed */
     box_nftables_proxy_conn_close (proxy, conn, TRUE);
     return;
   }
@@ -278,6 +279,7 @@ conn_hand_over (BoxNftablesProxy *proxy, Conn *conn)
   if (!box_broker_take_connection (broker, sandbox_id, name, client, head, upstream, &error))
     g_debug ("egress proxy: the broker did not take %s's connection to %s: %s", sandbox_id,
              name, error != NULL ? error->message : "no reason given");
+  box_nftables_proxy_put_broker (proxy, broker);
 }
 
 static void
@@ -406,7 +408,7 @@ static void
 conn_check (BoxNftablesProxy *proxy, Conn *conn, char *name, const char *reason)
 {
   g_autoptr(BoxEgressPolicy) policy = NULL;
-  g_autoptr(BoxBroker) broker = NULL;
+  BoxBroker *broker;
   ResolveData *data;
 
   conn->name = name;
@@ -422,6 +424,7 @@ conn_check (BoxNftablesProxy *proxy, Conn *conn, char *name, const char *reason)
   }
   broker = conn->tls && name != NULL ? box_nftables_proxy_get_broker (proxy) : NULL;
   conn->brokered = broker != NULL && box_broker_wants (broker, conn->sandbox_id, name);
+  box_nftables_proxy_put_broker (proxy, broker);
   if (policy == NULL && conn->tls) {
     conn_connect_original (proxy, conn);
     return;
@@ -487,6 +490,19 @@ conn_read_head (BoxNftablesProxy *proxy, Conn *conn)
     }
     conn_check (proxy, conn, name, NULL);
   }
+}
+
+/* The head timeout ran out.  On 443, a client that waits for its server
+ * to speak first (or sent too little to read a name from) is checked as a
+ * connection without a name: an unrestricted sandbox's goes to the address
+ * it dialled, a restricted one's is refused. */
+void
+box_nftables_proxy_conn_head_timeout (BoxNftablesProxy *proxy, Conn *conn)
+{
+  if (conn->tls)
+    conn_check (proxy, conn, NULL, "no ClientHello in time");
+  else
+    box_nftables_proxy_conn_close (proxy, conn, TRUE);
 }
 
 void

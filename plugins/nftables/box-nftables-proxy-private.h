@@ -127,6 +127,8 @@ struct _BoxNftablesProxy {
   GHashTable        *guests;         /* addr -> Guest*; written by the proxy's thread */
   GArray            *blocked;        /* guint32 pairs: network, mask */
   BoxBroker         *broker;         /* or NULL */
+  guint              broker_calls;   /* wants/take_connection under way */
+  GCond              broker_idle;    /* signalled when broker_calls drops to 0 */
 };
 
 /* box-nftables-proxy.c; any thread */
@@ -135,8 +137,11 @@ void     box_nftables_proxy_mailbox_unref (Mailbox *mb);
 void     box_nftables_proxy_mailbox_post  (Mailbox *mb, Cmd *cmd);
 /* whether @addr lies in a blocked network; any thread */
 gboolean box_nftables_proxy_is_blocked    (BoxNftablesProxy *proxy, guint32 addr);
-/* (transfer full) (nullable): the broker; any thread */
+/* (transfer full) (nullable): the broker, for one call to it, which
+ * box_nftables_proxy_put_broker() ends (set_broker(NULL) waits for it);
+ * the proxy's thread */
 BoxBroker *box_nftables_proxy_get_broker  (BoxNftablesProxy *proxy);
+void       box_nftables_proxy_put_broker  (BoxNftablesProxy *proxy, BoxBroker *broker);
 
 /* box-nftables-proxy-conn.c */
 void     box_nftables_proxy_reset_fd      (int fd);
@@ -153,6 +158,8 @@ void     box_nftables_proxy_conn_new      (BoxNftablesProxy *proxy, int fd, Gues
 void     box_nftables_proxy_conn_close    (BoxNftablesProxy *proxy, Conn *conn, gboolean reset);
 void     box_nftables_proxy_conn_event    (BoxNftablesProxy *proxy, Watch *watch, guint32 events);
 void     box_nftables_proxy_conn_connect_next (BoxNftablesProxy *proxy, Conn *conn);
+/* @conn's head deadline passed (STATE_HEAD) */
+void     box_nftables_proxy_conn_head_timeout (BoxNftablesProxy *proxy, Conn *conn);
 /* @conn's turn in `again` came: moves it on */
 void     box_nftables_proxy_conn_pump_again (BoxNftablesProxy *proxy, Conn *conn);
 void     box_nftables_proxy_conn_free     (Conn *conn);

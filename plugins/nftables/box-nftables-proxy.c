@@ -88,23 +88,42 @@ box_nftables_proxy_is_blocked (BoxNftablesProxy *proxy, guint32 addr)
   return blocked;
 }
 
+/* A new broker, or none: returns only once no call to the old one is
+ * under way, so that the caller may stop it (box-broker.h). */
 void
 box_nftables_proxy_set_broker (BoxNftablesProxy *proxy, BoxBroker *broker)
 {
   g_mutex_lock (&proxy->lock);
   g_set_object (&proxy->broker, broker);
+  while (proxy->broker_calls > 0)
+    g_cond_wait (&proxy->broker_idle, &proxy->lock);
   g_mutex_unlock (&proxy->lock);
 }
 
 BoxBroker *
 box_nftables_proxy_get_broker (BoxNftablesProxy *proxy)
 {
-  BoxBroker *broker;
+  BoxBroker *broker = NULL;
 
   g_mutex_lock (&proxy->lock);
-  broker = proxy->broker != NULL ? g_object_ref (proxy->broker) : NULL;
+  if (proxy->broker != NULL) {
+    broker = g_object_ref (proxy->broker);
+    proxy->broker_calls++;
+  }
   g_mutex_unlock (&proxy->lock);
   return broker;
+}
+
+void
+box_nftables_proxy_put_broker (BoxNftablesProxy *proxy, BoxBroker *broker)
+{
+  if (broker == NULL)
+    return;
+  g_object_unref (broker);
+  g_mutex_lock (&proxy->lock);
+  if (--proxy->broker_calls == 0)
+    g_cond_broadcast (&proxy->broker_idle);
+  g_mutex_unlock (&proxy->lock);
 }
 
 /* ---- the mailbox ---- */
@@ -361,6 +380,8 @@ sweep (BoxNftablesProxy *proxy)
       continue;
     if (conn->state == STATE_CONNECTING)
       box_nftables_proxy_conn_connect_next (proxy, conn);
+    else if (conn->state == STATE_HEAD)
+      box_nftables_proxy_conn_head_timeout (proxy, conn);
     else
       box_nftables_proxy_conn_close (proxy, conn, TRUE);
   }
@@ -452,6 +473,7 @@ box_nftables_proxy_new (BoxNftablesEgress *egress, const char *bind_address, gui
   proxy->conns = g_hash_table_new (g_int64_hash, g_int64_equal);
   proxy->guests = g_hash_table_new_full (g_direct_hash, g_direct_equal, NULL, g_free);
   g_mutex_init (&proxy->lock);
+  g_cond_init (&proxy->broker_idle);
   proxy->blocked = compile_blocked (box_nftables_blocked_builtin (), NULL);
   proxy->mailbox = g_new0 (Mailbox, 1);
   g_atomic_ref_count_init (&proxy->mailbox->ref);
@@ -514,6 +536,7 @@ box_nftables_proxy_free (BoxNftablesProxy *proxy)
   g_array_unref (proxy->blocked);
   g_clear_object (&proxy->broker);
   g_mutex_clear (&proxy->lock);
+  g_cond_clear (&proxy->broker_idle);
   g_free (proxy);
 }
 

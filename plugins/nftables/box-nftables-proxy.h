@@ -13,8 +13,10 @@
  * A sandbox that uses secrets ("brokered") has its TCP 443 redirected
  * here too.  Unrestricted, its connection goes to the address it dialled
  * (the original destination of the redirect, SO_ORIGINAL_DST), never to
- * the node itself nor a blocked network, also without a server name;
- * restricted, as above.  Either way, when the broker wants the name
+ * the node itself nor a blocked network, also without a server name: not
+ * TLS, or nothing within the head timeout (a protocol whose server speaks
+ * first), it is spliced there as it is; restricted, as above (no name, no
+ * pass).  Either way, when the broker wants the name
  * (box_broker_wants(), asked only after the policy allowed it), the proxy
  * connects upstream and then hands the sandbox's socket, the bytes read
  * so far and the upstream socket to box_broker_take_connection(): the
@@ -79,7 +81,9 @@ gboolean box_nftables_proxy_set_blocked (BoxNftablesProxy *proxy, const char *co
                                          GError **error);
 
 /* The broker TLS connections to a secret's hosts go to (NULL: none, every
- * connection is spliced); a reference is kept. */
+ * connection is spliced); a reference is kept.  Returns only once no call
+ * to the previous broker (wants, take_connection) is under way, so that it
+ * may be stopped then. */
 void     box_nftables_proxy_set_broker (BoxNftablesProxy *proxy, BoxBroker *broker);
 
 /* The policy of @guest changed: each of its connections is checked again

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "box-error.h"
+#include "box-nftables-plugin-private.h"
 #include "nftables-netns-test.h"
 
 #define INET     "203.0.113.1"
@@ -55,6 +56,9 @@ struct _TestBroker {
   char     **wanted;   /* host names */
   GPtrArray *asked;    /* "sandbox host" of each wants() */
   GPtrArray *taken;    /* Taken* */
+  gint       take_ms;  /* atomic: how long take_connection() takes */
+  gint       in_take;  /* atomic: a take_connection() has begun */
+  gint       n_done;   /* atomic: take_connection() calls returned */
 };
 
 static void test_broker_iface_init (BoxBrokerInterface *iface);
@@ -123,6 +127,9 @@ test_broker_take_connection (BoxBroker *broker, const char *sandbox_id, const ch
   answer->client = client_fd;
   answer->upstream = upstream_fd;
   g_thread_unref (g_thread_new ("test-broker", answer_thread, answer));
+  g_atomic_int_set (&self->in_take, 1);
+  g_usleep ((gulong) g_atomic_int_get (&self->take_ms) * 1000);
+  g_atomic_int_inc (&self->n_done);
   return TRUE;
 }
 
@@ -464,4 +471,88 @@ broker_membership (void)
   /* a bad ID changes nothing */
   g_assert_false (box_network_set_brokered (BOX_NETWORK (world.plugin), "../x", TRUE, &error));
   g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+}
+
+typedef struct {
+  Ns     *ns;
+  GBytes *hello;
+  char   *got;
+} Sender;
+
+static gpointer
+sender_thread (gpointer data)
+{
+  Sender *sender = data;
+  gboolean reset;
+  GString *got = send_hello (sender->ns, INET, sender->hello, &reset);
+
+  sender->got = g_string_free (got, FALSE);
+  return NULL;
+}
+
+/* boxd stops: box_network_set_broker (NULL) returns only once a handover
+ * under way has returned (the engine stops the broker right after it);
+ * later connections are no longer handed over. */
+void
+broker_unset_waits (void)
+{
+  g_autoptr(GBytes) wanted = hello ("tls-openssl-sni");
+  Sender sender = { world.b, wanted, NULL };
+  GThread *thread;
+  gint done;
+
+  broker_set_up ();
+  set_brokered (ID_B, TRUE);
+  g_atomic_int_set (&broker->in_take, 0);
+  g_atomic_int_set (&broker->take_ms, 700);
+  done = g_atomic_int_get (&broker->n_done);
+  thread = g_thread_new ("sender", sender_thread, &sender);
+  while (!g_atomic_int_get (&broker->in_take))
+    g_usleep (1000);
+  box_network_set_broker (BOX_NETWORK (world.plugin), NULL);
+  g_assert_cmpint (g_atomic_int_get (&broker->n_done), ==, done + 1);
+  g_thread_join (thread);
+  g_assert_cmpstr (sender.got, ==, "brokered hello\n");
+  g_free (sender.got);
+  g_atomic_int_set (&broker->take_ms, 0);
+  /* no broker: spliced to where b dialled, as when not brokered */
+  assert_spliced (world.b, INET, wanted);
+  g_assert_cmpint (g_atomic_int_get (&broker->n_done), ==, done + 1);
+  box_network_set_broker (BOX_NETWORK (world.plugin), BOX_BROKER (broker));
+  set_brokered (ID_B, FALSE);
+}
+
+/* A protocol whose server speaks first on 443: no ClientHello comes.  b,
+ * unrestricted and brokered, is spliced to the address it dialled once the
+ * head timeout ends, and then talks both ways; a, restricted, is reset as
+ * any connection without a name. */
+void
+broker_server_first (void)
+{
+  g_autoptr(GPtrArray) rules = g_ptr_array_new_with_free_func ((GDestroyNotify) box_rule_free);
+  g_autoptr(GPtrArray) none = g_ptr_array_new ();
+  g_autoptr(GString) got = NULL;
+  g_autoptr(GError) error = NULL;
+  gboolean reset;
+  int fd;
+
+  broker_set_up ();
+  box_nftables_proxy_set_limits (world.plugin->proxy, 0, 300, 0);
+  set_brokered (ID_B, TRUE);
+  fd = open_held (world.b, INET, "443");   /* the greeting, within 2 s */
+  g_assert_cmpint (held_echo (fd), ==, 0);
+  close (fd);
+  set_brokered (ID_B, FALSE);
+
+  g_ptr_array_add (rules, rule_new (WANTED));
+  g_assert_true (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, rules, &error));
+  g_assert_no_error (error);
+  set_brokered (ID_A, TRUE);
+  got = exchange_bytes (world.a, INET, "443", "", 0, FALSE, &reset);
+  g_assert_cmpstr (got->str, ==, "");
+  g_assert_true (reset);
+  set_brokered (ID_A, FALSE);
+  g_assert_true (box_network_set_egress (BOX_NETWORK (world.plugin), ID_A, none, &error));
+  g_assert_no_error (error);
+  box_nftables_proxy_set_limits (world.plugin->proxy, 0, BOX_NFTABLES_PROXY_HEAD_TIMEOUT_MS, 0);
 }

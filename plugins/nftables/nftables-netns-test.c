@@ -480,6 +480,20 @@ test_broker_membership (void)
 }
 
 static void
+test_broker_unset_waits (void)
+{
+  SKIP_IF_NEEDED ();
+  broker_unset_waits ();
+}
+
+static void
+test_broker_server_first (void)
+{
+  SKIP_IF_NEEDED ();
+  broker_server_first ();
+}
+
+static void
 test_rebind (void)
 {
   g_autoptr(GError) error = NULL;
@@ -701,6 +715,8 @@ main (int argc, char **argv)
   g_test_add_func ("/nftables-netns/broker-unrestricted", test_broker_unrestricted);
   g_test_add_func ("/nftables-netns/broker-restricted", test_broker_restricted);
   g_test_add_func ("/nftables-netns/broker-membership", test_broker_membership);
+  g_test_add_func ("/nftables-netns/broker-unset-waits", test_broker_unset_waits);
+  g_test_add_func ("/nftables-netns/broker-server-first", test_broker_server_first);
   g_test_add_func ("/nftables-netns/rebind", test_rebind);
   g_test_add_func ("/nftables-netns/restart", test_restart);
   g_test_add_func ("/nftables-netns/real-taps", test_real_taps);

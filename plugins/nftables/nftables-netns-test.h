@@ -142,6 +142,8 @@ void               list_allowed_in_world (void);
 void               broker_unrestricted (void);
 void               broker_restricted (void);
 void               broker_membership (void);
+void               broker_unset_waits (void);
+void               broker_server_first (void);
 
 void               world_set_up    (void);
 void               world_free      (void);
