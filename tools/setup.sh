@@ -35,12 +35,15 @@ $sudo ldconfig
 # The admin interface lives on the system bus.  Without systemd nobody has
 # started one; start it, and let boxd own its name.
 $sudo install -D -m 0644 data/org.box.Admin1.conf /etc/dbus-1/system.d/org.box.Admin1.conf
-if [ ! -S /run/dbus/system_bus_socket ]; then
+# A bus that answers reloads its configuration; a socket nobody answers
+# (a daemon that died) is stale and goes, with its pid file.
+if $sudo dbus-send --system --type=method_call --dest=org.freedesktop.DBus / \
+     org.freedesktop.DBus.ReloadConfig >/dev/null 2>&1; then
+  :
+else
+  $sudo rm -f /run/dbus/system_bus_socket /run/dbus/pid
   $sudo mkdir -p /run/dbus
   $sudo dbus-daemon --system --fork
-else
-  $sudo dbus-send --system --type=method_call --dest=org.freedesktop.DBus / \
-    org.freedesktop.DBus.ReloadConfig >/dev/null 2>&1 || true
 fi
 
 # The sandboxes' NAT needs IPv4 forwarding.  boxd.service keeps /proc/sys
