@@ -1,6 +1,6 @@
 /* box-broker-http-private.h: the parts of box-broker-http.c that read and
- * write one head (box-broker-http-head.c); for the rewriter and its tests
- * only. */
+ * write one head (box-broker-http-head.c) and frame a body
+ * (box-broker-http-framer.c); for the rewriter and its tests only. */
 #pragma once
 
 #include "box-broker-http.h"
@@ -57,6 +57,46 @@ gboolean box_broker_http_host_matches (const BoxBrokerHttpHead *head, const char
 /* The request @head with @rules applied, as bytes, appended to @out. */
 gboolean box_broker_http_write_request (BoxBrokerHttpHead *head, GPtrArray *rules,
                                         GByteArray *out, GError **error);
+
+/* Sets BOX_ERROR_INVALID with @why; FALSE. */
+gboolean box_broker_http_fail_invalid (GError **error, const char *why);
+
+/* A body's framing: where it ends, read one byte of framing at a time. */
+typedef enum {
+  BODY_DONE,
+  BODY_LENGTH,
+  BODY_CLOSE,
+  BODY_CHUNK_SIZE,
+  BODY_CHUNK_EXT,
+  BODY_CHUNK_SIZE_LF,
+  BODY_CHUNK_DATA,
+  BODY_CHUNK_DATA_CR,
+  BODY_CHUNK_DATA_LF,
+  BODY_TRAILER_START,
+  BODY_TRAILER_LINE,
+  BODY_TRAILER_LINE_LF,
+  BODY_TRAILER_END_LF,
+} BodyState;
+
+typedef struct {
+  BodyState state;
+  guint64   remain;
+  guint     digits;
+  gsize     line;      /* of a chunk-size line, or of all trailers */
+} BoxBrokerHttpFramer;
+
+/* Begins the body of @head (none when @no_body); a request without length
+ * or chunking has none, an answer's runs until the connection closes. */
+void     box_broker_http_framer_start (BoxBrokerHttpFramer *framer, const BoxBrokerHttpHead *head,
+                                       gboolean no_body, gboolean request);
+/* One byte of chunked framing (a chunk-size line, a chunk's CRLF, the
+ * trailers), not of data; BOX_ERROR_INVALID on what is malformed or too
+ * long. */
+gboolean box_broker_http_framer_byte  (BoxBrokerHttpFramer *framer, guint8 c, GError **error);
+/* How many of the @len bytes at @data belong to the body (*@taken); the
+ * framer is BODY_DONE when it ended there. */
+gboolean box_broker_http_framer_take  (BoxBrokerHttpFramer *framer, const guint8 *data, gsize len,
+                                       gsize *taken, GError **error);
 
 /* Whether a WebSocket upgrade made both directions pass through. */
 gboolean box_broker_http_is_tunnel (BoxBrokerHttp *http);

@@ -1,7 +1,7 @@
 /* box-broker-http.c: the broker's HTTP/1.1 rewriter, one per connection;
  * see box-broker-http.h.  Heads are read and written in
- * box-broker-http-head.c; this file follows the framing of both
- * directions and checks the answers.
+ * box-broker-http-head.c, bodies framed in box-broker-http-framer.c; this
+ * file follows both directions and checks the answers.
  *
  * Answers are checked with one Knuth-Morris-Pratt automaton per value:
  * each byte costs O(1) amortised per rule whatever the value, the state
@@ -25,29 +25,6 @@
 
 /* Requests sent and not yet answered; more is no client's pipelining. */
 #define MAX_PENDING 1024
-
-typedef enum {
-  BODY_DONE,
-  BODY_LENGTH,
-  BODY_CLOSE,
-  BODY_CHUNK_SIZE,
-  BODY_CHUNK_EXT,
-  BODY_CHUNK_SIZE_LF,
-  BODY_CHUNK_DATA,
-  BODY_CHUNK_DATA_CR,
-  BODY_CHUNK_DATA_LF,
-  BODY_TRAILER_START,
-  BODY_TRAILER_LINE,
-  BODY_TRAILER_LINE_LF,
-  BODY_TRAILER_END_LF,
-} BodyState;
-
-typedef struct {
-  BodyState state;
-  guint64   remain;
-  guint     digits;
-  gsize     line;      /* of a chunk-size line, or of all trailers */
-} Framer;
 
 typedef enum { SIDE_HEAD, SIDE_BODY, SIDE_WAIT_UPGRADE, SIDE_TUNNEL } SideState;
 
@@ -76,13 +53,13 @@ struct _BoxBrokerHttp {
   SideState   client;
   GByteArray *client_head;  /* a request head being read */
   GByteArray *replay;       /* held while an upgrade is answered */
-  Framer      client_body;
+  BoxBrokerHttpFramer client_body;
   gboolean    client_failed;
   GQueue      pending;
 
   SideState   up;
   GByteArray *up_head;      /* an answer's head being read */
-  Framer      up_body;
+  BoxBrokerHttpFramer up_body;
   guint64     body_seen;    /* bytes of the answer's body so far */
   gboolean    checking;
   GByteArray *held;         /* a body's end that may begin a value ... */
@@ -259,120 +236,11 @@ box_broker_http_set_rules (BoxBrokerHttp *http, GPtrArray *rules)
 }
 
 static gboolean
-fail_invalid (GError **error, const char *why)
-{
-  g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "%s", why);
-  return FALSE;
-}
-
-static gboolean
 fail_value (GError **error)
 {
   g_set_error_literal (error, BOX_ERROR, BOX_ERROR_BROKER_FAILED,
                        "the answer carried a secret's value");
   return FALSE;
-}
-
-static void
-framer_start (Framer *framer, const BoxBrokerHttpHead *head, gboolean no_body, gboolean request)
-{
-  memset (framer, 0, sizeof *framer);
-  if (no_body)
-    framer->state = BODY_DONE;
-  else if (head->chunked)
-    framer->state = BODY_CHUNK_SIZE;
-  else if (head->has_coding)   /* an answer's other coding: until close */
-    framer->state = BODY_CLOSE;
-  else if (head->has_length) {
-    framer->state = head->length > 0 ? BODY_LENGTH : BODY_DONE;
-    framer->remain = head->length;
-  } else
-    framer->state = request ? BODY_DONE : BODY_CLOSE;
-}
-
-static gboolean
-framer_byte (Framer *framer, guint8 c, GError **error)
-{
-  switch (framer->state) {
-  case BODY_CHUNK_SIZE:
-    if (g_ascii_isxdigit (c)) {
-      if (++framer->digits > 15)
-        return fail_invalid (error, "a chunk size is too large");
-      framer->remain = framer->remain * 16 + (guint64) g_ascii_xdigit_value (c);
-    } else if (framer->digits > 0 && (c == ';' || c == ' ' || c == '\t'))
-      framer->state = BODY_CHUNK_EXT;
-    else if (framer->digits > 0 && c == '\r')
-      framer->state = BODY_CHUNK_SIZE_LF;
-    else
-      return fail_invalid (error, "a chunk size is not a hex number");
-    return TRUE;
-  case BODY_CHUNK_EXT:
-    if (c == '\r')
-      framer->state = BODY_CHUNK_SIZE_LF;
-    else if ((c < 0x20 && c != '\t') || c == 0x7f || ++framer->line > BOX_BROKER_HTTP_MAX_LINE)
-      return fail_invalid (error, "a chunk extension is malformed or too long");
-    return TRUE;
-  case BODY_CHUNK_SIZE_LF:
-    if (c != '\n')
-      return fail_invalid (error, "a chunk size line does not end with CRLF");
-    framer->state = framer->remain > 0 ? BODY_CHUNK_DATA : BODY_TRAILER_START;
-    framer->line = 0;
-    return TRUE;
-  case BODY_CHUNK_DATA_CR:
-  case BODY_TRAILER_END_LF:
-  case BODY_TRAILER_LINE_LF:
-  case BODY_CHUNK_DATA_LF:
-    if (c != (framer->state == BODY_CHUNK_DATA_CR ? '\r' : '\n'))
-      return fail_invalid (error, "a chunk does not end with CRLF");
-    if (framer->state == BODY_CHUNK_DATA_CR)
-      framer->state = BODY_CHUNK_DATA_LF;
-    else if (framer->state == BODY_CHUNK_DATA_LF) {
-      framer->state = BODY_CHUNK_SIZE;
-      framer->digits = 0;
-      framer->remain = 0;
-    } else
-      framer->state = framer->state == BODY_TRAILER_LINE_LF ? BODY_TRAILER_START : BODY_DONE;
-    return TRUE;
-  case BODY_TRAILER_START:
-  case BODY_TRAILER_LINE:
-    if (c == '\r')
-      framer->state = framer->state == BODY_TRAILER_START ? BODY_TRAILER_END_LF : BODY_TRAILER_LINE_LF;
-    else if (c == '\n' || c == '\0' || ++framer->line > BOX_BROKER_HTTP_MAX_HEAD)
-      return fail_invalid (error, "the trailers are malformed or too long");
-    else
-      framer->state = BODY_TRAILER_LINE;
-    return TRUE;
-  case BODY_DONE:
-  case BODY_LENGTH:
-  case BODY_CLOSE:
-  case BODY_CHUNK_DATA:
-  default:
-    g_assert_not_reached ();
-  }
-}
-
-/* How many of the @len bytes at @data belong to the body (*@taken); the
- * framer is BODY_DONE when it ended there. */
-static gboolean
-framer_take (Framer *framer, const guint8 *data, gsize len, gsize *taken, GError **error)
-{
-  gsize at = 0;
-
-  while (at < len && framer->state != BODY_DONE) {
-    if (framer->state == BODY_CLOSE) {
-      at = len;
-    } else if (framer->state == BODY_LENGTH || framer->state == BODY_CHUNK_DATA) {
-      gsize n = (gsize) MIN ((guint64) (len - at), framer->remain);
-
-      at += n;
-      framer->remain -= n;
-      if (framer->remain == 0)
-        framer->state = framer->state == BODY_LENGTH ? BODY_DONE : BODY_CHUNK_DATA_CR;
-    } else if (!framer_byte (framer, data[at++], error))
-      return FALSE;
-  }
-  *taken = at;
-  return TRUE;
 }
 
 /* Reads a head out of @data into @buf; *@used: bytes of @data taken.
@@ -396,8 +264,8 @@ read_head (GByteArray *buf, const guint8 *data, gsize len, gsize *used, gboolean
   if (end == 0) {
     *used = skip + take;
     if (buf->len >= BOX_BROKER_HTTP_MAX_HEAD)
-      fail_invalid (error, request ? "a request head is larger than 64 KiB"
-                                   : "an answer's head is larger than 64 KiB");
+      box_broker_http_fail_invalid (error, request ? "a request head is larger than 64 KiB"
+                                                   : "an answer's head is larger than 64 KiB");
     return NULL;
   }
   *used = skip + (end - old);
@@ -434,10 +302,10 @@ client_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   }
   g_byte_array_set_size (http->client_head, 0);
   if (g_queue_get_length (&http->pending) >= MAX_PENDING)
-    return fail_invalid (error, "too many requests wait for an answer");
+    return box_broker_http_fail_invalid (error, "too many requests wait for an answer");
   has_body = head->chunked || (head->has_length && head->length > 0);
   if (head->websocket && has_body)
-    return fail_invalid (error, "a WebSocket upgrade request with a body");
+    return box_broker_http_fail_invalid (error, "a WebSocket upgrade request with a body");
   before = out->len;
   /* another virtual host than the connection's: placeholders stay */
   if (!box_broker_http_write_request (head, box_broker_http_host_matches (head, http->host) ? http->rules : NULL,
@@ -449,7 +317,7 @@ client_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   pending->head = g_ascii_strcasecmp (head->method, "HEAD") == 0;
   pending->websocket = head->websocket;
   g_queue_push_tail (&http->pending, pending);
-  framer_start (&http->client_body, head, FALSE, TRUE);
+  box_broker_http_framer_start (&http->client_body, head, FALSE, TRUE);
   if (head->websocket)
     http->client = SIDE_WAIT_UPGRADE;
   else if (http->client_body.state != BODY_DONE)
@@ -489,14 +357,14 @@ client_step (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
     if (http->replay == NULL)
       http->replay = g_byte_array_new ();
     if (http->replay->len + len > BOX_BROKER_HTTP_MAX_HEAD)
-      return fail_invalid (error, "the client sent too much before the upgrade was answered");
+      return box_broker_http_fail_invalid (error, "the client sent too much before the upgrade was answered");
     g_byte_array_append (http->replay, data, (guint) len);
     *used = len;
     return TRUE;
   case SIDE_HEAD:
     return client_head (http, data, len, used, out, error);
   case SIDE_BODY:
-    if (!framer_take (&http->client_body, data, len, used, error))
+    if (!box_broker_http_framer_take (&http->client_body, data, len, used, error))
       return FALSE;
     g_byte_array_append (out, data, (guint) *used);
     if (http->client_body.state == BODY_DONE)
@@ -514,7 +382,7 @@ box_broker_http_from_client (BoxBrokerHttp *http, const guint8 *data, gsize len,
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (http->client_failed)
-    return fail_invalid (error, "the request stream was refused already");
+    return box_broker_http_fail_invalid (error, "the request stream was refused already");
   /* what was held while an upgrade was answered goes first */
   if (http->replay != NULL && http->client != SIDE_WAIT_UPGRADE) {
     g_autoptr(GByteArray) replay = g_steal_pointer (&http->replay);
@@ -637,9 +505,10 @@ up_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
     return FALSE;
   }
   if (g_queue_is_empty (&http->pending))
-    return fail_invalid (error, "the upstream answered a request that was not sent");
+    return box_broker_http_fail_invalid (error, "the upstream answered a request that was not sent");
   if (head->status == 101 && !((Pending *) g_queue_peek_head (&http->pending))->websocket)
-    return fail_invalid (error, "the upstream switched protocols without a WebSocket upgrade");
+    return box_broker_http_fail_invalid (error,
+                                         "the upstream switched protocols without a WebSocket upgrade");
   g_byte_array_append (out, http->up_head->data, http->up_head->len);
   g_byte_array_set_size (http->up_head, 0);
   if (head->status == 101) {
@@ -660,7 +529,7 @@ up_head (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
   if (pending->websocket && http->client == SIDE_WAIT_UPGRADE)
     http->client = SIDE_HEAD;
   no_body = pending->head || head->status == 204 || head->status == 304;
-  framer_start (&http->up_body, head, no_body, FALSE);
+  box_broker_http_framer_start (&http->up_body, head, no_body, FALSE);
   if (http->up_body.state == BODY_DONE) {
     answer_done (http);
     return TRUE;
@@ -681,7 +550,7 @@ static gboolean
 up_chunked (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
             GByteArray *out, GError **error)
 {
-  Framer *framer = &http->up_body;
+  BoxBrokerHttpFramer *framer = &http->up_body;
   gsize at = 0;
 
   while (at < len && framer->state != BODY_DONE) {
@@ -698,12 +567,13 @@ up_chunked (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
       continue;
     }
     if (framer->state >= BODY_TRAILER_START) {
-      if (!framer_byte (framer, data[at], error) || !pass_body (http, data + at, 1, out, error))
+      if (!box_broker_http_framer_byte (framer, data[at], error) ||
+          !pass_body (http, data + at, 1, out, error))
         return FALSE;
       at++;
       continue;
     }
-    if (!framer_byte (framer, data[at++], error))
+    if (!box_broker_http_framer_byte (framer, data[at++], error))
       return FALSE;
     if (framer->state == BODY_TRAILER_START) {
       /* the last chunk: what is held goes as a chunk, then the end */
@@ -732,7 +602,7 @@ up_step (BoxBrokerHttp *http, const guint8 *data, gsize len, gsize *used,
     if (http->up_body.state >= BODY_CHUNK_SIZE) {
       if (!up_chunked (http, data, len, used, out, error))
         return FALSE;
-    } else if (!framer_take (&http->up_body, data, len, used, error) ||
+    } else if (!box_broker_http_framer_take (&http->up_body, data, len, used, error) ||
                !pass_body (http, data, *used, out, error))
       return FALSE;
     if (http->up_body.state == BODY_DONE)
@@ -751,7 +621,7 @@ box_broker_http_from_upstream (BoxBrokerHttp *http, const guint8 *data, gsize le
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (http->up_failed)
-    return fail_invalid (error, "the answer stream was refused already");
+    return box_broker_http_fail_invalid (error, "the answer stream was refused already");
   if (http->poisoned || !drive (http, up_step, data, len, out, error)) {
     if (http->poisoned)
       fail_value (error);
@@ -767,14 +637,14 @@ box_broker_http_upstream_eof (BoxBrokerHttp *http, GByteArray *out, GError **err
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
   if (http->up_failed)
-    return fail_invalid (error, "the answer stream was refused already");
+    return box_broker_http_fail_invalid (error, "the answer stream was refused already");
   if (http->poisoned) {
     http->up_failed = TRUE;
     return fail_value (error);
   }
   if (http->up == SIDE_HEAD && http->up_head->len > 0) {
     http->up_failed = TRUE;
-    return fail_invalid (error, "the upstream closed in the middle of an answer's head");
+    return box_broker_http_fail_invalid (error, "the upstream closed in the middle of an answer's head");
   }
   if (http->up == SIDE_BODY)
     end_answer (http, out);
