@@ -6,7 +6,8 @@
  * default) loads it when the deployment has a secret key and none
  * without; `none` (or empty) loads none, and then a create, fork or PATCH
  * naming secrets is 501 unsupported and changes nothing while the secret
- * routes keep working; a name that is not installed stops the start.
+ * routes keep working; an auto choice that cannot start is left out (the
+ * same 501); a name that is not installed, or cannot start, stops the start.
  */
 #include "config.h"
 
@@ -160,6 +161,42 @@ test_named_missing (Ef *ef, gconstpointer user_data)
   g_assert_nonnull (strstr (error->message, "broker plugin \"nosuchbroker\" is not installed"));
 }
 
+/* The `broker` plugin cannot start (its CA key cannot be written): auto leaves it
+ * out, said loudly, and secrets are 501; named, boxd does not start. */
+static void
+test_cannot_start (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxEngine) engine = NULL;
+  g_autoptr(BoxSandbox) refused = NULL;
+  BoxConfig *config;
+
+  ef_stop (ef);
+  config = ef_config (ef);
+  g_key_file_set_string (config->keyfile, "plugin.broker", "ca_key", "/proc/box-none/ca.key");
+  ef->engine = box_engine_new (config);
+  box_engine_set_clock (ef->engine, ef->clock);
+  g_assert_true (box_engine_start (ef->engine, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_null (box_engine_get_broker (ef->engine));
+  put_token (ef);
+  refused = ef_create (ef, "{\"secrets\": [\"TOKEN\"]}", &error);
+  g_assert_null (refused);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED);
+  g_assert_nonnull (strstr (error->message, "broker=auto found no broker plugin that starts"));
+  g_clear_error (&error);
+  g_assert_cmpuint (sandbox_count (ef), ==, 0);
+  ef_stop (ef);
+
+  config = ef_config (ef);
+  g_key_file_set_string (config->keyfile, "plugin.broker", "ca_key", "/proc/box-none/ca.key");
+  g_free (config->broker);
+  config->broker = g_strdup ("broker");
+  engine = box_engine_new (config);
+  g_assert_false (box_engine_start (engine, NULL, &error));
+  g_assert_nonnull (strstr (error->message, "plugin broker failed to start"));
+}
+
 static void
 set_up_none (Ef *ef, gconstpointer user_data)
 {
@@ -188,6 +225,8 @@ main (int argc, char **argv)
               ef_tear_down);
   g_test_add ("/engine-broker-default/empty", Ef, "checkpoints,fork", set_up_empty, test_none,
               ef_tear_down);
+  g_test_add ("/engine-broker-default/cannot-start", Ef, NULL, set_up_with_key,
+              test_cannot_start, ef_tear_down);
   g_test_add ("/engine-broker-default/named-missing", Ef, NULL, set_up_with_key,
               test_named_missing, ef_tear_down);
   return g_test_run ();
