@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "box-agent-frame.h"
+#include "box-engine-ops-private.h"  /* BOX_ENGINE_CA_WAIT_MS */
 #include "box-requests.h"
 #include "engine-fixture.h"
 
@@ -671,6 +672,36 @@ test_trust_ca_memory_checkpoint (Ef *ef, gconstpointer user_data)
   g_assert_null (strstr (log_text->str, "broker CA"));
 }
 
+/* A guest that never answers trust-ca holds its create
+ * BOX_ENGINE_CA_WAIT_MS at most (not the agent's two-minute call
+ * timeout): then the create answers, logged. */
+static void
+test_trust_ca_silent (Ef *ef, gconstpointer user_data)
+{
+  Handing h = { ef, NULL };
+  FakeAgent *fake = ef_fake_agent (ef, "sb-unused", &h.client);
+  g_autoptr(JsonNode) body = json_from_string ("{}", NULL);
+  g_autoptr(BoxSandboxCreate) request = box_sandbox_create_from_json (body, NULL);
+  g_autoptr(JsonObject) call = NULL;
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(GError) error = NULL;
+  EfWait wait = { 0 };
+  gint64 start = g_get_monotonic_time ();
+
+  g_string_truncate (log_text, 0);
+  g_signal_connect (ef->engine, "event", G_CALLBACK (hand_agent), &h);
+  box_engine_create_sandbox_async (ef->engine, ef->project, request, NULL, ef_wait_cb, &wait);
+  call = fake_agent_read_request (fake);
+  g_assert_cmpstr (box_agent_json_get_string (call, "op"), ==, "trust-ca");
+  result = ef_wait_result (ef, &wait);
+  sb = box_engine_create_sandbox_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (g_get_monotonic_time () - start, >=, (BOX_ENGINE_CA_WAIT_MS - 100) * 1000);
+  g_assert_cmpint (g_get_monotonic_time () - start, <, (BOX_ENGINE_CA_WAIT_MS + 3000) * 1000);
+  g_assert_nonnull (strstr (log_text->str, "the guest did not take the broker CA within"));
+}
+
 /* the build tree's plugins and the test module, in a directory of links */
 /* At stop the network lets go of the broker before any plugin stops (its
  * proxy thread would otherwise hand connections to a stopped broker). */
@@ -752,6 +783,8 @@ main (int argc, char **argv)
               test_guest_env, ef_tear_down);
   g_test_add ("/engine-broker/trust-ca", Ef, "guest-agent,memory-snapshots,checkpoints,fork", set_up,
               test_trust_ca, ef_tear_down);
+  g_test_add ("/engine-broker/trust-ca-silent", Ef, "guest-agent", set_up, test_trust_ca_silent,
+              ef_tear_down);
   g_test_add ("/engine-broker/trust-ca-memory-checkpoint", Ef,
               "guest-agent,memory-snapshots,checkpoints", set_up, test_trust_ca_memory_checkpoint,
               ef_tear_down);
