@@ -1,7 +1,8 @@
 /* box-engine-start.c: the engine's start and stop: which plugin serves
  * each role (hypervisor, network, store, auth, broker: the best working one
- * for `auto`; the broker only with a secret key), the plugins' contexts, the network defaults, the data
- * directory's lock, and the sandboxes' reconciliation at start.
+ * for `auto`; the broker only with a secret key), the plugins' contexts,
+ * the network defaults, the data directory's lock, and the sandboxes'
+ * reconciliation at start.
  *
  * The object itself is box-engine.c.
  */
@@ -134,10 +135,6 @@ choose_hypervisor (BoxEngine *self, GError **error)
   return name;
 }
 
-/* network=auto: the best network plugin when the hypervisor runs real VMs;
- * none for one that runs no VM (it has no VM to connect).  *optional is
- * TRUE when a failing start should leave sandboxes without a network
- * rather than stop boxd. */
 /* A role that may be left out (network, broker): TRUE when @wanted
  * settles it without a choice, *@name then the plugin it names or NULL
  * for none (`none` or empty); FALSE for `auto`. */
@@ -153,6 +150,10 @@ named_or_none (const char *wanted, const char **name)
   return TRUE;
 }
 
+/* network=auto: the best network plugin when the hypervisor runs real VMs;
+ * none for one that runs no VM (it has no VM to connect).  *optional is
+ * TRUE when a failing start should leave sandboxes without a network
+ * rather than stop boxd. */
 static const char *
 choose_network (BoxEngine *self, const char *hypervisor, gboolean *optional)
 {
@@ -178,8 +179,9 @@ choose_network (BoxEngine *self, const char *hypervisor, gboolean *optional)
 }
 
 /* broker=auto: with a secret key, the best broker plugin installed (a
- * default install's `broker`); without a key, or when none is installed,
- * none, said loudly: a create, fork or PATCH naming secrets is then 501
+ * default install's `broker`), whatever the hypervisor; without a key
+ * none (every secret route is 501 then); when none is installed none, said
+ * loudly: a create, fork or PATCH naming secrets is then 501
  * (box_engine_check_secrets()).  *optional as for choose_network(). */
 static const char *
 choose_broker (BoxEngine *self, gboolean *optional)
