@@ -62,7 +62,7 @@ box_config_new (void)
   config->auth = g_strdup ("auto");
   config->hypervisor = g_strdup ("auto");
   config->network = g_strdup ("auto");
-  config->broker = g_strdup ("");
+  config->broker = g_strdup ("auto");
   config->secret_key = TRUE;
   config->identity = TRUE;
   config->http_idle_timeout_s = DEFAULT_HTTP_IDLE_TIMEOUT_S;

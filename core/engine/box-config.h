@@ -32,7 +32,10 @@
  *   auth=auto            that works here: BoxPluginInfo's priority and
  *   hypervisor=auto      probe; a name picks that plugin)
  *   network=auto
- *   broker=
+ *   broker=auto          (auto: the best broker plugin installed when
+ *                        secret_key is on; none (or empty): no broker, and
+ *                        a create, fork or PATCH naming secrets is 501;
+ *                        a name picks that plugin)
  *   secret_key_file=<data-dir>/secret.key
  *   network_defaults_file=      (what {include: defaults} stands for, replacing the
  *                                compiled-in data/network-defaults.json; read and
@@ -112,7 +115,7 @@ typedef struct {
   char        *auth;
   char        *hypervisor;        /* "auto": the real one installed, see box-engine.c */
   char        *network;           /* "auto" (default), "none", or a plugin name */
-  char        *broker;            /* "" = none */
+  char        *broker;            /* "auto" (default), "none" or "" (none), or a plugin name */
   char        *secret_key_file;
   char        *network_defaults_file;  /* NULL or "": the compiled-in list */
   gboolean     secret_key;        /* FALSE: run without (secrets answer 501) */

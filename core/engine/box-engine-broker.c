@@ -14,8 +14,9 @@
  * Every sandbox (secrets or not) trusts the broker's CA: the engine sends
  * it (the agent's trust-ca, box_engine_send_ca()) after each create, fork,
  * wake, boot and restore before the operation answers, and to every awake
- * sandbox after a rotation.  A guest that does not take it is logged and
- * runs on (its TLS to brokered hosts fails until its next wake).
+ * sandbox after a rotation.  A guest that does not take it, or does not
+ * answer within BOX_ENGINE_CA_WAIT_MS, is logged and runs on (its TLS to
+ * brokered hosts fails until its next wake).
  */
 #include "config.h"
 
@@ -169,7 +170,15 @@ typedef struct {
   char            *sandbox_id;
   BoxEngineCaDone  done;
   gpointer         data;
+  GSource         *timer;      /* cancels the call after BOX_ENGINE_CA_WAIT_MS */
 } CaSend;
+
+static gboolean
+ca_wait_over (gpointer user_data)
+{
+  g_cancellable_cancel (user_data);
+  return G_SOURCE_REMOVE;
+}
 
 static void
 ca_sent (GObject *source, GAsyncResult *result, gpointer user_data)
@@ -177,9 +186,16 @@ ca_sent (GObject *source, GAsyncResult *result, gpointer user_data)
   CaSend *send = user_data;
   g_autoptr(GError) error = NULL;
 
-  if (!box_agent_client_trust_ca_finish (BOX_AGENT_CLIENT (source), result, &error))
-    g_warning ("sandbox %s: the guest did not take the broker CA: %s", send->sandbox_id,
-               error->message);
+  if (!box_agent_client_trust_ca_finish (BOX_AGENT_CLIENT (source), result, &error)) {
+    if (g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))
+      g_warning ("sandbox %s: the guest did not take the broker CA within %d ms",
+                 send->sandbox_id, BOX_ENGINE_CA_WAIT_MS);
+    else
+      g_warning ("sandbox %s: the guest did not take the broker CA: %s", send->sandbox_id,
+                 error->message);
+  }
+  g_source_destroy (send->timer);
+  g_source_unref (send->timer);
   if (send->done != NULL)
     send->done (send->self, send->data);
   g_object_unref (send->self);
@@ -193,6 +209,7 @@ box_engine_send_ca (BoxEngine *self, const char *sandbox_id, BoxEngineCaDone don
   g_autoptr(GError) error = NULL;
   g_autoptr(GBytes) pem = NULL;
   g_autoptr(BoxAgentClient) agent = NULL;
+  g_autoptr(GCancellable) cancel = NULL;
   CaSend *send;
 
   if (self->broker == NULL ||
@@ -210,7 +227,12 @@ box_engine_send_ca (BoxEngine *self, const char *sandbox_id, BoxEngineCaDone don
   send->sandbox_id = g_strdup (sandbox_id);
   send->done = done;
   send->data = data;
-  box_agent_client_trust_ca_async (agent, pem, NULL, ca_sent, send);
+  /* a guest that never answers holds its operation this long at most */
+  cancel = g_cancellable_new ();
+  send->timer = g_timeout_source_new (BOX_ENGINE_CA_WAIT_MS);
+  g_source_set_callback (send->timer, ca_wait_over, g_object_ref (cancel), g_object_unref);
+  g_source_attach (send->timer, g_main_context_get_thread_default ());
+  box_agent_client_trust_ca_async (agent, pem, cancel, ca_sent, send);
   return TRUE;
 }
 

@@ -406,15 +406,29 @@ checkpoint_numbered (BoxEngine *self, GTask *task)
 }
 
 static void
+ca_sent (BoxEngine *self, gpointer data)
+{
+  checkpoint_numbered (self, data);
+}
+
+/* A stopped sandbox booted for a memory checkpoint runs on after it: its
+ * guest trusts the broker CA before the checkpoint, as at any boot. */
+static void
 woken (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   GTask *task = user_data;
   BoxEngine *self = g_task_get_source_object (task);
+  BoxEngineOp *op = g_task_get_task_data (task);
   GError *error = NULL;
 
-  if (!box_engine_woken_finish (self, g_task_get_task_data (task), result, &error)) {
+  if (!box_engine_woken_finish (self, op, result, &error)) {
     finish_error (self, task, error);
     return;
+  }
+  if (op->trust_ca) {
+    op->trust_ca = FALSE;
+    if (box_engine_send_ca (self, op->id, ca_sent, task))
+      return;
   }
   checkpoint_numbered (self, task);
 }

@@ -96,9 +96,11 @@ void              box_engine_drop_secrets       (BoxEngine *self, const char *sa
 /* At start: the network gets the broker, every awake sandbox its secrets. */
 void              box_engine_broker_reconcile   (BoxEngine *self);
 /* box-engine-broker.c: sends the broker's CA to the guest of @sandbox_id
- * (trust-ca); @done (may be NULL) runs once the guest answered or not, a
+ * (trust-ca); @done (may be NULL) runs once the guest answered or not, or
+ * BOX_ENGINE_CA_WAIT_MS of real time passed (the call cancelled), a
  * failure logged.  FALSE, @done not called: nothing to send (no broker, no
  * guest agent). */
+#define BOX_ENGINE_CA_WAIT_MS 5000
 typedef void    (*BoxEngineCaDone)              (BoxEngine *self, gpointer data);
 gboolean          box_engine_send_ca            (BoxEngine *self, const char *sandbox_id,
                                                  BoxEngineCaDone done, gpointer data);

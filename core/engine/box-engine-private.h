@@ -120,7 +120,9 @@ void     box_engine_emit                (BoxEngine *self, const char *type, cons
                                          JsonObject *detail);
 /* ::sandbox-interrupted */
 void     box_engine_emit_interrupted    (BoxEngine *self, const char *sandbox_id, const char *why);
-/* Checks that every name in @secrets exists in @project (400 invalid otherwise). */
+/* Checks that every name in @secrets exists in @project (400 invalid
+ * otherwise); naming any without a secret key or without a broker is 501
+ * unsupported. */
 gboolean box_engine_check_secrets       (BoxEngine *self, const char *project,
                                          const char *const *secrets, GError **error);
 guint    box_engine_count_defaults      (BoxEngine *self);

@@ -337,6 +337,15 @@ box_engine_check_secrets (BoxEngine *self, const char *project, const char *cons
     return TRUE;
   if (!require_secret_key (self, error))
     return FALSE;
+  /* the secret routes keep working without a broker (they are records),
+   * but a sandbox would get placeholders that nothing replaces */
+  if (self->broker == NULL) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_UNSUPPORTED,
+                 "this node brokers no secrets: [boxd] broker=%s",
+                 g_strcmp0 (self->config->broker, "auto") == 0
+                 ? "auto found no broker plugin that starts" : "none");
+    return FALSE;
+  }
   for (i = 0; secrets[i] != NULL; i++) {
     g_autoptr(BoxSecret) secret = NULL;
     g_autoptr(GError) local_error = NULL;

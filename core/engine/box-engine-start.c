@@ -1,7 +1,8 @@
 /* box-engine-start.c: the engine's start and stop: which plugin serves
  * each role (hypervisor, network, store, auth, broker: the best working one
- * for `auto`), the plugins' contexts, the network defaults, the data
- * directory's lock, and the sandboxes' reconciliation at start.
+ * for `auto`; the broker only with a secret key), the plugins' contexts,
+ * the network defaults, the data directory's lock, and the sandboxes'
+ * reconciliation at start.
  *
  * The object itself is box-engine.c.
  */
@@ -134,6 +135,21 @@ choose_hypervisor (BoxEngine *self, GError **error)
   return name;
 }
 
+/* A role that may be left out (network, broker): TRUE when @wanted
+ * settles it without a choice, *@name then the plugin it names or NULL
+ * for none (`none` or empty); FALSE for `auto`. */
+static gboolean
+named_or_none (const char *wanted, const char **name)
+{
+  *name = NULL;
+  if (wanted == NULL || wanted[0] == '\0' || g_str_equal (wanted, "none"))
+    return TRUE;
+  if (g_str_equal (wanted, "auto"))
+    return FALSE;
+  *name = wanted;
+  return TRUE;
+}
+
 /* network=auto: the best network plugin when the hypervisor runs real VMs;
  * none for one that runs no VM (it has no VM to connect).  *optional is
  * TRUE when a failing start should leave sandboxes without a network
@@ -147,10 +163,8 @@ choose_network (BoxEngine *self, const char *hypervisor, gboolean *optional)
   g_autoptr(GError) local_error = NULL;
 
   *optional = FALSE;
-  if (wanted == NULL || wanted[0] == '\0' || g_str_equal (wanted, "none"))
-    return NULL;
-  if (!g_str_equal (wanted, "auto"))
-    return wanted;
+  if (named_or_none (wanted, &name))
+    return name;
   module = box_plugin_loader_lookup (self->loader, hypervisor);
   if (module != NULL && (module->info->flags & BOX_PLUGIN_FLAG_NO_VM) != 0)
     return NULL;
@@ -158,6 +172,31 @@ choose_network (BoxEngine *self, const char *hypervisor, gboolean *optional)
   if (name == NULL) {
     g_warning ("no network plugin is installed in %s: sandboxes get no network",
                self->config->plugin_dir);
+    return NULL;
+  }
+  *optional = TRUE;
+  return name;
+}
+
+/* broker=auto: with a secret key, the best broker plugin installed (a
+ * default install's `broker`), whatever the hypervisor; without a key
+ * none (every secret route is 501 then); when none is installed none, said
+ * loudly: a create, fork or PATCH naming secrets is then 501
+ * (box_engine_check_secrets()).  *optional as for choose_network(). */
+static const char *
+choose_broker (BoxEngine *self, gboolean *optional)
+{
+  const char *name;
+  g_autoptr(GError) local_error = NULL;
+
+  *optional = FALSE;
+  if (named_or_none (self->config->broker, &name))
+    return name;
+  if (!self->config->secret_key)
+    return NULL;
+  name = choose_plugin (self, "broker", "auto", 0, &local_error);
+  if (name == NULL) {
+    g_warning ("broker=auto: %s: sandboxes cannot use secrets", local_error->message);
     return NULL;
   }
   *optional = TRUE;
@@ -178,6 +217,32 @@ connect_contexts (BoxEngine *self)
     if (G_OBJECT (plugin) == G_OBJECT (self->hypervisor))
       g_object_set (context, "network", self->network, NULL);
   }
+}
+
+/* A plugin `auto` chose for a role that may be left out (network,
+ * broker) that cannot start: boxd runs without it, said loudly.  One
+ * instance serving both roles is not left out. */
+static gboolean
+left_out (BoxEngine *self, BoxPlugin *plugin, gboolean network_optional, gboolean broker_optional,
+          const GError *why)
+{
+  gboolean is_network = G_OBJECT (plugin) == G_OBJECT (self->network);
+  gboolean is_broker = G_OBJECT (plugin) == G_OBJECT (self->broker);
+
+  if (is_network && !is_broker && network_optional) {
+    g_warning ("network plugin %s cannot start, sandboxes get no network: %s",
+               box_plugin_get_name (plugin), why->message);
+    self->network = NULL;
+    g_object_set (box_plugin_get_context (BOX_PLUGIN (self->hypervisor)), "network", NULL, NULL);
+    return TRUE;
+  }
+  if (is_broker && !is_network && broker_optional) {
+    g_warning ("broker plugin %s cannot start, sandboxes cannot use secrets: %s",
+               box_plugin_get_name (plugin), why->message);
+    self->broker = NULL;
+    return TRUE;
+  }
+  return FALSE;
 }
 
 static gboolean
@@ -270,6 +335,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
   const char *hypervisor_name;
   BoxHypervisorCapabilities caps;
   gboolean network_optional = FALSE;
+  gboolean broker_optional = FALSE;
   guint i;
 
   g_return_val_if_fail (BOX_IS_ENGINE (self), FALSE);
@@ -293,6 +359,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     return FALSE;
   wanted[3].name = hypervisor_name;
   wanted[2].name = choose_network (self, hypervisor_name, &network_optional);
+  wanted[4].name = choose_broker (self, &broker_optional);
 
   for (i = 0; i < G_N_ELEMENTS (wanted); i++) {
     GObject *instance;
@@ -326,11 +393,7 @@ box_engine_start (BoxEngine *self, GCancellable *cancellable, GError **error)
     g_autoptr(GError) local_error = NULL;
 
     if (!box_plugin_start (plugin, cancellable, &local_error)) {
-      if (network_optional && G_OBJECT (plugin) == G_OBJECT (self->network)) {
-        g_warning ("network plugin %s cannot start, sandboxes get no network: %s",
-                   box_plugin_get_name (plugin), local_error->message);
-        self->network = NULL;
-        g_object_set (box_plugin_get_context (BOX_PLUGIN (self->hypervisor)), "network", NULL, NULL);
+      if (left_out (self, plugin, network_optional, broker_optional, local_error)) {
         g_ptr_array_remove_index (self->plugins, i--);
         continue;
       }

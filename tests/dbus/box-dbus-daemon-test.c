@@ -176,7 +176,8 @@ test_status (void)
   g_assert_true (saw_keys);
   g_assert_true (saw_dummy);
 
-  /* every other key is a started plugin's, under plugin.<name>. */
+  /* every other key is a started plugin's, under plugin.<name>. (the
+   * secrets broker: broker=auto with a secret key) */
   g_variant_iter_init (&iter, status);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value)) {
     const char *const known[] = {
@@ -187,7 +188,8 @@ test_status (void)
     if (!g_strv_contains (known, key)) {
       g_assert_true (g_str_has_prefix (key, "plugin.sqlite.") ||
                      g_str_has_prefix (key, "plugin.keys.") ||
-                     g_str_has_prefix (key, "plugin.dummy."));
+                     g_str_has_prefix (key, "plugin.dummy.") ||
+                     g_str_has_prefix (key, "plugin.broker."));
     }
     g_variant_unref (value);
   }

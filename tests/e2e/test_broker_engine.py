@@ -4,8 +4,11 @@
 # by boxd's loader in a plugin directory made of the build tree's plugins
 # and it.  Over HTTP: secrets PUT, used at create and PATCH, deleted in use
 # (409), no value in boxd's log; over D-Bus: `boxctl broker rotate-ca`
-# (RotateBrokerCa) with and without --json, a bad subcommand (exit 2), and
-# a boxd without a broker (org.box.Error.Unsupported, exit 1).
+# (RotateBrokerCa) with and without --json, a bad subcommand (exit 2).  A
+# default boxd (broker=auto) loads the real `broker` plugin; one with
+# broker=none keeps the secret routes but answers a create or PATCH naming
+# secrets 501 unsupported, and rotate-ca fails (org.box.Error.Unsupported,
+# exit 1).
 
 import json
 import os
@@ -89,13 +92,56 @@ def test_with_broker(t):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_default_broker(t):
+    """A default boxd (broker=auto, a secret key) loads the `broker` plugin."""
+    bus = Bus()
+    d = None
+    try:
+        d = Boxd(t, extra_args=['--session-bus'], env=bus.env()).start()
+        t.ok(wait_bus_name(bus), 'a default boxd is on the private bus')
+        t.ok(os.path.isfile(os.path.join(d.data_dir, 'broker', 'ca.pem')),
+             'its broker CA is in the data directory')
+        key = d.project_with_key('dflt')
+        r = d.request('PUT', '/v1/secrets/TOKEN', {'value': VALUE, 'hosts': ['api.example.com']},
+                      token=key)
+        t.status(r, (200, 201), 'PUT a secret')
+        r = d.request('POST', '/v1/sandboxes', {'name': 'user', 'secrets': ['TOKEN']}, token=key)
+        t.status(r, 201, 'a sandbox using it is created')
+        rc, out, err = boxctl(bus, 'broker', 'rotate-ca')
+        t.ok(rc == 0 and 'new CA' in out, 'boxctl broker rotate-ca works', out + err)
+    finally:
+        if d is not None:
+            d.stop()
+        bus.close()
+
+
 def test_without_broker(t):
     tmp = tempfile.mkdtemp(prefix='box-e2e-broker-')
     bus = Bus()
     d = None
     try:
-        d = Boxd(t, extra_args=['--session-bus'], env=bus.env()).start()
+        conf = os.path.join(tmp, 'boxd.conf')
+        with open(conf, 'w') as f:
+            f.write('[boxd]\nbroker=none\n')
+        d = Boxd(t, extra_args=['--config', conf, '--session-bus'], env=bus.env()).start()
         t.ok(wait_bus_name(bus), 'boxd without a broker is on the private bus')
+        key = d.project_with_key('nobrk')
+        r = d.request('PUT', '/v1/secrets/TOKEN', {'value': VALUE, 'hosts': ['api.example.com']},
+                      token=key)
+        t.status(r, (200, 201), 'the secret routes work without a broker')
+        t.status(d.request('GET', '/v1/secrets/TOKEN', token=key), 200, 'GET the secret')
+        t.error(d.request('POST', '/v1/sandboxes', {'name': 'user', 'secrets': ['TOKEN']},
+                          token=key), 501, 'unsupported', 'a create naming secrets',
+                message_contains='brokers no secrets')
+        t.status(d.request('GET', '/v1/sandboxes/user', token=key), 404, 'and none was created')
+        r = d.request('POST', '/v1/sandboxes', {'name': 'plain'}, token=key)
+        t.status(r, 201, 'a sandbox without secrets')
+        t.error(d.request('PATCH', '/v1/sandboxes/plain', {'secrets': ['TOKEN']}, token=key),
+                501, 'unsupported', 'a PATCH naming secrets', message_contains='broker=none')
+        r = d.request('GET', '/v1/sandboxes/plain', token=key)
+        t.ok(r[0] == 200 and not r[2].get('secrets'), 'its secrets are unchanged', r[3][:300])
+        t.status(d.request('DELETE', '/v1/secrets/TOKEN', token=key), 204,
+                 'DELETE the secret')
         rc, out, err = boxctl(bus, 'broker', 'rotate-ca')
         t.ok(rc == 1 and 'no secrets broker' in err, 'boxctl broker rotate-ca fails (exit 1)',
              '%d %s' % (rc, err))
@@ -110,4 +156,4 @@ def test_without_broker(t):
 
 
 if __name__ == '__main__':
-    boxtest.main(Tap(), test_with_broker, test_without_broker)
+    boxtest.main(Tap(), test_with_broker, test_default_broker, test_without_broker)

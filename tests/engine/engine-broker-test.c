@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "box-agent-frame.h"
+#include "box-engine-ops-private.h"  /* BOX_ENGINE_CA_WAIT_MS */
 #include "box-requests.h"
 #include "engine-fixture.h"
 
@@ -615,6 +616,92 @@ test_trust_ca (Ef *ef, gconstpointer user_data)
   g_assert_nonnull (strstr (log_text->str, "the guest did not take the broker CA"));
 }
 
+/* A memory checkpoint of a stopped sandbox boots it, and it runs on: its
+ * guest gets the broker CA after the boot, before anything else of the
+ * checkpoint (the presuspend hooks), and the sandbox stays awake. */
+static void
+test_trust_ca_memory_checkpoint (Ef *ef, gconstpointer user_data)
+{
+  Handing h = { ef, NULL };
+  FakeAgent *fake = ef_fake_agent (ef, "sb-unused", &h.client);
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(BoxCheckpoint) cp = NULL;
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(GError) error = NULL;
+  EfWait wait = { 0 };
+  gboolean ok = FALSE;
+
+  g_string_truncate (log_text, 0);
+  g_signal_connect (ef->engine, "event", G_CALLBACK (hand_agent), &h);
+  sb = create_served (ef, fake, "{}", "CA-0");
+  ef_change_ok (ef, sb->id, BOX_STATE_REQUEST_STOP);
+  g_signal_emit_by_name (ef->hv, "set-agent", sb->id, h.client, &ok);
+  box_engine_create_checkpoint_async (ef->engine, ef->project, sb->id, NULL, TRUE, NULL, NULL,
+                                      NULL, ef_wait_cb, &wait);
+  /* the first call after the boot (without it: the presuspend hooks') */
+  {
+    g_autoptr(JsonObject) request = fake_agent_read_request (fake);
+    g_autofree char *reply = NULL;
+    gint64 id = 0;
+
+    g_assert_cmpstr (box_agent_json_get_string (request, "op"), ==, "trust-ca");
+    g_assert_cmpstr (box_agent_json_get_string (request, "pem"), ==, "CA-0");
+    g_assert_true (box_agent_json_get_int (request, "id", &id));
+    reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true}", id);
+    fake_agent_send_json (fake, 0, reply);
+  }
+  /* the rest of the checkpoint's calls to the guest, answered */
+  while (!wait.done) {
+    if (fake_agent_poll (fake)) {
+      g_autoptr(JsonObject) request = fake_agent_read_request (fake);
+      g_autofree char *reply = NULL;
+      gint64 id = 0;
+
+      g_assert_cmpstr (box_agent_json_get_string (request, "op"), !=, "trust-ca");
+      g_assert_true (box_agent_json_get_int (request, "id", &id));
+      reply = g_strdup_printf ("{\"id\":%" G_GINT64_FORMAT ",\"ok\":true}", id);
+      fake_agent_send_json (fake, 0, reply);
+    }
+    g_main_context_iteration (NULL, FALSE);
+  }
+  result = ef_wait_result (ef, &wait);
+  cp = box_engine_create_checkpoint_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (cp);
+  g_assert_cmpint (ef_state (ef, sb->id), ==, BOX_SANDBOX_STATE_RUNNING);
+  g_assert_null (strstr (log_text->str, "broker CA"));
+}
+
+/* A guest that never answers trust-ca holds its create
+ * BOX_ENGINE_CA_WAIT_MS at most (not the agent's two-minute call
+ * timeout): then the create answers, logged. */
+static void
+test_trust_ca_silent (Ef *ef, gconstpointer user_data)
+{
+  Handing h = { ef, NULL };
+  FakeAgent *fake = ef_fake_agent (ef, "sb-unused", &h.client);
+  g_autoptr(JsonNode) body = json_from_string ("{}", NULL);
+  g_autoptr(BoxSandboxCreate) request = box_sandbox_create_from_json (body, NULL);
+  g_autoptr(JsonObject) call = NULL;
+  g_autoptr(GAsyncResult) result = NULL;
+  g_autoptr(BoxSandbox) sb = NULL;
+  g_autoptr(GError) error = NULL;
+  EfWait wait = { 0 };
+  gint64 start = g_get_monotonic_time ();
+
+  g_string_truncate (log_text, 0);
+  g_signal_connect (ef->engine, "event", G_CALLBACK (hand_agent), &h);
+  box_engine_create_sandbox_async (ef->engine, ef->project, request, NULL, ef_wait_cb, &wait);
+  call = fake_agent_read_request (fake);
+  g_assert_cmpstr (box_agent_json_get_string (call, "op"), ==, "trust-ca");
+  result = ef_wait_result (ef, &wait);
+  sb = box_engine_create_sandbox_finish (ef->engine, result, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (g_get_monotonic_time () - start, >=, (BOX_ENGINE_CA_WAIT_MS - 100) * 1000);
+  g_assert_cmpint (g_get_monotonic_time () - start, <, (BOX_ENGINE_CA_WAIT_MS + 3000) * 1000);
+  g_assert_nonnull (strstr (log_text->str, "the guest did not take the broker CA within"));
+}
+
 /* the build tree's plugins and the test module, in a directory of links */
 /* At stop the network lets go of the broker before any plugin stops (its
  * proxy thread would otherwise hand connections to a stopped broker). */
@@ -696,6 +783,11 @@ main (int argc, char **argv)
               test_guest_env, ef_tear_down);
   g_test_add ("/engine-broker/trust-ca", Ef, "guest-agent,memory-snapshots,checkpoints,fork", set_up,
               test_trust_ca, ef_tear_down);
+  g_test_add ("/engine-broker/trust-ca-silent", Ef, "guest-agent", set_up, test_trust_ca_silent,
+              ef_tear_down);
+  g_test_add ("/engine-broker/trust-ca-memory-checkpoint", Ef,
+              "guest-agent,memory-snapshots,checkpoints", set_up, test_trust_ca_memory_checkpoint,
+              ef_tear_down);
   status = g_test_run ();
   remove_plugin_dir (plugin_dir);
   g_free (plugin_dir);

@@ -75,13 +75,11 @@ ef_set_up (Ef *ef, gconstpointer user_data)
   ef_project (ef, "p");
 }
 
-void
-ef_start (Ef *ef)
+BoxConfig *
+ef_config (Ef *ef)
 {
-  g_autoptr(GError) error = NULL;
   BoxConfig *config = box_config_new ();
 
-  g_assert_null (ef->engine);
   g_free (config->data_dir);
   config->data_dir = g_strdup (ef->data_dir);
   g_free (config->plugin_dir);
@@ -101,7 +99,16 @@ ef_start (Ef *ef)
 
   if (ef->configure != NULL)
     ef->configure (config);
-  ef->engine = box_engine_new (config);
+  return config;
+}
+
+void
+ef_start (Ef *ef)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_null (ef->engine);
+  ef->engine = box_engine_new (ef_config (ef));
   box_engine_set_clock (ef->engine, ef->clock);
   g_signal_connect (ef->engine, "event", G_CALLBACK (on_event), ef);
   g_signal_connect (ef->engine, "sandbox-interrupted", G_CALLBACK (on_interrupted), ef);

@@ -51,6 +51,8 @@ void        ef_init          (int *argc, char ***argv);
 void        ef_set_up        (Ef *ef, gconstpointer user_data);
 void        ef_tear_down     (Ef *ef, gconstpointer user_data);
 /* Starts an engine on ef->data_dir (also after ef_stop: a restart). */
+/* The configuration ef_start() starts an engine with (@configure applied). */
+BoxConfig  *ef_config        (Ef *ef);
 void        ef_start         (Ef *ef);
 /* Stops and drops the engine (boxd exits); the data directory stays. */
 void        ef_stop          (Ef *ef);
