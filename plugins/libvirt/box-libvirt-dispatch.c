@@ -68,7 +68,7 @@ op_new (BoxLibvirtPlugin *self, BoxLibvirtJobKind kind, BoxVmOp vm_op, const cha
 {
   BoxLibvirtOp *op = g_new0 (BoxLibvirtOp, 1);
 
-  op->self = g_object_ref (self);
+  op->self = box_libvirt_hold (self);
   op->kind = kind;
   op->op = vm_op;
   op->id = g_strdup (id);
@@ -123,7 +123,8 @@ cold_timer_cb (gpointer user_data)
 
   if (vm != NULL) {
     vm->cold_source = 0;
-    box_libvirt_vm_make_cold (timer->self, vm);
+    if (timer->self->started)   /* (the stop removes these timers) */
+      box_libvirt_vm_make_cold (timer->self, vm);
   }
   return G_SOURCE_REMOVE;
 }

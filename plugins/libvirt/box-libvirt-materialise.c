@@ -71,7 +71,7 @@ job_free (BoxLibvirtMaterialise *job)
 {
   if (job->timeout_source != 0)
     g_source_remove (job->timeout_source);
-  g_object_unref (job->self);
+  box_libvirt_release (job->self);
   g_free (job->sandbox_id);
   g_free (job->checkpoint_id);
   g_free (job->helper_id);
@@ -416,7 +416,7 @@ job_next (BoxLibvirtPlugin *self)
   if (entry == NULL)
     return;
   job = g_new0 (BoxLibvirtMaterialise, 1);
-  job->self = g_object_ref (self);
+  job->self = box_libvirt_hold (self);
   /* "<sandbox>\n<checkpoint>" */
   job->sandbox_id = entry;
   job->checkpoint_id = g_strdup (strchr (entry, '\n') + 1);

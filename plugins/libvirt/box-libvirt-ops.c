@@ -39,7 +39,7 @@ box_libvirt_op_free (BoxLibvirtOp *op)
   /* (box_libvirt_op_return() uncounts it, on the main thread) */
   if (op->heavy)
     g_atomic_int_add (&op->self->heavy_ops, -1);
-  g_object_unref (op->self);
+  box_libvirt_release (op->self);
   g_free (op->id);
   g_free (op->hostname);
   g_clear_pointer (&op->env, g_hash_table_unref);

@@ -62,13 +62,28 @@ typedef struct {
   GDestroyNotify     data_free;
 } Work;
 
+BoxLibvirtPlugin *
+box_libvirt_hold (BoxLibvirtPlugin *self)
+{
+  g_atomic_int_inc (&self->works);
+  return g_object_ref (self);
+}
+
+void
+box_libvirt_release (BoxLibvirtPlugin *self)
+{
+  /* before the unref: this may be the last reference */
+  g_atomic_int_add (&self->works, -1);
+  g_object_unref (self);
+}
+
 /* With the task: after its completion ran. */
 static void
 work_free (Work *work)
 {
   if (work->data_free != NULL)
     work->data_free (work->data);
-  g_atomic_int_add (&work->self->works, -1);
+  box_libvirt_release (work->self);
   g_free (work);
 }
 
@@ -95,13 +110,12 @@ box_libvirt_run_in_thread (BoxLibvirtPlugin *self, BoxLibvirtWorkFunc func, gpoi
   g_autoptr(GTask) task = g_task_new (self, cancellable, callback, user_data);
   Work *work = g_new0 (Work, 1);
 
-  work->self = self;
+  work->self = box_libvirt_hold (self);
   work->func = func;
   work->data = data;
   work->data_free = data_free;
   g_task_set_source_tag (task, box_libvirt_run_in_thread);
   g_task_set_task_data (task, work, (GDestroyNotify) work_free);
-  g_atomic_int_inc (&self->works);
   /* libvirt calls block (saving a VM's memory takes seconds): they go to
    * the plugin's own bounded pool, not GLib's, which everyone shares */
   g_thread_pool_push (self->workers, g_steal_pointer (&task), NULL);
@@ -595,11 +609,14 @@ stop_wait_tick (gpointer user_data)
   return G_SOURCE_CONTINUE;
 }
 
-/* boxd exits after the stop: the jobs under way (a pool VM being filled, a
- * materialisation's helper, a sandbox's operation) run to their end, and
- * their completions with them (a materialisation's cleanup is a job of its
- * own), so that none leaves a domain or a VM directory behind.  The
- * engine's API is down by now; what runs here is the plugins' own work. */
+/* boxd exits after the stop: what is under way (a sandbox's operation, a
+ * pool VM being filled, a template build, a materialisation, each job on
+ * the workers) runs to its end, with the steps it waits for between jobs
+ * (a guest's set-up, its agent's answer: their connections close at the
+ * stop, so those end at once), so that none leaves a domain or a VM
+ * directory behind.  The engine's API is down by now; what runs here is
+ * the plugins' own work.  No new work starts: the pool, refills,
+ * materialisations and cold timers check `started`. */
 static void
 wait_for_works (BoxLibvirtPlugin *self)
 {
@@ -636,8 +653,12 @@ box_libvirt_plugin_stop (BoxPlugin *plugin)
   box_libvirt_templates_drain (self);
   box_libvirt_materialise_stop (self);
   g_hash_table_iter_init (&iter, self->vms);
-  while (g_hash_table_iter_next (&iter, NULL, &value))
-    box_libvirt_set_agent (self, value, NULL);
+  while (g_hash_table_iter_next (&iter, NULL, &value)) {
+    BoxLibvirtVm *vm = value;
+
+    g_clear_handle_id (&vm->cold_source, g_source_remove);
+    box_libvirt_set_agent (self, vm, NULL);
+  }
   wait_for_works (self);
 }
 

@@ -56,7 +56,7 @@ static void
 fill_free (Fill *fill)
 {
   fill->tmpl->in_flight = g_list_remove (fill->tmpl->in_flight, fill);
-  g_object_unref (fill->self);
+  box_libvirt_release (fill->self);
   g_clear_pointer (&fill->slot, box_libvirt_slot_free);
   g_free (fill->xml);
   g_free (fill->domain);
@@ -322,7 +322,7 @@ box_libvirt_pool_fill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, GTask *
   g_autofree char *ram = NULL;
   g_autofree char *cmdline = box_libvirt_kernel_cmdline ("box", NULL);
 
-  fill->self = g_object_ref (self);
+  fill->self = box_libvirt_hold (self);
   fill->tmpl = tmpl;
   fill->waiter = waiter;
   fill->started = g_get_monotonic_time ();

@@ -308,7 +308,7 @@ struct _BoxLibvirtPlugin {
   gboolean           started;
   GCancellable      *cancellable;    /* cancelled at stop */
   GThreadPool       *workers;        /* box_libvirt_run_in_thread(), BOX_LIBVIRT_WORKERS at most */
-  gint               works;          /* atomic: jobs of box_libvirt_run_in_thread() not yet completed */
+  gint               works;          /* atomic: operations, fills, builds, materialisations and jobs under way */
   guint              cold_running;   /* cold snapshots being made */
 
   GHashTable        *vms;            /* sandbox id -> BoxLibvirtVm* */
@@ -334,6 +334,11 @@ void      box_libvirt_run_in_thread (BoxLibvirtPlugin *self, BoxLibvirtWorkFunc 
                                      GCancellable *cancellable, GAsyncReadyCallback callback,
                                      gpointer user_data);
 gboolean  box_libvirt_run_finish    (GAsyncResult *result, GError **error);
+/* A reference on the plugin that its stop waits for (box_libvirt_plugin_stop()):
+ * taken by whatever is under way (an operation, a fill, a build, a
+ * materialisation, a job) and given back when it is freed. */
+BoxLibvirtPlugin *box_libvirt_hold    (BoxLibvirtPlugin *self);
+void      box_libvirt_release       (BoxLibvirtPlugin *self);
 
 BoxNetwork *box_libvirt_get_network (BoxLibvirtPlugin *self);
 /* TCG is not a security boundary: without KVM and with allow_tcg=false no

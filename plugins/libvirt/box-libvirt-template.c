@@ -245,7 +245,7 @@ typedef struct {
 static void
 build_free (Build *build)
 {
-  g_object_unref (build->self);
+  box_libvirt_release (build->self);
   g_free (build->build_id);
   g_free (build->tmp_dir);
   g_free (build->domain);
@@ -534,7 +534,7 @@ box_libvirt_template_build (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
     return;
   tmpl->building = TRUE;
   build = g_new0 (Build, 1);
-  build->self = g_object_ref (self);
+  build->self = box_libvirt_hold (self);
   build->tmpl = tmpl;
   build->build_id = box_libvirt_new_vm_id ();
   build->domain = box_libvirt_vm_domain_name (build->build_id);

@@ -292,7 +292,8 @@ class Boxd:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
-                rc = self.proc.wait(timeout=20)
+                # past the libvirt plugin's 60 s wait for its work under way
+                rc = self.proc.wait(timeout=75)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
