@@ -316,6 +316,7 @@ struct _BoxLibvirtPlugin {
   /* memory checkpoints to materialise ("<sandbox>\n<checkpoint>"), the job under way */
   GQueue             materialise_queue;
   struct _BoxLibvirtMaterialise *materialising;
+  guint              materialise_source; /* box_libvirt_materialise_kick(): the quiet wait */
   /* atomic (worker threads read it): creates, forks, wakes, checkpoints and
    * restores under way; a materialisation yields to them */
   gint               heavy_ops;
