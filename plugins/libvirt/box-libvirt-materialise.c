@@ -29,8 +29,9 @@
  * own sandboxes that is not materialised.  [plugin.libvirt] checkpoint_materialise=false queues
  * none.
  *
- * The job yields to the sandboxes' own work: it starts no helper while a
- * create, fork, wake, checkpoint or restore is under way
+ * The job yields to the sandboxes' own work: it starts only after
+ * BOX_LIBVIRT_MATERIALISE_QUIET_S without a create, fork, wake, checkpoint
+ * or restore (re-armed at each), never while one is under way
  * (self->heavy_ops, counted by box-libvirt-dispatch.c), its QEMU runs
  * SCHED_IDLE at nice 19 in the idle I/O class, and it waits (at most
  * BOX_LIBVIRT_MATERIALISE_YIELD_S) before its fsyncs while such an
@@ -355,10 +356,14 @@ job_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autofree char *dir = box_libvirt_checkpoint_dir (job->self, job->sandbox_id,
                                                      job->checkpoint_id);
 
-  if (box_libvirt_run_finish (result, &error))
+  if (box_libvirt_run_finish (result, &error)) {
     g_message ("libvirt: sandbox %s: memory checkpoint %s materialised (RAM file and device "
                "state) in %.0f ms", job->sandbox_id, job->checkpoint_id,
                (g_get_monotonic_time () - job->started) / 1e3);
+  } else if (!job->self->started)
+    g_message ("libvirt: sandbox %s: materialising memory checkpoint %s stopped with the "
+               "hypervisor (the next start queues it again)", job->sandbox_id,
+               job->checkpoint_id);
   else if (!g_file_test (dir, G_FILE_TEST_IS_DIR))
     g_message ("libvirt: sandbox %s: memory checkpoint %s deleted while it was materialised",
                job->sandbox_id, job->checkpoint_id);
@@ -496,9 +501,15 @@ box_libvirt_materialise_stop (BoxLibvirtPlugin *self)
 }
 
 const char *
-box_libvirt_materialise_helper (BoxLibvirtPlugin *self)
+box_libvirt_materialise_helper (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                const char *checkpoint_id)
 {
-  return self->materialising != NULL ? self->materialising->helper_id : NULL;
+  BoxLibvirtMaterialise *job = self->materialising;
+
+  if (job == NULL || g_strcmp0 (job->sandbox_id, sandbox_id) != 0 ||
+      g_strcmp0 (job->checkpoint_id, checkpoint_id) != 0)
+    return NULL;
+  return job->helper_id;
 }
 
 /* ---- at start ---- */
