@@ -316,6 +316,7 @@ struct _BoxLibvirtPlugin {
   /* memory checkpoints to materialise ("<sandbox>\n<checkpoint>"), the job under way */
   GQueue             materialise_queue;
   struct _BoxLibvirtMaterialise *materialising;
+  guint              materialise_source; /* box_libvirt_materialise_kick(): the quiet wait */
   /* atomic (worker threads read it): creates, forks, wakes, checkpoints and
    * restores under way; a materialisation yields to them */
   gint               heavy_ops;
@@ -567,8 +568,10 @@ void      box_libvirt_materialise_queue (BoxLibvirtPlugin *self, const char *san
 /* Starts the queued jobs (after start); ends the queue and the job (at stop). */
 void      box_libvirt_materialise_kick  (BoxLibvirtPlugin *self);
 void      box_libvirt_materialise_stop  (BoxLibvirtPlugin *self);
-/* The VM ID of the job's helper domain, NULL when no job runs (tests). */
-const char *box_libvirt_materialise_helper (BoxLibvirtPlugin *self);
+/* The VM ID of the helper domain while @checkpoint_id of @sandbox_id is
+ * materialised, else NULL (tests). */
+const char *box_libvirt_materialise_helper (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                            const char *checkpoint_id);
 /* At start, for the whole checkpoint in @ckpt of one of this boxd's
  * sandboxes (another boxd's sharing vm_dir are left alone): removes what a
  * job killed midway left (*.tmp; ram and devstate without "ram" in the

@@ -637,16 +637,17 @@ test_kill_during_materialise (void)
   g_free (sh (suite.hv, SANDBOX_B, "echo m1 > /tmp/m1-file"));
   ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "m1", TRUE);
   timeout = g_timeout_add_seconds (300, timeout_cb, "the helper domain");
-  while (box_libvirt_materialise_helper (plugin) == NULL) {
+  while (box_libvirt_materialise_helper (plugin, SANDBOX_B, "m1") == NULL) {
     g_main_context_iteration (NULL, FALSE);
     g_usleep (2000);
   }
-  helper = g_strdup (box_libvirt_materialise_helper (plugin));
+  helper = g_strdup (box_libvirt_materialise_helper (plugin, SANDBOX_B, "m1"));
   pid_path = g_strdup_printf ("/run/libvirt/qemu/box-%s.pid", helper);
   helper_dir = box_libvirt_vm_path (suite.vm_dir, helper, NULL);
   record = g_build_filename (plugin->state_dir, "pool", helper, NULL);
   /* its QEMU, once exec'd (libvirt writes the pid file before) */
-  while (box_libvirt_materialise_helper (plugin) != NULL && !is_qemu (pid_path, &qemu_pid)) {
+  while (box_libvirt_materialise_helper (plugin, SANDBOX_B, "m1") != NULL &&
+         !is_qemu (pid_path, &qemu_pid)) {
     g_main_context_iteration (NULL, FALSE);
     g_usleep (1000);
   }
@@ -655,7 +656,8 @@ test_kill_during_materialise (void)
   /* the job's failure is a warning: expected here */
   fatal = g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
   g_assert_cmpint (kill (qemu_pid, SIGKILL), ==, 0);
-  while (plugin->materialising != NULL)
+  /* m1's job: earlier checkpoints' jobs may be queued after it */
+  while (box_libvirt_materialise_helper (plugin, SANDBOX_B, "m1") != NULL)
     g_main_context_iteration (NULL, TRUE);
   g_log_set_always_fatal (fatal);
   g_source_remove (timeout);
