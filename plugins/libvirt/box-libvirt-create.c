@@ -121,7 +121,7 @@ box_libvirt_op_guest_start (GTask *task, GAsyncResult *result, BoxLibvirtGuestSe
   step->what = what;
   g_object_set_data_full (G_OBJECT (task), "box-guest-step", step,
                           (GDestroyNotify) guest_step_free);
-  if (!box_libvirt_run_finish (result, &error)) {
+  if (result != NULL && !box_libvirt_run_finish (result, &error)) {
     fail (task, error);
     return;
   }

@@ -63,8 +63,8 @@ op_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   }
 }
 
-static BoxLibvirtOp *
-op_new (BoxLibvirtPlugin *self, BoxLibvirtJobKind kind, BoxVmOp vm_op, const char *id)
+BoxLibvirtOp *
+box_libvirt_op_new (BoxLibvirtPlugin *self, BoxLibvirtJobKind kind, BoxVmOp vm_op, const char *id)
 {
   BoxLibvirtOp *op = g_new0 (BoxLibvirtOp, 1);
 
@@ -80,7 +80,7 @@ op_new (BoxLibvirtPlugin *self, BoxLibvirtJobKind kind, BoxVmOp vm_op, const cha
 static void
 run_job (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, BoxLibvirtJobKind kind)
 {
-  BoxLibvirtOp *op = op_new (self, kind, BOX_VM_OP_LAST, vm->id);
+  BoxLibvirtOp *op = box_libvirt_op_new (self, kind, BOX_VM_OP_LAST, vm->id);
   GTask *task = g_task_new (self, NULL, NULL, NULL);
 
   g_task_set_source_tag (task, run_job);
@@ -178,7 +178,7 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
     return;
   }
   /* the request is only valid during this call */
-  op = op_new (self, BOX_LIBVIRT_JOB_ENGINE, vm_op, request->sandbox_id);
+  op = box_libvirt_op_new (self, BOX_LIBVIRT_JOB_ENGINE, vm_op, request->sandbox_id);
   g_task_set_task_data (task, op, (GDestroyNotify) box_libvirt_op_free);
   op->hostname = g_strdup (request->hostname != NULL ? request->hostname : "");
   op->env = copy_env (request->env);
@@ -211,6 +211,8 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
     return;
   }
   vm = box_libvirt_lookup_vm (self, op->id);
+  if (vm_op == BOX_VM_OP_DESTROY)
+    box_libvirt_ready_forget (self, op->id, NULL);
   switch (vm_op) {
   case BOX_VM_OP_CREATE:
     if (vm != NULL) {
@@ -229,6 +231,8 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
     return;
   case BOX_VM_OP_DELETE_CHECKPOINT:
     /* no VM lock: a checkpoint may outlive its VM's record */
+    if (box_libvirt_checkpoint_id_is_valid (op->checkpoint_id))
+      box_libvirt_ready_forget (self, op->id, op->checkpoint_id);
     box_libvirt_delete_checkpoint_start (task);
     return;
   default:

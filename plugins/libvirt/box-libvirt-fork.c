@@ -109,6 +109,16 @@ fork_started (GObject *source, GAsyncResult *result, gpointer user_data)
     .env = op->env,
     .timeout_s = op->memory ? BOX_LIBVIRT_AGENT_TIMEOUT_S : op->self->config.boot_timeout_s,
   };
+  GError *error = NULL;
+
+  /* made ready in advance: loaded and paused, its guest set up when taken */
+  if (op->ready_vm_id != NULL) {
+    if (!box_libvirt_run_finish (result, &error))
+      fork_fail (task, error);
+    else
+      box_libvirt_op_return (task, NULL);
+    return;
+  }
 
   /* a boot took its hostname and address from the kernel command line and
    * its entropy is its own; a restored guest is still the source */
@@ -120,7 +130,8 @@ fork_started (GObject *source, GAsyncResult *result, gpointer user_data)
   box_libvirt_op_guest_start (task, result, &setup,
                               g_strdup_printf ("fork of checkpoint %s of %s, %s",
                                                op->from_checkpoint_id, op->from_sandbox_id,
-                                               op->memory ? "memory" : "disk only"),
+                                               !op->memory ? "disk only" : op->set_owner ?
+                                               "memory, made ready in advance" : "memory"),
                               fork_guest_fail);
 }
 
@@ -200,6 +211,76 @@ fork_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
   return FALSE;
 }
 
+/* The fork's VM made here: directory, uid, attachment, disk, start. */
+static void
+fork_make (GTask *task)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  BoxLibvirtPlugin *self = op->self;
+  BoxNetwork *network = box_libvirt_get_network (self);
+  Fork *fork = g_object_get_data (G_OBJECT (task), "box-fork");
+  BoxLibvirtVm *vm = op->vm;
+  g_autofree char *dir = NULL;
+  GError *error = NULL;
+
+  vm->vm_id = op->ready_vm_id != NULL ? g_strdup (op->ready_vm_id) : box_libvirt_new_vm_id ();
+  op->domain = box_libvirt_vm_domain_name (vm->vm_id);
+  box_libvirt_pool_record_add (self, vm->vm_id);
+  dir = box_libvirt_op_file (op, NULL);
+  if (!box_libvirt_claim_vm_dir (self, dir, &fork->uid, &error)) {
+    fork_fail (task, error);
+    return;
+  }
+  if (network != NULL) {
+    g_autoptr(GError) net_error = NULL;
+
+    op->net = box_network_attach (network, op->id, &net_error);
+    if (op->net == NULL) {
+      fork_fail (task, box_error_convert (net_error, "network"));
+      return;
+    }
+  }
+  op->xml = box_libvirt_vm_xml (op, !op->memory);
+  box_libvirt_run_in_thread (self, fork_work, op, NULL, NULL, fork_started, task);
+}
+
+static void
+ready_undone (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  g_autoptr(GError) error = box_libvirt_op_undo_finish (task, result);
+
+  box_libvirt_pool_record_remove (op->self, op->vm->vm_id);
+  g_clear_pointer (&op->vm->vm_id, g_free);
+  g_clear_pointer (&op->domain, g_free);
+  g_clear_pointer (&op->net, box_net_attachment_free);
+  op->set_owner = FALSE;
+  if (!op->self->started) {
+    box_libvirt_op_fail (task, BOX_ERROR_SANDBOX_UNAVAILABLE, "the hypervisor is stopping");
+    return;
+  }
+  fork_make (task);
+}
+
+/* A ready fork that does not resume (its QEMU died while it waited): it
+ * goes, and the fork is made as if there had been none. */
+static void
+ready_resumed (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+  GError *error = NULL;
+
+  if (box_libvirt_run_finish (result, &error)) {
+    fork_started (source, NULL, task);
+    return;
+  }
+  g_warning ("libvirt: fork %s: the ready fork %s did not resume (%s): making the fork",
+             op->id, op->vm->vm_id, error->message);
+  box_libvirt_op_undo (task, error, ready_undone);
+}
+
 void
 box_libvirt_fork_start (GTask *task)
 {
@@ -207,7 +288,6 @@ box_libvirt_fork_start (GTask *task)
   BoxLibvirtPlugin *self = op->self;
   BoxNetwork *network = box_libvirt_get_network (self);
   Fork *fork = g_new0 (Fork, 1);
-  g_autofree char *dir = NULL;
   GError *error = NULL;
   BoxLibvirtVm *vm;
 
@@ -227,9 +307,13 @@ box_libvirt_fork_start (GTask *task)
                          fork->info.nic ? "with" : "without", fork->info.nic ? "none" : "one");
     return;
   }
+  if (op->ready_vm_id != NULL && !(op->memory && op->ram)) {
+    box_libvirt_op_fail (task, BOX_ERROR_INVALID, "checkpoint %s of %s is not materialised",
+                         op->from_checkpoint_id, op->from_sandbox_id);
+    return;
+  }
   op->resources = fork->info.resources;
   vm = box_libvirt_vm_new (op->id);
-  vm->vm_id = box_libvirt_new_vm_id ();
   vm->resources = fork->info.resources;
   vm->nic = network != NULL;
   g_free (vm->hostname);
@@ -237,22 +321,12 @@ box_libvirt_fork_start (GTask *task)
   g_free (vm->template_key);
   vm->template_key = g_strdup (fork->info.template_key);
   op->vm = vm;
-  op->domain = box_libvirt_vm_domain_name (vm->vm_id);
-  box_libvirt_pool_record_add (self, vm->vm_id);
-  dir = box_libvirt_op_file (op, NULL);
-  if (!box_libvirt_claim_vm_dir (self, dir, &fork->uid, &error)) {
-    fork_fail (task, error);
+  /* a fork made ready in advance: it only runs now (box-libvirt-ready.c) */
+  if (op->memory && op->ready_vm_id == NULL && box_libvirt_ready_take (self, op)) {
+    op->domain = box_libvirt_vm_domain_name (vm->vm_id);
+    box_libvirt_run_in_thread (self, box_libvirt_resume_work, op, NULL, NULL, ready_resumed,
+                               task);
     return;
   }
-  if (network != NULL) {
-    g_autoptr(GError) net_error = NULL;
-
-    op->net = box_network_attach (network, op->id, &net_error);
-    if (op->net == NULL) {
-      fork_fail (task, box_error_convert (net_error, "network"));
-      return;
-    }
-  }
-  op->xml = box_libvirt_vm_xml (op, !op->memory);
-  box_libvirt_run_in_thread (self, fork_work, op, NULL, NULL, fork_started, task);
+  fork_make (task);
 }

@@ -172,6 +172,9 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!box_plugin_context_get_bool (box_plugin_get_context (plugin), "checkpoint_materialise",
                                     TRUE, &config->checkpoint_materialise, error))
     return FALSE;
+  if (!box_plugin_context_get_bool (box_plugin_get_context (plugin), "checkpoint_ready",
+                                    TRUE, &config->checkpoint_ready, error))
+    return FALSE;
   return TRUE;
 }
 

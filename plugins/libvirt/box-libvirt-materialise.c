@@ -360,6 +360,8 @@ job_done (GObject *source, GAsyncResult *result, gpointer user_data)
     g_message ("libvirt: sandbox %s: memory checkpoint %s materialised (RAM file and device "
                "state) in %.0f ms", job->sandbox_id, job->checkpoint_id,
                (g_get_monotonic_time () - job->started) / 1e3);
+    /* its forks from now on: one made ready in advance (box-libvirt-ready.c) */
+    box_libvirt_ready_want (job->self, job->sandbox_id, job->checkpoint_id);
   } else if (!job->self->started)
     g_message ("libvirt: sandbox %s: materialising memory checkpoint %s stopped with the "
                "hypervisor (the next start queues it again)", job->sandbox_id,
@@ -556,6 +558,8 @@ box_libvirt_materialise_sweep (BoxLibvirtPlugin *self, const char *ckpt, const c
     }
     if (info.memory)
       box_libvirt_materialise_queue (self, sandbox_id, checkpoint_id);
+  } else {
+    box_libvirt_ready_want (self, sandbox_id, checkpoint_id);
   }
   box_libvirt_checkpoint_info_clear (&info);
 }

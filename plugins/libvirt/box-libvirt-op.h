@@ -42,7 +42,14 @@ typedef struct {
   char             *from_sandbox_id;   /* CREATE as a fork */
   char             *from_checkpoint_id;
   gboolean          ended;             /* CHECKPOINT, RESTORE: this operation ended the QEMU */
+  /* a fork made ready in advance (box-libvirt-ready.c): its VM's ID; the
+   * fork stops once its state is loaded, paused (op->id: its pool ID) */
+  char             *ready_vm_id;
 } BoxLibvirtOp;
+
+/* An operation (holding the plugin) of @kind on sandbox @id. */
+BoxLibvirtOp *box_libvirt_op_new           (BoxLibvirtPlugin *self, BoxLibvirtJobKind kind,
+                                            BoxVmOp vm_op, const char *id);
 
 BoxLibvirtOp *box_libvirt_task_op          (GTask *task);
 /* Ends @task (taking @error, or success) and releases the VM's lock. */
@@ -80,7 +87,7 @@ gboolean      box_libvirt_op_keep_new_vm   (BoxLibvirtOp *op, BoxAgent *agent, G
 /* Undoes a create or fork midway, then fails it with @error. */
 typedef void (*BoxLibvirtOpFail) (GTask *task, GError *error);
 /* The end of a create or fork once its domain was started or resumed
- * (@result, of box_libvirt_run_in_thread): the guest is set up as @setup
+ * (@result, of box_libvirt_run_in_thread; NULL: it was, and succeeded): the guest is set up as @setup
  * says (its context filled in here), the VM kept and the task answered;
  * any failure goes to @fail.  @what (taken) describes the VM in the log. */
 void          box_libvirt_op_guest_start   (GTask *task, GAsyncResult *result,
@@ -113,6 +120,12 @@ void          box_libvirt_fork_start       (GTask *task);
  * grants the RAM file to the VM's QEMU (box-libvirt-fork.c). */
 gboolean      box_libvirt_link_ram_state   (const char *ckpt_dir, const char *vm_dir,
                                             const char *suffix);
+
+/* Ready forks (box-libvirt-ready.c).  A fork of op->from_* takes the ready
+ * fork of that checkpoint when there is one: op->vm gets its VM ID, op->net
+ * its attachment (rebound to op->id), op->set_owner is set, and the fork
+ * only resumes it; FALSE: there is none, make the fork. */
+gboolean      box_libvirt_ready_take       (BoxLibvirtPlugin *self, BoxLibvirtOp *op);
 
 /* Worker threads, tests only: waits BOX_LIBVIRT_TEST_DELAY_MS at the points
  * BOX_LIBVIRT_TEST_DELAY_AT names (a point is @what up to its first

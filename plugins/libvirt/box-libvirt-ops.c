@@ -50,6 +50,7 @@ box_libvirt_op_free (BoxLibvirtOp *op)
   g_free (op->checkpoint_id);
   g_free (op->from_sandbox_id);
   g_free (op->from_checkpoint_id);
+  g_free (op->ready_vm_id);
   g_free (op);
 }
 
@@ -74,8 +75,10 @@ box_libvirt_op_return (GTask *task, GError *error)
   }
   if (op->heavy) {
     op->heavy = FALSE;
-    if (g_atomic_int_dec_and_test (&op->self->heavy_ops))
+    if (g_atomic_int_dec_and_test (&op->self->heavy_ops)) {
       box_libvirt_materialise_kick (op->self);
+      box_libvirt_ready_kick (op->self);
+    }
   }
   if (error != NULL)
     g_task_return_error (task, error);

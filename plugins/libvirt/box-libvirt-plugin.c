@@ -29,6 +29,8 @@
  *                          vm_dir's file system (503 capacity otherwise)
  *   checkpoint_materialise=true   memory checkpoints made template-like in the
  *                          background (box-libvirt-materialise.c); false: never
+ *   checkpoint_ready=true  a fork of each sandbox's newest materialised memory
+ *                          checkpoint made in advance (box-libvirt-ready.c)
  *   disk_cache=writeback   QEMU's disk cache: writeback, none, or unsafe (guest
  *                          flushes dropped: faster pauses, unsafe at a host crash)
  */
@@ -571,6 +573,7 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   box_libvirt_adopt (self);
   self->started = TRUE;
   box_libvirt_materialise_kick (self);
+  box_libvirt_ready_kick (self);
 
   tmpl = box_libvirt_template_get (self, self->image->resources.cpus,
                                    self->image->resources.memory_mib);
@@ -651,6 +654,7 @@ box_libvirt_plugin_stop (BoxPlugin *plugin)
   /* pool domains are cheap to make again; sandboxes' VMs keep running and
    * are adopted at the next start */
   box_libvirt_templates_drain (self);
+  box_libvirt_readies_drain (self);
   box_libvirt_materialise_stop (self);
   g_hash_table_iter_init (&iter, self->vms);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
@@ -668,12 +672,13 @@ box_libvirt_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
   BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (plugin);
   GHashTableIter iter;
   gpointer value;
-  guint pooled = 0, target = 0, filling = 0;
+  guint pooled = 0, target = 0, filling = 0, ready = 0, ready_making = 0;
   guint64 pool_mib = 0;
   guint running = 0;
   guint hot = 0;
 
   box_libvirt_templates_count (self, &target, &pooled, &filling, &pool_mib);
+  box_libvirt_readies_count (self, &ready, &ready_making);
   g_hash_table_iter_init (&iter, self->vms);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
     BoxLibvirtVm *vm = value;
@@ -699,6 +704,8 @@ box_libvirt_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
   g_variant_builder_add (dict, "{sv}", "pool-filling", g_variant_new_uint32 (filling));
   g_variant_builder_add (dict, "{sv}", "pool-target", g_variant_new_uint32 (target));
   g_variant_builder_add (dict, "{sv}", "pool-memory-mib", g_variant_new_uint64 (pool_mib));
+  g_variant_builder_add (dict, "{sv}", "forks-ready", g_variant_new_uint32 (ready));
+  g_variant_builder_add (dict, "{sv}", "forks-making-ready", g_variant_new_uint32 (ready_making));
   g_variant_builder_add (dict, "{sv}", "pool-budget-mib",
                          g_variant_new_uint64 (self->pool_budget_mib));
 }
@@ -710,6 +717,7 @@ box_libvirt_plugin_finalize (GObject *object)
 
   g_hash_table_unref (self->vms);
   g_hash_table_unref (self->templates);
+  g_hash_table_unref (self->readies);
   g_queue_clear_full (&self->materialise_queue, g_free);
   box_libvirt_conn_free (self->conn);
   box_libvirt_image_free (self->image);
@@ -742,6 +750,9 @@ box_libvirt_plugin_init (BoxLibvirtPlugin *self)
                                      (GDestroyNotify) box_libvirt_vm_free);
   self->templates = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
                                            (GDestroyNotify) box_libvirt_template_free);
+  /* (entries are stolen when taken; what is left at finalize was only wanted) */
+  self->readies = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+                                         (GDestroyNotify) box_libvirt_ready_free);
   self->cancellable = g_cancellable_new ();
   self->workers = g_thread_pool_new (work_thread, NULL, BOX_LIBVIRT_WORKERS, FALSE, NULL);
 }

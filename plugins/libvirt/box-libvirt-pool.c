@@ -424,6 +424,8 @@ box_libvirt_templates_count (BoxLibvirtPlugin *self, guint *target, guint *ready
     *filling += tmpl->filling;
     *memory_mib += pool_mib (tmpl);
   }
+  /* forks made ready in advance share the pools' budget */
+  *memory_mib += box_libvirt_readies_mib (self);
 }
 
 static void

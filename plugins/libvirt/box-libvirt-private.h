@@ -76,6 +76,8 @@ typedef struct {
   guint    hot_pause_s;         /* 60 */
   guint64  disk_reserve_mib;    /* 256: left free on vm_dir by checkpoints, restores, forks */
   gboolean checkpoint_materialise; /* TRUE: memory checkpoints materialised in the background */
+  gboolean checkpoint_ready;     /* TRUE: a fork of each sandbox's newest materialised memory
+                                  * checkpoint made ready in advance (box-libvirt-ready.c) */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
   guint64  max_cpus;            /* 0: CPUs times cpu_overcommit */
   guint    cpu_overcommit;      /* 64 */
@@ -320,6 +322,12 @@ struct _BoxLibvirtPlugin {
   /* atomic (worker threads read it): creates, forks, wakes, checkpoints and
    * restores under way; a materialisation yields to them */
   gint               heavy_ops;
+  /* forks made ready in advance (box-libvirt-ready.c): sandbox ID -> its
+   * newest materialised memory checkpoint's BoxLibvirtReady (keys owned by
+   * the values), the one being made, a ready fork's measured cost */
+  GHashTable        *readies;
+  struct _BoxLibvirtReady *ready_making;
+  guint64            ready_mib;
 };
 
 typedef gboolean (*BoxLibvirtWorkFunc) (BoxLibvirtPlugin *self, gpointer data, GError **error);
@@ -568,6 +576,24 @@ void      box_libvirt_materialise_queue (BoxLibvirtPlugin *self, const char *san
 /* Starts the queued jobs (after start); ends the queue and the job (at stop). */
 void      box_libvirt_materialise_kick  (BoxLibvirtPlugin *self);
 void      box_libvirt_materialise_stop  (BoxLibvirtPlugin *self);
+/* Forks made ready in advance (box-libvirt-ready.c).  _want: @checkpoint_id
+ * (just materialised) is now @sandbox_id's newest, its fork is made when
+ * nothing else runs (_kick: operations ended); _forget: the checkpoint
+ * (NULL: any of the sandbox's) is gone; _drain at stop; _mib what they
+ * hold; _count made and being made; _vm_id the made one's VM (tests). */
+typedef struct _BoxLibvirtReady BoxLibvirtReady;
+void        box_libvirt_ready_free    (BoxLibvirtReady *ready);
+void        box_libvirt_ready_want    (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                       const char *checkpoint_id);
+void        box_libvirt_ready_kick    (BoxLibvirtPlugin *self);
+void        box_libvirt_ready_forget  (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                       const char *checkpoint_id);
+void        box_libvirt_readies_drain (BoxLibvirtPlugin *self);
+guint64     box_libvirt_readies_mib   (BoxLibvirtPlugin *self);
+void        box_libvirt_readies_count (BoxLibvirtPlugin *self, guint *ready, guint *making);
+const char *box_libvirt_ready_vm_id   (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                       const char *checkpoint_id);
+
 /* The VM ID of the helper domain while @checkpoint_id of @sandbox_id is
  * materialised, else NULL (tests). */
 const char *box_libvirt_materialise_helper (BoxLibvirtPlugin *self, const char *sandbox_id,

@@ -111,7 +111,8 @@ start_from_ram (BoxLibvirtPlugin *self, virConnectPtr conn, BoxLibvirtOp *op)
                                   self->config.tb_cache_mib, &error);
   t1 = g_get_monotonic_time ();
   ok = dom != NULL && box_libvirt_migrate_load (dom, dev, TRUE, &error) &&
-       (virDomainResume (dom) == 0 || box_libvirt_set_error (&error, "cannot resume the VM"));
+       (op->ready_vm_id != NULL || virDomainResume (dom) == 0 ||
+        box_libvirt_set_error (&error, "cannot resume the VM"));
   if (dom != NULL)
     virDomainFree (dom);
   if (!ok) {
@@ -127,7 +128,7 @@ start_from_ram (BoxLibvirtPlugin *self, virConnectPtr conn, BoxLibvirtOp *op)
 }
 
 /* Starts the domain: a boot, or a restore of cold.dev + ram or cold.mig
- * (then resumed). */
+ * (then resumed, but for a fork made ready in advance: op->ready_vm_id). */
 gboolean
 box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op, gboolean boot,
                                GError **error)
@@ -156,7 +157,8 @@ box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op, gboolea
   ok = dom != NULL;
   if (ok && !boot) {
     ok = box_libvirt_migrate_load (dom, cold, FALSE, error) &&
-         (virDomainResume (dom) == 0 || box_libvirt_set_error (error, "cannot resume the VM"));
+         (op->ready_vm_id != NULL || virDomainResume (dom) == 0 ||
+          box_libvirt_set_error (error, "cannot resume the VM"));
   }
   if (dom != NULL)
     virDomainFree (dom);

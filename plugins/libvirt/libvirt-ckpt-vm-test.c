@@ -17,6 +17,7 @@
 
 #define SANDBOX_C "sb-vmtestcccccc"
 #define SANDBOX_D "sb-vmtestdddddd"
+#define SANDBOX_E "sb-vmtesteeeeee"
 
 /* process and file kept by the source's memory checkpoint v1 */
 static char *source_pid;
@@ -137,6 +138,43 @@ wait_materialised (const char *id, const char *checkpoint)
   }
   g_source_remove (timeout);
   return (g_get_monotonic_time () - start) / 1e6;
+}
+
+/* libvirt's state of @domain (VIR_DOMAIN_PAUSED...), -1 when there is none. */
+static int
+domain_state (const char *domain)
+{
+  g_autoptr(GError) error = NULL;
+  virConnectPtr conn = box_libvirt_conn_get (BOX_LIBVIRT_PLUGIN (suite.hv)->conn, &error);
+  virDomainPtr dom;
+  int state = -1, reason;
+
+  g_assert_no_error (error);
+  dom = box_libvirt_domain_lookup (conn, domain);
+  if (dom != NULL && virDomainGetState (dom, &state, &reason, 0) < 0)
+    state = -1;
+  if (dom != NULL)
+    virDomainFree (dom);
+  virConnectClose (conn);
+  return state;
+}
+
+/* Waits until a fork of @checkpoint of @id is ready in advance
+ * (box-libvirt-ready.c), other than @not_vm; its VM's ID. */
+static char *
+wait_ready_fork (const char *id, const char *checkpoint, const char *not_vm)
+{
+  guint timeout = g_timeout_add_seconds (300, timeout_cb, "a ready fork");
+  const char *vm_id;
+
+  while ((vm_id = box_libvirt_ready_vm_id (BOX_LIBVIRT_PLUGIN (suite.hv), id,
+                                           checkpoint)) == NULL ||
+         g_strcmp0 (vm_id, not_vm) == 0) {
+    g_main_context_iteration (NULL, FALSE);
+    g_usleep (20000);
+  }
+  g_source_remove (timeout);
+  return g_strdup (vm_id);
 }
 
 /* Whether @file of @id's VM is a link of @file2 in checkpoint @checkpoint of @from. */
@@ -361,6 +399,10 @@ test_fork_materialised (void)
   g_autofree char *a_sees = NULL;
   g_autofree char *d_sees = NULL;
   g_autofree char *pid = sh (suite.hv, SANDBOX_B, "pgrep -o -x sleep");
+  g_autofree char *ready_vm = NULL;
+  g_autofree char *next_vm = NULL;
+  g_autofree char *ready_dir = NULL;
+  g_autofree char *ready_domain = NULL;
   BoxLibvirtVm *vm;
   gdouble waited;
   gint64 start;
@@ -369,6 +411,10 @@ test_fork_materialised (void)
   /* sparse: the pages the guest had, not its 2 GiB */
   g_assert_cmpuint (box_libvirt_file_allocated (ram), >, 0);
   g_assert_cmpuint (box_libvirt_file_allocated (ram), <, (guint64) 2048 << 20);
+  /* a fork of it made ready in advance: loaded, paused, never run */
+  ready_vm = wait_ready_fork (SANDBOX_A, "v3", NULL);
+  ready_domain = box_libvirt_vm_domain_name (ready_vm);
+  g_assert_cmpint (domain_state (ready_domain), ==, VIR_DOMAIN_PAUSED);
   start = g_get_monotonic_time ();
   if (!fork_op (SANDBOX_D, "vm-test-d", SANDBOX_A, "v3", &error))
     g_error ("fork: %s", error->message);
@@ -376,6 +422,39 @@ test_fork_materialised (void)
                   " MiB", waited, (g_get_monotonic_time () - start) / 1e3,
                   box_libvirt_file_allocated (ram) >> 20);
   vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_D);
+  /* D is the ready fork; the next fork of v3 gets another */
+  g_assert_cmpstr (vm->vm_id, ==, ready_vm);
+  next_vm = wait_ready_fork (SANDBOX_A, "v3", ready_vm);
+  g_free (ready_domain);
+  ready_domain = box_libvirt_vm_domain_name (next_vm);
+  g_assert_cmpint (domain_state (ready_domain), ==, VIR_DOMAIN_PAUSED);
+
+  /* a ready fork whose QEMU died while it waited: the fork is made anyway */
+  {
+    g_autofree char *pid_path = g_strdup_printf ("/run/libvirt/qemu/%s.pid", ready_domain);
+    g_autofree char *e_check = NULL;
+    GLogLevelFlags fatal;
+    BoxLibvirtVm *e;
+    pid_t qemu_pid = 0;
+
+    ready_dir = box_libvirt_vm_path (suite.vm_dir, next_vm, NULL);
+    g_assert_true (is_qemu (pid_path, &qemu_pid));
+    g_assert_cmpint (kill (qemu_pid, SIGKILL), ==, 0);
+    for (guint i = 0; i < 3000 && domain_state (ready_domain) == VIR_DOMAIN_PAUSED; i++)
+      g_usleep (10000);
+    g_assert_cmpint (domain_state (ready_domain), !=, VIR_DOMAIN_PAUSED);
+    /* the plugin's warning that it made the fork instead is expected */
+    fatal = g_log_set_always_fatal (G_LOG_FATAL_MASK | G_LOG_LEVEL_CRITICAL);
+    if (!fork_op (SANDBOX_E, "vm-test-e", SANDBOX_A, "v3", &error))
+      g_error ("fork with a dead ready fork: %s", error->message);
+    g_log_set_always_fatal (fatal);
+    e = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_E);
+    g_assert_cmpstr (e->vm_id, !=, next_vm);
+    g_assert_false (g_file_test (ready_dir, G_FILE_TEST_EXISTS));
+    e_check = sh (suite.hv, SANDBOX_E, "cat /tmp/src-file && hostname");
+    g_assert_cmpstr (e_check, ==, "src\nvm-test-e");
+    run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_E);
+  }
   /* the RAM file is the checkpoint's, mapped; its device state was used once */
   g_assert_true (same_file (SANDBOX_D, "ram", SANDBOX_A, "v3", "ram"));
   g_assert_true (same_file (SANDBOX_D, "cold.mig", SANDBOX_A, "v3", "state"));
@@ -448,9 +527,25 @@ test_delete_source (void)
   g_autofree char *backing = NULL;
   BoxLibvirtVm *vm;
 
+  g_autofree char *ready_vm = wait_ready_fork (SANDBOX_A, "v3", NULL);
+  g_autofree char *ready_dir = box_libvirt_vm_path (suite.vm_dir, ready_vm, NULL);
+  g_autofree char *ready_record = g_build_filename (plugin->state_dir, "pool", ready_vm, NULL);
+  guint timeout;
+
   ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "v3", FALSE);
   ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "v3", FALSE);   /* idempotent */
   g_assert_false (g_file_test (v3, G_FILE_TEST_EXISTS));
+  /* its ready fork ends with it: domain, directory, record */
+  g_assert_null (box_libvirt_ready_vm_id (plugin, SANDBOX_A, "v3"));
+  timeout = g_timeout_add_seconds (120, timeout_cb, "the ready fork's end");
+  while (g_file_test (ready_dir, G_FILE_TEST_EXISTS) ||
+         g_file_test (ready_record, G_FILE_TEST_EXISTS))
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
+  {
+    g_autofree char *ready_domain = box_libvirt_vm_domain_name (ready_vm);
+    g_assert_cmpint (domain_state (ready_domain), ==, -1);
+  }
   run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_A);
   g_assert_false (g_file_test (v1, G_FILE_TEST_EXISTS));
   /* the fork B of v3 keeps v3's disk as its top layer (restarted below) */
@@ -707,7 +802,7 @@ test_destroy (void)
 int
 main (int argc, char **argv)
 {
-  const char *const ids[] = { SANDBOX_A, SANDBOX_B, SANDBOX_C, SANDBOX_D };
+  const char *const ids[] = { SANDBOX_A, SANDBOX_B, SANDBOX_C, SANDBOX_D, SANDBOX_E };
   int status;
 
   g_test_init (&argc, &argv, NULL);

@@ -638,6 +638,7 @@ test_pool_config (void)
     { "pool_memory_mib", "-1" },
     { "pool_memory_mib", "lots" },
     { "checkpoint_materialise", "maybe" },
+    { "checkpoint_ready", "2" },
   };
   BoxLibvirtConfig config = { 0 };
   g_autoptr(GError) error = NULL;
@@ -656,6 +657,9 @@ test_pool_config (void)
   g_assert_true (config.checkpoint_materialise);
   g_assert_true (load_config (&config, &error, "checkpoint_materialise", "false", NULL));
   g_assert_false (config.checkpoint_materialise);
+  g_assert_true (config.checkpoint_ready);
+  g_assert_true (load_config (&config, &error, "checkpoint_ready", "false", NULL));
+  g_assert_false (config.checkpoint_ready);
   /* a floor above the default ceiling raises it */
   g_assert_true (load_config (&config, &error, "pool_size", "40", NULL));
   g_assert_cmpuint (config.pool_max_size, ==, 40);

@@ -330,6 +330,26 @@ def test_materialise_boxd_killed(t):
     t.ok(ram, '%s materialised after the restart' % cp)
     t.eq(sorted(n for n in os.listdir(cdir) if n.endswith('.tmp')), [], 'no temporary file in it')
     t.ok(os.path.getsize(os.path.join(cdir, 'devstate')) < (64 << 20), 'its devstate is devices only')
+    # its fork made ready in advance (box-libvirt-ready.c), then boxd
+    # killed: the restart leaves nothing of it
+    line = 'sandbox %s: a fork of checkpoint %s is ready (VM ' % (SID, cp)
+    end = time.time() + 300
+    while time.time() < end and not d.log_lines(line):
+        time.sleep(0.2)
+    lines = d.log_lines(line)
+    m = re.search(r'is ready \(VM (\S+)\)', lines[-1]) if lines else None
+    if t.ok(m is not None, 'a fork of %s was made ready in advance' % cp):
+        ready_dom, ready_dir = 'box-' + m.group(1), os.path.join(vmtest.VM_DIR, 'vms', m.group(1))
+        _rc, dom_state = vmtest.virsh('domstate', ready_dom)
+        t.eq(dom_state.strip(), 'paused', 'the ready fork is paused (it never ran)')
+        d.kill9()
+        restart('boxd killed with a ready fork')
+        end = time.time() + 30
+        while time.time() < end and (ready_dom in vmtest.all_domains() or os.path.exists(ready_dir)):
+            time.sleep(0.2)
+        t.ok(ready_dom not in vmtest.all_domains(), 'no ready fork domain left', ready_dom)
+        t.ok(not os.path.exists(ready_dir), 'no ready fork directory left')
+        settled(t, 'boxd killed with a ready fork')
     sh(d, KEY, 'kc', 'rm /tmp/mark')
     restorable(t, 'the materialised checkpoint', cp)
     vm_ram = d.vm_path(SID, 'ram')
