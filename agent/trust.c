@@ -8,7 +8,9 @@
  * block between them is dropped, so the op is idempotent and replaces the
  * CA of before a rotation.  update-ca-certificates itself is not run (over
  * a minute under TCG).  Every file is written to a temporary name, synced
- * and renamed over the old one.  --trust-root DIR (tests) puts the three
+ * and renamed over the old one; a file that already holds what it would get
+ * is not written (a fork or wake of a guest that had the CA: each guest
+ * fsync is a host flush of its disk, ~100 ms a file on a busy host).  --trust-root DIR (tests) puts the three
  * paths under DIR.
  */
 
@@ -104,7 +106,37 @@ make_parents (const char *path)
   return mkdir (dir, 0755) == 0 || errno == EEXIST;
 }
 
-/* @path (0644) holds @a then @b, or is as before */
+/* Whether @path is a regular file holding exactly @a then @b. */
+static bool
+same_content (const char *path, const char *a, size_t alen, const char *b, size_t blen)
+{
+  const char *parts[2] = { a, b };
+  size_t lens[2] = { alen, blen };
+  char buf[4096];
+  struct stat st;
+  bool same;
+  int fd = open (path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+  if (fd < 0)
+    return false;
+  same = fstat (fd, &st) == 0 && S_ISREG (st.st_mode) && (size_t) st.st_size == alen + blen;
+  for (int k = 0; k < 2 && same; k++) {
+    size_t off = 0;
+    while (off < lens[k] && same) {
+      size_t want = lens[k] - off < sizeof buf ? lens[k] - off : sizeof buf;
+      ssize_t r = read (fd, buf, want);
+      if (r < 0 && errno == EINTR)
+        continue;
+      same = r > 0 && memcmp (buf, parts[k] + off, (size_t) r) == 0;
+      off += r > 0 ? (size_t) r : 0;
+    }
+  }
+  close (fd);
+  return same;
+}
+
+/* @path (0644) holds @a then @b, or is as before; a file that holds them
+ * already is left as it is */
 static bool
 write_replace (const char *path, const char *a, size_t alen, const char *b, size_t blen)
 {
@@ -113,6 +145,8 @@ write_replace (const char *path, const char *a, size_t alen, const char *b, size
   size_t lens[2] = { alen, blen };
   int fd, saved;
 
+  if (same_content (path, a, alen, b, blen))
+    return true;
   if (!make_parents (path))
     return false;
   snprintf (tmp, sizeof tmp, "%s.box-tmp", path);

@@ -90,9 +90,20 @@ class TrustCa(unittest.TestCase):
         for rel in (CA, COPY, BUNDLE):
             self.assertEqual(stat.S_IMODE(os.stat(self.path(rel)).st_mode), 0o644, rel)
         self.assertEqual(stat.S_IMODE(os.stat(self.path("etc/box")).st_mode), 0o755)
-        # the same again changes nothing
+        # the same again changes nothing, and writes nothing (same inodes:
+        # every file is replaced by a rename when written)
+        inodes = {rel: os.stat(self.path(rel)).st_ino for rel in (CA, COPY, BUNDLE)}
         self.a.request("trust-ca", pem=one)
         self.assertEqual(slurp(self.path(BUNDLE)), SYSTEM + BEGIN + one + END)
+        self.assertEqual({rel: os.stat(self.path(rel)).st_ino for rel in (CA, COPY, BUNDLE)},
+                         inodes)
+        # a file that differs is written again, the others are left alone
+        with open(self.path(COPY), "w") as f:
+            f.write(pem("T1RIRVI="))
+        self.a.request("trust-ca", pem=one)
+        self.assertEqual(slurp(self.path(COPY)), one)
+        self.assertNotEqual(os.stat(self.path(COPY)).st_ino, inodes[COPY])
+        self.assertEqual(os.stat(self.path(CA)).st_ino, inodes[CA])
         # a rotation: the new CA in place of the old one, two blocks, no final newline
         two = pem("VFdP") + "\n" + pem("VEhSRUU=").rstrip("\n")
         self.a.request("trust-ca", pem=two)
