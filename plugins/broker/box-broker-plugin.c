@@ -5,7 +5,7 @@
  *   ca_pem=          the CA's certificate (default <data-dir>/broker/ca.pem)
  *   ca_bundle=       PEM file of the CAs upstream servers are verified
  *                    against (default: the system's trust store)
- *   max_connections= brokered connections at once (default 1024)
+ *   max_connections= brokered connections at once (1-65536, default 1024)
  *
  * The CA (box-broker-ca.c), the secrets table (box-broker-secrets.c) and
  * the connections (box-broker-pump.c, a thread of its own) are separate;
@@ -118,6 +118,11 @@ box_broker_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError **
   if (!box_plugin_context_get_uint (context, "max_connections", BOX_BROKER_PUMP_MAX_CONNECTIONS,
                                     65536, &max_connections, error))
     return FALSE;
+  if (max_connections == 0) {
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_INVALID,
+                         "[plugin.broker] max_connections: must be at least 1");
+    return FALSE;
+  }
   key_path = path_option (self, "ca_key", "ca.key", error);
   if (key_path == NULL)
     return FALSE;

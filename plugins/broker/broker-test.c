@@ -224,6 +224,35 @@ test_wants (Fixture *f, gconstpointer data)
   g_assert_false (box_broker_wants (broker, SANDBOX, "api.example.com"));
 }
 
+/* A setting out of range refuses the start, with the key named. */
+static void
+test_bad_settings (void)
+{
+  const char *bad[] = { "0", "65537", "-1", "many", NULL };
+  g_autoptr(GError) error = NULL;
+  g_autofree char *dir = g_dir_make_tmp ("broker-test-XXXXXX", &error);
+
+  g_assert_no_error (error);
+  for (guint i = 0; bad[i] != NULL; i++) {
+    g_autoptr(GKeyFile) keyfile = g_key_file_new ();
+    g_autoptr(BoxPluginContext) context = NULL;
+    g_autoptr(BoxBrokerPlugin) plugin = NULL;
+    g_autofree char *ca = g_build_filename (dir, "broker", "ca.pem", NULL);
+
+    g_key_file_set_string (keyfile, "plugin.broker", "max_connections", bad[i]);
+    context = g_object_new (BOX_TYPE_PLUGIN_CONTEXT, "name", "broker", "keyfile", keyfile,
+                            "data-dir", dir, NULL);
+    plugin = g_object_new (BOX_TYPE_BROKER_PLUGIN, "name", "broker", "context", context, NULL);
+    g_assert_false (box_plugin_start (BOX_PLUGIN (plugin), NULL, &error));
+    g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+    g_assert_nonnull (strstr (error->message, "max_connections"));
+    g_clear_error (&error);
+    /* refused before anything was made */
+    g_assert_false (g_file_test (ca, G_FILE_TEST_EXISTS));
+  }
+  g_assert_cmpint (g_rmdir (dir), ==, 0);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -233,6 +262,7 @@ main (int argc, char **argv)
   ADD ("ca", test_ca, 0);
   ADD ("leaves", test_leaves, 0);
   ADD ("wants", test_wants, 0);
+  g_test_add_func ("/broker/bad-settings", test_bad_settings);
   broker_test_add_pump ();
   return g_test_run ();
 }
