@@ -211,12 +211,13 @@ cmd_status (BoxCtl *ctl, char **args, GError **error)
   {
     const char *labels[] = {
       _("Version"), _("Hypervisor"), _("Storage"), _("Auth"), _("Network"),
-      _("Listening on"), _("Sandbox domain"), _("Data directory"),
+      _("Secrets broker"), _("Listening on"), _("Sandbox domain"), _("Data directory"),
     };
     const char *values[] = {
       dict_str (status, "version"), hypervisor,
       or_none (dict_str (status, "storage")), or_none (dict_str (status, "auth")),
-      or_none (dict_str (status, "network")), or_none (dict_str (status, "listen")),
+      or_none (dict_str (status, "network")), or_none (dict_str (status, "broker")),
+      or_none (dict_str (status, "listen")),
       or_none (dict_str (status, "sandbox_domain")), or_none (dict_str (status, "data_dir")),
     };
 

@@ -238,6 +238,8 @@ box_dbus_daemon_build_status (BoxDBusDaemon *self)
                          g_variant_new_string (role_plugin_name (box_engine_get_auth (self->engine))));
   g_variant_builder_add (&dict, "{sv}", "network",
                          g_variant_new_string (role_plugin_name (box_engine_get_network (self->engine))));
+  g_variant_builder_add (&dict, "{sv}", "broker",
+                         g_variant_new_string (role_plugin_name (box_engine_get_broker (self->engine))));
   g_variant_builder_add (&dict, "{sv}", "listen",
                          g_variant_new_string (str_or_empty (config->listen)));
   g_variant_builder_add (&dict, "{sv}", "sandbox_domain",

@@ -149,6 +149,10 @@ test_status (void)
   g_assert_cmpstr (lookup_str (status, "storage"), ==, "sqlite");
   g_assert_cmpstr (lookup_str (status, "auth"), ==, "keys");
   g_assert_cmpstr (lookup_str (status, "network"), ==, "");
+  /* broker=auto: the broker plugin when it started, "" when not */
+  g_assert_cmpstr (lookup_str (status, "broker"), ==,
+                   box_engine_get_broker (engine) != NULL
+                   ? box_plugin_get_name (BOX_PLUGIN (box_engine_get_broker (engine))) : "");
   g_assert_cmpstr (lookup_str (status, "listen"), ==, "127.0.0.1:0");
   g_assert_cmpstr (lookup_str (status, "sandbox_domain"), ==, "sandbox.test");
   g_assert_cmpstr (lookup_str (status, "data_dir"), ==, data_dir);
@@ -181,7 +185,8 @@ test_status (void)
   g_variant_iter_init (&iter, status);
   while (g_variant_iter_next (&iter, "{&sv}", &key, &value)) {
     const char *const known[] = {
-      "version", "hypervisor", "accel", "accel-warning", "plugins", "storage", "auth", "network", "listen",
+      "version", "hypervisor", "accel", "accel-warning", "plugins", "storage", "auth", "network", "broker",
+      "listen",
       "sandbox_domain", "data_dir", NULL
     };
 
