@@ -7,11 +7,16 @@
  * /etc/ssl/certs/ca-certificates.crt between two marker lines; a previous
  * block between them is dropped, so the op is idempotent and replaces the
  * CA of before a rotation.  update-ca-certificates itself is not run (over
- * a minute under TCG).  Every file is written to a temporary name, synced
- * and renamed over the old one; a file that already holds what it would get
- * is not written (a fork or wake of a guest that had the CA: each guest
- * fsync is a host flush of its disk, ~100 ms a file on a busy host).  --trust-root DIR (tests) puts the three
- * paths under DIR.
+ * a minute under TCG).  Every file is written to a temporary name and
+ * renamed over the old one, not synced: each guest fsync is a host flush
+ * of its disk (~100 ms on a busy host, three of them the larger part of a
+ * create's answer), and none is needed.  ext4 (the guest's root) writes a
+ * file renamed over another before it commits the rename, so after a crash
+ * the bundle is the old one or the new one; a new file may come back
+ * empty, and the host sends the CA again at every create, fork, wake, boot
+ * and restore, which writes it again.  A file that already holds what it
+ * would get is not written at all (a fork or wake of a guest that had the
+ * CA).  --trust-root DIR (tests) puts the three paths under DIR.
  */
 
 #include <errno.h>
@@ -164,7 +169,7 @@ write_replace (const char *path, const char *a, size_t alen, const char *b, size
       off += (size_t) w;
     }
   }
-  if (fchmod (fd, 0644) < 0 || fsync (fd) < 0)
+  if (fchmod (fd, 0644) < 0)
     goto fail;
   if (close (fd) < 0) {
     fd = -1;
