@@ -16,7 +16,10 @@
  * wake, boot and restore before the operation answers, and to every awake
  * sandbox after a rotation.  A guest that does not take it, or does not
  * answer within BOX_ENGINE_CA_WAIT_MS, is logged and runs on (its TLS to
- * brokered hosts fails until its next wake).
+ * brokered hosts fails until its next wake).  The hypervisor gets the CA
+ * too (box_hypervisor_set_guest_ca()), at start and after a rotation: a
+ * guest it warmed up in advance holds it already, and the agent leaves
+ * files that hold it alone, so a create's trust-ca writes nothing.
  */
 #include "config.h"
 
@@ -139,6 +142,19 @@ box_engine_broker_needs (BoxEngine *self, const BoxSandbox *sandbox)
 /* At boxd start: the broker starts empty, so every awake sandbox that
  * uses secrets gets them again (asleep ones at their wake).  A sandbox the
  * broker refuses is said loudly and keeps running without them. */
+/* The hypervisor learns the CA too: guests it prepares in advance (the
+ * warm pool) hold it before a create asks for it. */
+static void
+guest_ca_to_hypervisor (BoxEngine *self)
+{
+  g_autoptr(GError) error = NULL;
+  g_autoptr(GBytes) pem = box_broker_get_ca_pem (self->broker, &error);
+
+  if (pem == NULL)
+    g_warning ("the hypervisor does not get the broker CA: %s", error->message);
+  box_hypervisor_set_guest_ca (self->hypervisor, pem);
+}
+
 void
 box_engine_broker_reconcile (BoxEngine *self)
 {
@@ -147,6 +163,7 @@ box_engine_broker_reconcile (BoxEngine *self)
 
   if (self->broker == NULL)
     return;
+  guest_ca_to_hypervisor (self);
   if (self->network != NULL)
     box_network_set_broker (self->network, self->broker);
   sandboxes = box_storage_sandbox_list (self->storage, NULL, &error);
@@ -285,6 +302,7 @@ box_engine_rotate_broker_ca (BoxEngine *self, guint *sandboxes, GError **error)
   if (!box_broker_rotate_ca (self->broker, error))
     return FALSE;
   g_message ("the secrets broker has a new CA");
+  guest_ca_to_hypervisor (self);
   all = box_storage_sandbox_list (self->storage, NULL, NULL);
   for (guint i = 0; all != NULL && i < all->len; i++) {
     const BoxSandbox *sandbox = g_ptr_array_index (all, i);

@@ -93,7 +93,8 @@ gboolean          box_engine_push_secrets_full  (BoxEngine *self, const BoxSandb
 gboolean          box_engine_broker_needs       (BoxEngine *self, const BoxSandbox *sandbox);
 /* Takes them back (an empty set, not brokered); failures are logged. */
 void              box_engine_drop_secrets       (BoxEngine *self, const char *sandbox_id);
-/* At start: the network gets the broker, every awake sandbox its secrets. */
+/* At start: the network gets the broker, the hypervisor its CA, every
+ * awake sandbox its secrets. */
 void              box_engine_broker_reconcile   (BoxEngine *self);
 /* box-engine-broker.c: sends the broker's CA to the guest of @sandbox_id
  * (trust-ca); @done (may be NULL) runs once the guest answered or not, or

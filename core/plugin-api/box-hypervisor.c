@@ -189,6 +189,17 @@ box_hypervisor_list_checkpoints (BoxHypervisor *self, const char *sandbox_id, GE
 }
 
 void
+box_hypervisor_set_guest_ca (BoxHypervisor *self, GBytes *pem)
+{
+  BoxHypervisorInterface *iface;
+
+  g_return_if_fail (BOX_IS_HYPERVISOR (self));
+  iface = BOX_HYPERVISOR_GET_IFACE (self);
+  if (iface->set_guest_ca != NULL)
+    iface->set_guest_ca (self, pem);
+}
+
+void
 box_hypervisor_emit_vm_lost (BoxHypervisor *self, const char *sandbox_id)
 {
   g_return_if_fail (BOX_IS_HYPERVISOR (self));

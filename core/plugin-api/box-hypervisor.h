@@ -267,9 +267,14 @@ struct _BoxHypervisorInterface {
    * cannot be listed.  Optional; called on the main thread at start
    * (reconciliation), so it reads only what is local and small. */
   char       **(*list_checkpoints) (BoxHypervisor *self, const char *sandbox_id, GError **error);
+  /* The CA (PEM) every guest trusts, or NULL for none: a hypervisor that
+   * prepares guests in advance may give it to them (the agent's trust-ca)
+   * so that the engine's own trust-ca finds it there.  Optional; called on
+   * the main thread at start and after a rotation. */
+  void         (*set_guest_ca)   (BoxHypervisor *self, GBytes *pem);
 
   /*< private >*/
-  gpointer padding[14];
+  gpointer padding[13];
 };
 
 /* caps->accel when the plugin has get_capabilities() */
@@ -351,6 +356,19 @@ BoxVmState   box_hypervisor_query          (BoxHypervisor *self, const char *san
 BOX_PLUGIN_API
 char       **box_hypervisor_list_checkpoints (BoxHypervisor *self, const char *sandbox_id,
                                               GError **error);
+/**
+ * box_hypervisor_set_guest_ca:
+ * @self: the hypervisor
+ * @pem: (nullable): the CA certificate (PEM) every guest trusts, or %NULL
+ *
+ * Tells a hypervisor that prepares guests in advance (a warm pool) the CA
+ * they are to trust, so that they hold it before a create.  The engine
+ * still sends it to every guest it starts; a guest prepared with an older
+ * CA gets the new one then.  Does nothing for a plugin without
+ * set_guest_ca().
+ */
+BOX_PLUGIN_API
+void         box_hypervisor_set_guest_ca   (BoxHypervisor *self, GBytes *pem);
 BOX_PLUGIN_API
 const char  *box_vm_op_to_string           (BoxVmOp op);
 /* Emits ::vm-lost; for plugins. */

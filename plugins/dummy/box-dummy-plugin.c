@@ -13,7 +13,8 @@
  * section, or at run time through box_dummy_plugin_script() or, for code
  * that has only the instance (the plugin exports no symbol but its entry),
  * the action signals "script", "set-capabilities", "lose-vm",
- * "lose-all" and "set-agent" (a test's fake agent for get_agent()).
+ * "lose-all", "set-agent" (a test's fake agent for get_agent()) and
+ * "guest-ca" (what set_guest_ca() was last given).
  *
  *   [plugin.dummy]
  *   delay_ms=0            artificial latency of every operation
@@ -58,6 +59,7 @@ struct _BoxDummyPlugin {
   BoxHypervisorCaps caps;
   char       *accel;
   GHashTable *agents;          /* sandbox id -> GObject (a connected agent), set by tests */
+  GBytes     *guest_ca;        /* set_guest_ca()'s, for the "guest-ca" signal */
   BoxDummyAgents *agent_procs; /* [plugin.dummy] agent=: a process per running sandbox */
 };
 
@@ -633,6 +635,23 @@ box_dummy_plugin_set_agent_action (BoxDummyPlugin *self, const char *sandbox_id,
   return TRUE;
 }
 
+/* the CA the engine gave it (it prepares no guest in advance to give it to) */
+static void
+box_dummy_plugin_set_guest_ca (BoxHypervisor *hypervisor, GBytes *pem)
+{
+  BoxDummyPlugin *self = BOX_DUMMY_PLUGIN (hypervisor);
+
+  g_clear_pointer (&self->guest_ca, g_bytes_unref);
+  self->guest_ca = pem != NULL ? g_bytes_ref (pem) : NULL;
+}
+
+/* "guest-ca": that CA, a new reference (NULL: none) */
+static GBytes *
+box_dummy_plugin_guest_ca_action (BoxDummyPlugin *self)
+{
+  return self->guest_ca != NULL ? g_bytes_ref (self->guest_ca) : NULL;
+}
+
 static BoxVmState
 box_dummy_plugin_query (BoxHypervisor *hypervisor, const char *sandbox_id, gint64 *snapshot_at)
 {
@@ -717,6 +736,7 @@ box_dummy_plugin_hypervisor_init (BoxHypervisorInterface *iface)
   iface->get_agent = box_dummy_plugin_get_agent;
   iface->query = box_dummy_plugin_query;
   iface->list_checkpoints = box_dummy_plugin_list_checkpoints;
+  iface->set_guest_ca = box_dummy_plugin_set_guest_ca;
 }
 
 /* ---- scripting, for tests ---- */
@@ -834,6 +854,7 @@ box_dummy_plugin_finalize (GObject *object)
 
   g_hash_table_unref (self->vms);
   g_hash_table_unref (self->agents);
+  g_clear_pointer (&self->guest_ca, g_bytes_unref);
   box_dummy_agents_free (self->agent_procs);
   box_dummy_script_free (self->script);
   g_free (self->accel);
@@ -897,6 +918,16 @@ box_dummy_plugin_class_init (BoxDummyPluginClass *klass)
                               G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
                               G_CALLBACK (box_dummy_plugin_set_agent_action), NULL, NULL, NULL,
                               G_TYPE_BOOLEAN, 2, G_TYPE_STRING, G_TYPE_OBJECT);
+  /**
+   * BoxDummyPlugin::guest-ca:
+   *
+   * Returns: (transfer full) (nullable): the CA set_guest_ca() was last
+   *   given, for engine tests
+   */
+  g_signal_new_class_handler ("guest-ca", G_TYPE_FROM_CLASS (klass),
+                              G_SIGNAL_RUN_LAST | G_SIGNAL_ACTION,
+                              G_CALLBACK (box_dummy_plugin_guest_ca_action), NULL, NULL, NULL,
+                              G_TYPE_BYTES, 0);
 }
 
 static void

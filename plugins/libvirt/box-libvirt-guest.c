@@ -26,6 +26,7 @@ typedef struct {
   BoxNetAttachment   *net;
   GHashTable         *env;
   guint64             disk_bytes;
+  GBytes             *ca_pem;
   guint               timeout_s;
   GCancellable       *cancellable;    /* ours: the caller's or the timeout cancel it */
   gulong              caller_handler;
@@ -55,6 +56,7 @@ setup_free (Setup *setup)
   g_free (setup->hostname);
   g_clear_pointer (&setup->net, box_net_attachment_free);
   g_clear_pointer (&setup->env, g_hash_table_unref);
+  g_clear_pointer (&setup->ca_pem, g_bytes_unref);
   g_clear_error (&setup->error);
   g_free (setup);
 }
@@ -152,6 +154,23 @@ exec_step_done (GObject *source, GAsyncResult *result, gpointer user_data)
     setup_return (task);
 }
 
+/* trust-ca ahead of a create is a head start, not a need: the engine
+ * sends the CA again at the create, so a refusal only costs that time */
+static void
+trust_step_done (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  Setup *setup = g_task_get_task_data (task);
+  g_autoptr(GError) error = NULL;
+  g_autoptr(JsonObject) reply = box_agent_call_finish (BOX_AGENT (source), result, &error);
+
+  if (reply == NULL)
+    g_message ("libvirt: guest %s did not take the CA in advance: %s", setup->socket_path,
+               error->message);
+  if (--setup->pending == 0)
+    setup_return (task);
+}
+
 static void
 step (GTask *task, const char *op, JsonObject *args)
 {
@@ -245,6 +264,17 @@ run_steps (GTask *task)
     json_object_set_boolean_member (args, "hold", TRUE);
     step (task, "set-env", args);
   }
+  if ((setup->steps & BOX_LIBVIRT_GUEST_TRUST_CA) && setup->ca_pem != NULL) {
+    g_autoptr(JsonObject) args = json_object_new ();
+    gsize len = 0;
+    const char *data = g_bytes_get_data (setup->ca_pem, &len);
+    g_autofree char *text = g_strndup (data, len);
+
+    json_object_set_string_member (args, "pem", text);
+    setup->pending++;
+    box_agent_call_async (setup->agent, "trust-ca", args, setup->cancellable, trust_step_done,
+                          task);
+  }
   if (setup->steps & BOX_LIBVIRT_GUEST_SYNC)
     step (task, "sync", NULL);
   if (setup->steps & BOX_LIBVIRT_GUEST_EXEC) {
@@ -318,6 +348,7 @@ box_libvirt_guest_setup_async (const BoxLibvirtGuestSetup *params, GCancellable 
   setup->net = params->net != NULL ? box_net_attachment_copy (params->net) : NULL;
   setup->env = params->env != NULL ? g_hash_table_ref (params->env) : NULL;
   setup->disk_bytes = params->disk_bytes;
+  setup->ca_pem = params->ca_pem != NULL ? g_bytes_ref (params->ca_pem) : NULL;
   setup->timeout_s = MAX (params->timeout_s, 1);
   setup->started = g_get_monotonic_time ();
   setup->cancellable = g_cancellable_new ();

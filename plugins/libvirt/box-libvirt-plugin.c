@@ -475,6 +475,17 @@ box_libvirt_plugin_list_checkpoints (BoxHypervisor *hypervisor, const char *sand
 }
 
 static void
+box_libvirt_plugin_set_guest_ca (BoxHypervisor *hypervisor, GBytes *pem)
+{
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (hypervisor);
+
+  /* pool domains warmed up from now on take it; those warmed up before
+   * with another CA get this one from the engine at their create */
+  g_clear_pointer (&self->guest_ca, g_bytes_unref);
+  self->guest_ca = pem != NULL ? g_bytes_ref (pem) : NULL;
+}
+
+static void
 box_libvirt_plugin_hypervisor_init (BoxHypervisorInterface *iface)
 {
   iface->get_accel = box_libvirt_plugin_get_accel;
@@ -486,6 +497,7 @@ box_libvirt_plugin_hypervisor_init (BoxHypervisorInterface *iface)
   iface->get_agent = box_libvirt_plugin_get_agent;
   iface->query = box_libvirt_plugin_query;
   iface->list_checkpoints = box_libvirt_plugin_list_checkpoints;
+  iface->set_guest_ca = box_libvirt_plugin_set_guest_ca;
 }
 
 /* ---- BoxPlugin ---- */
@@ -718,6 +730,7 @@ box_libvirt_plugin_finalize (GObject *object)
   g_hash_table_unref (self->vms);
   g_hash_table_unref (self->templates);
   g_hash_table_unref (self->readies);
+  g_clear_pointer (&self->guest_ca, g_bytes_unref);
   g_queue_clear_full (&self->materialise_queue, g_free);
   box_libvirt_conn_free (self->conn);
   box_libvirt_image_free (self->image);

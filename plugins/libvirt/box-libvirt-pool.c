@@ -28,8 +28,10 @@
  * away polls for it every 50 ms.  So a pool domain is not only restored: it
  * runs briefly with our agent connection open, goes through what a create
  * will ask of it (clock, entropy, hostname, network, growing the disk to
- * its size, env) and what a user does first (a command), and is paused
- * again, its connection kept.  A create
+ * its size, env) and what a user does first (a command), takes the CA
+ * every guest trusts (the engine's, box_hypervisor_set_guest_ca(): three
+ * files written, ~100-300 ms of a create under TCG otherwise), and is
+ * paused again, its connection kept.  A create
  * then costs a resume and one pipelined round of requests on warm code.
  *
  * Pool disks have the template's default size: growing ext4 from the
@@ -282,6 +284,7 @@ fill_restored (GObject *source, GAsyncResult *result, gpointer user_data)
     .steps = BOX_LIBVIRT_POOL_WARM_STEPS,
     .hostname = "box",
     .net = fill->slot->net,
+    .ca_pem = fill->self->guest_ca,
     .timeout_s = 60,
   };
 

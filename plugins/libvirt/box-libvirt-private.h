@@ -328,6 +328,9 @@ struct _BoxLibvirtPlugin {
   GHashTable        *readies;
   struct _BoxLibvirtReady *ready_making;
   guint64            ready_mib;
+  /* the CA every guest trusts (box_hypervisor_set_guest_ca()): pool
+   * domains take it as they warm up; main thread */
+  GBytes            *guest_ca;
 };
 
 typedef gboolean (*BoxLibvirtWorkFunc) (BoxLibvirtPlugin *self, gpointer data, GError **error);
@@ -379,15 +382,20 @@ typedef enum {
   /* set-env {} with `hold`: the env withheld for a pause or a snapshot
    * (never in one); the agent starts no service until the next set-env */
   BOX_LIBVIRT_GUEST_ENV_HOLD = 1 << 8,
+  /* trust-ca with the engine's CA (box_hypervisor_set_guest_ca()); a
+   * refusal is logged, not an error */
+  BOX_LIBVIRT_GUEST_TRUST_CA = 1 << 9,
 } BoxLibvirtGuestSteps;
 
 /* What a warm-pool domain is told while it warms up.  Never set-env: the
  * agent starts the services whose definitions the template's disk holds at
  * its first set-env, so they must wait for the env of the sandbox that
- * takes the domain (its create sends it), not start with the pool's. */
+ * takes the domain (its create sends it), not start with the pool's.  The
+ * CA every guest trusts, when the engine gave one: the create's own
+ * trust-ca then finds its files in place and writes nothing. */
 #define BOX_LIBVIRT_POOL_WARM_STEPS \
   (BOX_LIBVIRT_GUEST_TIME | BOX_LIBVIRT_GUEST_RANDOM | BOX_LIBVIRT_GUEST_HOSTNAME | \
-   BOX_LIBVIRT_GUEST_EXEC)
+   BOX_LIBVIRT_GUEST_EXEC | BOX_LIBVIRT_GUEST_TRUST_CA)
 
 typedef struct {
   BoxPluginContext       *context;      /* makes the agent client */
@@ -398,6 +406,7 @@ typedef struct {
   const BoxNetAttachment *net;
   GHashTable             *env;
   guint64                 disk_bytes;   /* grow-fs: the size the host gave the disk */
+  GBytes                 *ca_pem;       /* trust-ca (NULL: the step is left out) */
   guint                   timeout_s;
 } BoxLibvirtGuestSetup;
 

@@ -537,6 +537,17 @@ wake_served (Ef *ef, FakeAgent *fake, const char *id, const char *ca)
  * fork, wake and restore answer, every awake one after a rotation (an
  * asleep one at its wake); a guest that cannot take it is logged and
  * the operation succeeds. */
+/* What the hypervisor was last given (box_hypervisor_set_guest_ca()). */
+static void
+assert_guest_ca (Ef *ef, const char *pem)
+{
+  g_autoptr(GBytes) ca = NULL;
+
+  g_signal_emit_by_name (ef->hv, "guest-ca", &ca);
+  g_assert_nonnull (ca);
+  g_assert_cmpmem (g_bytes_get_data (ca, NULL), g_bytes_get_size (ca), pem, strlen (pem));
+}
+
 static void
 test_trust_ca (Ef *ef, gconstpointer user_data)
 {
@@ -556,6 +567,8 @@ test_trust_ca (Ef *ef, gconstpointer user_data)
   guint awake = 0;
   gboolean ok = FALSE;
 
+  /* the hypervisor has the CA from the start, for guests it prepares */
+  assert_guest_ca (ef, "CA-0");
   g_signal_connect (ef->engine, "event", G_CALLBACK (hand_agent), &h);
   sb = create_served (ef, fake, "{}", "CA-0");
   sleeper = create_served (ef, fake, "{}", "CA-0");
@@ -566,6 +579,7 @@ test_trust_ca (Ef *ef, gconstpointer user_data)
   /* a rotation: the awake one at once, the stopped one at its wake */
   g_assert_true (box_engine_rotate_broker_ca (ef->engine, &awake, &error));
   g_assert_no_error (error);
+  assert_guest_ca (ef, "CA-1");
   assert_ca_sent (fake, "CA-1");
   ef_settle (ef);
   until = g_get_monotonic_time () + 100 * 1000;
