@@ -139,9 +139,6 @@ box_engine_broker_needs (BoxEngine *self, const BoxSandbox *sandbox)
          (rt != NULL && rt->base.busy && rt->broker_holds);
 }
 
-/* At boxd start: the broker starts empty, so every awake sandbox that
- * uses secrets gets them again (asleep ones at their wake).  A sandbox the
- * broker refuses is said loudly and keeps running without them. */
 /* The hypervisor learns the CA too: guests it prepares in advance (the
  * warm pool) hold it before a create asks for it. */
 static void
@@ -155,6 +152,9 @@ guest_ca_to_hypervisor (BoxEngine *self)
   box_hypervisor_set_guest_ca (self->hypervisor, pem);
 }
 
+/* At boxd start: the broker starts empty, so every awake sandbox that
+ * uses secrets gets them again (asleep ones at their wake).  A sandbox the
+ * broker refuses is said loudly and keeps running without them. */
 void
 box_engine_broker_reconcile (BoxEngine *self)
 {

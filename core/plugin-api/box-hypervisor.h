@@ -203,6 +203,9 @@ G_DEFINE_AUTOPTR_CLEANUP_FUNC (BoxVmRequest, g_free)
  * @list_checkpoints: the IDs of the whole checkpoints the hypervisor keeps
  *   for a sandbox (a new %NULL-terminated array); optional (without it
  *   the engine cannot tell files without a record at start)
+ * @set_guest_ca: the CA (PEM) every guest trusts, or %NULL; optional; for
+ *   a hypervisor that prepares guests in advance; main thread, at start
+ *   and after a rotation
  *
  * The virtual methods of a hypervisor plugin; see the thread contract in
  * the #BoxHypervisor description.

@@ -164,9 +164,12 @@ trust_step_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonObject) reply = box_agent_call_finish (BOX_AGENT (source), result, &error);
 
-  if (reply == NULL)
+  if (reply == NULL) {
+    g_autoptr(GError) why = setup_error (setup, error, "trust-ca");
+
     g_message ("libvirt: guest %s did not take the CA in advance: %s", setup->socket_path,
-               error->message);
+               why->message);
+  }
   if (--setup->pending == 0)
     setup_return (task);
 }
