@@ -30,10 +30,10 @@
  * will ask of it (clock, entropy, hostname, network, growing the disk to
  * its size, env) and what a user does first (a command), takes the CA
  * every guest trusts (the engine's, box_hypervisor_set_guest_ca(): three
- * files written: the engine's part of a create was 143-184 ms p50 under
- * TCG in pool-bench without it, 38-41 ms with it), and is
- * paused again, its connection kept.  A create
- * then costs a resume and one pipelined round of requests on warm code.
+ * files written; the engine's part of a create was 143-184 ms p50 under
+ * TCG in pool-bench without it, 38-41 ms with it), and is paused again,
+ * its connection kept.  A create then costs a resume and one pipelined
+ * round of requests on warm code.
  *
  * Pool disks have the template's default size: growing ext4 from the
  * image's 2 GiB to 20 GiB takes the guest ~200 ms under TCG, too much for a
