@@ -164,7 +164,9 @@ trust_step_done (GObject *source, GAsyncResult *result, gpointer user_data)
   g_autoptr(GError) error = NULL;
   g_autoptr(JsonObject) reply = box_agent_call_finish (BOX_AGENT (source), result, &error);
 
-  if (reply == NULL) {
+  /* (cancelled by the caller: the fill is going away, nothing to say) */
+  if (reply == NULL &&
+      (setup->timed_out || !g_error_matches (error, G_IO_ERROR, G_IO_ERROR_CANCELLED))) {
     g_autoptr(GError) why = setup_error (setup, error, "trust-ca");
 
     g_message ("libvirt: guest %s did not take the CA in advance: %s", setup->socket_path,
