@@ -82,7 +82,7 @@ egress_resolved_for_b (void)
 static void
 assert_probe (Ns *ns, const char *port, int want)
 {
-  int status = probe (ns, INET, port, NULL);
+  int status = probe (ns, INET, port, NULL, want == DROPPED ? PROBE_DROP_S : PROBE_ANSWER_S);
 
   if (status != want)
     g_error ("%s:%s: got %d, want %d", INET, port, status, want);
@@ -288,7 +288,7 @@ egress_kernel_refusals (void)
   serve_tcp (world.inet, "0.0.0.0", "9103", "inet9103.log");
 
   /* a TCP port no rule allows: a reset, and exactly this line */
-  g_assert_cmpint (probe (world.b, INET, "9103", NULL), ==, REFUSED);
+  g_assert_cmpint (probe (world.b, INET, "9103", NULL, PROBE_ANSWER_S), ==, REFUSED);
   g_assert_true (logged_soon ("egress refused: sandbox " ID_B " tcp " INET ":9103"));
   /* UDP and ICMP: dropped, and said so */
   udp_send (world.b, "refused-udp", NULL);
@@ -312,7 +312,7 @@ egress_kernel_refusals (void)
                     BOX_NFTABLES_EGRESS_LOG_BURST);
 
   /* a's refusal, meanwhile, still shows */
-  g_assert_cmpint (probe (world.a, INET, "9103", NULL), ==, REFUSED);
+  g_assert_cmpint (probe (world.a, INET, "9103", NULL, PROBE_ANSWER_S), ==, REFUSED);
   g_assert_true (logged_soon ("egress refused: sandbox " ID_A " tcp " INET ":9103"));
 
   set_rules (ID_A, none);

@@ -74,7 +74,10 @@ void               wait_for_file   (const char *path);
 /* probes: servers log to <world.tmp>/<name> */
 void               serve           (Ns *ns, const char *const *args, const char *ready);
 void               serve_tcp       (Ns *ns, const char *bind, const char *port, const char *name);
-int                probe           (Ns *ns, const char *host, const char *port, const char *src);
+#define PROBE_ANSWER_S 5
+#define PROBE_DROP_S   1
+int                probe           (Ns *ns, const char *host, const char *port, const char *src,
+                                    int seconds);
 void               assert_reaches  (Ns *ns, const char *host, const char *port);
 void               assert_dropped  (Ns *ns, const char *host, const char *port);
 char              *last_peer       (const char *name);

@@ -259,10 +259,13 @@ exchange_bytes (Ns *ns, const char *host, const char *port, const void *data, gs
 
 /* The helper's "connect" in this process (no interpreter started per
  * probe): connect from @ns to @host:@port, from @src if given, and read
- * the server's greeting, a second for each step.  REACHED, DROPPED (timed
- * out), 3 (refused) or 1 (another error, or not the greeting). */
+ * the server's greeting, @seconds for each step.  REACHED, DROPPED (timed
+ * out), 3 (refused) or 1 (another error, or not the greeting).  A probe
+ * that wants an answer waits PROBE_ANSWER_S (an answer comes at once on a
+ * quiet host; the sanitizer build beside VMs may be starved for seconds),
+ * one that wants a drop PROBE_DROP_S. */
 int
-probe (Ns *ns, const char *host, const char *port, const char *src)
+probe (Ns *ns, const char *host, const char *port, const char *src, int seconds)
 {
   struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons (atoi (port)) };
   struct sockaddr_in from = { .sin_family = AF_INET };
@@ -283,7 +286,7 @@ probe (Ns *ns, const char *host, const char *port, const char *src)
     status = errno == ECONNREFUSED ? 3 : 1;
     goto out;
   }
-  if (!wait_fd (fd, POLLOUT, 1)) {
+  if (!wait_fd (fd, POLLOUT, seconds)) {
     status = DROPPED;
     goto out;
   }
@@ -292,7 +295,7 @@ probe (Ns *ns, const char *host, const char *port, const char *src)
     status = err == ECONNREFUSED ? 3 : 1;
     goto out;
   }
-  if (!wait_fd (fd, POLLIN, 1)) {
+  if (!wait_fd (fd, POLLIN, seconds)) {
     status = DROPPED;
     goto out;
   }
@@ -310,7 +313,7 @@ out:
 void
 assert_reaches (Ns *ns, const char *host, const char *port)
 {
-  int status = probe (ns, host, port, NULL);
+  int status = probe (ns, host, port, NULL, PROBE_ANSWER_S);
 
   if (status != REACHED)
     g_error ("expected to reach %s:%s, got %d", host, port, status);
@@ -319,7 +322,7 @@ assert_reaches (Ns *ns, const char *host, const char *port)
 void
 assert_dropped (Ns *ns, const char *host, const char *port)
 {
-  int status = probe (ns, host, port, NULL);
+  int status = probe (ns, host, port, NULL, PROBE_DROP_S);
 
   if (status != DROPPED)
     g_error ("expected %s:%s to be dropped, got %d", host, port, status);

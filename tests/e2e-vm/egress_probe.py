@@ -3,7 +3,9 @@
 Python 3.7+).  Reads a JSON list of probes on stdin, runs them in parallel
 threads, prints one JSON object {index: result}.  Each probe is a list:
 
-  ["dns", NAME, QTYPE, PROTO]        to the guest's resolver (resolv.conf):
+  ["dns", NAME, QTYPE, PROTO(, TRIES)]  to the guest's resolver (resolv.conf),
+                                     a UDP query sent up to TRIES times (1),
+                                     as a stub resolver retries:
                                      {"rcode": N, "a": [...], "aaaa": [...], "ttl": N}
                                      or {"error": "timeout"|...}
   ["udp-dns", SERVER, NAME]          a DNS query to another server over UDP
@@ -144,8 +146,13 @@ def probe(p):
     kind = p[0]
     try:
         if kind == 'dns':
-            return dns_query(resolver(), p[1], {'A': 1, 'AAAA': 28, 'ANY': 255, 'AXFR': 252, 'TXT': 16}[p[2]],
-                             p[3])
+            qtype = {'A': 1, 'AAAA': 28, 'ANY': 255, 'AXFR': 252, 'TXT': 16}[p[2]]
+            for _ in range(p[4] if len(p) > 4 else 1):
+                try:
+                    return dns_query(resolver(), p[1], qtype, p[3])
+                except (socket.timeout, TimeoutError) as e:
+                    lost = e
+            raise lost
         if kind == 'udp-dns':
             return dns_query(p[1], p[2], 1, 'udp')
         if kind == 'http':

@@ -437,18 +437,23 @@ def test_flood(t):
     time.sleep(3)
     ok = 0
     tries = 0
+    failed = []
     while th.is_alive() and tries < 4:
         tries += 1
-        res, r = probes('eg-b', [['dns', n('ok'), 'A', 'udp'], ['tls', A_OK, 443, n('ok'), n('ok'), CA],
+        # the query goes twice at most, as a stub resolver sends it (glibc:
+        # attempts 2): one UDP datagram lost under the flood is no denial
+        res, r = probes('eg-b', [['dns', n('ok'), 'A', 'udp', 2], ['tls', A_OK, 443, n('ok'), n('ok'), CA],
                                  ['http', A_OK, 80, 'GET / HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n'
                                   % n('ok')]])
         if res[0].get('a') == [A_OK] and res[1].get('status') == 200 and res[2].get('status') == 200:
             ok += 1
+        else:
+            failed.append(res)
     th.join()
     t.comment('attacker: %s' % result['r'].describe())
     case(tries > 0 and ok == tries,
          'while a neighbour floods DNS and holds half-open connections, a sandbox still resolves and connects',
-         (ok, tries))
+         (ok, tries, failed))
 
 
 def test_kernel_log(t):
