@@ -12,7 +12,7 @@
 /* fs-* requests on channel 0. */
 void ba_fs_op (int64_t id, const char *op, const BaJson *m);
 
-/* ---- shared by the workers (fs.c, tario.c, watch.c) -------------------- */
+/* ---- shared by the workers (fs.c, fs-data.c, tario.c, watch.c) ---------- */
 
 /* Read an absolute path argument into out (repeated and trailing slashes
  * dropped); replies `invalid` and returns false otherwise. */
@@ -29,6 +29,16 @@ int ba_fs_mkdirs (const char *path, size_t *first_made);
  * value, err_path (len bytes) saying where; path names name in it. */
 int ba_fs_remove_tree (int dfd, const char *name, char *err_path, size_t len, const char *path, dev_t dev);
 void ba_fs_write_all (int fd, const void *p, size_t n);
+/* The last name of path ("/" for "/"). */
+const char *ba_fs_base_name (const char *path);
+/* The request's "mode": "0755", "755" or an integer, dflt when absent;
+ * replies `invalid` and returns false when present and bad.  given (may
+ * be NULL) tells whether it was present. */
+bool ba_fs_mode_arg (BaWorkCtx *w, const BaJson *req, uint32_t dflt, uint32_t *mode, bool *given);
+
+/* fs-data.c */
+void ba_fs_read (BaWorkCtx *w, const BaJson *req);
+void ba_fs_write (BaWorkCtx *w, const BaJson *req);
 
 /* tario.c */
 void ba_fs_tar_get (BaWorkCtx *w, const BaJson *req);
