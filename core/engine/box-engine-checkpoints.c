@@ -40,6 +40,7 @@ typedef struct {
   char                       *target_id;    /* restore: the checkpoint restored */
   GError                     *failure;      /* reported once the cleanup is done */
   gboolean                    restoring;
+  guint64                     freed_mib;    /* restore: what the auto-N it prunes frees */
   const char                 *why;          /* the interruption before the snapshot, or NULL */
 } CheckpointOp;
 
@@ -62,12 +63,17 @@ pending_id (const char *sandbox_id, const char *checkpoint)
   return g_strdup_printf ("%s/%s", sandbox_id, checkpoint);
 }
 
+/* The pending record holds whether the checkpoint has memory: the quota
+ * counts a checkpoint under way (box-engine-quota.c). */
 static gboolean
-pending_mark (BoxEngine *self, const char *sandbox_id, const char *checkpoint, GError **error)
+pending_mark (BoxEngine *self, const char *sandbox_id, const char *checkpoint, gboolean memory,
+              GError **error)
 {
   g_autofree char *id = pending_id (sandbox_id, checkpoint);
   g_autoptr(BoxStorageRecord) record = box_storage_record_new (BOX_ENGINE_CHECKPOINT_PENDING_KIND,
-                                                               sandbox_id, id, "{}");
+                                                               sandbox_id, id,
+                                                               memory ? "{\"memory\":true}" :
+                                                               "{\"memory\":false}");
 
   record->created_at = box_engine_now (self);
   return box_storage_insert (self->storage, record, error);
@@ -151,9 +157,23 @@ emit_checkpoint (BoxEngine *self, const char *type, const BoxSandbox *sandbox,
   box_engine_emit (self, type, sandbox, detail);
 }
 
+/* A failed op may have changed the VM: a restore ends the old QEMU before
+ * it starts the checkpoint's, and a failure after that leaves a VM shut
+ * off (or cold) under a record that says running.  A record the VM no
+ * longer matches goes back to what the hypervisor has, as when a VM dies
+ * on its own (reason vm_lost), so that a wake brings it back. */
 static void
 finish_error (BoxEngine *self, GTask *task, GError *error)
 {
+  BoxEngineOp *op = g_task_get_task_data (task);
+  BoxSandbox *sandbox = op->sandbox;
+
+  if (sandbox != NULL &&
+      !box_engine_vm_matches (sandbox->state,
+                              box_hypervisor_query (self->hypervisor, sandbox->id, NULL))) {
+    g_warning ("sandbox %s: its VM changed under the failed operation", sandbox->id);
+    box_engine_mark_lost (self, sandbox, "vm_lost");
+  }
   box_engine_op_finish_error (self, task, error);
 }
 
@@ -199,15 +219,43 @@ check_state (const BoxSandbox *sandbox, const char *what, GError **error)
   return TRUE;
 }
 
-/* The project's disk quota for a new checkpoint of @sandbox (409). */
-static gboolean
-check_quota (BoxEngine *self, const BoxSandbox *sandbox, gboolean memory, GError **error)
+/* What a checkpoint of @sandbox counts against the project's disk quota
+ * (box-engine-quota.c). */
+static guint64
+checkpoint_mib (const BoxSandbox *sandbox, gboolean memory)
 {
-  guint64 disk_mib = (guint64) sandbox->resources.disk_gib * 1024;
+  return (guint64) sandbox->resources.disk_gib * 1024 + (memory ? sandbox->resources.memory_mib : 0);
+}
 
-  if (memory)
-    disk_mib += sandbox->resources.memory_mib;
-  return box_engine_check_checkpoint_quota (self, sandbox->project, disk_mib, error);
+/* The project's disk quota for a new checkpoint of @sandbox, once
+ * @freed_mib went (409). */
+static gboolean
+check_quota (BoxEngine *self, const BoxSandbox *sandbox, gboolean memory, guint64 freed_mib,
+             GError **error)
+{
+  return box_engine_check_checkpoint_quota (self, sandbox->project, checkpoint_mib (sandbox, memory),
+                                            freed_mib, error);
+}
+
+/* The oldest of @sandbox_id's automatic checkpoints (NULL: none), and in
+ * *@autos how many it has. */
+static BoxCheckpoint *
+oldest_auto (BoxEngine *self, const char *sandbox_id, guint *autos, GError **error)
+{
+  g_autoptr(GPtrArray) all = box_storage_checkpoint_list (self->storage, sandbox_id, error);
+  const BoxCheckpoint *oldest = NULL;
+
+  *autos = 0;
+  for (guint i = 0; all != NULL && i < all->len; i++) {
+    const BoxCheckpoint *checkpoint = g_ptr_array_index (all, i);
+
+    if (!checkpoint->auto_)
+      continue;
+    if (oldest == NULL)
+      oldest = checkpoint;
+    (*autos)++;
+  }
+  return oldest != NULL ? box_checkpoint_copy (oldest) : NULL;
 }
 
 /* Steps 1 and 2 of a checkpoint (see the top): the quota, then the number
@@ -219,14 +267,14 @@ take_number (BoxEngine *self, BoxEngineOp *op, CheckpointOp *cp, gboolean auto_,
   BoxSandbox *sandbox = op->sandbox;
   g_autoptr(BoxCheckpoint) made = g_new0 (BoxCheckpoint, 1);
 
-  if (!check_quota (self, sandbox, cp->memory, error))
+  if (!check_quota (self, sandbox, cp->memory, cp->freed_mib, error))
     return FALSE;
   if (auto_)
     made->id = g_strdup_printf ("auto-%u", sandbox->next_auto_checkpoint++);
   else
     made->id = g_strdup_printf ("v%u", sandbox->next_checkpoint++);
   if (!box_engine_save_sandbox (self, sandbox, error) ||
-      !pending_mark (self, sandbox->id, made->id, error))
+      !pending_mark (self, sandbox->id, made->id, cp->memory, error))
     return FALSE;
   made->sandbox = g_strdup (sandbox->id);
   made->project = g_strdup (sandbox->project);
@@ -451,7 +499,7 @@ run_checkpoint (BoxEngine *self, GTask *task)
   if (cp->memory && op->sandbox->state == BOX_SANDBOX_STATE_STOPPED) {
     BoxVmRequest vm;
 
-    if (!check_quota (self, op->sandbox, TRUE, &error) ||
+    if (!check_quota (self, op->sandbox, TRUE, 0, &error) ||
         !box_hypervisor_check_room (self->hypervisor, &op->sandbox->resources, &error) ||
         !box_engine_push_egress (self, op, &error)) {
       finish_error (self, task, error);
@@ -532,7 +580,7 @@ box_engine_checkpoint_delete_record (BoxEngine *self, const BoxSandbox *sandbox,
   g_autoptr(BoxCheckpoint) found = box_storage_checkpoint_get (self->storage, sandbox->id,
                                                                checkpoint, error);
 
-  if (found == NULL || !pending_mark (self, sandbox->id, checkpoint, error))
+  if (found == NULL || !pending_mark (self, sandbox->id, checkpoint, found->memory, error))
     return FALSE;
   if (!box_storage_checkpoint_delete (self->storage, sandbox->id, checkpoint, error)) {
     box_engine_checkpoint_pending_clear (self, sandbox->id, checkpoint);
@@ -622,22 +670,11 @@ prune_next (BoxEngine *self, GTask *task)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
-  g_autoptr(GPtrArray) all = NULL;
   g_autoptr(GError) error = NULL;
-  const BoxCheckpoint *oldest = NULL;
   guint autos = 0;
+  g_autoptr(BoxCheckpoint) oldest = oldest_auto (self, op->id, &autos, &error);
 
-  all = box_storage_checkpoint_list (self->storage, op->id, &error);
-  for (guint i = 0; all != NULL && i < all->len; i++) {
-    const BoxCheckpoint *checkpoint = g_ptr_array_index (all, i);
-
-    if (!checkpoint->auto_)
-      continue;
-    if (oldest == NULL)
-      oldest = checkpoint;
-    autos++;
-  }
-  if (all == NULL)
+  if (error != NULL)
     g_warning ("sandbox %s: automatic checkpoints not pruned: %s", op->id, error->message);
   if (autos > AUTO_KEPT) {
     g_free (cp->checkpoint);
@@ -714,6 +751,8 @@ run_restore (BoxEngine *self, GTask *task)
   CheckpointOp *cp = op->extra;
   BoxSandbox *sandbox = op->sandbox;
   g_autoptr(BoxCheckpoint) target = NULL;
+  g_autoptr(BoxCheckpoint) oldest = NULL;
+  guint autos = 0;
   GError *error = NULL;
 
   target = box_storage_checkpoint_get (self->storage, sandbox->id, cp->checkpoint, &error);
@@ -729,6 +768,15 @@ run_restore (BoxEngine *self, GTask *task)
   cp->memory = sandbox->state != BOX_SANDBOX_STATE_STOPPED &&
                box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS);
   cp->restoring = TRUE;
+  /* the newest AUTO_KEPT stay: with as many already, the oldest goes once
+   * the restore is done, so a project at its quota can still restore */
+  oldest = oldest_auto (self, sandbox->id, &autos, &error);
+  if (error != NULL) {
+    finish_error (self, task, error);
+    return;
+  }
+  if (autos >= AUTO_KEPT)
+    cp->freed_mib = checkpoint_mib (sandbox, oldest->memory);
   if (!take_number (self, op, cp, TRUE, &error)) {
     finish_error (self, task, error);
     return;

@@ -180,8 +180,10 @@ void              box_engine_run_update         (BoxEngine *self, GTask *task);
 gboolean          box_engine_check_quota        (BoxEngine *self, const char *project,
                                                  const BoxResources *wanted, GError **error);
 /* The same for a new checkpoint of @disk_mib (its sandbox's disk, plus its
- * memory for a memory checkpoint). */
+ * memory for a memory checkpoint), once @freed_mib went (a restore's
+ * auto-N prunes the oldest). */
 gboolean          box_engine_check_checkpoint_quota (BoxEngine *self, const char *project,
-                                                     guint64 disk_mib, GError **error);
+                                                     guint64 disk_mib, guint64 freed_mib,
+                                                     GError **error);
 
 G_END_DECLS

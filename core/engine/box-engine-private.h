@@ -71,6 +71,15 @@ void     box_engine_sandboxes_init      (BoxEngine *self);
 void     box_engine_sandboxes_finalize  (BoxEngine *self);
 /* box-engine-ticks.c */
 gboolean box_engine_reconcile           (BoxEngine *self, GError **error);
+/* Whether a sandbox recorded in @state can have a VM in @vm_state (what
+ * the start's reconciliation checks; creating never matches). */
+gboolean box_engine_vm_matches          (BoxSandboxState state, BoxVmState vm_state);
+/* Puts @sandbox (saved, with its event) back to what the hypervisor still
+ * has of its VM: paused on a memory snapshot, stopped on a disk, with
+ * reason @lost_reason and detail.snapshot_at; error (reconciled) when
+ * nothing is left. */
+void     box_engine_mark_lost           (BoxEngine *self, BoxSandbox *sandbox,
+                                         const char *lost_reason);
 /* Reads the read-only keys' marks into self->read_only_keys (at start). */
 gboolean box_engine_load_read_only_keys (BoxEngine *self, GError **error);
 /* Records of the read-only keys' marks: scope the project, id the key ID */

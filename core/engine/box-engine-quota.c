@@ -13,8 +13,12 @@
  *
  * Resources do not change after create, so create (and fork) is the one
  * place to check a sandbox, and a new checkpoint (or the automatic one a
- * restore keeps) checks the disk it adds; the check and the insert run in one main-loop turn, so
- * two creates cannot both take the last room.  Refusals are 409 conflict
+ * restore keeps) checks the disk it adds.  A create's check and insert
+ * run in one main-loop turn, so two creates cannot both take the last
+ * room; a checkpoint's record is written only once the hypervisor made
+ * it, so the checkpoints under way (their pending records) count too.  A
+ * restore with the newest 5 automatic checkpoints already kept checks the
+ * room once the oldest, which it prunes, is gone.  Refusals are 409 conflict
  * (the project's state forbids the call, as a 65th live task does) with a
  * message naming the quota; nothing is written.
  */
@@ -32,6 +36,51 @@ add_sandbox (BoxQuotaUsage *usage, const BoxResources *resources)
   usage->disk_mib += (guint64) resources->disk_gib * 1024 + resources->memory_mib;
 }
 
+static void
+add_checkpoint (BoxQuotaUsage *usage, const BoxResources *resources, gboolean memory)
+{
+  usage->disk_mib += (guint64) resources->disk_gib * 1024;
+  if (memory)
+    usage->disk_mib += resources->memory_mib;
+}
+
+/* The checkpoints of @sandbox under way: a pending record without a
+ * checkpoint record (box-engine-checkpoints.c) is one the hypervisor is
+ * making (or a delete not yet finished), whose room is taken too, so two
+ * checkpoints at once cannot both take the last of it.  A record without
+ * "memory" (written before it was kept) counts with memory. */
+static gboolean
+add_pending (BoxEngine *self, const BoxSandbox *sandbox, GPtrArray *checkpoints,
+             BoxQuotaUsage *usage, GError **error)
+{
+  g_autoptr(GPtrArray) pending = box_storage_list (self->storage,
+                                                   BOX_ENGINE_CHECKPOINT_PENDING_KIND,
+                                                   sandbox->id, BOX_STORAGE_BY_SCOPE, NULL,
+                                                   BOX_STORAGE_ORDER_CREATED, error);
+
+  if (pending == NULL)
+    return FALSE;
+  for (guint i = 0; i < pending->len; i++) {
+    const BoxStorageRecord *record = g_ptr_array_index (pending, i);
+    const char *slash = strchr (record->id, '/');
+    g_autoptr(JsonParser) parser = json_parser_new ();
+    gboolean recorded = FALSE, memory = TRUE;
+    JsonNode *root;
+
+    for (guint j = 0; slash != NULL && j < checkpoints->len; j++)
+      recorded |= g_str_equal (((const BoxCheckpoint *) g_ptr_array_index (checkpoints, j))->id,
+                               slash + 1);
+    if (recorded)
+      continue;
+    if (json_parser_load_from_data (parser, record->body, -1, NULL) &&
+        JSON_NODE_HOLDS_OBJECT (root = json_parser_get_root (parser)))
+      memory = json_object_get_boolean_member_with_default (json_node_get_object (root), "memory",
+                                                            TRUE);
+    add_checkpoint (usage, &sandbox->resources, memory);
+  }
+  return TRUE;
+}
+
 static gboolean
 project_usage (BoxEngine *self, const char *project, BoxQuotaUsage *usage, GError **error)
 {
@@ -45,14 +94,12 @@ project_usage (BoxEngine *self, const char *project, BoxQuotaUsage *usage, GErro
 
     add_sandbox (usage, &sandbox->resources);
     checkpoints = box_storage_checkpoint_list (self->storage, sandbox->id, error);
-    if (checkpoints == NULL)
+    if (checkpoints == NULL || !add_pending (self, sandbox, checkpoints, usage, error))
       return FALSE;
     for (guint j = 0; j < checkpoints->len; j++) {
       const BoxCheckpoint *checkpoint = g_ptr_array_index (checkpoints, j);
 
-      usage->disk_mib += (guint64) sandbox->resources.disk_gib * 1024;
-      if (checkpoint->memory)
-        usage->disk_mib += sandbox->resources.memory_mib;
+      add_checkpoint (usage, &sandbox->resources, checkpoint->memory);
     }
   }
   return TRUE;
@@ -116,7 +163,7 @@ box_engine_get_quota (BoxEngine *self, const char *project, BoxQuota *quota, Box
 
 gboolean
 box_engine_check_checkpoint_quota (BoxEngine *self, const char *project, guint64 disk_mib,
-                                   GError **error)
+                                   guint64 freed_mib, GError **error)
 {
   BoxQuota quota;
   BoxQuotaUsage usage = { 0 };
@@ -126,6 +173,7 @@ box_engine_check_checkpoint_quota (BoxEngine *self, const char *project, guint64
     return TRUE;
   if (!project_usage (self, project, &usage, error))
     return FALSE;
+  usage.disk_mib -= MIN (freed_mib, usage.disk_mib);
   if (usage.disk_mib + disk_mib > quota.disk_gib * 1024)
     return refuse_for ("this checkpoint", project, DISK_WHAT, quota.disk_gib * 1024, " MiB",
                        usage.disk_mib, disk_mib, error);

@@ -117,8 +117,8 @@ tick (gpointer user_data)
  * detail.snapshot_at (for a disk: when it was last written, as the
  * hypervisor says, or now when it does not say).  Nothing to go back to:
  * error, reason reconciled. */
-static void
-mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
+void
+box_engine_mark_lost (BoxEngine *self, BoxSandbox *sandbox, const char *lost_reason)
 {
   g_autoptr(GError) error = NULL;
   gint64 snapshot_at = 0;
@@ -176,7 +176,7 @@ vm_lost_locked (GObject *source, GAsyncResult *result, gpointer user_data)
     BoxVmState vm_state = box_hypervisor_query (self->hypervisor, id, NULL);
 
     if (sandbox->state == BOX_SANDBOX_STATE_RUNNING || vm_state != BOX_VM_STATE_SUSPENDED)
-      mark_lost (self, sandbox, "vm_lost");
+      box_engine_mark_lost (self, sandbox, "vm_lost");
   }
   box_engine_unlock_sandbox (self, id);
 }
@@ -201,6 +201,24 @@ box_engine_start_ticks (BoxEngine *self)
 /* ---- reconciliation ---------------------------------------------------- */
 
 gboolean
+box_engine_vm_matches (BoxSandboxState state, BoxVmState vm_state)
+{
+  switch (state) {
+  case BOX_SANDBOX_STATE_RUNNING:
+    return vm_state == BOX_VM_STATE_RUNNING;
+  case BOX_SANDBOX_STATE_PAUSED:
+    return vm_state == BOX_VM_STATE_SUSPENDED;
+  case BOX_SANDBOX_STATE_STOPPED:
+    return vm_state == BOX_VM_STATE_SHUTOFF || vm_state == BOX_VM_STATE_SUSPENDED;
+  case BOX_SANDBOX_STATE_ERROR:
+    return TRUE;
+  case BOX_SANDBOX_STATE_CREATING:
+  default:
+    return FALSE;
+  }
+}
+
+gboolean
 box_engine_reconcile (BoxEngine *self, GError **error)
 {
   g_autoptr(GPtrArray) sandboxes = box_storage_sandbox_list (self->storage, NULL, error);
@@ -211,29 +229,11 @@ box_engine_reconcile (BoxEngine *self, GError **error)
   for (i = 0; i < sandboxes->len; i++) {
     BoxSandbox *sandbox = g_ptr_array_index (sandboxes, i);
     BoxVmState vm_state = box_hypervisor_query (self->hypervisor, sandbox->id, NULL);
-    gboolean consistent;
 
-    switch (sandbox->state) {
-    case BOX_SANDBOX_STATE_RUNNING:
-      consistent = vm_state == BOX_VM_STATE_RUNNING;
-      break;
-    case BOX_SANDBOX_STATE_PAUSED:
-      consistent = vm_state == BOX_VM_STATE_SUSPENDED;
-      break;
-    case BOX_SANDBOX_STATE_STOPPED:
-      consistent = vm_state == BOX_VM_STATE_SHUTOFF || vm_state == BOX_VM_STATE_SUSPENDED;
-      break;
-    case BOX_SANDBOX_STATE_ERROR:
-      consistent = TRUE;
-      break;
-    case BOX_SANDBOX_STATE_CREATING:
-    default:
-      /* boxd died during the first boot */
-      consistent = FALSE;
+    /* creating: boxd died during the first boot */
+    if (sandbox->state == BOX_SANDBOX_STATE_CREATING)
       vm_state = BOX_VM_STATE_ABSENT;
-      break;
-    }
-    if (!consistent) {
+    if (!box_engine_vm_matches (sandbox->state, vm_state)) {
       g_message ("sandbox %s: recorded %s, hypervisor has %d; reconciling", sandbox->id,
                  box_sandbox_state_to_string (sandbox->state), vm_state);
       if (sandbox->state == BOX_SANDBOX_STATE_CREATING) {
@@ -242,7 +242,7 @@ box_engine_reconcile (BoxEngine *self, GError **error)
           return FALSE;
         box_engine_emit_detail (self, "sandbox.error", sandbox, "reason", "reconciled");
       } else {
-        mark_lost (self, sandbox, "vm_lost");
+        box_engine_mark_lost (self, sandbox, "vm_lost");
       }
     }
     box_engine_runtime_sync (self, sandbox);

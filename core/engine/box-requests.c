@@ -205,7 +205,7 @@ body_object (JsonNode *body, GError **error)
 /* ---- Sandboxes --------------------------------------------------------- */
 
 static gboolean
-decode_resources (JsonObject *obj, gboolean *present, BoxResources *res, GError **error)
+decode_resources (JsonObject *obj, BoxResources *res, GError **error)
 {
   static const char *const fields[] = { "cpus", "memory_mib", "disk_gib", NULL };
   static const struct {
@@ -223,7 +223,6 @@ decode_resources (JsonObject *obj, gboolean *present, BoxResources *res, GError 
 
   if (!box_json_get_object (obj, "resources", "resources", fields, &resources, error))
     return FALSE;
-  *present = resources != NULL;
   if (resources == NULL)
     return TRUE;
   for (i = 0; i < G_N_ELEMENTS (members); i++) {
@@ -271,7 +270,6 @@ box_sandbox_create_from_json (JsonNode *body, GError **error)
   };
   JsonObject *obj = body_object (body, error);
   g_autoptr(BoxSandboxCreate) req = NULL;
-  gboolean has_resources = FALSE;
 
   if (obj == NULL || !box_json_check_fields (obj, fields, error))
     return NULL;
@@ -279,7 +277,7 @@ box_sandbox_create_from_json (JsonNode *body, GError **error)
   if (!box_json_get_string (obj, "name", "name", &req->name, error) ||
       !box_json_get_string (obj, "template", "template", &req->template_name, error) ||
       !box_json_get_string (obj, "image", "image", &req->image, error) ||
-      !decode_resources (obj, &has_resources, &req->resources, error) ||
+      !decode_resources (obj, &req->resources, error) ||
       !decode_env_labels (obj, &req->env, &req->labels, error) ||
       !decode_idle (obj, &req->has_idle_timeout_s, &req->idle_timeout_s, &req->has_idle_action,
                     &req->idle_action, error) ||
@@ -300,7 +298,11 @@ box_sandbox_create_from_json (JsonNode *body, GError **error)
     return NULL;
   if (req->image != NULL && !box_validate_image_ref (req->image, error))
     return NULL;
-  if (req->from_sandbox != NULL && (req->template_name != NULL || req->image != NULL || has_resources)) {
+  /* a fork's come from its checkpoint: given at all (null, "" or {} too),
+   * they are refused */
+  if (req->from_sandbox != NULL &&
+      (json_object_has_member (obj, "template") || json_object_has_member (obj, "image") ||
+       json_object_has_member (obj, "resources"))) {
     box_json_invalid (error, "invalid request: template, image and resources come from the checkpoint "
                     "in a fork (from) and must not be given");
     return NULL;

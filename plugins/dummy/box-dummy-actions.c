@@ -6,8 +6,10 @@
 
 #include "box-dummy-plugin-private.h"
 
+/* The VM dies: with @keep_disk its snapshot or disk stays; ::vm-lost with
+ * @emit (a VM ended by the plugin's own operation emits none). */
 static gboolean
-lose (BoxDummyPlugin *self, const char *sandbox_id, gboolean keep_disk)
+lose (BoxDummyPlugin *self, const char *sandbox_id, gboolean keep_disk, gboolean emit)
 {
   BoxDummyVm *vm;
   g_autoptr(GError) error = NULL;
@@ -30,7 +32,8 @@ lose (BoxDummyPlugin *self, const char *sandbox_id, gboolean keep_disk)
     box_dummy_agents_stop (self->agent_procs, sandbox_id, FALSE);
   if (!box_dummy_vm_save (vm, box_plugin_get_state_dir (BOX_PLUGIN (self)), &error))
     g_warning ("%s", error->message);
-  box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (self), sandbox_id);
+  if (emit)
+    box_hypervisor_emit_vm_lost (BOX_HYPERVISOR (self), sandbox_id);
   return TRUE;
 }
 
@@ -38,14 +41,20 @@ gboolean
 box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
 {
   g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
-  return lose (self, sandbox_id, TRUE);
+  return lose (self, sandbox_id, TRUE, TRUE);
+}
+
+void
+box_dummy_plugin_end_vm (BoxDummyPlugin *self, const char *sandbox_id)
+{
+  lose (self, sandbox_id, TRUE, FALSE);
 }
 
 gboolean
 box_dummy_plugin_lose_all (BoxDummyPlugin *self, const char *sandbox_id)
 {
   g_return_val_if_fail (BOX_IS_DUMMY_PLUGIN (self), FALSE);
-  return lose (self, sandbox_id, FALSE);
+  return lose (self, sandbox_id, FALSE, TRUE);
 }
 
 gboolean

@@ -28,5 +28,8 @@ BoxDummyVm *box_dummy_plugin_lookup      (BoxDummyPlugin *self, const char *id);
 /* The action signals ("script", "set-capabilities", "lose-vm", "lose-all",
  * "set-agent", "guest-ca"), from class_init. */
 void        box_dummy_plugin_add_actions (GObjectClass *klass);
+/* The VM ends under an operation of its own (the script's "end"): shut
+ * off on its disk, or lost with a memory snapshot kept; no ::vm-lost. */
+void        box_dummy_plugin_end_vm      (BoxDummyPlugin *self, const char *sandbox_id);
 
 G_END_DECLS

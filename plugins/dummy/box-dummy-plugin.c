@@ -449,6 +449,13 @@ box_dummy_plugin_run_cb (gpointer user_data)
                              box_vm_op_to_string (op->op));
     return G_SOURCE_REMOVE;
   }
+  if (op->scripted.end) {
+    box_dummy_plugin_end_vm (self, op->sandbox_id);
+    g_task_return_new_error (task, BOX_ERROR, BOX_ERROR_INTERNAL,
+                             "%s of sandbox %s failed after its VM ended",
+                             box_vm_op_to_string (op->op), op->sandbox_id);
+    return G_SOURCE_REMOVE;
+  }
   if (!box_dummy_apply (self, op, &error)) {
     g_task_return_error (task, g_steal_pointer (&error));
     return G_SOURCE_REMOVE;

@@ -9,6 +9,7 @@ typedef enum {
   RULE_FAIL,
   RULE_DELAY,
   RULE_LOSE,
+  RULE_END,
 } RuleAction;
 
 typedef struct {
@@ -157,8 +158,10 @@ parse_rule (const char *text, GError **error)
     rule->action = RULE_DELAY;
   else if (g_str_equal (g_ptr_array_index (parts, 1), "lose"))
     rule->action = RULE_LOSE;
+  else if (g_str_equal (g_ptr_array_index (parts, 1), "end"))
+    rule->action = RULE_END;
   else {
-    syntax_error (error, text, "the action is fail, delay or lose");
+    syntax_error (error, text, "the action is fail, delay, lose or end");
     return NULL;
   }
   for (guint i = 2; i < parts->len; i++) {
@@ -210,11 +213,13 @@ box_dummy_script_match (BoxDummyScript *script, BoxVmOp op, const char *sandbox_
       break;
     case RULE_FAIL:
     case RULE_LOSE:
+    case RULE_END:
     default:
-      if (outcome->fail || outcome->lose)
+      if (outcome->fail || outcome->lose || outcome->end)
         break;
       outcome->fail = rule->action == RULE_FAIL;
       outcome->lose = rule->action == RULE_LOSE;
+      outcome->end = rule->action == RULE_END;
       outcome->code = rule->code;
       break;
     }

@@ -5,7 +5,8 @@
  * it go; only memory checkpoints and restores end streams; a restore of a
  * stopped sandbox keeps a disk-only auto-N; numbers are never handed out
  * twice (deletes, restores, a restart); the newest 5 automatic ones are
- * kept, the older ones go with their hypervisor files; another project's
+ * kept, the older ones go with their hypervisor files; a restore that
+ * fails after the old VM ended leaves the sandbox on its disk; another project's
  * checkpoints are not found, and a fork that names what a checkpoint gives
  * is refused before anything exists; at start, a record without files goes
  * (checkpoint.deleted) and files without a record are deleted, and only a
@@ -255,6 +256,40 @@ test_auto_retention (Ef *ef, gconstpointer user_data)
   events = ef_take_events (ef);
   g_assert_nonnull (strstr (events, "checkpoint.deleted"));
   g_assert_null (strstr (strstr (events, "checkpoint.deleted") + 1, "checkpoint.deleted"));
+}
+
+/* A restore that fails after it ended the old VM (the libvirt plugin's,
+ * when the checkpoint's QEMU does not start) does not leave the record
+ * running over a VM that is not: the sandbox goes back to its disk
+ * (stopped, vm_lost), a wake boots it, and the next restore works. */
+static void
+test_restore_failed_after_vm_ended (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxCheckpoint) base = ef_checkpoint (ef, sandbox->id, TRUE, &error);
+  g_autoptr(BoxSandbox) back = NULL;
+  g_autofree char *events = NULL;
+  g_autofree char *stopped = g_strdup_printf ("sandbox.stopped %s vm_lost", sandbox->id);
+
+  g_assert_no_error (error);
+  ef_forget (ef);
+  ef_script (ef, "restore end times=1");
+  back = ef_restore (ef, sandbox->id, "v1", &error);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_assert_null (back);
+  g_clear_error (&error);
+  g_assert_cmpint (ef_vm_state (ef, sandbox->id), ==, BOX_VM_STATE_SHUTOFF);
+  g_assert_cmpint (ef_state (ef, sandbox->id), ==, BOX_SANDBOX_STATE_STOPPED);
+  events = ef_take_events (ef);
+  g_assert_nonnull (strstr (events, stopped));
+  g_assert_null (strstr (events, "checkpoint.restored"));
+  ef_change_ok (ef, sandbox->id, BOX_STATE_REQUEST_WAKE);
+  g_assert_cmpint (ef_state (ef, sandbox->id), ==, BOX_SANDBOX_STATE_RUNNING);
+  g_assert_cmpint (ef_vm_state (ef, sandbox->id), ==, BOX_VM_STATE_RUNNING);
+  back = ef_restore (ef, sandbox->id, "v1", &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (back->state, ==, BOX_SANDBOX_STATE_RUNNING);
 }
 
 /* Another project's sandbox and checkpoints are not found by any
@@ -507,6 +542,7 @@ main (int argc, char **argv)
   ADD ("/checkpoints/interruptions", test_interruptions);
   ADD ("/checkpoints/numbers-never-reused", test_numbers_never_reused);
   ADD ("/checkpoints/auto-retention", test_auto_retention);
+  ADD ("/checkpoints/restore-failed-after-vm-ended", test_restore_failed_after_vm_ended);
   ADD ("/checkpoints/other-project", test_other_project);
   ADD ("/checkpoints/fork-rules", test_fork_rules);
   ADD ("/checkpoints/reconcile-both-ways", test_reconcile_both_ways);

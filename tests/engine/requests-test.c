@@ -427,6 +427,13 @@ test_fork (void)
   ASSERT_MSG_HAS (create_error ("{\"from\": {\"sandbox\": \"web\", \"checkpoint\": \"v1\"},"
                                 " \"resources\": {\"cpus\": 2}}"),
                   "come from the checkpoint");
+  /* given at all, even as "none" */
+  ASSERT_MSG_HAS (create_error ("{\"from\": {\"sandbox\": \"web\", \"checkpoint\": \"v1\"}, \"template\": \"\"}"),
+                  "come from the checkpoint");
+  ASSERT_MSG_HAS (create_error ("{\"from\": {\"sandbox\": \"web\", \"checkpoint\": \"v1\"}, \"image\": null}"),
+                  "come from the checkpoint");
+  ASSERT_MSG_HAS (create_error ("{\"from\": {\"sandbox\": \"web\", \"checkpoint\": \"v1\"}, \"resources\": {}}"),
+                  "come from the checkpoint");
   ASSERT_MSG (create_error ("{\"from\": {\"sandbox\": \"web\"}}"),
               "invalid from: a fork needs both from.sandbox and from.checkpoint");
   ASSERT_MSG (create_error ("{\"from\": {\"checkpoint\": \"v1\"}}"),
