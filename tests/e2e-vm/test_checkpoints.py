@@ -3,13 +3,15 @@
 # of issue 13 item 11: a process, its /tmp file and a detached session back
 # after a memory restore; a disk-only restore boots fresh with the files;
 # fork independence both ways and fork identity (address, hostname, random
-# bytes); 1011 closes and SIGHUP on a memory checkpoint, 1011 on restore;
+# bytes); 1011 closes (exec, file watch, port stream) and SIGHUP on a memory
+# checkpoint, 1011 on restore (exec, port stream);
 # the in-sandbox POST /checkpoints answered before the pause and its caller
 # carrying on, in the source and in a fork; restores keep auto-N memory
-# checkpoints (how many are kept: e2e-checkpoints, on the dummy hypervisor).
+# checkpoints, the newest 5 (six restores in all), the pruned one's files gone.
 
 import json
 import os
+import shlex
 import time
 
 import filetest  # noqa: F401  (first: puts tests/e2e-vm and tests/e2e on sys.path)
@@ -112,7 +114,32 @@ def test_disk_only(t):
          'booted fresh: the process is gone')
 
 
+ECHO = ('import socket,threading\n'
+        's=socket.socket();s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n'
+        's.bind(("127.0.0.1",9000));s.listen(8)\n'
+        'def serve(c):\n'
+        '  for b in iter(lambda:c.recv(65536),b""):c.sendall(b)\n'
+        'while True:threading.Thread(target=serve,args=(s.accept()[0],),daemon=True).start()\n')
+
+
+def port_stream():
+    """A port stream to the guest's echo server on 9000, checked with one
+    byte echoed (None when the server never listened)."""
+    end = time.time() + 60
+    while time.time() < end:
+        r = d.request('GET', '/v1/sandboxes/ck-src/ports', token=KEY)
+        if any(p.get('port') == 9000 for p in ((r[2] or {}).get('ports') or [])):
+            w = streamtest.ws(d, KEY, '/v1/sandboxes/ck-src/ports/9000/connect')
+            w.send_binary(b'x')
+            return w if w.recv_binary(30) == b'x' else None
+        time.sleep(0.5)
+    return None
+
+
 def test_closes(t):
+    sh('setsid python3 -c %s >/dev/null 2>&1 < /dev/null &' % shlex.quote(ECHO))
+    pw = port_stream()
+    t.ok(pw is not None, 'a port stream to the guest\'s echo server answers')
     sh('rm -f /tmp/hup')
     # "started" is the exec of sh, not its trap: under load the checkpoint's
     # SIGHUP can come before sh ran its first command (it then dies of the
@@ -130,15 +157,21 @@ def test_closes(t):
     t.eq(f.close_code, 1011, 'the exec socket closed with 1011')
     fw = Frames(watch, timeout=60)
     t.eq(fw.close_code, 1011, 'the file watch closed with 1011')
+    if pw is not None:
+        t.eq(Frames(pw, timeout=60).close_code, 1011, 'the port stream closed with 1011')
     end = time.time() + 30
     while time.time() < end and out('cat /tmp/hup 2>/dev/null') != 'hup':
         time.sleep(0.5)
     t.eq(out('cat /tmp/hup'), 'hup', 'the non-detachable session got SIGHUP (its trap ran)')
     w = exec_ws(d, KEY, 'ck-src', ['sleep', '10000'], detachable='true')
     w.recv_json(60)
+    pw = port_stream()
+    t.ok(pw is not None, 'a new port stream answers after the checkpoint')
     r = restore((r[2] or {}).get('id', 'v4'))
     t.status(r, 200, 'restore')
     t.eq(Frames(w, timeout=60).close_code, 1011, 'a session socket closes with 1011 on restore')
+    if pw is not None:
+        t.eq(Frames(pw, timeout=60).close_code, 1011, 'a port stream closes with 1011 on restore')
 
 
 def test_fork(t):
@@ -169,9 +202,14 @@ def test_fork(t):
 
 
 def test_insandbox(t):
+    """The caller waits for /tmp/go after its answer: the snapshot holds it
+    waiting (taken after the answer, before it went on), so in a fork
+    /tmp/after appears only once the fork's /tmp/go exists, as in the
+    source."""
     script = ('curl -s -X POST --unix-socket /run/box/api.sock -d \'{"comment":"inside"}\' '
-              'http://x/checkpoints > /tmp/answer; echo after > /tmp/after')
-    r = sh('rm -f /tmp/answer /tmp/after; setsid sh -c %s >/dev/null 2>&1 < /dev/null &'
+              'http://x/checkpoints > /tmp/answer; '
+              'while [ ! -e /tmp/go ]; do sleep 0.2; done; echo after > /tmp/after')
+    r = sh('rm -f /tmp/answer /tmp/after /tmp/go; setsid sh -c %s >/dev/null 2>&1 < /dev/null &'
            % json.dumps(script), user='box')
     t.eq(r.status, 200, 'a process in the guest posts /checkpoints')
     end = time.time() + 60
@@ -189,30 +227,53 @@ def test_insandbox(t):
     while time.time() < end and cp.get('id') not in ids():
         time.sleep(0.5)
     t.ok(cp.get('id') in ids(), 'the checkpoint appears in the list', ids())
+    sh('touch /tmp/go')
+    end = time.time() + 30
+    while time.time() < end and out('cat /tmp/after 2>/dev/null') != 'after':
+        time.sleep(0.5)
     t.eq(out('cat /tmp/after'), 'after', 'the caller carried on after the answer')
     r = d.request('POST', '/v1/sandboxes', {'name': 'ck-inside', 'from': {'sandbox': 'ck-src',
                                                                             'checkpoint': cp.get('id', 'v0')}},
                   token=KEY, timeout=300)
     t.status(r, 201, 'fork of that checkpoint')
+    t.eq(out('cat /tmp/after 2>/dev/null || echo waiting', 'ck-inside'), 'waiting',
+         'in the fork the caller is still after its answer, waiting for /tmp/go')
+    sh('touch /tmp/go', 'ck-inside')
     end = time.time() + 30
     while time.time() < end and out('cat /tmp/after 2>/dev/null', 'ck-inside') != 'after':
         time.sleep(0.5)
     t.eq(out('cat /tmp/after', 'ck-inside'), 'after', 'in the fork the caller carries on after the answer')
+    r = sh('curl -s -X POST --unix-socket /run/box/api.sock -d \'{"memory":false}\' http://x/checkpoints',
+           user='box')
+    try:
+        disk = json.loads(r.out)
+    except ValueError:
+        disk = {}
+    t.ok(disk.get('memory') is False and disk.get('auto') is False,
+         'an in-sandbox POST with memory false answers a disk-only Checkpoint', r.out)
+    end = time.time() + 30
+    while time.time() < end and disk.get('id') not in ids():
+        time.sleep(0.5)
+    t.ok(disk.get('id') in ids(), 'the disk-only checkpoint appears in the list', ids())
 
 
 def test_auto_retention(t):
     """Each restore keeps the state first as auto-N, a real memory
-    checkpoint of the plugin; deleting one removes its files.  The rule that
-    the newest 5 are kept (the older deleted by the same path) is the
-    engine's, checked on the dummy hypervisor by e2e-checkpoints: six more
-    real restores here cost minutes of TCG for nothing the plugin adds."""
+    checkpoint of the plugin, and the newest 5 are kept: the three
+    restores above made auto-1..3, three more here make six, and the sixth
+    prunes the oldest with its files.  Deleting one removes its files."""
     before = [i for i in ids() if i.startswith('auto-')]
     first = checkpoint({'memory': False})
     cp = (first[2] or {}).get('id')
-    for n in range(2):
-        t.status(restore(cp), 200, 'restore %d of 2' % (n + 1))
+    for n in range(3):
+        t.status(restore(cp), 200, 'restore %d of 3' % (n + 1))
     made = [i for i in ids() if i.startswith('auto-') and i not in before]
-    t.ok(len(made) == 2, 'each restore kept one more automatic checkpoint', made)
+    t.ok(len(made) == 3, 'each restore kept one more automatic checkpoint', made)
+    autos = [i for i in ids() if i.startswith('auto-')]
+    t.eq(autos, (before + made)[-5:], 'the newest 5 automatic checkpoints are kept, oldest first')
+    for cid in (before + made)[:-5]:
+        gone = os.path.join(vmtest.VM_DIR, 'checkpoints', '%s.%s' % (SRC['id'], cid))
+        t.ok(not os.path.exists(gone), 'the pruned %s went with its files' % cid, gone)
     for cid in made:
         r = d.request('GET', '/v1/sandboxes/ck-src/checkpoints/' + cid, token=KEY)
         t.eq(((r[2] or {}).get('auto'), (r[2] or {}).get('memory')), (True, True),

@@ -13,6 +13,8 @@
 #      process left), boxd logs the timeout; the first hook still ran.
 #   3. the idle pause (idle 30 s, the minimum, action pause) runs them too.
 #   4. a sandbox without hooks pauses at once (no directory: nothing runs).
+#   5. a memory checkpoint runs them before its snapshot (the stamp is in
+#      the checkpoint: a restore brings it back); a disk-only one does not.
 
 import time
 
@@ -127,9 +129,38 @@ def test_idle_pause(t):
     ev.close()
 
 
+def test_checkpoint_runs_hooks(t):
+    """A memory checkpoint runs the hooks before its snapshot: the stamp is
+    written between the request and the 201, as root, and it is in the
+    checkpoint's memory and disk (a restore of it, after the file was
+    removed, brings it back).  A disk-only checkpoint runs none."""
+    d.create_sandbox(KEY, {'name': 'ckhook'})
+    write_hook('ckhook', '10-stamp', ['echo "$(id -u) $(date +%s.%N)" >> ' + STAMP])
+    t0 = time.time()
+    r = d.request('POST', '/v1/sandboxes/ckhook/checkpoints', {}, token=KEY, timeout=300)
+    t1 = time.time()
+    t.status(r, 201, 'memory checkpoint of ckhook')
+    owner, got = stamps('ckhook')
+    t.eq((owner, [uid for uid, _ in got]), ('0', [0]), 'the checkpoint ran the hook once, as root')
+    at = got[0][1] if got else None
+    t.ok(at is not None and t0 - SLACK <= at <= t1 + SLACK,
+         'the hook ran between the checkpoint request and its answer',
+         'hook at %r, checkpoint from %.2f to %.2f' % (at, t0, t1))
+    r = d.request('POST', '/v1/sandboxes/ckhook/checkpoints', {'memory': False}, token=KEY, timeout=300)
+    t.status(r, 201, 'disk-only checkpoint of ckhook')
+    t.eq(len(stamps('ckhook')[1]), 1, 'a disk-only checkpoint runs no hook')
+    sh(d, KEY, 'ckhook', 'rm -f ' + STAMP, user='root')
+    r = d.request('POST', '/v1/sandboxes/ckhook/checkpoints/v1/restore', token=KEY, timeout=300)
+    t.status(r, 200, 'restore v1')
+    owner, got = stamps('ckhook')
+    t.eq((owner, [uid for uid, _ in got]), ('0', [0]),
+         'the restored checkpoint holds the hook\'s stamp: it ran before the snapshot')
+
+
 def test_cleanup(t):
     vmtest.delete_all_and_stop(t, d, KEY)
 
 
 if __name__ == '__main__':
-    vmtest.main(t, clock, test_pause_runs_hooks, test_slow_hook, test_idle_pause, test_cleanup)
+    vmtest.main(t, clock, test_pause_runs_hooks, test_slow_hook, test_idle_pause,
+                test_checkpoint_runs_hooks, test_cleanup)
