@@ -40,7 +40,7 @@ typedef struct {
   char                       *target_id;    /* restore: the checkpoint restored */
   GError                     *failure;      /* reported once the cleanup is done */
   gboolean                    restoring;
-  guint64                     freed_mib;    /* restore: what the auto-N it prunes frees */
+  guint64                     freed_mib;    /* restore: what the auto-N it prunes free */
   const char                 *why;          /* the interruption before the snapshot, or NULL */
 } CheckpointOp;
 
@@ -161,18 +161,26 @@ emit_checkpoint (BoxEngine *self, const char *type, const BoxSandbox *sandbox,
  * it starts the checkpoint's, and a failure after that leaves a VM shut
  * off (or cold) under a record that says running.  A record the VM no
  * longer matches goes back to what the hypervisor has, as when a VM dies
- * on its own (reason vm_lost), so that a wake brings it back. */
+ * on its own (reason vm_lost), so that a wake brings it back.  A paused
+ * sandbox whose memory snapshot outlived its VM (LOST with snapshot_at)
+ * is what that makes it already: left alone (the hypervisor's ::vm-lost,
+ * when it emitted one, announces it once). */
 static void
 finish_error (BoxEngine *self, GTask *task, GError *error)
 {
   BoxEngineOp *op = g_task_get_task_data (task);
   BoxSandbox *sandbox = op->sandbox;
+  gint64 snapshot_at = 0;
+  BoxVmState vm_state;
 
-  if (sandbox != NULL &&
-      !box_engine_vm_matches (sandbox->state,
-                              box_hypervisor_query (self->hypervisor, sandbox->id, NULL))) {
-    g_warning ("sandbox %s: its VM changed under the failed operation", sandbox->id);
-    box_engine_mark_lost (self, sandbox, "vm_lost");
+  if (sandbox != NULL && sandbox->state != BOX_SANDBOX_STATE_CREATING) {
+    vm_state = box_hypervisor_query (self->hypervisor, sandbox->id, &snapshot_at);
+    if (!box_engine_vm_matches (sandbox->state, vm_state) &&
+        !(sandbox->state == BOX_SANDBOX_STATE_PAUSED && vm_state == BOX_VM_STATE_LOST &&
+          snapshot_at != 0)) {
+      g_warning ("sandbox %s: its VM changed under the failed operation", sandbox->id);
+      box_engine_mark_lost (self, sandbox, "vm_lost");
+    }
   }
   box_engine_op_finish_error (self, task, error);
 }
@@ -237,25 +245,23 @@ check_quota (BoxEngine *self, const BoxSandbox *sandbox, gboolean memory, guint6
                                             freed_mib, error);
 }
 
-/* The oldest of @sandbox_id's automatic checkpoints (NULL: none), and in
- * *@autos how many it has. */
-static BoxCheckpoint *
-oldest_auto (BoxEngine *self, const char *sandbox_id, guint *autos, GError **error)
+/* @sandbox_id's automatic checkpoints, oldest first (NULL on error). */
+static GPtrArray *
+list_autos (BoxEngine *self, const char *sandbox_id, GError **error)
 {
   g_autoptr(GPtrArray) all = box_storage_checkpoint_list (self->storage, sandbox_id, error);
-  const BoxCheckpoint *oldest = NULL;
+  GPtrArray *autos;
 
-  *autos = 0;
-  for (guint i = 0; all != NULL && i < all->len; i++) {
+  if (all == NULL)
+    return NULL;
+  autos = g_ptr_array_new_with_free_func ((GDestroyNotify) box_checkpoint_free);
+  for (guint i = 0; i < all->len; i++) {
     const BoxCheckpoint *checkpoint = g_ptr_array_index (all, i);
 
-    if (!checkpoint->auto_)
-      continue;
-    if (oldest == NULL)
-      oldest = checkpoint;
-    (*autos)++;
+    if (checkpoint->auto_)
+      g_ptr_array_add (autos, box_checkpoint_copy (checkpoint));
   }
-  return oldest != NULL ? box_checkpoint_copy (oldest) : NULL;
+  return autos;
 }
 
 /* Steps 1 and 2 of a checkpoint (see the top): the quota, then the number
@@ -671,12 +677,13 @@ prune_next (BoxEngine *self, GTask *task)
   BoxEngineOp *op = g_task_get_task_data (task);
   CheckpointOp *cp = op->extra;
   g_autoptr(GError) error = NULL;
-  guint autos = 0;
-  g_autoptr(BoxCheckpoint) oldest = oldest_auto (self, op->id, &autos, &error);
+  g_autoptr(GPtrArray) autos = list_autos (self, op->id, &error);
 
-  if (error != NULL)
+  if (autos == NULL)
     g_warning ("sandbox %s: automatic checkpoints not pruned: %s", op->id, error->message);
-  if (autos > AUTO_KEPT) {
+  if (autos != NULL && autos->len > AUTO_KEPT) {
+    const BoxCheckpoint *oldest = g_ptr_array_index (autos, 0);
+
     g_free (cp->checkpoint);
     cp->checkpoint = g_strdup (oldest->id);
     if (box_engine_checkpoint_delete_record (self, op->sandbox, cp->checkpoint, &error)) {
@@ -751,8 +758,7 @@ run_restore (BoxEngine *self, GTask *task)
   CheckpointOp *cp = op->extra;
   BoxSandbox *sandbox = op->sandbox;
   g_autoptr(BoxCheckpoint) target = NULL;
-  g_autoptr(BoxCheckpoint) oldest = NULL;
-  guint autos = 0;
+  g_autoptr(GPtrArray) autos = NULL;
   GError *error = NULL;
 
   target = box_storage_checkpoint_get (self->storage, sandbox->id, cp->checkpoint, &error);
@@ -768,15 +774,19 @@ run_restore (BoxEngine *self, GTask *task)
   cp->memory = sandbox->state != BOX_SANDBOX_STATE_STOPPED &&
                box_hypervisor_has_caps (self->hypervisor, BOX_HYPERVISOR_CAP_MEMORY_SNAPSHOTS);
   cp->restoring = TRUE;
-  /* the newest AUTO_KEPT stay: with as many already, the oldest goes once
-   * the restore is done, so a project at its quota can still restore */
-  oldest = oldest_auto (self, sandbox->id, &autos, &error);
-  if (error != NULL) {
+  /* the newest AUTO_KEPT stay: with as many already (more, after a
+   * restore that failed before its prune), the oldest go once the restore
+   * is done, so a project at its quota can still restore */
+  autos = list_autos (self, sandbox->id, &error);
+  if (autos == NULL) {
     finish_error (self, task, error);
     return;
   }
-  if (autos >= AUTO_KEPT)
-    cp->freed_mib = checkpoint_mib (sandbox, oldest->memory);
+  for (guint i = 0; i + AUTO_KEPT < autos->len + 1; i++) {
+    const BoxCheckpoint *pruned = g_ptr_array_index (autos, i);
+
+    cp->freed_mib += checkpoint_mib (sandbox, pruned->memory);
+  }
   if (!take_number (self, op, cp, TRUE, &error)) {
     finish_error (self, task, error);
     return;

@@ -17,8 +17,8 @@
  * run in one main-loop turn, so two creates cannot both take the last
  * room; a checkpoint's record is written only once the hypervisor made
  * it, so the checkpoints under way (their pending records) count too.  A
- * restore with the newest 5 automatic checkpoints already kept checks the
- * room once the oldest, which it prunes, is gone.  Refusals are 409 conflict
+ * restore checks the room once the automatic checkpoints it prunes (beyond
+ * the newest 5) are gone.  Refusals are 409 conflict
  * (the project's state forbids the call, as a 65th live task does) with a
  * message naming the quota; nothing is written.
  */

@@ -298,8 +298,8 @@ box_sandbox_create_from_json (JsonNode *body, GError **error)
     return NULL;
   if (req->image != NULL && !box_validate_image_ref (req->image, error))
     return NULL;
-  /* a fork's come from its checkpoint: given at all (null, "" or {} too),
-   * they are refused */
+  /* a fork takes template, image and resources from its checkpoint: given
+   * at all (null, "" or {} too), they are refused */
   if (req->from_sandbox != NULL &&
       (json_object_has_member (obj, "template") || json_object_has_member (obj, "image") ||
        json_object_has_member (obj, "resources"))) {

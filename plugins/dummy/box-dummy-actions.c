@@ -47,7 +47,9 @@ box_dummy_plugin_lose_vm (BoxDummyPlugin *self, const char *sandbox_id)
 void
 box_dummy_plugin_end_vm (BoxDummyPlugin *self, const char *sandbox_id)
 {
-  lose (self, sandbox_id, TRUE, FALSE);
+  g_return_if_fail (BOX_IS_DUMMY_PLUGIN (self));
+  if (!lose (self, sandbox_id, TRUE, FALSE))
+    g_warning ("dummy: no VM of sandbox %s to end", sandbox_id);
 }
 
 gboolean

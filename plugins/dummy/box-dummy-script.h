@@ -12,10 +12,11 @@
  *           lose    the VM dies in the middle of the operation: it is left
  *                   LOST (its snapshot kept), ::vm-lost is emitted, and the
  *                   operation fails with internal
- *           end     the operation ends the VM itself, then fails (internal):
- *                   it is left shut off on its disk, without ::vm-lost,
- *                   as a restore that ended the old QEMU and could not
- *                   start the checkpoint's
+ *           end     the operation ends the VM itself, then fails (internal),
+ *                   without ::vm-lost, as a restore that ended the old QEMU
+ *                   and could not start the checkpoint's: a running VM is
+ *                   left shut off on its disk, a suspended one lost with
+ *                   its snapshot kept
  *   sandbox only this sandbox's operations (default: every sandbox)
  *   times   the rule applies this many times, then is spent (default: always)
  *

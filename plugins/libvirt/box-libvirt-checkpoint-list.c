@@ -20,7 +20,9 @@
  * than those four (the point is <what> up to its first space):
  * "checkpoint-stopped" is a memory checkpoint of a running guest with its
  * vCPUs stopped (QEMU's last pass done, before the disk copy and the
- * resume); "fork-files" a fork whose room check passed, before its files.
+ * resume); "fork-files" a fork whose room check passed, before its files;
+ * "restore-ended" a restore whose old QEMU ended, before the checkpoint's
+ * files are renamed into place.
  */
 #include "config.h"
 

@@ -20,12 +20,14 @@
 typedef struct {
   BoxLibvirtOp             *op;
   BoxLibvirtCheckpointInfo  info;
+  gboolean                  disk_swapped;   /* the VM's disk is the checkpoint's */
 } Restore;
 
 static gboolean
 restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
 {
-  BoxLibvirtOp *op = data;
+  Restore *restore = data;
+  BoxLibvirtOp *op = restore->op;
   g_autofree char *dir = box_libvirt_checkpoint_dir (self, op->id, op->checkpoint_id);
   g_autofree char *ckpt_disk = g_build_filename (dir, "disk.qcow2", NULL);
   g_autofree char *ckpt_state = g_build_filename (dir, "state", NULL);
@@ -71,6 +73,7 @@ restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
     return FALSE;
   }
   op->ended = TRUE;
+  box_libvirt_test_delay ("restore-ended", op);
   /* the old QEMU is gone: the new layers replace the old ones, then the
    * disk; the grants follow what the directory links now */
   for (guint n = 1; n <= height; n++) {
@@ -92,8 +95,10 @@ restore_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
         !box_libvirt_rename_file (dev_tmp, dev, error))
       return FALSE;
   }
-  if (!box_libvirt_rename_file (disk_tmp, disk, error) ||
-      !box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error))
+  if (!box_libvirt_rename_file (disk_tmp, disk, error))
+    return FALSE;
+  restore->disk_swapped = TRUE;
+  if (!box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error))
     return FALSE;
   if (op->memory)
     return box_libvirt_rename_file (cold_tmp, cold, error);
@@ -119,10 +124,11 @@ restore_files_done (GObject *source, GAsyncResult *result, gpointer user_data)
   box_libvirt_vm_ended (op->self, vm);
   if (!ok) {
     /* the QEMU is gone and the disk may be the checkpoint's: a boot is
-     * what is left */
+     * what is left, on a disk as of the checkpoint once it was swapped
+     * (snapshot_at: what the engine reports), else as of now */
     vm->state = BOX_VM_STATE_SHUTOFF;
     vm->cold = FALSE;
-    vm->snapshot_at = 0;
+    vm->snapshot_at = restore->disk_swapped ? restore->info.created_at : 0;
     box_libvirt_save_vm (op->self, vm);
     box_libvirt_op_return (task, error);
     return;
@@ -173,5 +179,5 @@ box_libvirt_restore_start (GTask *task)
   op->memory = restore->info.memory;
   op->ram = restore->info.ram;
   op->vm->expect_stop = TRUE;
-  box_libvirt_run_in_thread (op->self, restore_work, op, NULL, NULL, restore_files_done, task);
+  box_libvirt_run_in_thread (op->self, restore_work, restore, NULL, NULL, restore_files_done, task);
 }

@@ -147,7 +147,7 @@ def probe(p):
     try:
         if kind == 'dns':
             qtype = {'A': 1, 'AAAA': 28, 'ANY': 255, 'AXFR': 252, 'TXT': 16}[p[2]]
-            for _ in range(p[4] if len(p) > 4 else 1):
+            for _ in range(max(p[4] if len(p) > 4 else 1, 1)):
                 try:
                     return dns_query(resolver(), p[1], qtype, p[3])
                 except (socket.timeout, TimeoutError) as e:

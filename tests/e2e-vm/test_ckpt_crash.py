@@ -26,6 +26,9 @@
 # ([plugin.libvirt] checkpoint_materialise=false before it): each
 # materialisation loads a whole checkpoint into a helper QEMU, which on two
 # TCG cores made this file take 559 s instead of ~90 s.
+# Then a restore fails after its old QEMU ended (its state file removed at
+# BOX_LIBVIRT_TEST_DELAY_AT=restore-ended): the sandbox is stopped, not
+# "running" over no QEMU, and a wake boots it.
 # Last, boxd restarts with disk_reserve_mib beyond the disk: a checkpoint
 # (memory or disk only), a restore and a fork are 503 capacity, write no
 # file and no record, and the sandbox runs on.
@@ -404,6 +407,42 @@ def test_stopped_boxd_killed(t):
     d.config['plugin.libvirt'].pop('hot_pause_s')
 
 
+def test_restore_fails_after_qemu_ended(t):
+    """A restore that fails after it ended the old QEMU (its state file
+    removed while it waits at restore-ended: the rename into place fails)
+    answers an error and leaves the sandbox on what the libvirt plugin
+    has, a VM shut off on its disk: stopped, not a record saying running
+    over no QEMU.  A wake boots it, and a restore works again."""
+    d.stop('boxd stops on SIGTERM (to delay restores after their QEMU ended)')
+    d.extra_env['BOX_LIBVIRT_TEST_DELAY_AT'] = 'restore-ended'
+    restart('test delay after a restore ended the QEMU')
+    if settled(t, 'after the restart') != 'running':
+        t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'wake kc')
+    before = len(delays('restore-ended'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints/v1/restore')
+    dom = wait_delay('restore-ended', before)
+    t.ok(dom is not None, 'the restore ended the old QEMU (test delay)', dom)
+    state_tmp = d.vm_path(SID, 'cold.mig.tmp')
+    t.ok(state_tmp is not None and os.path.exists(state_tmp), 'the checkpoint\'s state is linked as cold.mig.tmp',
+         state_tmp)
+    if state_tmp is not None and os.path.exists(state_tmp):
+        os.unlink(state_tmp)
+    status = call.status()
+    t.ok(status in (500, 503), 'the restore fails (%s)' % status,
+         call.result[3][:300] if len(call.result) > 3 else call.result)
+    t.eq(state(d, KEY, 'kc'), 'stopped', 'the sandbox is stopped on its disk, not running over no QEMU')
+    t.ok(d.log_lines('its VM changed under the failed operation') != [],
+         'boxd logs that it put the record back to the VM')
+    r = d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300)
+    t.ok(r[0] == 200 and (r[2] or {}).get('state') == 'running', 'a wake boots it', r[3][:300])
+    r = sh(d, KEY, 'kc', 'true')
+    t.eq(r.status, 200, 'it runs commands')
+    d.extra_env.pop('BOX_LIBVIRT_TEST_DELAY_AT')
+    d.stop('boxd stops on SIGTERM (the test delay goes)')
+    restart('no test delay')
+    restorable(t, 'after a restore failed with its QEMU ended')
+
+
 def test_capacity(t):
     d.stop('boxd stops on SIGTERM (to change disk_reserve_mib)')
     d.config['plugin.libvirt']['disk_reserve_mib'] = str(2 ** 32 - 1)
@@ -441,4 +480,4 @@ if __name__ == '__main__':
     vmtest.main(t, clock, test_acknowledged, test_checkpoint_boxd_killed, test_checkpoint_qemu_killed,
                 test_restore_boxd_killed, test_restore_qemu_killed, test_fork_boxd_killed,
                 test_fork_qemu_killed, test_stopped_boxd_killed, test_materialise_boxd_killed,
-                test_capacity, test_cleanup)
+                test_restore_fails_after_qemu_ended, test_capacity, test_cleanup)

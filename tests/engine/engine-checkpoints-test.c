@@ -6,7 +6,8 @@
  * stopped sandbox keeps a disk-only auto-N; numbers are never handed out
  * twice (deletes, restores, a restart); the newest 5 automatic ones are
  * kept, the older ones go with their hypervisor files; a restore that
- * fails after the old VM ended leaves the sandbox on its disk; another project's
+ * fails after the old VM ended leaves the sandbox on its disk, and a
+ * paused one whose VM died under a checkpoint is announced once; another project's
  * checkpoints are not found, and a fork that names what a checkpoint gives
  * is refused before anything exists; at start, a record without files goes
  * (checkpoint.deleted) and files without a record are deleted, and only a
@@ -283,6 +284,7 @@ test_restore_failed_after_vm_ended (Ef *ef, gconstpointer user_data)
   g_assert_cmpint (ef_state (ef, sandbox->id), ==, BOX_SANDBOX_STATE_STOPPED);
   events = ef_take_events (ef);
   g_assert_nonnull (strstr (events, stopped));
+  g_assert_null (strstr (strstr (events, stopped) + 1, "sandbox.stopped"));
   g_assert_null (strstr (events, "checkpoint.restored"));
   ef_change_ok (ef, sandbox->id, BOX_STATE_REQUEST_WAKE);
   g_assert_cmpint (ef_state (ef, sandbox->id), ==, BOX_SANDBOX_STATE_RUNNING);
@@ -290,6 +292,40 @@ test_restore_failed_after_vm_ended (Ef *ef, gconstpointer user_data)
   back = ef_restore (ef, sandbox->id, "v1", &error);
   g_assert_no_error (error);
   g_assert_cmpint (back->state, ==, BOX_SANDBOX_STATE_RUNNING);
+}
+
+/* A paused sandbox whose VM dies under a checkpoint keeps its memory
+ * snapshot (the dummy: LOST with it): still paused, and announced once
+ * (by the hypervisor's ::vm-lost), not again by the failed op; a later
+ * failed op announces nothing. */
+static void
+test_paused_lost_once (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) sandbox = ef_create_ok (ef, "{}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxCheckpoint) made = NULL;
+  g_autofree char *events = NULL;
+  g_autofree char *paused = g_strdup_printf ("sandbox.paused %s vm_lost", sandbox->id);
+
+  ef_change_ok (ef, sandbox->id, BOX_STATE_REQUEST_PAUSE);
+  ef_forget (ef);
+  ef_script (ef, "checkpoint lose times=1");
+  made = ef_checkpoint (ef, sandbox->id, TRUE, &error);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  g_assert_null (made);
+  g_clear_error (&error);
+  ef_settle (ef);
+  g_assert_cmpint (ef_state (ef, sandbox->id), ==, BOX_SANDBOX_STATE_PAUSED);
+  events = ef_take_events (ef);
+  g_assert_nonnull (strstr (events, paused));
+  g_assert_null (strstr (strstr (events, paused) + 1, "sandbox.paused"));
+  ef_script (ef, "checkpoint fail times=1");
+  made = ef_checkpoint (ef, sandbox->id, TRUE, &error);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INTERNAL);
+  ef_settle (ef);
+  g_clear_pointer (&events, g_free);
+  events = ef_take_events (ef);
+  g_assert_null (strstr (events, "sandbox.paused"));
 }
 
 /* Another project's sandbox and checkpoints are not found by any
@@ -543,6 +579,7 @@ main (int argc, char **argv)
   ADD ("/checkpoints/numbers-never-reused", test_numbers_never_reused);
   ADD ("/checkpoints/auto-retention", test_auto_retention);
   ADD ("/checkpoints/restore-failed-after-vm-ended", test_restore_failed_after_vm_ended);
+  ADD ("/checkpoints/paused-lost-once", test_paused_lost_once);
   ADD ("/checkpoints/other-project", test_other_project);
   ADD ("/checkpoints/fork-rules", test_fork_rules);
   ADD ("/checkpoints/reconcile-both-ways", test_reconcile_both_ways);

@@ -174,7 +174,22 @@ test_restore_at_quota (Ef *ef, gconstpointer user_data)
   sandbox = ef_create_ok (ef, "{\"resources\": {\"cpus\": 1, \"memory_mib\": 128, \"disk_gib\": 1}}");
   base = ef_checkpoint (ef, sandbox->id, TRUE, &error);
   g_assert_no_error (error);
-  for (guint i = 1; i <= 6; i++) {
+  /* with 4 auto-N nothing is pruned: no credit, a restore that would go
+   * over the quota is refused (7 GiB: 1152 + 1152 + 4 * 1152 = 6912, the
+   * fifth would make 8064) */
+  config->quota.disk_gib = 7;
+  for (guint i = 1; i <= 4; i++) {
+    g_clear_pointer (&back, box_sandbox_free);
+    back = ef_restore (ef, sandbox->id, "v1", &error);
+    g_assert_no_error (error);
+  }
+  g_clear_pointer (&back, box_sandbox_free);
+  back = ef_restore (ef, sandbox->id, "v1", &error);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_CONFLICT);
+  g_assert_null (back);
+  g_clear_error (&error);
+  config->quota.disk_gib = 8;
+  for (guint i = 5; i <= 6; i++) {
     g_clear_pointer (&back, box_sandbox_free);
     back = ef_restore (ef, sandbox->id, "v1", &error);
     g_assert_no_error (error);
