@@ -98,6 +98,7 @@ sandbox_from_request (BoxEngine *self, const char *project, const BoxSandboxCrea
   g_autoptr(BoxSandbox) sandbox = box_sandbox_new ();
   g_autoptr(GPtrArray) templates = NULL;
   const BoxTemplate *tmpl = NULL;
+  BoxResources defaults = { 0 };
   const char *template_name;
   guint i;
 
@@ -114,24 +115,29 @@ sandbox_from_request (BoxEngine *self, const char *project, const BoxSandboxCrea
     if (g_strcmp0 (candidate->name, template_name) == 0)
       tmpl = candidate;
   }
-  if (tmpl == NULL) {
+  /* A fork's template is its checkpoint's, which the hypervisor keeps
+   * while a checkpoint uses it even when the deployment no longer offers
+   * it: its name, and the source's sizes, are all a fork needs. */
+  if (tmpl == NULL && req->from_sandbox == NULL) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INVALID, "invalid template: unknown template %s",
                  template_name);
     return NULL;
   }
+  if (tmpl != NULL)
+    defaults = tmpl->resources;
 
   sandbox->id = box_generate_sandbox_id ();
   sandbox->project = g_strdup (project);
   g_free (sandbox->template_name);
-  sandbox->template_name = g_strdup (tmpl->name);
+  sandbox->template_name = g_strdup (template_name);
   g_free (sandbox->image);
   sandbox->image = g_strdup ("");
   sandbox->state = BOX_SANDBOX_STATE_CREATING;
-  sandbox->resources.cpus = req->resources.cpus != 0 ? req->resources.cpus : tmpl->resources.cpus;
+  sandbox->resources.cpus = req->resources.cpus != 0 ? req->resources.cpus : defaults.cpus;
   sandbox->resources.memory_mib = req->resources.memory_mib != 0 ? req->resources.memory_mib
-                                                                  : tmpl->resources.memory_mib;
+                                                                  : defaults.memory_mib;
   sandbox->resources.disk_gib = req->resources.disk_gib != 0 ? req->resources.disk_gib
-                                                              : tmpl->resources.disk_gib;
+                                                              : defaults.disk_gib;
   box_engine_copy_map (sandbox->env, req->env);
   box_engine_copy_map (sandbox->labels, req->labels);
   sandbox->idle_timeout_s = req->has_idle_timeout_s ? req->idle_timeout_s : BOX_IDLE_TIMEOUT_DEFAULT;

@@ -24,6 +24,7 @@
  *   script=               fault rules, ';'-separated (box-dummy-script.h)
  *   capabilities=memory-snapshots,checkpoints,fork
  *   accel=none
+ *   templates=base,e2b    the templates offered (of those two)
  *   agent=                a program run as each running sandbox's guest agent
  *                         (tests; adds the guest-agent capability); see
  *                         box-dummy-agent.h
@@ -571,13 +572,20 @@ box_dummy_template_new (const char *name, guint cpus, guint memory_mib, guint di
   return tmpl;
 }
 
+/* "base" (2 CPUs, 2048 MiB) and "e2b" (2 CPUs, 1024 MiB), both 20 GiB,
+ * or those of them [plugin.dummy] templates= names. */
 static GPtrArray *
 box_dummy_plugin_list_templates (BoxHypervisor *hypervisor)
 {
   GPtrArray *templates = g_ptr_array_new_with_free_func ((GDestroyNotify) box_template_free);
+  g_autofree char *names = box_plugin_get_config (BOX_PLUGIN (hypervisor), "templates",
+                                                  "base,e2b");
+  g_auto(GStrv) offered = g_strsplit (names, ",", -1);
 
-  g_ptr_array_add (templates, box_dummy_template_new ("base", 2, 2048, 20));
-  g_ptr_array_add (templates, box_dummy_template_new ("e2b", 2, 1024, 20));
+  if (g_strv_contains ((const char *const *) offered, "base"))
+    g_ptr_array_add (templates, box_dummy_template_new ("base", 2, 2048, 20));
+  if (g_strv_contains ((const char *const *) offered, "e2b"))
+    g_ptr_array_add (templates, box_dummy_template_new ("e2b", 2, 1024, 20));
   return templates;
 }
 

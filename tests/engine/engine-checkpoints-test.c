@@ -386,6 +386,41 @@ test_other_project (Ef *ef, gconstpointer user_data)
   g_assert_cmpint (ef_state (ef, sandbox->id), ==, BOX_SANDBOX_STATE_RUNNING);
 }
 
+static void
+offer_base_only (BoxConfig *config)
+{
+  g_key_file_set_string (config->keyfile, "plugin.dummy", "templates", "base");
+}
+
+/* A fork does not need its template in the deployment's catalogue: the
+ * checkpoint holds what it needs.  A sandbox of "e2b" is checkpointed,
+ * boxd restarts offering only "base" (a create from "e2b" is now 400),
+ * and a fork of the checkpoint is made, of "e2b" with the source's sizes. */
+static void
+test_fork_template_gone (Ef *ef, gconstpointer user_data)
+{
+  g_autoptr(BoxSandbox) source = ef_create_ok (ef, "{\"name\": \"src\", \"template\": \"e2b\"}");
+  g_autoptr(GError) error = NULL;
+  g_autoptr(BoxCheckpoint) base = ef_checkpoint (ef, source->id, TRUE, &error);
+  g_autoptr(BoxSandbox) refused = NULL;
+  g_autoptr(BoxSandbox) fork = NULL;
+
+  g_assert_no_error (error);
+  ef_stop (ef);
+  ef->configure = offer_base_only;
+  ef_start (ef);
+  refused = ef_create (ef, "{\"template\": \"e2b\"}", &error);
+  g_assert_error (error, BOX_ERROR, BOX_ERROR_INVALID);
+  g_assert_null (refused);
+  g_clear_error (&error);
+  fork = ef_create (ef, "{\"name\": \"fk\", \"from\": {\"sandbox\": \"src\", \"checkpoint\": \"v1\"}}",
+                    &error);
+  g_assert_no_error (error);
+  g_assert_cmpstr (fork->template_name, ==, "e2b");
+  g_assert_cmpuint (fork->resources.memory_mib, ==, source->resources.memory_mib);
+  g_assert_cmpint (ef_state (ef, fork->id), ==, BOX_SANDBOX_STATE_RUNNING);
+}
+
 /* A fork takes template, image and resources from the checkpoint: naming
  * any of them, or a field `from` does not have, is 400 and creates
  * nothing; a valid fork gets the source's resources. */
@@ -582,6 +617,7 @@ main (int argc, char **argv)
   ADD ("/checkpoints/paused-lost-once", test_paused_lost_once);
   ADD ("/checkpoints/other-project", test_other_project);
   ADD ("/checkpoints/fork-rules", test_fork_rules);
+  ADD ("/checkpoints/fork-template-gone", test_fork_template_gone);
   ADD ("/checkpoints/reconcile-both-ways", test_reconcile_both_ways);
   g_test_add ("/checkpoints/env-after-cut", Ef, "guest-agent,memory-snapshots,checkpoints",
               ef_set_up, test_env_after_cut, ef_tear_down);
