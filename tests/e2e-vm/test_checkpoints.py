@@ -7,7 +7,8 @@
 # checkpoint, 1011 on restore (exec, port stream);
 # the in-sandbox POST /checkpoints answered before the pause and its caller
 # carrying on, in the source and in a fork; restores keep auto-N memory
-# checkpoints, the newest 5 (six restores in all), the pruned one's files gone.
+# checkpoints, the newest 5 (six restores in all), the pruned one's files gone;
+# events, 404/400 and no wake for reading, listing and deleting.
 
 import json
 import os
@@ -300,5 +301,40 @@ def test_auto_retention(t):
     t.ok(not os.path.exists(cdir), 'its files went with it', cdir)
 
 
+def test_rules(t):
+    """The API rules on real VMs: events in the spec's shape on the
+    ?sandbox= stream; listing, reading and deleting a paused sandbox's
+    checkpoints do not wake it, nor do a missing checkpoint (404) and an
+    unknown field (400); a restore of it answers it running."""
+    ev = d.events(KEY, 'sandbox=' + SRC['id'])
+    t.ok(ev.wait_connected(10) and ev.status == 200, 'event stream ?sandbox= open')
+    r = checkpoint({'comment': 'events'})
+    cp = (r[2] or {}).get('id')
+    e = vmtest.wait_event(ev, SRC['id'], 'checkpoint.created', 60)
+    t.eq(vmtest.detail_of(e), {'checkpoint': cp, 'memory': True, 'auto': False},
+         'checkpoint.created {checkpoint, memory, auto}')
+    t.status(d.request('POST', '/v1/sandboxes/ck-src/pause', token=KEY, timeout=120), 200, 'pause ck-src')
+    t.ok(cp in ids(), 'listed while paused')
+    t.status(d.request('GET', '/v1/sandboxes/ck-src/checkpoints/' + cp, token=KEY), 200, 'read while paused')
+    t.error(d.request('GET', '/v1/sandboxes/ck-src/checkpoints/v999', token=KEY), 404, 'not_found',
+            'a missing checkpoint')
+    t.error(d.request('POST', '/v1/sandboxes/ck-src/checkpoints', {'comment': 'x', 'colour': 'red'}, token=KEY),
+            400, 'invalid', 'an unknown field')
+    t.status(d.request('DELETE', '/v1/sandboxes/ck-src/checkpoints/' + cp, token=KEY), 204, 'delete while paused')
+    e = vmtest.wait_event(ev, SRC['id'], 'checkpoint.deleted', 30)
+    t.eq(vmtest.detail_of(e), {'checkpoint': cp}, 'checkpoint.deleted {checkpoint}')
+    t.eq(vmtest.state(d, KEY, 'ck-src'), 'paused', 'none of these woke the sandbox')
+    target = [i for i in ids() if not i.startswith('auto-')][-1]
+    r = restore(target)
+    t.ok(r[0] == 200 and (r[2] or {}).get('state') == 'running', 'restore of the paused sandbox: running',
+         r[3][:300])
+    e = vmtest.wait_event(ev, SRC['id'], 'checkpoint.restored', 60)
+    auto = [i for i in ids() if i.startswith('auto-')][-1]
+    t.eq(vmtest.detail_of(e), {'checkpoint': target, 'auto': auto}, 'checkpoint.restored {checkpoint, auto}')
+    e = vmtest.wait_event(ev, SRC['id'], 'sandbox.running', 30)
+    t.eq(vmtest.detail_of(e).get('from'), 'paused', 'then sandbox.running {from: paused}')
+    ev.close()
+
+
 vmtest.main(t, clock, test_memory_restore, test_disk_only, test_closes, test_fork, test_insandbox,
-            test_auto_retention)
+            test_auto_retention, test_rules)
