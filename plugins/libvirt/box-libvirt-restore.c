@@ -148,9 +148,10 @@ restore_files_done (GObject *source, GAsyncResult *result, gpointer user_data)
     box_libvirt_resume_start (task);
     return;
   }
+  /* a stopped disk of the checkpoint's time, until the boot runs it */
   vm->state = BOX_VM_STATE_SHUTOFF;
   vm->cold = FALSE;
-  vm->snapshot_at = 0;
+  vm->snapshot_at = restore->info.created_at;
   box_libvirt_save_vm (op->self, vm);
   box_libvirt_boot_start (task);
 }

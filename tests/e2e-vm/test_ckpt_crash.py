@@ -418,6 +418,9 @@ def test_restore_fails_after_qemu_ended(t):
     restart('test delay after a restore ended the QEMU')
     if settled(t, 'after the restart') != 'running':
         t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'wake kc')
+    v1 = d.request('GET', '/v1/sandboxes/kc/checkpoints/v1', token=KEY)[2] or {}
+    ev = d.events(KEY, 'sandbox=' + SID)
+    t.ok(ev.wait_connected(10) and ev.status == 200, 'event stream open')
     before = len(delays('restore-ended'))
     call = Call('POST', '/v1/sandboxes/kc/checkpoints/v1/restore')
     dom = wait_delay('restore-ended', before)
@@ -431,6 +434,13 @@ def test_restore_fails_after_qemu_ended(t):
     t.ok(status in (500, 503), 'the restore fails (%s)' % status,
          call.result[3][:300] if len(call.result) > 3 else call.result)
     t.eq(state(d, KEY, 'kc'), 'stopped', 'the sandbox is stopped on its disk, not running over no QEMU')
+    e = vmtest.wait_event(ev, SID, 'sandbox.stopped', 30)
+    ev.close()
+    at, made = vmtest.spec_time(vmtest.detail_of(e).get('snapshot_at')), vmtest.spec_time(v1.get('created_at'))
+    t.ok(vmtest.reason_of(e) == 'vm_lost' and at is not None and made is not None and
+         made - 2 <= at <= made + 60 and at < time.time() - 60,
+         'sandbox.stopped vm_lost, detail.snapshot_at v1\'s time (its disk is in place), not now',
+         (vmtest.detail_of(e), v1.get('created_at')))
     t.ok(d.log_lines('its VM changed under the failed operation') != [],
          'boxd logs that it put the record back to the VM')
     r = d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300)

@@ -22,7 +22,6 @@
 #      is down: the reconciliation at start makes it stopped, reason
 #      vm_lost, and it boots with its files.
 
-import calendar
 import os
 import signal
 import time
@@ -54,14 +53,6 @@ def facts(sandbox, timeout=120):
                             'cat /home/box/e2e-disk 2>/dev/null || echo NO-DISK' % MARK, timeout=timeout)
     lines = r.out.splitlines() + [''] * 3
     return {'status': r.status, 'pid': lines[0], 'tmp': lines[1], 'disk': lines[2]}
-
-
-def spec_time(text):
-    """Seconds since the epoch of an API timestamp; None if it is not one."""
-    try:
-        return calendar.timegm(time.strptime(text, '%Y-%m-%dT%H:%M:%SZ'))
-    except (TypeError, ValueError):
-        return None
 
 
 def kill_qemu(t, sandbox_id, desc):
@@ -141,7 +132,7 @@ def test_qemu_killed_running(t):
     t.ok(e is not None, 'an event tells the sandbox lost its VM')
     t.eq(((e or {}).get('event'), reason_of(e), st), ('sandbox.stopped', 'vm_lost', 'stopped'),
          'back to its disk: stopped, event sandbox.stopped reason vm_lost')
-    at = spec_time(detail_of(e).get('snapshot_at'))
+    at = vmtest.spec_time(detail_of(e).get('snapshot_at'))
     t.ok(at is not None and vmtest.T0 - 5 <= at <= time.time() + 5, 'detail.snapshot_at is a time of this run',
          detail_of(e))
     with clock('wake of a lost VM (boot on its disk)'):
@@ -170,7 +161,7 @@ def test_qemu_killed_paused(t):
     # the pause is what is left
     t.eq(((e or {}).get('event'), reason_of(e), st), ('sandbox.stopped', 'vm_lost', 'stopped'),
          'a hot-paused sandbox whose QEMU was killed: back to its disk, stopped, reason vm_lost')
-    at = spec_time(detail_of(e).get('snapshot_at'))
+    at = vmtest.spec_time(detail_of(e).get('snapshot_at'))
     t.ok(at is not None and paused_at - 2 <= at <= time.time() + 1,
          'detail.snapshot_at is the time of the pause', (detail_of(e), paused_at))
     r = d.request('POST', '/v1/sandboxes/sleeper/wake', token=KEY, timeout=300)

@@ -23,6 +23,7 @@
 
 import atexit
 import base64
+import calendar
 import fcntl
 import glob
 import hashlib
@@ -595,6 +596,14 @@ def reason_of(e):
 
 def detail_of(e):
     return ((e or {}).get('data') or {}).get('detail') or {}
+
+
+def spec_time(text):
+    """Seconds since the epoch of an API timestamp; None if it is not one."""
+    try:
+        return calendar.timegm(time.strptime(text, '%Y-%m-%dT%H:%M:%SZ'))
+    except (TypeError, ValueError):
+        return None
 
 
 def wait_event(ev, sandbox_id, etype, timeout):

@@ -156,9 +156,11 @@ test_checkpoint_under_way (Ef *ef, gconstpointer user_data)
 }
 
 /* A project at its disk quota can still restore once it keeps the newest
- * 5 automatic checkpoints: the sixth prunes the oldest.  8 GiB: a sandbox
- * of 1152 MiB, v1 and auto-1..5 (memory, 1152 each) hold 8064 MiB, and
- * the restore's auto-6 would make 9216 without the one it prunes. */
+ * 5 automatic checkpoints: the sixth prunes the oldest.  First, with 4
+ * auto-N nothing is pruned and nothing credited: at 7 GiB the fifth
+ * restore is refused.  Then at 8 GiB: a sandbox of 1152 MiB, v1 and
+ * auto-1..5 (memory, 1152 each) hold 8064 MiB, and the restore's auto-6
+ * would make 9216 without the one it prunes. */
 static void
 test_restore_at_quota (Ef *ef, gconstpointer user_data)
 {
