@@ -14,7 +14,8 @@
 #   3. the idle pause (idle 30 s, the minimum, action pause) runs them too.
 #   4. a sandbox without hooks pauses at once (no directory: nothing runs).
 #   5. a memory checkpoint runs them before its snapshot (the stamp is in
-#      the checkpoint: a restore brings it back); a disk-only one does not.
+#      the checkpoint: a restore brings it back), and so does the automatic
+#      one a restore keeps first; a disk-only one does not.
 
 import time
 
@@ -155,6 +156,13 @@ def test_checkpoint_runs_hooks(t):
     owner, got = stamps('ckhook')
     t.eq((owner, [uid for uid, _ in got]), ('0', [0]),
          'the restored checkpoint holds the hook\'s stamp: it ran before the snapshot')
+    # the restore kept the state before it (no stamp file) as auto-1, after
+    # running the hooks once more: auto-1 holds that one stamp
+    r = d.request('POST', '/v1/sandboxes/ckhook/checkpoints/auto-1/restore', token=KEY, timeout=300)
+    t.status(r, 200, 'restore auto-1')
+    owner, got = stamps('ckhook')
+    t.eq((owner, [uid for uid, _ in got]), ('0', [0]),
+         'the restore\'s automatic checkpoint ran the hook first too (its only stamp)')
 
 
 def test_cleanup(t):
