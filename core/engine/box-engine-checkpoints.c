@@ -227,21 +227,15 @@ check_state (const BoxSandbox *sandbox, const char *what, GError **error)
   return TRUE;
 }
 
-/* What a checkpoint of @sandbox counts against the project's disk quota
- * (box-engine-quota.c). */
-static guint64
-checkpoint_mib (const BoxSandbox *sandbox, gboolean memory)
-{
-  return (guint64) sandbox->resources.disk_gib * 1024 + (memory ? sandbox->resources.memory_mib : 0);
-}
-
 /* The project's disk quota for a new checkpoint of @sandbox, once
  * @freed_mib went (409). */
 static gboolean
 check_quota (BoxEngine *self, const BoxSandbox *sandbox, gboolean memory, guint64 freed_mib,
              GError **error)
 {
-  return box_engine_check_checkpoint_quota (self, sandbox->project, checkpoint_mib (sandbox, memory),
+  return box_engine_check_checkpoint_quota (self, sandbox->project,
+                                            box_engine_checkpoint_disk_mib (&sandbox->resources,
+                                                                            memory),
                                             freed_mib, error);
 }
 
@@ -782,10 +776,10 @@ run_restore (BoxEngine *self, GTask *task)
     finish_error (self, task, error);
     return;
   }
-  for (guint i = 0; i + AUTO_KEPT < autos->len + 1; i++) {
+  for (guint i = 0; i + AUTO_KEPT <= autos->len; i++) {
     const BoxCheckpoint *pruned = g_ptr_array_index (autos, i);
 
-    cp->freed_mib += checkpoint_mib (sandbox, pruned->memory);
+    cp->freed_mib += box_engine_checkpoint_disk_mib (&sandbox->resources, pruned->memory);
   }
   if (!take_number (self, op, cp, TRUE, &error)) {
     finish_error (self, task, error);

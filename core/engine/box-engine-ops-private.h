@@ -179,9 +179,11 @@ void              box_engine_run_update         (BoxEngine *self, GTask *task);
  * of @wanted resources that would take @project past its quota. */
 gboolean          box_engine_check_quota        (BoxEngine *self, const char *project,
                                                  const BoxResources *wanted, GError **error);
-/* The same for a new checkpoint of @disk_mib (its sandbox's disk, plus its
- * memory for a memory checkpoint), once @freed_mib went (a restore's
- * auto-N prunes the oldest). */
+/* What a checkpoint of a sandbox of @resources counts on the disk quota:
+ * its disk, plus its memory for a memory checkpoint. */
+guint64           box_engine_checkpoint_disk_mib (const BoxResources *resources, gboolean memory);
+/* The same for a new checkpoint of @disk_mib (box_engine_checkpoint_disk_mib()),
+ * once @freed_mib went (a restore's auto-N prunes the oldest). */
 gboolean          box_engine_check_checkpoint_quota (BoxEngine *self, const char *project,
                                                      guint64 disk_mib, guint64 freed_mib,
                                                      GError **error);

@@ -36,12 +36,10 @@ add_sandbox (BoxQuotaUsage *usage, const BoxResources *resources)
   usage->disk_mib += (guint64) resources->disk_gib * 1024 + resources->memory_mib;
 }
 
-static void
-add_checkpoint (BoxQuotaUsage *usage, const BoxResources *resources, gboolean memory)
+guint64
+box_engine_checkpoint_disk_mib (const BoxResources *resources, gboolean memory)
 {
-  usage->disk_mib += (guint64) resources->disk_gib * 1024;
-  if (memory)
-    usage->disk_mib += resources->memory_mib;
+  return (guint64) resources->disk_gib * 1024 + (memory ? resources->memory_mib : 0);
 }
 
 /* The checkpoints of @sandbox under way: a pending record without a
@@ -76,7 +74,7 @@ add_pending (BoxEngine *self, const BoxSandbox *sandbox, GPtrArray *checkpoints,
         JSON_NODE_HOLDS_OBJECT (root = json_parser_get_root (parser)))
       memory = json_object_get_boolean_member_with_default (json_node_get_object (root), "memory",
                                                             TRUE);
-    add_checkpoint (usage, &sandbox->resources, memory);
+    usage->disk_mib += box_engine_checkpoint_disk_mib (&sandbox->resources, memory);
   }
   return TRUE;
 }
@@ -99,7 +97,7 @@ project_usage (BoxEngine *self, const char *project, BoxQuotaUsage *usage, GErro
     for (guint j = 0; j < checkpoints->len; j++) {
       const BoxCheckpoint *checkpoint = g_ptr_array_index (checkpoints, j);
 
-      add_checkpoint (usage, &sandbox->resources, checkpoint->memory);
+      usage->disk_mib += box_engine_checkpoint_disk_mib (&sandbox->resources, checkpoint->memory);
     }
   }
   return TRUE;
