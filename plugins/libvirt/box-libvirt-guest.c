@@ -102,12 +102,15 @@ setup_return (GTask *task)
            (g_get_monotonic_time () - setup->started) / 1e3);
   if (setup->error != NULL) {
     /* a guest that died (a panic reboots it, and the domain ends) says why
-     * on its console, next to the socket */
-    g_autofree char *dir = g_path_get_dirname (setup->socket_path);
-    g_autofree char *console = g_build_filename (dir, "console.log", NULL);
-    g_autofree char *tail = box_libvirt_console_file_tail (console, CONSOLE_TAIL_MAX);
+     * on its console, next to the socket (a set-up of a connected agent
+     * has no socket path) */
+    g_autofree char *dir = setup->socket_path != NULL ?
+                           g_path_get_dirname (setup->socket_path) : NULL;
+    g_autofree char *console = dir != NULL ? g_build_filename (dir, "console.log", NULL) : NULL;
+    g_autofree char *tail = console != NULL ?
+                            box_libvirt_console_file_tail (console, CONSOLE_TAIL_MAX) : NULL;
 
-    if (tail[0] != '\0') {
+    if (tail != NULL && tail[0] != '\0') {
       GError *error = setup->error;
       char *message = g_strdup_printf ("%s (the VM's console ends: %s)", error->message, tail);
 
