@@ -291,6 +291,30 @@ def qemu_img_overlay(path, backing, backing_fmt, size=None):
     subprocess.run(argv, check=True, stdin=subprocess.DEVNULL)
 
 
+def disk_snapshot(qmp, disk, new):
+    """A qcow2 external snapshot of a running raw QEMU's disk (@disk, its
+    top image), as the libvirt plugin takes one for a disk-only checkpoint
+    (plugins/libvirt/box-libvirt-snapshot.c): @new made on it by qemu-img,
+    handed over in an fd set, added as a node and put on top."""
+    top = next(b['inserted']['node-name'] for b in qmp.cmd('query-block') if b.get('inserted'))
+    qemu_img_overlay(new, disk, 'qcow2')
+    rw = os.open(new, os.O_RDWR | os.O_CLOEXEC)
+    ro = os.open(new, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        a = qmp.cmd('add-fd', fds=[rw])
+        qmp.cmd('add-fd', fds=[ro], **{'fdset-id': a['fdset-id']})
+    finally:
+        os.close(rw)
+        os.close(ro)
+    node = 'snap%d' % a['fdset-id']
+    qmp.cmd('blockdev-add', **{'driver': 'qcow2', 'node-name': node, 'read-only': False,
+                               'discard': 'unmap', 'backing': None,
+                               'file': {'driver': 'file', 'filename': '/dev/fdset/%d' % a['fdset-id'],
+                                        'discard': 'unmap'}})
+    qmp.cmd('remove-fd', **{'fdset-id': a['fdset-id'], 'fd': a['fd']})
+    qmp.cmd('blockdev-snapshot', node=top, overlay=node)
+
+
 class Floor:
     def __init__(self, work, image=None, cpus=2, memory_mib=2048, disk_gib=20, tb_cache_mib=128):
         self.work = os.path.join(work, 'floor')

@@ -5,7 +5,8 @@
  * its hello goes out at once), a paused one stays hot-paused and gets its
  * cold timer back, a cold snapshot must still be on disk, and a domain
  * that is gone leaves its disk (SHUTOFF).  A migration the previous run
- * left behind (a checkpoint or a cold pause cut midway) is ended first.
+ * left behind (a checkpoint or a cold pause cut midway) is ended first,
+ * and a disk snapshot cut midway finished or undone.
  * The engine's reconciliation then compares its records with query().
  */
 #include "config.h"
@@ -89,6 +90,12 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
       state = VIR_DOMAIN_NOSTATE;
     if (state == VIR_DOMAIN_RUNNING || state == VIR_DOMAIN_PAUSED)
       end_migration (dom, vm, &state);
+    if (!box_libvirt_disk_snapshot_recover (self, vm, state == VIR_DOMAIN_RUNNING ||
+                                                      state == VIR_DOMAIN_PAUSED ? dom : NULL,
+                                            &vm_error)) {
+      g_warning ("libvirt: sandbox %s: %s", id, vm_error->message);
+      g_clear_error (&vm_error);
+    }
     if (dom != NULL)
       virDomainFree (dom);
     virResetLastError ();

@@ -2,9 +2,12 @@
  *
  * A checkpoint is a directory of its own, <vm_dir>/checkpoints/<sandbox>.<id>/,
  * that outlives nothing but itself:
- *   disk.qcow2     a sparse copy of the VM's overlay (it backs onto the
- *                  template's disk like the overlay, or onto layer-N.qcow2),
- *                  taken while the vCPUs are stopped and QEMU has flushed it
+ *   disk.qcow2     the VM's overlay as it was: a disk-only checkpoint of a
+ *                  VM whose QEMU runs freezes it as a layer of the VM's
+ *                  and links it (box-libvirt-snapshot.c); otherwise a
+ *                  sparse copy, taken while the vCPUs are stopped and QEMU
+ *                  has flushed it (it backs onto the template's disk like
+ *                  the overlay, or onto layer-N.qcow2)
  *   layer-N.qcow2  hard links of the VM's layers, when it was a fork or a
  *                  restore of a checkpoint (box-libvirt-layers.c)
  *   state          memory checkpoints: device state and RAM (a migration
@@ -44,16 +47,14 @@
  *                     same state (a second migration out of one QEMU is
  *                     not safe in QEMU 7.2), so no wake
  *   memory, cold      the suspend snapshot is the state (a hard link): no wake
- *   disk only         the guest syncs, the vCPUs stop for the copy of the
- *                     overlay (a running VM) and run again
+ *   disk only         the guest syncs; a disk snapshot, nothing stops
+ *                     (box-libvirt-snapshot.c); past BOX_LIBVIRT_LAYERS_MAX
+ *                     layers the vCPUs stop for a copy of the overlay
  *   restore           (box-libvirt-restore.c) the overlay and links are
  *                     made first (a full disk changes nothing), then the
  *                     QEMU ends and the VM becomes the checkpoint:
  *                     a cold resume (memory) or a boot (disk only)
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE   /* copy_file_range, SEEK_DATA, SEEK_HOLE */
-#endif
 #include "config.h"
 
 #include <errno.h>
@@ -69,7 +70,8 @@
 #define CKPT_MANIFEST        "manifest.json"
 #define CKPT_TMP             ".tmp-"
 #define CKPT_LOCK_SUFFIX     ".lock"
-#define CKPT_COPY_CHUNK      (G_GUINT64_CONSTANT (64) << 20)
+/* what a disk snapshot writes: a new overlay's metadata and the manifest */
+#define CKPT_SNAPSHOT_BYTES  (G_GUINT64_CONSTANT (1) << 20)
 
 /* ---- names and files ---- */
 
@@ -151,139 +153,6 @@ box_libvirt_checkpoint_info_load (BoxLibvirtPlugin *self, const char *sandbox_id
   return TRUE;
 }
 
-static gboolean
-set_errno_error (GError **error, int saved_errno, const char *what, const char *path)
-{
-  BoxErrorCode code = saved_errno == ENOSPC || saved_errno == EDQUOT ? BOX_ERROR_CAPACITY :
-                      BOX_ERROR_INTERNAL;
-
-  g_set_error (error, BOX_ERROR, code, "%s %s: %s", what, path, g_strerror (saved_errno));
-  return FALSE;
-}
-
-static gboolean
-fsync_dir (const char *path)
-{
-  int fd = open (path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  gboolean ok;
-
-  if (fd < 0)
-    return FALSE;
-  ok = fsync (fd) == 0;
-  close (fd);
-  return ok;
-}
-
-/* Copies [offset, offset + len) of @in to the same place in @out. */
-static gboolean
-copy_range (int in, int out, off_t offset, guint64 len)
-{
-  while (len > 0) {
-    loff_t in_off = offset, out_off = offset;
-    ssize_t n = copy_file_range (in, &in_off, out, &out_off, MIN (len, CKPT_COPY_CHUNK), 0);
-
-    if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL)) {
-      char buf[65536];
-      ssize_t r = pread (in, buf, MIN (len, sizeof buf), offset);
-      if (r <= 0 || pwrite (out, buf, r, offset) != r)
-        return FALSE;
-      n = r;
-    } else if (n <= 0) {
-      return FALSE;
-    }
-    offset += n;
-    len -= n;
-  }
-  return TRUE;
-}
-
-gboolean
-box_libvirt_copy_sparse (const char *src, const char *dst, GError **error)
-{
-  int in = open (src, O_RDONLY | O_CLOEXEC);
-  int out;
-  struct stat st;
-  off_t data = 0;
-  gboolean ok = TRUE;
-
-  if (in < 0)
-    return set_errno_error (error, errno, "cannot open", src);
-  if (fstat (in, &st) != 0) {
-    int saved_errno = errno;
-    close (in);
-    return set_errno_error (error, saved_errno, "cannot read", src);
-  }
-  out = open (dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (out < 0) {
-    int saved_errno = errno;
-    close (in);
-    return set_errno_error (error, saved_errno, "cannot create", dst);
-  }
-  errno = 0;
-  if (ftruncate (out, st.st_size) != 0)
-    ok = FALSE;
-  while (ok && data < st.st_size) {
-    off_t hole;
-
-    data = lseek (in, data, SEEK_DATA);
-    if (data < 0) {
-      ok = errno == ENXIO;   /* no data after this: the rest is a hole */
-      errno = 0;
-      break;
-    }
-    hole = lseek (in, data, SEEK_HOLE);
-    if (hole < 0)
-      hole = st.st_size;
-    ok = copy_range (in, out, data, (guint64) (hole - data));
-    data = hole;
-  }
-  if (ok && fsync (out) != 0)
-    ok = FALSE;
-  if (!ok) {
-    int saved_errno = errno != 0 ? errno : EIO;
-    close (in);
-    close (out);
-    g_unlink (dst);
-    return set_errno_error (error, saved_errno, "cannot copy to", dst);
-  }
-  close (in);
-  close (out);
-  return TRUE;
-}
-
-gboolean
-box_libvirt_write_file (const char *path, const char *contents, GError **error)
-{
-  g_autoptr(GError) local_error = NULL;
-
-  if (!g_file_set_contents_full (path, contents, -1, G_FILE_SET_CONTENTS_CONSISTENT, 0600,
-                                 &local_error)) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s", local_error->message);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-gboolean
-box_libvirt_link_file (const char *from, const char *to, GError **error)
-{
-  g_unlink (to);
-  if (link (from, to) != 0)
-    return set_errno_error (error, errno, "cannot link", to);
-  return TRUE;
-}
-
-gboolean
-box_libvirt_rename_file (const char *from, const char *to, GError **error)
-{
-  if (g_rename (from, to) != 0)
-    return set_errno_error (error, errno, "cannot rename", from);
-  /* two links of one file: rename() leaves both (a state linked again
-   * over the cold.mig it came from) */
-  g_unlink (from);
-  return TRUE;
-}
-
 /* ---- sweeping ---- */
 
 /* Removes @tmp (a temporary directory) unless its lock is held. */
@@ -350,8 +219,8 @@ box_libvirt_checkpoints_sweep (BoxLibvirtPlugin *self)
 void
 box_libvirt_vm_sweep_temps (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
 {
-  static const char *const temps[] = { "disk.qcow2.tmp", "cold.mig.tmp", "cold.dev.tmp",
-                                       "ram.tmp" };
+  static const char *const temps[] = { "disk.qcow2.tmp", "disk.qcow2.new", "cold.mig.tmp",
+                                       "cold.dev.tmp", "ram.tmp" };
 
   for (guint i = 0; i < G_N_ELEMENTS (temps); i++) {
     g_autofree char *path = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, temps[i]);
@@ -375,7 +244,7 @@ remove_checkpoint_dir (const char *path, GError **error)
   if (g_rename (path, tmp) != 0) {
     if (errno == ENOENT)
       return TRUE;
-    return set_errno_error (error, errno, "cannot remove", path);
+    return box_libvirt_errno_error (error, errno, "cannot remove", path);
   }
   return box_libvirt_remove_tree (tmp, error);
 }
@@ -483,6 +352,7 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
   g_autofree char *cold_tmp = box_libvirt_op_file (op, "cold.mig.tmp");
   g_autofree char *tmp_disk = g_build_filename (tmp, "disk.qcow2", NULL);
   g_autofree char *tmp_state = g_build_filename (tmp, "state", NULL);
+  g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
   virConnectPtr conn;
   virDomainPtr dom;
   int state = VIR_DOMAIN_NOSTATE;
@@ -507,6 +377,21 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
     return FALSE;
   }
   was_running = state == VIR_DOMAIN_RUNNING;
+  if (!op->memory && box_libvirt_disk_snapshot_fits (vm_dir)) {
+    /* the overlay frozen as a layer, QEMU on a new one: no pause */
+    g_autofree char *frozen = NULL;
+    gint64 start = g_get_monotonic_time ();
+
+    ok = box_libvirt_disk_snapshot (self, op, dom, &frozen, error) &&
+         box_libvirt_link_file (frozen, tmp_disk, error);
+    if (ok)
+      g_message ("libvirt: sandbox %s: disk-only checkpoint %s: disk snapshot in %.0f ms, "
+                 "the guest never stopped", op->id, op->checkpoint_id,
+                 (g_get_monotonic_time () - start) / 1e3);
+    virDomainFree (dom);
+    virConnectClose (conn);
+    return ok;
+  }
   live = was_running && box_libvirt_live_ram_copy (self, dom);
   if (op->memory) {
     /* live: the guest carries on while QEMU copies its RAM (its dirty
@@ -587,30 +472,34 @@ checkpoint_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
                  op->checkpoint_id, op->id);
     return FALSE;
   }
-  /* a running VM's RAM may all go to the state file; a cold one's is linked */
+  /* a running VM's RAM may all go to the state file; a cold one's is
+   * linked; a disk snapshot writes a new overlay only */
   if (op->memory && !op->vm->cold)
     need += (guint64) op->vm->resources.memory_mib << 20;
+  else if (!op->memory && op->vm->state != BOX_VM_STATE_SHUTOFF && !op->vm->cold &&
+           box_libvirt_disk_snapshot_fits (vm_dir))
+    need = CKPT_SNAPSHOT_BYTES;
   if (!box_libvirt_check_disk_room (self, need, error))
     return FALSE;
   if (g_mkdir_with_parents (root, 0711) != 0)
-    return set_errno_error (error, errno, "cannot create", root);
+    return box_libvirt_errno_error (error, errno, "cannot create", root);
   lock_fd = open (lock, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (lock_fd < 0)
-    return set_errno_error (error, errno, "cannot create", lock);
+    return box_libvirt_errno_error (error, errno, "cannot create", lock);
   if (flock (lock_fd, LOCK_EX) != 0 || g_mkdir (tmp, 0700) != 0) {
     int saved_errno = errno;
     g_unlink (lock);
     close (lock_fd);
-    return set_errno_error (error, saved_errno, "cannot create", tmp);
+    return box_libvirt_errno_error (error, saved_errno, "cannot create", tmp);
   }
   box_libvirt_test_delay ("checkpoint", op);
   ok = checkpoint_files (self, op, tmp, error) &&
        box_libvirt_layers_link (vm_dir, tmp, box_libvirt_layer_height (tmp_disk), NULL,
                                 error) &&
        write_manifest (op, tmp, error) &&
-       (fsync_dir (tmp), box_libvirt_rename_file (tmp, final, error));
+       (box_libvirt_fsync_dir (tmp), box_libvirt_rename_file (tmp, final, error));
   if (ok) {
-    fsync_dir (root);
+    box_libvirt_fsync_dir (root);
   } else {
     box_libvirt_note_disk_full (self, error);
     box_libvirt_remove_tree (tmp, NULL);

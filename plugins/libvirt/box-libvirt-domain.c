@@ -256,8 +256,8 @@ box_libvirt_qmp (virDomainPtr dom, const char *command, int fd, GError **error)
   return json_to_string (json_object_get_member (object, "return"), FALSE);
 }
 
-static gboolean
-qmp_ok (virDomainPtr dom, const char *command, int fd, GError **error)
+gboolean
+box_libvirt_qmp_ok (virDomainPtr dom, const char *command, int fd, GError **error)
 {
   g_autofree char *reply = box_libvirt_qmp (dom, command, fd, error);
 
@@ -272,14 +272,14 @@ set_ignore_shared (virDomainPtr dom, gboolean on, GError **error)
                      "{\"capabilities\":[{\"capability\":\"x-ignore-shared\",\"state\":%s}]}}",
                      on ? "true" : "false");
 
-  return qmp_ok (dom, command, -1, error);
+  return box_libvirt_qmp_ok (dom, command, -1, error);
 }
 
 /* Hands @fd to QEMU under BOX_LIBVIRT_FD_NAME; @fd is closed either way. */
 static gboolean
 pass_fd (virDomainPtr dom, int fd, GError **error)
 {
-  gboolean ok = qmp_ok (dom, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\""
+  gboolean ok = box_libvirt_qmp_ok (dom, "{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\""
                         BOX_LIBVIRT_FD_NAME "\"}}", fd, error);
 
   close (fd);
@@ -400,8 +400,8 @@ box_libvirt_domain_end_migration (virDomainPtr dom, gboolean *resumed, GError **
   return TRUE;
 }
 
-static gboolean
-fsync_path (const char *path, GError **error)
+gboolean
+box_libvirt_fsync_file (const char *path, GError **error)
 {
   int fd = open (path, O_RDONLY | O_CLOEXEC);
   gboolean ok;
@@ -429,7 +429,7 @@ box_libvirt_migrate_save (virDomainPtr dom, const char *path, gboolean ignore_sh
   int fd;
 
   if (!set_ignore_shared (dom, ignore_shared, error) ||
-      !qmp_ok (dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":"
+      !box_libvirt_qmp_ok (dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":"
                "{\"max-bandwidth\":107374182400}}", -1, error))
     return FALSE;
   fd = open (path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -440,10 +440,10 @@ box_libvirt_migrate_save (virDomainPtr dom, const char *path, gboolean ignore_sh
     return FALSE;
   }
   if (!pass_fd (dom, fd, error) ||
-      !qmp_ok (dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:"
+      !box_libvirt_qmp_ok (dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:"
                BOX_LIBVIRT_FD_NAME "\"}}", -1, error) ||
       !wait_migration (dom, "saving the VM's state", error) ||
-      !fsync_path (path, error))
+      !box_libvirt_fsync_file (path, error))
     return FALSE;
   return !ignore_shared || set_ignore_shared (dom, FALSE, error);
 }
@@ -464,7 +464,7 @@ box_libvirt_migrate_load (virDomainPtr dom, const char *path, gboolean ignore_sh
     return FALSE;
   }
   if (!pass_fd (dom, fd, error) ||
-      !qmp_ok (dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:"
+      !box_libvirt_qmp_ok (dom, "{\"execute\":\"migrate-incoming\",\"arguments\":{\"uri\":\"fd:"
                BOX_LIBVIRT_FD_NAME "\"}}", -1, error) ||
       !wait_migration (dom, "restoring the VM's state", error))
     return FALSE;

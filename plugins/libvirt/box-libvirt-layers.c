@@ -109,6 +109,14 @@ box_libvirt_qcow2_backing (const char *path)
   return name;
 }
 
+guint64
+box_libvirt_qcow2_size (const char *path)
+{
+  guint8 header[32];
+
+  return read_header (path, header) ? be (header + 24, 8) : 0;
+}
+
 /* N of "layer-N.qcow2", 0 for any other name. */
 static guint
 layer_number (const char *name)

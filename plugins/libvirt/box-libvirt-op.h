@@ -114,6 +114,13 @@ void          box_libvirt_delete_checkpoint_start (GTask *task);
 /* CREATE from op->from_*: no VM lock (the VM is new) */
 void          box_libvirt_fork_start       (GTask *task);
 
+/* Worker threads: freezes the overlay of the operation's VM, whose QEMU
+ * (@dom) runs, as its next layer and gives QEMU a new one on it, without
+ * stopping the vCPUs (box-libvirt-snapshot.c); *@frozen: the frozen
+ * layer's path in the VM's directory. */
+gboolean      box_libvirt_disk_snapshot    (BoxLibvirtPlugin *self, BoxLibvirtOp *op,
+                                            virDomainPtr dom, char **frozen, GError **error);
+
 /* Worker threads: links the materialised checkpoint's ram and devstate in
  * @ckpt_dir as ram@suffix and cold.dev@suffix in @vm_dir (FALSE, nothing
  * linked, when it has none any more); box_libvirt_layers_sync() then

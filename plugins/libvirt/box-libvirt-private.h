@@ -224,6 +224,11 @@ gboolean     box_libvirt_domain_wait_gone (virConnectPtr conn, const char *name,
  * "return" member as JSON text. */
 char        *box_libvirt_qmp            (virDomainPtr dom, const char *command, int fd,
                                          GError **error);
+/* The same, for a command whose answer is only success. */
+gboolean     box_libvirt_qmp_ok         (virDomainPtr dom, const char *command, int fd,
+                                         GError **error);
+/* fsync(2) of the file at @path. */
+gboolean     box_libvirt_fsync_file     (const char *path, GError **error);
 /* What a boxd killed in the middle of a migration to a file (a checkpoint,
  * a cold pause) left, which QEMU carried on alone: a migration still
  * running is cancelled; a guest its end stopped (QEMU's "postmigrate",
@@ -537,6 +542,12 @@ void      box_libvirt_checkpoint_info_clear  (BoxLibvirtCheckpointInfo *info);
 gboolean  box_libvirt_checkpoint_info_load   (BoxLibvirtPlugin *self, const char *sandbox_id,
                                               const char *checkpoint_id,
                                               BoxLibvirtCheckpointInfo *info, GError **error);
+/* ---- file steps (box-libvirt-files.c) ---- */
+
+/* FALSE, with @error "@what @path: <errno text>" (BOX_ERROR_CAPACITY for
+ * ENOSPC and EDQUOT). */
+gboolean  box_libvirt_errno_error            (GError **error, int saved_errno, const char *what,
+                                              const char *path);
 /* Worker threads.  Copies the data of @src to a new file @dst (holes stay
  * holes: SEEK_DATA/SEEK_HOLE and copy_file_range), synced; a full disk is
  * BOX_ERROR_CAPACITY and leaves no @dst. */
@@ -563,6 +574,8 @@ gboolean  box_libvirt_link_file              (const char *from, const char *to, 
 gboolean  box_libvirt_rename_file            (const char *from, const char *to, GError **error);
 /* Bytes a file really takes on disk (0 when absent). */
 guint64   box_libvirt_file_allocated         (const char *path);
+/* fsync(2) of the directory at @path (its new names), best effort. */
+gboolean  box_libvirt_fsync_dir              (const char *path);
 /* Worker threads.  Removes every checkpoint of @sandbox_id. */
 gboolean  box_libvirt_checkpoints_remove_all (BoxLibvirtPlugin *self, const char *sandbox_id,
                                               GError **error);
@@ -624,6 +637,8 @@ gboolean  box_libvirt_checkpoint_manifest_set_ram (const char *dir, GError **err
 char     *box_libvirt_qcow2_backing          (const char *path);
 /* N when @disk backs onto "layer-N.qcow2", else 0 (the template's disk). */
 guint     box_libvirt_layer_height           (const char *disk);
+/* The virtual size of the qcow2 image at @path in bytes, 0 when it is none. */
+guint64   box_libvirt_qcow2_size             (const char *path);
 /* Hard-links layer-1 .. layer-@height of @from_dir into @to_dir (each new
  * name with @suffix, when not NULL). */
 gboolean  box_libvirt_layers_link            (const char *from_dir, const char *to_dir,
@@ -641,6 +656,15 @@ void      box_libvirt_layers_trim            (const char *dir, guint height);
  * none; 0: nobody), as POSIX ACLs, under <vm_dir>/layers.lock. */
 gboolean  box_libvirt_layers_sync            (const char *vm_dir, guint fallback_uid,
                                               GError **error);
+
+/* ---- disk-only checkpoints of a running QEMU (box-libvirt-snapshot.c) ---- */
+
+/* Whether the VM directory's chain has room for one more layer. */
+gboolean  box_libvirt_disk_snapshot_fits     (const char *vm_dir);
+/* At start, with the VM's domain when its QEMU runs (else NULL): finishes
+ * or undoes a disk snapshot a killed boxd cut midway. */
+gboolean  box_libvirt_disk_snapshot_recover  (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
+                                              virDomainPtr dom, GError **error);
 
 /* ---- operations (box-libvirt-ops.c) --------------------------------------- */
 

@@ -11,6 +11,7 @@
 #include <glib/gstdio.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "libvirt-vm-test-util.h"
@@ -18,6 +19,7 @@
 #define SANDBOX_C "sb-vmtestcccccc"
 #define SANDBOX_D "sb-vmtestdddddd"
 #define SANDBOX_E "sb-vmtesteeeeee"
+#define SANDBOX_F "sb-vmtestffffff"
 
 /* process and file kept by the source's memory checkpoint v1 */
 static char *source_pid;
@@ -309,6 +311,89 @@ test_disk_restore (void)
   g_test_message ("disk-only checkpoint %.0f ms, restore (boot) %.0f ms", ckpt_ms, restore_ms);
 }
 
+/* The inode of @path (0 when absent). */
+static guint64
+inode_of (const char *path)
+{
+  GStatBuf st;
+
+  return g_lstat (path, &st) == 0 ? (guint64) st.st_ino : 0;
+}
+
+/* Disk-only checkpoints of a running VM are qcow2 external snapshots
+ * (box-libvirt-snapshot.c): each freezes the VM's overlay as a new layer,
+ * root's and read-only to the VM, which the checkpoint links; nothing is
+ * copied.  Two in a row (the second reopens the first's overlay through
+ * its fd set), then a memory checkpoint and a cold pause of that QEMU,
+ * and a wake whose new QEMU opens the chain by its names; a fork of the
+ * first sees the disk as it was then. */
+static void
+test_disk_snapshots (void)
+{
+  BoxLibvirtPlugin *plugin = BOX_LIBVIRT_PLUGIN (suite.hv);
+  BoxLibvirtVm *vm = box_libvirt_lookup_vm (plugin, SANDBOX_A);
+  g_autofree char *vm_dir = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, NULL);
+  g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
+  g_autofree char *next = g_build_filename (vm_dir, "disk.qcow2.next", NULL);
+  g_autofree char *s1_dir = NULL;
+  g_autofree char *s2_dir = NULL;
+  g_autofree char *s1_disk = NULL;
+  g_autofree char *s2_disk = NULL;
+  g_autofree char *check = NULL;
+  g_autoptr(GError) error = NULL;
+  guint height = box_libvirt_layer_height (disk);
+  guint64 disk_inode = inode_of (disk);
+
+  g_free (sh (suite.hv, SANDBOX_A, "echo one > /var/tmp/s1; sync"));
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "s1", FALSE);
+  g_free (sh (suite.hv, SANDBOX_A, "echo two > /var/tmp/s1; echo two > /var/tmp/s2; sync"));
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "s2", FALSE);
+  g_free (sh (suite.hv, SANDBOX_A, "echo three > /var/tmp/s3; sync"));
+
+  /* the VM's chain is two layers higher; each checkpoint's disk is one */
+  g_assert_cmpuint (box_libvirt_layer_height (disk), ==, height + 2);
+  g_assert_cmpuint (inode_of (disk), !=, disk_inode);
+  g_assert_false (g_file_test (next, G_FILE_TEST_EXISTS));
+  s1_dir = checkpoint_path (SANDBOX_A, "s1");
+  s2_dir = checkpoint_path (SANDBOX_A, "s2");
+  s1_disk = g_build_filename (s1_dir, "disk.qcow2", NULL);
+  s2_disk = g_build_filename (s2_dir, "disk.qcow2", NULL);
+  for (guint i = 1; i <= 2; i++) {
+    g_autofree char *name = g_strdup_printf ("layer-%u.qcow2", height + i);
+    g_autofree char *layer = g_build_filename (vm_dir, name, NULL);
+    GStatBuf st;
+
+    g_assert_cmpuint (inode_of (layer), ==, inode_of (i == 1 ? s1_disk : s2_disk));
+    g_assert_cmpint (g_lstat (layer, &st), ==, 0);
+    /* root's, its VM's uid reads it through the ACL only (whose mask,
+     * read, the group bits show) */
+    g_assert_cmpuint (st.st_uid, ==, 0);
+    g_assert_cmpuint (st.st_mode & 0727, ==, 0600 & 0727);
+    g_assert_cmpint (getxattr (layer, "system.posix_acl_access", NULL, 0), >, 0);
+  }
+  g_assert_cmpuint (inode_of (s1_disk), ==, disk_inode);
+
+  /* the same QEMU migrates out, goes cold, and a new one reads the chain */
+  ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "s3", TRUE);
+  run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_A);
+  box_libvirt_vm_make_cold (plugin, vm);
+  while (!vm->cold)
+    g_main_context_iteration (NULL, TRUE);
+  while (vm->busy)
+    g_main_context_iteration (NULL, TRUE);
+  run_ok (suite.hv, BOX_VM_OP_RESUME, SANDBOX_A);
+  check = sh (suite.hv, SANDBOX_A, "cat /var/tmp/s1 /var/tmp/s2 /var/tmp/s3");
+  g_assert_cmpstr (check, ==, "two\ntwo\nthree");
+
+  /* a fork of s1 has the disk as it was then */
+  if (!fork_op (SANDBOX_F, "vm-test-f", SANDBOX_A, "s1", &error))
+    g_error ("fork of s1: %s", error->message);
+  g_free (check);
+  check = sh (suite.hv, SANDBOX_F, "cat /var/tmp/s1; test -e /var/tmp/s2 || echo no-s2");
+  g_assert_cmpstr (check, ==, "one\nno-s2");
+  run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_F);
+}
+
 static void
 test_fork_memory (void)
 {
@@ -597,6 +682,23 @@ test_paused (void)
 
   g_free (sh (suite.hv, SANDBOX_B, "echo paused > /tmp/paused-file"));
   run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_B);
+  {
+    /* disk only, hot paused: a disk snapshot of the paused QEMU, which
+     * stays hot */
+    g_autofree char *vm_dir = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, NULL);
+    g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
+    g_autofree char *p0_dir = checkpoint_path (SANDBOX_B, "p0");
+    g_autofree char *p0_disk = g_build_filename (p0_dir, "disk.qcow2", NULL);
+    guint height = box_libvirt_layer_height (disk);
+    guint64 inode = inode_of (disk);
+
+    ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p0", FALSE);
+    g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==,
+                     BOX_VM_STATE_SUSPENDED);
+    g_assert_false (vm->cold);
+    g_assert_cmpuint (box_libvirt_layer_height (disk), ==, height + 1);
+    g_assert_cmpuint (inode_of (p0_disk), ==, inode);
+  }
   ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p1", TRUE);
   g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_SUSPENDED);
   g_assert_true (vm->cold);
@@ -802,7 +904,8 @@ test_destroy (void)
 int
 main (int argc, char **argv)
 {
-  const char *const ids[] = { SANDBOX_A, SANDBOX_B, SANDBOX_C, SANDBOX_D, SANDBOX_E };
+  const char *const ids[] = { SANDBOX_A, SANDBOX_B, SANDBOX_C, SANDBOX_D, SANDBOX_E,
+                              SANDBOX_F };
   int status;
 
   g_test_init (&argc, &argv, NULL);
@@ -813,6 +916,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt-ckpt-vm/errors", test_errors);
   g_test_add_func ("/libvirt-ckpt-vm/memory-restore", test_memory_restore);
   g_test_add_func ("/libvirt-ckpt-vm/disk-restore", test_disk_restore);
+  g_test_add_func ("/libvirt-ckpt-vm/disk-snapshots", test_disk_snapshots);
   g_test_add_func ("/libvirt-ckpt-vm/fork-memory", test_fork_memory);
   g_test_add_func ("/libvirt-ckpt-vm/fork-disk", test_fork_disk);
   g_test_add_func ("/libvirt-ckpt-vm/fork-materialised", test_fork_materialised);

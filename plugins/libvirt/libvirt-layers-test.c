@@ -320,11 +320,97 @@ test_ram (void)
   g_assert_true (box_libvirt_remove_tree (root, &error));
 }
 
+static guint64
+inode_of (const char *file)
+{
+  GStatBuf st;
+
+  return g_lstat (file, &st) == 0 ? (guint64) st.st_ino : 0;
+}
+
+/* An overlay at @file backing onto @backing (relative), as a disk
+ * snapshot makes one. */
+static void
+make_overlay (const char *file, const char *backing)
+{
+  g_autoptr(GError) error = NULL;
+  const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2",
+                         "-b", backing, file, "64M", NULL };
+
+  g_assert_true (box_libvirt_run_command (argv, &error));
+  g_assert_no_error (error);
+}
+
+/* What a boxd killed in the middle of a disk snapshot leaves
+ * (box-libvirt-snapshot.c), with no QEMU running: disk.qcow2.next over
+ * the frozen layer (a link of disk.qcow2) becomes disk.qcow2, the layer
+ * root's; a disk.qcow2.next over anything else is removed. */
+static void
+test_snapshot_recover (void)
+{
+  g_autoptr(BoxLibvirtPlugin) plugin = g_object_new (BOX_TYPE_LIBVIRT_PLUGIN, NULL);
+  g_autoptr(GError) error = NULL;
+  g_autofree char *root = g_dir_make_tmp ("box-libvirt-snap-XXXXXX", NULL);
+  BoxLibvirtVm *vm = box_libvirt_vm_new ("sb-aaaaaaaaaaaa");
+  g_autofree char *dir = NULL;
+  g_autofree char *disk = NULL;
+  g_autofree char *next = NULL;
+  g_autofree char *layer1 = NULL;
+  g_autofree char *layer2 = NULL;
+  guint64 old_disk, new_disk;
+  GStatBuf st;
+
+  plugin->config.vm_dir = g_strdup (root);
+  vm->vm_id = g_strdup ("bbbbbbbbbbbb");
+  dir = box_libvirt_vm_path (root, vm->vm_id, NULL);
+  disk = path (dir, "disk.qcow2");
+  next = path (dir, "disk.qcow2.next");
+  layer1 = path (dir, "layer-1.qcow2");
+  layer2 = path (dir, "layer-2.qcow2");
+  g_assert_cmpint (g_mkdir_with_parents (dir, 0700), ==, 0);
+  make_overlay (disk, "/nonexistent/template.qcow2");
+
+  /* nothing to do */
+  g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
+  g_assert_no_error (error);
+
+  /* the snapshot was taken (or not: the new overlay is empty): finished */
+  g_assert_cmpint (link (disk, layer1), ==, 0);
+  g_assert_cmpint (g_chmod (disk, 0600), ==, 0);
+  make_overlay (next, "layer-1.qcow2");
+  old_disk = inode_of (disk);
+  new_disk = inode_of (next);
+  g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_cmpuint (inode_of (disk), ==, new_disk);
+  g_assert_cmpuint (inode_of (layer1), ==, old_disk);
+  g_assert_false (g_file_test (next, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (box_libvirt_layer_height (disk), ==, 1);
+  g_assert_cmpint (g_lstat (layer1, &st), ==, 0);
+  g_assert_cmpuint (st.st_uid, ==, 0);
+  g_assert_cmpuint (st.st_mode & 0007, ==, 0);
+
+  /* a new overlay over a layer that is not the VM's disk: removed, with
+   * the layer above the disk's chain */
+  g_assert_true (box_libvirt_copy_sparse (disk, layer2, &error));
+  make_overlay (next, "layer-2.qcow2");
+  g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (next, G_FILE_TEST_EXISTS));
+  g_assert_false (g_file_test (layer2, G_FILE_TEST_EXISTS));
+  g_assert_cmpuint (inode_of (disk), ==, new_disk);
+  g_assert_cmpuint (inode_of (layer1), ==, old_disk);
+
+  box_libvirt_vm_free (vm);
+  g_assert_true (box_libvirt_remove_tree (root, &error));
+}
+
 int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/libvirt/layers", test_layers);
   g_test_add_func ("/libvirt/layers/ram", test_ram);
+  g_test_add_func ("/libvirt/layers/snapshot-recover", test_snapshot_recover);
   return g_test_run ();
 }

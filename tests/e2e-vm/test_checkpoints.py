@@ -106,11 +106,16 @@ def test_disk_only(t):
     r = checkpoint({'memory': False, 'comment': 'disk'})
     t.eq(((r[2] or {}).get('id'), (r[2] or {}).get('memory')), ('v3', False), 'disk-only checkpoint v3')
     t.eq(out('kill -0 $(cat /tmp/pid) && echo alive'), 'alive', 'a disk-only checkpoint ends nothing')
-    sh('rm -f /var/tmp/disk-file; sync')
+    t.ok(d.log_lines('disk-only checkpoint v3: disk snapshot in') != [] and
+         d.log_lines('disk-only checkpoint v3: the guest was stopped') == [],
+         'it was a disk snapshot: the guest\'s vCPUs never stopped (the libvirt plugin\'s log)')
+    sh('rm -f /var/tmp/disk-file; echo later > /var/tmp/later; sync')
     with clock('restore v3 (disk only: a fresh boot)'):
         r = restore('v3')
     t.status(r, 200, 'restore v3')
     t.eq(out('cat /var/tmp/disk-file'), 'disk', 'the file of the disk checkpoint is back')
+    t.eq(out('test -e /var/tmp/later && echo later || echo absent'), 'absent',
+         'what was written after the checkpoint is not in it')
     t.eq(out('test -e /tmp/pid && kill -0 $(cat /tmp/pid) 2>/dev/null && echo alive || echo gone'), 'gone',
          'booted fresh: the process is gone')
 

@@ -29,6 +29,12 @@
 # Then a restore fails after its old QEMU ended (its state file removed at
 # BOX_LIBVIRT_TEST_DELAY_AT=restore-ended): the sandbox is stopped, not
 # "running" over no QEMU, and a wake boots it.
+# Then a disk-only checkpoint's disk snapshot is cut: before QEMU switched
+# to the new overlay by a kill of boxd (BOX_LIBVIRT_TEST_DELAY_AT=
+# disk-snapshot-made: the restart removes it), and after, before the
+# overlay has its name (disk-snapshot), by a kill of boxd (the restart
+# finishes it) and of the QEMU (the sandbox goes back to its disk); no
+# file written is lost.
 # Last, boxd restarts with disk_reserve_mib beyond the disk: a checkpoint
 # (memory or disk only), a restore and a fork are 503 capacity, write no
 # file and no record, and the sandbox runs on.
@@ -159,6 +165,19 @@ def restorable(t, desc, checkpoint='v1'):
 def restart(desc):
     with clock('boxd restart (%s)' % desc):
         d.start()
+
+
+def restart_delayed(at, why, desc, cold=False):
+    """boxd stopped and started again with the libvirt plugin's test delay
+    at @at (BOX_LIBVIRT_TEST_DELAY_AT), and hot_pause_s=0 when @cold (a
+    pause is cold at once); kc is woken when it is not running."""
+    d.stop('boxd stops on SIGTERM (%s)' % why)
+    d.extra_env['BOX_LIBVIRT_TEST_DELAY_AT'] = at
+    if cold:
+        d.config['plugin.libvirt']['hot_pause_s'] = '0'
+    restart(desc)
+    if settled(t, 'after the restart') != 'running':
+        t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'wake kc')
 
 
 def test_acknowledged(t):
@@ -366,12 +385,8 @@ def test_stopped_boxd_killed(t):
     finds a QEMU that ended a migration and waits; the sandbox must come
     back running, and later migrations out of that QEMU (a checkpoint, a
     cold pause) must work."""
-    d.stop('boxd stops on SIGTERM (to hold checkpoints with the guest stopped)')
-    d.extra_env['BOX_LIBVIRT_TEST_DELAY_AT'] = 'checkpoint-stopped'
-    d.config['plugin.libvirt']['hot_pause_s'] = '0'
-    restart('test delay with the guest stopped, cold pauses')
-    if settled(t, 'after the restart') != 'running':
-        t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'wake kc')
+    restart_delayed('checkpoint-stopped', 'to hold checkpoints with the guest stopped',
+                    'test delay with the guest stopped, cold pauses', cold=True)
     before_ids = ids()
     before = len(delays('checkpoint-stopped'))
     call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'comment': 'stopped'})
@@ -413,11 +428,8 @@ def test_restore_fails_after_qemu_ended(t):
     answers an error and leaves the sandbox on what the libvirt plugin
     has, a VM shut off on its disk: stopped, not a record saying running
     over no QEMU.  A wake boots it, and a restore works again."""
-    d.stop('boxd stops on SIGTERM (to delay restores after their QEMU ended)')
-    d.extra_env['BOX_LIBVIRT_TEST_DELAY_AT'] = 'restore-ended'
-    restart('test delay after a restore ended the QEMU')
-    if settled(t, 'after the restart') != 'running':
-        t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'wake kc')
+    restart_delayed('restore-ended', 'to delay restores after their QEMU ended',
+                    'test delay after a restore ended the QEMU')
     v1 = d.request('GET', '/v1/sandboxes/kc/checkpoints/v1', token=KEY)[2] or {}
     ev = d.events(KEY, 'sandbox=' + SID)
     t.ok(ev.wait_connected(10) and ev.status == 200, 'event stream open')
@@ -451,6 +463,89 @@ def test_restore_fails_after_qemu_ended(t):
     d.stop('boxd stops on SIGTERM (the test delay goes)')
     restart('no test delay')
     restorable(t, 'after a restore failed with its QEMU ended')
+
+
+def test_disk_snapshot_cut(t):
+    """A disk-only checkpoint of a running VM is a disk snapshot
+    (plugins/libvirt/box-libvirt-snapshot.c): QEMU writes to a new overlay
+    from the snapshot on, which gets the name disk.qcow2 after.  boxd
+    killed before the switch (disk-snapshot-made): the restart removes the
+    new overlay.  Killed after it (disk-snapshot): the
+    restart finishes the swap, the cut checkpoint is neither listed nor
+    left on disk, and what the guest wrote before and after is kept through
+    a cold pause and a wake (a new QEMU opens the chain by its names).
+    Then the QEMU killed at the same point: the sandbox goes back to its
+    disk, and a wake boots it with its files."""
+    restart_delayed('disk-snapshot-made,disk-snapshot', 'to hold disk snapshots midway',
+                    'test delays in a disk snapshot, cold pauses', cold=True)
+    before_ids = ids()
+    r = sh(d, KEY, 'kc', 'echo before > /var/tmp/before; sync; echo ok')
+    t.eq((r.status, r.out), (200, 'ok\n'), 'a file written before the checkpoint')
+    # killed before the switch: the new overlay goes, QEMU writes on to its disk
+    before = len(delays('disk-snapshot-made'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'memory': False, 'comment': 'cut early'})
+    t.ok(wait_delay('disk-snapshot-made', before) is not None,
+         'a new overlay made, QEMU not yet switched to it (test delay)')
+    d.kill9()
+    t.ok(call.status() != 201, 'the checkpoint cut by the kill was not acknowledged', call.result[:1])
+    restart('boxd killed before a disk snapshot')
+    t.eq(ids(), before_ids, 'after the restart: the cut checkpoint is not listed')
+    files_match(t, 'boxd killed before a disk snapshot')
+    t.eq(settled(t, 'boxd killed before a disk snapshot'), 'running', 'the sandbox runs on')
+    nxt = d.vm_path(SID, 'disk.qcow2.next')
+    t.ok(d.log_lines('left by a disk-only checkpoint cut before its snapshot') != [] and
+         nxt is not None and not os.path.exists(nxt),
+         'the restart removed the new overlay QEMU never wrote to')
+    r = sh(d, KEY, 'kc', 'cat /var/tmp/before')
+    t.eq((r.status, r.out), (200, 'before\n'), 'the guest reads its file')
+    # killed after the switch: the restart finishes it
+    before = len(delays('disk-snapshot'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'memory': False, 'comment': 'cut'})
+    t.ok(wait_delay('disk-snapshot', before) is not None, 'the disk snapshot is under way (test delay)')
+    t.ok(nxt is not None and os.path.exists(nxt),
+         'QEMU writes to the new overlay, not yet named disk.qcow2', nxt)
+    d.kill9()
+    t.ok(call.status() != 201, 'the checkpoint cut by the kill was not acknowledged', call.result[:1])
+    restart('boxd killed in a disk snapshot')
+    t.eq(ids(), before_ids, 'after the restart: the cut checkpoint is not listed')
+    files_match(t, 'boxd killed in a disk snapshot')
+    t.eq(settled(t, 'boxd killed in a disk snapshot'), 'running', 'the sandbox runs on')
+    t.ok(d.log_lines('cut midway (its QEMU writes to it)') != [],
+         'the restart finished the swap (QEMU wrote to the new overlay)')
+    t.ok(nxt is not None and not os.path.exists(nxt), 'the new overlay has its name')
+    r = sh(d, KEY, 'kc', 'echo after > /var/tmp/after; sync; echo ok')
+    t.eq((r.status, r.out), (200, 'ok\n'), 'a file written after the restart')
+    t.status(d.request('POST', '/v1/sandboxes/kc/pause', token=KEY, timeout=300), 200,
+             'a cold pause (hot_pause_s=0)')
+    t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'a wake')
+    r = sh(d, KEY, 'kc', 'cat /var/tmp/before /var/tmp/after')
+    t.eq((r.status, r.out), (200, 'before\nafter\n'), 'the new QEMU reads both files')
+
+    before = len(delays('disk-snapshot'))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'memory': False, 'comment': 'qemu killed'})
+    dom = wait_delay('disk-snapshot', before)
+    t.ok(dom is not None, 'a disk snapshot under way (test delay)')
+    kill_qemu(t, dom, 'during a disk snapshot')
+    status = call.status()
+    t.ok(status in (201, 500, 503), 'the checkpoint answers (%s)' % status,
+         call.result[3][:300] if len(call.result) > 3 else call.result)
+    made = (call.result[2] or {}).get('id') if status == 201 else None
+    t.ok(status != 201 or made in ids(), 'not acknowledged, or acknowledged and listed', made)
+    t.eq(settled(t, 'QEMU killed in a disk snapshot', allowed=('stopped',)), 'stopped',
+         'the sandbox is back on its disk')
+    files_match(t, 'QEMU killed in a disk snapshot')
+    r = d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300)
+    t.ok(r[0] == 200 and (r[2] or {}).get('state') == 'running', 'a wake boots it', r[3][:300])
+    r = sh(d, KEY, 'kc', 'cat /var/tmp/before /var/tmp/after')
+    t.eq((r.status, r.out), (200, 'before\nafter\n'), 'with its files')
+    d.extra_env.pop('BOX_LIBVIRT_TEST_DELAY_AT')
+    d.config['plugin.libvirt'].pop('hot_pause_s')
+    d.stop('boxd stops on SIGTERM (the test delay goes)')
+    restart('no test delay')
+    if settled(t, 'after the restart') != 'running':
+        t.status(d.request('POST', '/v1/sandboxes/kc/wake', token=KEY, timeout=300), 200, 'wake kc')
+    # the boot lost /tmp: its mark again, for the cases after
+    t.eq(sh(d, KEY, 'kc', 'echo one > /tmp/mark').status, 200, '/tmp/mark written again')
 
 
 def test_capacity(t):
@@ -490,4 +585,5 @@ if __name__ == '__main__':
     vmtest.main(t, clock, test_acknowledged, test_checkpoint_boxd_killed, test_checkpoint_qemu_killed,
                 test_restore_boxd_killed, test_restore_qemu_killed, test_fork_boxd_killed,
                 test_fork_qemu_killed, test_stopped_boxd_killed, test_materialise_boxd_killed,
-                test_restore_fails_after_qemu_ended, test_capacity, test_cleanup)
+                test_restore_fails_after_qemu_ended, test_disk_snapshot_cut, test_capacity,
+                test_cleanup)

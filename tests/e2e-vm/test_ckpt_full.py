@@ -11,8 +11,9 @@
 # plugins/libvirt/README.md): the room check has passed, nothing is written
 # yet.  The test then fills the tmpfs up to FREE_LEFT with a file, so the
 # memory checkpoint's RAM (64 MiB of it written by the guest just before)
-# or the disk-only checkpoint's overlay copy (16 MiB written to the guest's
-# disk) meets a full disk midway.  Then a fork of a checkpoint, held at
+# meets a full disk midway; for a disk-only checkpoint (a disk snapshot:
+# only a new, empty overlay and the manifest are written) it leaves less
+# room than that overlay takes.  Then a fork of a checkpoint, held at
 # the test delay after its room check (BOX_LIBVIRT_TEST_DELAY_AT=fork-files),
 # meets a disk filled to the last byte: 503 capacity, the fork gone with its
 # VM directory, the checkpoint and the source untouched.  Last, a fork whose
@@ -39,6 +40,8 @@ FREE_LEFT = 4 << 20
 # new qcow2 overlay (~200 KiB), which fitted in the 1 MiB this was (a fork
 # got 201 on a disk "filled to the last byte" once in a CI run)
 SLACK = 64 << 10
+# less than a disk snapshot's new overlay (196 KiB), even with SLACK
+OVERLAY_LEFT = 96 << 10
 FULL_DIR = '/var/tmp/box-e2e-vm-full-%d' % os.getpid()
 
 t = Tap()
@@ -140,7 +143,7 @@ def refused_on_full_disk(t, call, result, what, left):
     t.ok(r[1].get('retry-after') is not None if r[0] else False, '%s: with Retry-After' % what)
 
 
-def checkpoint_on_full_disk(t, body, what):
+def checkpoint_on_full_disk(t, body, what, left=FREE_LEFT):
     before_ids, before_files = ids(), on_disk()
     delays = len(d.log_lines('test delay: checkpoint of sandbox'))
     result = []
@@ -152,7 +155,7 @@ def checkpoint_on_full_disk(t, body, what):
         time.sleep(0.05)
     t.ok(len(d.log_lines('test delay: checkpoint of sandbox')) > delays,
          '%s: under way (the room check passed)' % what)
-    refused_on_full_disk(t, call, result, what, FREE_LEFT)
+    refused_on_full_disk(t, call, result, what, left)
     t.eq(ids(), before_ids, '%s: no record' % what)
     t.eq(on_disk(), before_files, '%s: no checkpoint file, not even a temporary' % what)
     t.eq(state(d, KEY, 'kf'), 'running', '%s: the sandbox runs on' % what)
@@ -169,7 +172,11 @@ def test_memory_checkpoint(t):
 def test_disk_checkpoint(t):
     r = sh(d, KEY, 'kf', 'head -c 16M /dev/urandom > /var/tmp/big; sync; echo ok')
     t.eq((r.status, r.out), (200, 'ok\n'), '16 MiB written to the guest\'s disk')
-    checkpoint_on_full_disk(t, {'memory': False}, 'a disk-only checkpoint')
+    # a disk snapshot writes a new overlay (196 KiB on a tmpfs) and the
+    # manifest: the disk fills up to OVERLAY_LEFT, which the guest's own
+    # writes meanwhile (its journal commits) need: with no room at all QEMU
+    # stops the guest on its next write (werror=enospc)
+    checkpoint_on_full_disk(t, {'memory': False}, 'a disk-only checkpoint', left=OVERLAY_LEFT)
 
 
 def test_room_again(t):

@@ -1,0 +1,324 @@
+/* box-libvirt-snapshot.c: a disk-only checkpoint of a VM whose QEMU runs,
+ * without a pause: a qcow2 external snapshot.
+ *
+ * The VM's overlay (disk.qcow2, height H: it backs onto layer-H.qcow2 or
+ * the template's disk) is frozen as its layer H+1, and QEMU goes on
+ * writing to a new, empty overlay that backs onto it:
+ *
+ *   1. disk.qcow2 is hard-linked as layer-<H+1>.qcow2;
+ *   2. the new overlay is made as disk.qcow2.new (qemu-img, the backing
+ *      name "layer-<H+1>.qcow2" relative as every layer's), given to the
+ *      VM's uid, synced and renamed disk.qcow2.next: a file under that name
+ *      is always whole;
+ *   3. QEMU gets two descriptors of it (read-write and read-only) in an
+ *      fd set (QMP add-fd, so that no path of ours needs to be open to
+ *      QEMU's uid or its AppArmor profile), opens it as a new node with no
+ *      backing (blockdev-add "/dev/fdset/N": a duplicate of the read-write
+ *      one, which then leaves the set: QEMU's image locks are OFD locks,
+ *      which a descriptor left in the set would hold after the node let
+ *      go of them), and blockdev-snapshot puts it
+ *      on top of the disk's current node.  That drains the disk's requests
+ *      (no vCPU stops) and reopens the old node read-only, by the path it
+ *      was opened with: disk.qcow2 (libvirt's) must still name it then, or
+ *      /dev/fdset/M (an earlier snapshot's: its read-only descriptor);
+ *   4. the frozen layer becomes root's, 0600 (box-libvirt-layers.c grants
+ *      the VM's uid read), disk.qcow2.next is renamed disk.qcow2.
+ *
+ * The checkpoint's disk.qcow2 is then a hard link of the frozen layer, as
+ * a fork's or a restore's own layers are: nothing is copied, and the guest
+ * never stops.  libvirt does not know of the new node (its domain is
+ * transient; ours is the state file): the next start of the VM opens
+ * disk.qcow2 and its chain by their names.  Each such checkpoint adds a
+ * layer to the running VM's chain, BOX_LIBVIRT_LAYERS_MAX in all (a
+ * restore starts the chain again); past that, the caller copies the
+ * overlay with the vCPUs stopped, as for a VM without a QEMU.
+ *
+ * A boxd killed between 3 and 4 leaves disk.qcow2.next:
+ * box_libvirt_disk_snapshot_recover() asks QEMU, when it still runs,
+ * whether the new node is on top (the snapshot happened: 4 is finished)
+ * or not (undone).  Without a QEMU it finishes 4 either way: the new
+ * overlay is empty over the frozen layer, or holds what QEMU wrote after
+ * the snapshot, and in both cases is the newest disk.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "box-libvirt-op.h"
+
+#define NEW_NAME   "disk.qcow2.new"
+#define NEXT_NAME  "disk.qcow2.next"
+/* QEMU's node names of the overlay on layer N, and of its file */
+#define NODE_NAME  "box-top-%u"
+#define FILE_NODE  "box-top-%u-file"
+
+static char *
+layer_name (guint n)
+{
+  return g_strdup_printf ("layer-%u.qcow2", n);
+}
+
+gboolean
+box_libvirt_disk_snapshot_fits (const char *vm_dir)
+{
+  g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
+
+  return box_libvirt_layer_height (disk) + 1 <= BOX_LIBVIRT_LAYERS_MAX;
+}
+
+/* The node QEMU's disk device reads: its top node, or NULL. */
+static char *
+top_node (virDomainPtr dom, GError **error)
+{
+  g_autofree char *reply = box_libvirt_qmp (dom, "{\"execute\":\"query-block\"}", -1, error);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonArray *devices;
+  char *name = NULL;
+
+  if (reply == NULL)
+    return NULL;
+  if (!json_parser_load_from_data (parser, reply, -1, NULL) ||
+      !JSON_NODE_HOLDS_ARRAY (json_parser_get_root (parser))) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "QEMU answered query-block with %s",
+                 reply);
+    return NULL;
+  }
+  devices = json_node_get_array (json_parser_get_root (parser));
+  /* the VM has one block device, its disk */
+  for (guint i = 0; i < json_array_get_length (devices) && name == NULL; i++) {
+    JsonNode *node = json_array_get_element (devices, i);
+    JsonObject *inserted;
+
+    if (!JSON_NODE_HOLDS_OBJECT (node) ||
+        !json_object_has_member (json_node_get_object (node), "inserted"))
+      continue;
+    inserted = json_object_get_object_member (json_node_get_object (node), "inserted");
+    if (inserted != NULL)
+      name = g_strdup (json_object_get_string_member_with_default (inserted, "node-name", NULL));
+  }
+  if (name == NULL)
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "QEMU shows no disk: %s", reply);
+  return name;
+}
+
+/* Hands @fd to QEMU in fd set @fdset (-1: a new one); the set's ID, or -1.
+ * *@qemu_fd: QEMU's number of it. */
+static gint64
+add_fd (virDomainPtr dom, int fd, gint64 fdset, gint64 *qemu_fd, GError **error)
+{
+  g_autofree char *command = fdset < 0 ?
+    g_strdup ("{\"execute\":\"add-fd\",\"arguments\":{\"opaque\":\"box disk snapshot\"}}") :
+    g_strdup_printf ("{\"execute\":\"add-fd\",\"arguments\":{\"fdset-id\":%" G_GINT64_FORMAT
+                     "}}", fdset);
+  g_autofree char *reply = box_libvirt_qmp (dom, command, fd, error);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  gint64 id = -1;
+
+  if (reply != NULL && json_parser_load_from_data (parser, reply, -1, NULL) &&
+      JSON_NODE_HOLDS_OBJECT (json_parser_get_root (parser))) {
+    JsonObject *object = json_node_get_object (json_parser_get_root (parser));
+
+    id = json_object_get_int_member_with_default (object, "fdset-id", -1);
+    *qemu_fd = json_object_get_int_member_with_default (object, "fd", -1);
+    if (*qemu_fd < 0)
+      id = -1;
+  }
+  if (reply != NULL && id < 0)
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "QEMU answered add-fd with %s", reply);
+  return id;
+}
+
+static void
+qmp_quiet (virDomainPtr dom, const char *command)
+{
+  g_autofree char *reply = box_libvirt_qmp (dom, command, -1, NULL);
+}
+
+/* Step 3: QEMU writes to @next from now on.  On failure QEMU is as it was. */
+static gboolean
+swap_in (virDomainPtr dom, const char *next, guint n, GError **error)
+{
+  g_autofree char *top = top_node (dom, error);
+  g_autofree char *node = g_strdup_printf (NODE_NAME, n);
+  g_autofree char *command = NULL;
+  int rw = -1, ro = -1;
+  gint64 fdset = -1, qemu_rw = -1, qemu_ro = -1;
+  gboolean added = FALSE, ok;
+
+  if (top == NULL)
+    return FALSE;
+  rw = open (next, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  ro = open (next, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (rw < 0 || ro < 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot open %s: %s", next,
+                 g_strerror (errno));
+    ok = FALSE;
+  } else {
+    /* a reopen read-only (the next snapshot's) takes the read-only one */
+    fdset = add_fd (dom, rw, -1, &qemu_rw, error);
+    ok = fdset >= 0 && add_fd (dom, ro, fdset, &qemu_ro, error) >= 0;
+  }
+  if (rw >= 0)
+    close (rw);
+  if (ro >= 0)
+    close (ro);
+  if (ok) {
+    command = g_strdup_printf ("{\"execute\":\"blockdev-add\",\"arguments\":{"
+                               "\"driver\":\"qcow2\",\"node-name\":\"%s\",\"read-only\":false,"
+                               "\"discard\":\"unmap\",\"backing\":null,\"file\":{"
+                               "\"driver\":\"file\",\"node-name\":\"" FILE_NODE "\","
+                               "\"filename\":\"/dev/fdset/%" G_GINT64_FORMAT "\","
+                               "\"discard\":\"unmap\"}}}", node, n, fdset);
+    ok = added = box_libvirt_qmp_ok (dom, command, -1, error);
+  }
+  if (ok) {
+    /* the node has its own duplicate of the read-write descriptor: the
+     * set's goes, so that the file's locks (QEMU's image locking: OFD
+     * locks, held while any descriptor of the open file lives) go with
+     * the node's when a later snapshot reopens it read-only */
+    g_free (command);
+    command = g_strdup_printf ("{\"execute\":\"remove-fd\",\"arguments\":"
+                               "{\"fdset-id\":%" G_GINT64_FORMAT ",\"fd\":%" G_GINT64_FORMAT
+                               "}}", fdset, qemu_rw);
+    ok = box_libvirt_qmp_ok (dom, command, -1, error);
+  }
+  if (ok) {
+    g_free (command);
+    command = g_strdup_printf ("{\"execute\":\"blockdev-snapshot\",\"arguments\":"
+                               "{\"node\":\"%s\",\"overlay\":\"%s\"}}", top, node);
+    ok = box_libvirt_qmp_ok (dom, command, -1, error);
+  }
+  if (!ok && added) {
+    g_free (command);
+    command = g_strdup_printf ("{\"execute\":\"blockdev-del\",\"arguments\":"
+                               "{\"node-name\":\"%s\"}}", node);
+    qmp_quiet (dom, command);
+  }
+  if (!ok && fdset >= 0) {
+    g_free (command);
+    command = g_strdup_printf ("{\"execute\":\"remove-fd\",\"arguments\":"
+                               "{\"fdset-id\":%" G_GINT64_FORMAT "}}", fdset);
+    qmp_quiet (dom, command);
+  }
+  return ok;
+}
+
+/* Step 4, also for a cut snapshot that happened. */
+static gboolean
+finish (const char *vm_dir, const char *frozen, const char *next, GError **error)
+{
+  g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
+
+  if (chown (frozen, 0, 0) != 0 || g_chmod (frozen, 0600) != 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot take %s from QEMU's user: %s",
+                 frozen, g_strerror (errno));
+    return FALSE;
+  }
+  if (g_rename (next, disk) != 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot rename %s: %s", next,
+                 g_strerror (errno));
+    return FALSE;
+  }
+  box_libvirt_fsync_dir (vm_dir);
+  return TRUE;
+}
+
+gboolean
+box_libvirt_disk_snapshot (BoxLibvirtPlugin *self, BoxLibvirtOp *op, virDomainPtr dom,
+                           char **frozen_out, GError **error)
+{
+  g_autofree char *vm_dir = box_libvirt_op_file (op, NULL);
+  g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
+  g_autofree char *new_path = g_build_filename (vm_dir, NEW_NAME, NULL);
+  g_autofree char *next = g_build_filename (vm_dir, NEXT_NAME, NULL);
+  guint n = box_libvirt_layer_height (disk) + 1;
+  g_autofree char *backing = layer_name (n);
+  g_autofree char *frozen = g_build_filename (vm_dir, backing, NULL);
+  g_autofree char *size = NULL;
+  guint64 bytes = box_libvirt_qcow2_size (disk);
+  gboolean ok;
+
+  if (bytes == 0) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s is no qcow2 image", disk);
+    return FALSE;
+  }
+  size = g_strdup_printf ("%" G_GUINT64_FORMAT, bytes);
+  g_unlink (new_path);
+  g_unlink (next);
+  {
+    const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2",
+                           "-b", backing, new_path, size, NULL };
+    ok = box_libvirt_link_file (disk, frozen, error) &&
+         box_libvirt_run_command (argv, error) &&
+         box_libvirt_give_to_qemu (self, new_path, box_libvirt_vm_uid (self, vm_dir), error) &&
+         box_libvirt_fsync_file (new_path, error) &&
+         box_libvirt_rename_file (new_path, next, error);
+  }
+  if (ok) {
+    box_libvirt_fsync_dir (vm_dir);
+    box_libvirt_test_delay ("disk-snapshot-made", op);
+    ok = swap_in (dom, next, n, error);
+  }
+  if (!ok) {
+    g_unlink (new_path);
+    g_unlink (next);
+    g_unlink (frozen);
+    return FALSE;
+  }
+  box_libvirt_test_delay ("disk-snapshot", op);
+  if (!finish (vm_dir, frozen, next, error))
+    return FALSE;
+  if (frozen_out != NULL)
+    *frozen_out = g_steal_pointer (&frozen);
+  /* the VM's uid reads its new layer (a later start opens it by name) */
+  return box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error);
+}
+
+gboolean
+box_libvirt_disk_snapshot_recover (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, virDomainPtr dom,
+                                   GError **error)
+{
+  g_autofree char *vm_dir = box_libvirt_vm_path (self->config.vm_dir, vm->vm_id, NULL);
+  g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
+  g_autofree char *next = g_build_filename (vm_dir, NEXT_NAME, NULL);
+  g_autofree char *frozen = NULL;
+  g_autofree char *top = NULL;
+  guint n = box_libvirt_layer_height (next);
+  GStatBuf disk_st, frozen_st;
+  gboolean keep;
+
+  if (!g_file_test (next, G_FILE_TEST_EXISTS))
+    return TRUE;
+  if (n > 0) {
+    g_autofree char *name = layer_name (n);
+    frozen = g_build_filename (vm_dir, name, NULL);
+  }
+  /* the snapshot's layer is still the VM's disk (step 4 never began) */
+  keep = frozen != NULL && g_lstat (frozen, &frozen_st) == 0 && g_lstat (disk, &disk_st) == 0 &&
+         frozen_st.st_ino == disk_st.st_ino && frozen_st.st_dev == disk_st.st_dev;
+  if (keep && dom != NULL) {
+    g_autoptr(GError) local_error = NULL;
+    g_autofree char *node = g_strdup_printf (NODE_NAME, n);
+
+    top = top_node (dom, &local_error);
+    if (top == NULL)
+      g_warning ("libvirt: sandbox %s: %s", vm->id, local_error->message);
+    keep = g_strcmp0 (top, node) == 0;
+  }
+  if (!keep) {
+    g_message ("libvirt: sandbox %s: removed %s, left by a disk-only checkpoint cut before "
+               "its snapshot", vm->id, next);
+    g_unlink (next);
+    box_libvirt_layers_trim (vm_dir, box_libvirt_layer_height (disk));
+    return TRUE;
+  }
+  g_message ("libvirt: sandbox %s: finished the disk snapshot of a disk-only checkpoint cut "
+             "midway (%s)", vm->id, dom != NULL ? "its QEMU writes to it" : "no QEMU runs");
+  return finish (vm_dir, frozen, next, error) &&
+         box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error);
+}
