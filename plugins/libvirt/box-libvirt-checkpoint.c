@@ -47,9 +47,11 @@
  *                     same state (a second migration out of one QEMU is
  *                     not safe in QEMU 7.2), so no wake
  *   memory, cold      the suspend snapshot is the state (a hard link): no wake
- *   disk only         the guest syncs; a disk snapshot, nothing stops
- *                     (box-libvirt-snapshot.c); past BOX_LIBVIRT_LAYERS_MAX
- *                     layers the vCPUs stop for a copy of the overlay
+ *   disk only         running: the guest syncs; a disk snapshot, nothing
+ *                     stops (box-libvirt-snapshot.c); past
+ *                     BOX_LIBVIRT_SNAPSHOT_HEIGHT layers the vCPUs stop
+ *                     for a copy of the overlay.  Hot paused: a copy (the
+ *                     vCPUs are stopped).  Cold or stopped: a copy
  *   restore           (box-libvirt-restore.c) the overlay and links are
  *                     made first (a full disk changes nothing), then the
  *                     QEMU ends and the VM becomes the checkpoint:
@@ -343,7 +345,8 @@ log_downtime (virDomainPtr dom, BoxLibvirtOp *op)
   return downtime;
 }
 
-/* The VM's files into @tmp, its QEMU (when it has one) stopped meanwhile. */
+/* The VM's files into @tmp: a disk snapshot (disk only, running), or
+ * copies with its QEMU (when it has one) stopped meanwhile. */
 static gboolean
 checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GError **error)
 {
@@ -377,7 +380,14 @@ checkpoint_files (BoxLibvirtPlugin *self, BoxLibvirtOp *op, const char *tmp, GEr
     return FALSE;
   }
   was_running = state == VIR_DOMAIN_RUNNING;
-  if (!op->memory && box_libvirt_disk_snapshot_fits (vm_dir)) {
+  /* a disk snapshot that could not finish: disk.qcow2 is what QEMU writes
+   * to before anything is taken of it */
+  if (!box_libvirt_disk_snapshot_recover (self, op->vm, dom, error)) {
+    virDomainFree (dom);
+    virConnectClose (conn);
+    return FALSE;
+  }
+  if (!op->memory && was_running && box_libvirt_disk_snapshot_fits (vm_dir)) {
     /* the overlay frozen as a layer, QEMU on a new one: no pause */
     g_autofree char *frozen = NULL;
     gint64 start = g_get_monotonic_time ();
@@ -476,7 +486,7 @@ checkpoint_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
    * linked; a disk snapshot writes a new overlay only */
   if (op->memory && !op->vm->cold)
     need += (guint64) op->vm->resources.memory_mib << 20;
-  else if (!op->memory && op->vm->state != BOX_VM_STATE_SHUTOFF && !op->vm->cold &&
+  else if (!op->memory && op->vm->state == BOX_VM_STATE_RUNNING &&
            box_libvirt_disk_snapshot_fits (vm_dir))
     need = CKPT_SNAPSHOT_BYTES;
   if (!box_libvirt_check_disk_room (self, need, error))

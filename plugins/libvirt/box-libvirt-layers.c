@@ -8,6 +8,11 @@
  * while any VM links it; the last VM's removal frees it.  Nothing is
  * counted by us, so no crash can leave a count wrong.
  *
+ * A disk-only checkpoint of a running VM goes the other way
+ * (box-libvirt-snapshot.c): the VM's overlay is frozen as its next layer,
+ * which the checkpoint links as its disk, and the VM gets a new overlay on
+ * it.
+ *
  * Backing names are relative and numbered by height: a checkpoint disk
  * whose own backing file is the template's is layer 1, one that backs onto
  * layer N is layer N+1 (a checkpoint of a fork).  A VM directory (and a
@@ -23,7 +28,8 @@
  * link it.  box_libvirt_layers_sync() rewrites those ACLs from what the
  * directories hold, under an flock on <vm_dir>/layers.lock (threads and
  * boxds sharing a vm_dir): after a fork's or restore's links are made and
- * before its QEMU starts, after a VM's directory is removed (its uid's
+ * before its QEMU starts, after a disk snapshot froze a VM's overlay as
+ * a layer, after a VM's directory is removed (its uid's
  * grants go before the uid can be reused by a VM that starts), and at
  * start (a crash between the two).
  *

@@ -117,7 +117,8 @@ void          box_libvirt_fork_start       (GTask *task);
 /* Worker threads: freezes the overlay of the operation's VM, whose QEMU
  * (@dom) runs, as its next layer and gives QEMU a new one on it, without
  * stopping the vCPUs (box-libvirt-snapshot.c); *@frozen: the frozen
- * layer's path in the VM's directory. */
+ * layer's path in the VM's directory.  A snapshot left unfinished before
+ * must have been settled (box_libvirt_disk_snapshot_recover()). */
 gboolean      box_libvirt_disk_snapshot    (BoxLibvirtPlugin *self, BoxLibvirtOp *op,
                                             virDomainPtr dom, char **frozen, GError **error);
 

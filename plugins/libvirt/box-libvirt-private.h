@@ -633,6 +633,9 @@ gboolean  box_libvirt_checkpoint_manifest_set_ram (const char *dir, GError **err
 
 /* How deep a chain of checkpoints of forks may be. */
 #define BOX_LIBVIRT_LAYERS_MAX 64
+/* How deep disk snapshots (box-libvirt-snapshot.c) make a running VM's
+ * chain at most: beyond, a disk-only checkpoint copies the overlay. */
+#define BOX_LIBVIRT_SNAPSHOT_HEIGHT 16
 /* The backing file name in a qcow2 header, or NULL. */
 char     *box_libvirt_qcow2_backing          (const char *path);
 /* N when @disk backs onto "layer-N.qcow2", else 0 (the template's disk). */
@@ -659,7 +662,8 @@ gboolean  box_libvirt_layers_sync            (const char *vm_dir, guint fallback
 
 /* ---- disk-only checkpoints of a running QEMU (box-libvirt-snapshot.c) ---- */
 
-/* Whether the VM directory's chain has room for one more layer. */
+/* Whether the VM directory's chain has room for one more layer made by a
+ * disk snapshot (BOX_LIBVIRT_SNAPSHOT_HEIGHT). */
 gboolean  box_libvirt_disk_snapshot_fits     (const char *vm_dir);
 /* At start, with the VM's domain when its QEMU runs (else NULL): finishes
  * or undoes a disk snapshot a killed boxd cut midway. */

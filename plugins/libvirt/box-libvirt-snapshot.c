@@ -1,5 +1,5 @@
-/* box-libvirt-snapshot.c: a disk-only checkpoint of a VM whose QEMU runs,
- * without a pause: a qcow2 external snapshot.
+/* box-libvirt-snapshot.c: a disk-only checkpoint of a running VM without
+ * a pause: a qcow2 external snapshot.
  *
  * The VM's overlay (disk.qcow2, height H: it backs onto layer-H.qcow2 or
  * the template's disk) is frozen as its layer H+1, and QEMU goes on
@@ -13,32 +13,42 @@
  *   3. QEMU gets two descriptors of it (read-write and read-only) in an
  *      fd set (QMP add-fd, so that no path of ours needs to be open to
  *      QEMU's uid or its AppArmor profile), opens it as a new node with no
- *      backing (blockdev-add "/dev/fdset/N": a duplicate of the read-write
- *      one, which then leaves the set: QEMU's image locks are OFD locks,
- *      which a descriptor left in the set would hold after the node let
- *      go of them), and blockdev-snapshot puts it
- *      on top of the disk's current node.  That drains the disk's requests
- *      (no vCPU stops) and reopens the old node read-only, by the path it
- *      was opened with: disk.qcow2 (libvirt's) must still name it then, or
- *      /dev/fdset/M (an earlier snapshot's: its read-only descriptor);
- *   4. the frozen layer becomes root's, 0600 (box-libvirt-layers.c grants
- *      the VM's uid read), disk.qcow2.next is renamed disk.qcow2.
+ *      backing (blockdev-add "/dev/fdset/N", the disk's cache mode; a node
+ *      name of its own each time) and the read-write descriptor leaves the
+ *      set (the node has its duplicate; QEMU's image locks are OFD locks,
+ *      which a descriptor left in the set would hold after the node let go
+ *      of them); blockdev-snapshot then puts it on top of the disk's
+ *      current node.  That drains the disk's requests, flushes the old
+ *      node (no vCPU stops) and reopens it read-only by the path it was
+ *      opened with: disk.qcow2 (libvirt's) must still name it then, or
+ *      /dev/fdset/M (an earlier snapshot's read-only descriptor).  QEMU
+ *      ignores a reopen that fails: the old node must say "ro" after, or
+ *      the checkpoint fails (its QEMU could still write what forks read);
+ *   4. the frozen layer is synced (a cache=unsafe QEMU's flush is none),
+ *      becomes root's, 0600 (box-libvirt-layers.c grants the VM's uid
+ *      read), and disk.qcow2.next is renamed disk.qcow2.
  *
  * The checkpoint's disk.qcow2 is then a hard link of the frozen layer, as
  * a fork's or a restore's own layers are: nothing is copied, and the guest
  * never stops.  libvirt does not know of the new node (its domain is
  * transient; ours is the state file): the next start of the VM opens
- * disk.qcow2 and its chain by their names.  Each such checkpoint adds a
- * layer to the running VM's chain, BOX_LIBVIRT_LAYERS_MAX in all (a
- * restore starts the chain again); past that, the caller copies the
- * overlay with the vCPUs stopped, as for a VM without a QEMU.
+ * disk.qcow2 and its chain by their names.  Only a running VM takes this
+ * path: QEMU 7.2 closes a descriptor removed from an fd set only while the
+ * vCPUs run, and a paused VM's vCPUs are stopped anyway (it is copied).
+ * Each snapshot adds a layer to the VM's chain until a restore starts it
+ * again; past BOX_LIBVIRT_SNAPSHOT_HEIGHT layers the overlay is copied
+ * instead (the vCPUs stopped for the copy), so that a chain stays short
+ * and every checkpoint of it can be restored and forked
+ * (BOX_LIBVIRT_LAYERS_MAX).
  *
- * A boxd killed between 3 and 4 leaves disk.qcow2.next:
- * box_libvirt_disk_snapshot_recover() asks QEMU, when it still runs,
- * whether the new node is on top (the snapshot happened: 4 is finished)
- * or not (undone).  Without a QEMU it finishes 4 either way: the new
- * overlay is empty over the frozen layer, or holds what QEMU wrote after
- * the snapshot, and in both cases is the newest disk.
+ * A snapshot whose outcome is not known (QEMU did not answer, or died) is
+ * finished: the new overlay over the frozen layer is the newest disk
+ * either way (empty, or holding what QEMU wrote since).  A boxd killed
+ * between 2 and 4 leaves disk.qcow2.next: box_libvirt_disk_snapshot_recover()
+ * (at start, and before every checkpoint of a VM with a QEMU: so does a
+ * snapshot that could not finish) asks QEMU, when it still runs, whether one of its new nodes is on top
+ * (then 4 is finished) or the old node still is (undone); without a QEMU,
+ * or without an answer, it finishes 4.
  */
 #include "config.h"
 
@@ -53,9 +63,10 @@
 
 #define NEW_NAME   "disk.qcow2.new"
 #define NEXT_NAME  "disk.qcow2.next"
-/* QEMU's node names of the overlay on layer N, and of its file */
-#define NODE_NAME  "box-top-%u"
-#define FILE_NODE  "box-top-%u-file"
+/* QEMU's node names of the overlay on layer N ("-<random>" follows: a
+ * node a killed boxd left in QEMU never clashes), and of its file */
+#define NODE_PREFIX  "box-top-%u-"
+#define FILE_SUFFIX  "-file"
 
 static char *
 layer_name (guint n)
@@ -68,7 +79,8 @@ box_libvirt_disk_snapshot_fits (const char *vm_dir)
 {
   g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
 
-  return box_libvirt_layer_height (disk) + 1 <= BOX_LIBVIRT_LAYERS_MAX;
+  G_STATIC_ASSERT (BOX_LIBVIRT_SNAPSHOT_HEIGHT + 1 <= BOX_LIBVIRT_LAYERS_MAX);
+  return box_libvirt_layer_height (disk) + 1 <= BOX_LIBVIRT_SNAPSHOT_HEIGHT;
 }
 
 /* The node QEMU's disk device reads: its top node, or NULL. */
@@ -139,19 +151,67 @@ qmp_quiet (virDomainPtr dom, const char *command)
   g_autofree char *reply = box_libvirt_qmp (dom, command, -1, NULL);
 }
 
-/* Step 3: QEMU writes to @next from now on.  On failure QEMU is as it was. */
-static gboolean
-swap_in (virDomainPtr dom, const char *next, guint n, GError **error)
+/* Whether QEMU's node @name is read-only: 1, 0, or -1 when unknown. */
+static int
+node_read_only (virDomainPtr dom, const char *name)
+{
+  g_autofree char *reply = box_libvirt_qmp (dom, "{\"execute\":\"query-named-block-nodes\","
+                                            "\"arguments\":{\"flat\":true}}", -1, NULL);
+  g_autoptr(JsonParser) parser = json_parser_new ();
+  JsonArray *nodes;
+
+  if (reply == NULL || !json_parser_load_from_data (parser, reply, -1, NULL) ||
+      !JSON_NODE_HOLDS_ARRAY (json_parser_get_root (parser)))
+    return -1;
+  nodes = json_node_get_array (json_parser_get_root (parser));
+  for (guint i = 0; i < json_array_get_length (nodes); i++) {
+    JsonNode *node = json_array_get_element (nodes, i);
+    JsonObject *object = JSON_NODE_HOLDS_OBJECT (node) ? json_node_get_object (node) : NULL;
+
+    if (object != NULL &&
+        g_strcmp0 (json_object_get_string_member_with_default (object, "node-name", NULL),
+                   name) == 0)
+      return json_object_get_boolean_member_with_default (object, "ro", FALSE) ? 1 : 0;
+  }
+  return -1;
+}
+
+typedef enum {
+  SWAP_UNDONE,    /* QEMU is as it was */
+  SWAP_DONE,      /* QEMU writes to the new overlay */
+  SWAP_UNKNOWN,   /* QEMU did not say which (gone, or no answer) */
+} Swap;
+
+/* The cache options of the disk's nodes, as libvirt gives them for
+ * [plugin.libvirt] disk_cache. */
+static const char *
+cache_options (const char *disk_cache)
+{
+  if (g_strcmp0 (disk_cache, "none") == 0)
+    return "{\"direct\":true,\"no-flush\":false}";
+  if (g_strcmp0 (disk_cache, "unsafe") == 0)
+    return "{\"direct\":false,\"no-flush\":true}";
+  return "{\"direct\":false,\"no-flush\":false}";
+}
+
+/* Step 3: QEMU writes to @next from now on; *@old_top: the node it wrote
+ * to before. */
+static Swap
+swap_in (virDomainPtr dom, const char *next, guint n, const char *disk_cache, char **old_top,
+         GError **error)
 {
   g_autofree char *top = top_node (dom, error);
-  g_autofree char *node = g_strdup_printf (NODE_NAME, n);
+  g_autofree char *suffix = box_libvirt_new_vm_id ();
+  g_autofree char *node = NULL;
   g_autofree char *command = NULL;
+  g_autofree char *now_top = NULL;
   int rw = -1, ro = -1;
   gint64 fdset = -1, qemu_rw = -1, qemu_ro = -1;
   gboolean added = FALSE, ok;
 
   if (top == NULL)
-    return FALSE;
+    return SWAP_UNDONE;
+  node = g_strdup_printf (NODE_PREFIX "%.6s", n, suffix);
   rw = open (next, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   ro = open (next, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (rw < 0 || ro < 0) {
@@ -170,17 +230,14 @@ swap_in (virDomainPtr dom, const char *next, guint n, GError **error)
   if (ok) {
     command = g_strdup_printf ("{\"execute\":\"blockdev-add\",\"arguments\":{"
                                "\"driver\":\"qcow2\",\"node-name\":\"%s\",\"read-only\":false,"
-                               "\"discard\":\"unmap\",\"backing\":null,\"file\":{"
-                               "\"driver\":\"file\",\"node-name\":\"" FILE_NODE "\","
+                               "\"discard\":\"unmap\",\"cache\":%s,\"backing\":null,\"file\":{"
+                               "\"driver\":\"file\",\"node-name\":\"%s" FILE_SUFFIX "\","
                                "\"filename\":\"/dev/fdset/%" G_GINT64_FORMAT "\","
-                               "\"discard\":\"unmap\"}}}", node, n, fdset);
+                               "\"discard\":\"unmap\"}}}", node, cache_options (disk_cache),
+                               node, fdset);
     ok = added = box_libvirt_qmp_ok (dom, command, -1, error);
   }
   if (ok) {
-    /* the node has its own duplicate of the read-write descriptor: the
-     * set's goes, so that the file's locks (QEMU's image locking: OFD
-     * locks, held while any descriptor of the open file lives) go with
-     * the node's when a later snapshot reopens it read-only */
     g_free (command);
     command = g_strdup_printf ("{\"execute\":\"remove-fd\",\"arguments\":"
                                "{\"fdset-id\":%" G_GINT64_FORMAT ",\"fd\":%" G_GINT64_FORMAT
@@ -191,21 +248,33 @@ swap_in (virDomainPtr dom, const char *next, guint n, GError **error)
     g_free (command);
     command = g_strdup_printf ("{\"execute\":\"blockdev-snapshot\",\"arguments\":"
                                "{\"node\":\"%s\",\"overlay\":\"%s\"}}", top, node);
-    ok = box_libvirt_qmp_ok (dom, command, -1, error);
+    if (box_libvirt_qmp_ok (dom, command, -1, error)) {
+      *old_top = g_steal_pointer (&top);
+      return SWAP_DONE;
+    }
+    /* an error from libvirt may come after QEMU did it: QEMU says */
+    now_top = top_node (dom, NULL);
+    if (g_strcmp0 (now_top, node) == 0) {
+      g_clear_error (error);
+      *old_top = g_steal_pointer (&top);
+      return SWAP_DONE;
+    }
+    if (now_top == NULL)
+      return SWAP_UNKNOWN;
   }
-  if (!ok && added) {
+  if (added) {
     g_free (command);
     command = g_strdup_printf ("{\"execute\":\"blockdev-del\",\"arguments\":"
                                "{\"node-name\":\"%s\"}}", node);
     qmp_quiet (dom, command);
   }
-  if (!ok && fdset >= 0) {
+  if (fdset >= 0) {
     g_free (command);
     command = g_strdup_printf ("{\"execute\":\"remove-fd\",\"arguments\":"
                                "{\"fdset-id\":%" G_GINT64_FORMAT "}}", fdset);
     qmp_quiet (dom, command);
   }
-  return ok;
+  return SWAP_UNDONE;
 }
 
 /* Step 4, also for a cut snapshot that happened. */
@@ -214,6 +283,8 @@ finish (const char *vm_dir, const char *frozen, const char *next, GError **error
 {
   g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
 
+  if (!box_libvirt_fsync_file (frozen, error))
+    return FALSE;
   if (chown (frozen, 0, 0) != 0 || g_chmod (frozen, 0600) != 0) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot take %s from QEMU's user: %s",
                  frozen, g_strerror (errno));
@@ -236,20 +307,27 @@ box_libvirt_disk_snapshot (BoxLibvirtPlugin *self, BoxLibvirtOp *op, virDomainPt
   g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
   g_autofree char *new_path = g_build_filename (vm_dir, NEW_NAME, NULL);
   g_autofree char *next = g_build_filename (vm_dir, NEXT_NAME, NULL);
-  guint n = box_libvirt_layer_height (disk) + 1;
-  g_autofree char *backing = layer_name (n);
-  g_autofree char *frozen = g_build_filename (vm_dir, backing, NULL);
+  g_autofree char *backing = NULL;
+  g_autofree char *frozen = NULL;
   g_autofree char *size = NULL;
-  guint64 bytes = box_libvirt_qcow2_size (disk);
+  g_autofree char *old_top = NULL;
+  guint64 bytes;
+  guint n;
   gboolean ok;
+  Swap swap = SWAP_UNDONE;
 
+  /* (what a snapshot that could not finish left was settled by the
+   * caller: box_libvirt_disk_snapshot_recover()) */
+  n = box_libvirt_layer_height (disk) + 1;
+  backing = layer_name (n);
+  frozen = g_build_filename (vm_dir, backing, NULL);
+  bytes = box_libvirt_qcow2_size (disk);
   if (bytes == 0) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s is no qcow2 image", disk);
     return FALSE;
   }
   size = g_strdup_printf ("%" G_GUINT64_FORMAT, bytes);
   g_unlink (new_path);
-  g_unlink (next);
   {
     const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2",
                            "-b", backing, new_path, size, NULL };
@@ -262,21 +340,31 @@ box_libvirt_disk_snapshot (BoxLibvirtPlugin *self, BoxLibvirtOp *op, virDomainPt
   if (ok) {
     box_libvirt_fsync_dir (vm_dir);
     box_libvirt_test_delay ("disk-snapshot-made", op);
-    ok = swap_in (dom, next, n, error);
+    swap = swap_in (dom, next, n, self->config.disk_cache, &old_top, error);
   }
-  if (!ok) {
+  if (swap == SWAP_UNDONE) {
     g_unlink (new_path);
     g_unlink (next);
     g_unlink (frozen);
     return FALSE;
   }
   box_libvirt_test_delay ("disk-snapshot", op);
-  if (!finish (vm_dir, frozen, next, error))
+  /* QEMU may write to the new overlay: it is the VM's disk from now on,
+   * whatever else fails */
+  if (!finish (vm_dir, frozen, next, swap == SWAP_DONE ? error : NULL) ||
+      !box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid,
+                                swap == SWAP_DONE ? error : NULL) ||
+      swap == SWAP_UNKNOWN)
     return FALSE;
+  if (node_read_only (dom, old_top) != 1) {
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                 "QEMU did not reopen %s read-only after the disk snapshot: the VM's disk is "
+                 "%s on it, but it is no checkpoint", old_top, disk);
+    return FALSE;
+  }
   if (frozen_out != NULL)
     *frozen_out = g_steal_pointer (&frozen);
-  /* the VM's uid reads its new layer (a later start opens it by name) */
-  return box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error);
+  return TRUE;
 }
 
 gboolean
@@ -292,8 +380,11 @@ box_libvirt_disk_snapshot_recover (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, vir
   GStatBuf disk_st, frozen_st;
   gboolean keep;
 
-  if (!g_file_test (next, G_FILE_TEST_EXISTS))
+  if (!g_file_test (next, G_FILE_TEST_EXISTS)) {
+    /* a layer linked before a cut that left no new overlay */
+    box_libvirt_layers_trim (vm_dir, box_libvirt_layer_height (disk));
     return TRUE;
+  }
   if (n > 0) {
     g_autofree char *name = layer_name (n);
     frozen = g_build_filename (vm_dir, name, NULL);
@@ -303,12 +394,13 @@ box_libvirt_disk_snapshot_recover (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, vir
          frozen_st.st_ino == disk_st.st_ino && frozen_st.st_dev == disk_st.st_dev;
   if (keep && dom != NULL) {
     g_autoptr(GError) local_error = NULL;
-    g_autofree char *node = g_strdup_printf (NODE_NAME, n);
+    g_autofree char *prefix = g_strdup_printf (NODE_PREFIX, n);
 
+    /* no answer: finished (the new overlay is the newest disk either way) */
     top = top_node (dom, &local_error);
     if (top == NULL)
-      g_warning ("libvirt: sandbox %s: %s", vm->id, local_error->message);
-    keep = g_strcmp0 (top, node) == 0;
+      g_message ("libvirt: sandbox %s: %s", vm->id, local_error->message);
+    keep = top == NULL || g_str_has_prefix (top, prefix);
   }
   if (!keep) {
     g_message ("libvirt: sandbox %s: removed %s, left by a disk-only checkpoint cut before "
@@ -318,7 +410,8 @@ box_libvirt_disk_snapshot_recover (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, vir
     return TRUE;
   }
   g_message ("libvirt: sandbox %s: finished the disk snapshot of a disk-only checkpoint cut "
-             "midway (%s)", vm->id, dom != NULL ? "its QEMU writes to it" : "no QEMU runs");
+             "midway (%s)", vm->id, dom == NULL ? "no QEMU runs" : top != NULL ?
+             "its QEMU writes to it" : "its QEMU does not answer");
   return finish (vm_dir, frozen, next, error) &&
          box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error);
 }

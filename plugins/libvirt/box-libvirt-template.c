@@ -613,7 +613,7 @@ templates_in_use_under (BoxLibvirtPlugin *self, const char *what, const char *te
 /* The keys of the templates that disks under <vm_dir>/vms and
  * <vm_dir>/checkpoints back onto (a fork's disk is an overlay on its
  * template's, whatever the VM's state; a checkpoint's disk is a copy of
- * one). */
+ * one or a frozen one; a chain's layer-1 backs onto the template's). */
 static GHashTable *
 templates_in_use (BoxLibvirtPlugin *self, const char *templates_dir)
 {

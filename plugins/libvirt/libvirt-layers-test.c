@@ -373,10 +373,17 @@ test_snapshot_recover (void)
   /* nothing to do */
   g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
   g_assert_no_error (error);
-
-  /* the snapshot was taken (or not: the new overlay is empty): finished */
+  /* a layer linked by a snapshot cut before its new overlay: removed */
   g_assert_cmpint (link (disk, layer1), ==, 0);
-  g_assert_cmpint (g_chmod (disk, 0600), ==, 0);
+  g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
+  g_assert_no_error (error);
+  g_assert_false (g_file_test (layer1, G_FILE_TEST_EXISTS));
+
+  /* the snapshot was taken (or not: the new overlay is empty): finished,
+   * the frozen layer (the VM's, as QEMU's overlay was) becomes root's */
+  g_assert_cmpint (link (disk, layer1), ==, 0);
+  g_assert_cmpint (chown (disk, 4321, 4321), ==, 0);
+  g_assert_cmpint (g_chmod (disk, 0644), ==, 0);
   make_overlay (next, "layer-1.qcow2");
   old_disk = inode_of (disk);
   new_disk = inode_of (next);

@@ -167,6 +167,12 @@ def restart(desc):
         d.start()
 
 
+def vm_files(prefix):
+    """The names in kc's VM directory that start with @prefix."""
+    vm_dir = d.vm_path(SID)
+    return sorted(n for n in os.listdir(vm_dir) if n.startswith(prefix)) if vm_dir else None
+
+
 def restart_delayed(at, why, desc, cold=False):
     """boxd stopped and started again with the libvirt plugin's test delay
     at @at (BOX_LIBVIRT_TEST_DELAY_AT), and hot_pause_s=0 when @cold (a
@@ -482,6 +488,7 @@ def test_disk_snapshot_cut(t):
     r = sh(d, KEY, 'kc', 'echo before > /var/tmp/before; sync; echo ok')
     t.eq((r.status, r.out), (200, 'ok\n'), 'a file written before the checkpoint')
     # killed before the switch: the new overlay goes, QEMU writes on to its disk
+    layers = vm_files('layer-')
     before = len(delays('disk-snapshot-made'))
     call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'memory': False, 'comment': 'cut early'})
     t.ok(wait_delay('disk-snapshot-made', before) is not None,
@@ -496,6 +503,7 @@ def test_disk_snapshot_cut(t):
     t.ok(d.log_lines('left by a disk-only checkpoint cut before its snapshot') != [] and
          nxt is not None and not os.path.exists(nxt),
          'the restart removed the new overlay QEMU never wrote to')
+    t.eq(vm_files('layer-'), layers, 'and the layer it had linked: the VM\'s layers are as before')
     r = sh(d, KEY, 'kc', 'cat /var/tmp/before')
     t.eq((r.status, r.out), (200, 'before\n'), 'the guest reads its file')
     # killed after the switch: the restart finishes it

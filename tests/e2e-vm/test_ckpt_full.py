@@ -119,6 +119,16 @@ def on_disk():
         return []
 
 
+def vm_disks():
+    """The disk files in kf's VM directory (its overlay, layers, a disk
+    snapshot's new overlay), with their inodes."""
+    vm_dir = d.vm_path(SID)
+    if vm_dir is None:
+        return None
+    return sorted((n, os.lstat(os.path.join(vm_dir, n)).st_ino) for n in os.listdir(vm_dir)
+                  if n.startswith('disk.qcow2') or n.startswith('layer-'))
+
+
 def refused_on_full_disk(t, call, result, what, left):
     """The disk filled up but @left while @call (a request under way, its
     answer appended to @result) waits at its test delay: 503 capacity."""
@@ -144,7 +154,7 @@ def refused_on_full_disk(t, call, result, what, left):
 
 
 def checkpoint_on_full_disk(t, body, what, left=FREE_LEFT):
-    before_ids, before_files = ids(), on_disk()
+    before_ids, before_files, before_disks = ids(), on_disk(), vm_disks()
     delays = len(d.log_lines('test delay: checkpoint of sandbox'))
     result = []
     call = threading.Thread(target=lambda: result.append(
@@ -158,6 +168,8 @@ def checkpoint_on_full_disk(t, body, what, left=FREE_LEFT):
     refused_on_full_disk(t, call, result, what, left)
     t.eq(ids(), before_ids, '%s: no record' % what)
     t.eq(on_disk(), before_files, '%s: no checkpoint file, not even a temporary' % what)
+    t.eq(vm_disks(), before_disks, '%s: the VM\'s disk files are as before (no layer, no new '
+         'overlay)' % what)
     t.eq(state(d, KEY, 'kf'), 'running', '%s: the sandbox runs on' % what)
     m = sh(d, KEY, 'kf', 'cat /tmp/mark')
     t.eq((m.status, m.out), (200, 'one\n'), '%s: and runs commands with its files' % what)
