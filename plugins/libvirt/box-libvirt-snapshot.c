@@ -41,14 +41,15 @@
  * and every checkpoint of it can be restored and forked
  * (BOX_LIBVIRT_LAYERS_MAX).
  *
- * A snapshot whose outcome is not known (QEMU did not answer, or died) is
- * finished: the new overlay over the frozen layer is the newest disk
- * either way (empty, or holding what QEMU wrote since).  A boxd killed
- * between 2 and 4 leaves disk.qcow2.next: box_libvirt_disk_snapshot_recover()
- * (at start, and before every checkpoint of a VM with a QEMU: so does a
- * snapshot that could not finish) asks QEMU, when it still runs, whether one of its new nodes is on top
- * (then 4 is finished) or the old node still is (undone); without a QEMU,
- * or without an answer, it finishes 4.
+ * A snapshot whose outcome QEMU did not tell, or a boxd killed between 2
+ * and 4, leaves disk.qcow2.next: box_libvirt_disk_snapshot_recover() (at
+ * start, before every checkpoint of a VM with a QEMU, and before every
+ * start of a QEMU for it) asks QEMU, when one runs, whether one of its new
+ * nodes is on top (then 4 is finished) or the old node still is (undone;
+ * with no answer nothing is touched: renaming the wrong way would have
+ * QEMU reopen the other file by its path).  Without a QEMU it finishes 4:
+ * the new overlay over the frozen layer is the newest disk either way
+ * (empty, or holding what QEMU wrote since).
  */
 #include "config.h"
 
@@ -277,26 +278,44 @@ swap_in (virDomainPtr dom, const char *next, guint n, const char *disk_cache, ch
   return SWAP_UNDONE;
 }
 
-/* Step 4, also for a cut snapshot that happened. */
+/* Step 4, also for a cut snapshot that happened: the new overlay gets its
+ * name whatever else fails (QEMU writes to it), then the first error. */
 static gboolean
 finish (const char *vm_dir, const char *frozen, const char *next, GError **error)
 {
   g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
+  g_autoptr(GError) first = NULL;
 
-  if (!box_libvirt_fsync_file (frozen, error))
-    return FALSE;
-  if (chown (frozen, 0, 0) != 0 || g_chmod (frozen, 0600) != 0) {
-    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot take %s from QEMU's user: %s",
+  box_libvirt_fsync_file (frozen, &first);
+  if ((chown (frozen, 0, 0) != 0 || g_chmod (frozen, 0600) != 0) && first == NULL)
+    g_set_error (&first, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot take %s from QEMU's user: %s",
                  frozen, g_strerror (errno));
-    return FALSE;
-  }
   if (g_rename (next, disk) != 0) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot rename %s: %s", next,
                  g_strerror (errno));
     return FALSE;
   }
   box_libvirt_fsync_dir (vm_dir);
+  if (first != NULL) {
+    g_propagate_error (error, g_steal_pointer (&first));
+    return FALSE;
+  }
   return TRUE;
+}
+
+/* Removes layer-@n.qcow2 of @vm_dir when it is a link of its disk.qcow2:
+ * step 1 of a snapshot that did not happen. */
+static void
+unlink_frozen_link (const char *vm_dir, guint n)
+{
+  g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
+  g_autofree char *name = layer_name (n);
+  g_autofree char *frozen = g_build_filename (vm_dir, name, NULL);
+  GStatBuf disk_st, frozen_st;
+
+  if (n > 0 && g_lstat (disk, &disk_st) == 0 && g_lstat (frozen, &frozen_st) == 0 &&
+      disk_st.st_ino == frozen_st.st_ino && disk_st.st_dev == frozen_st.st_dev)
+    g_unlink (frozen);
 }
 
 gboolean
@@ -348,13 +367,16 @@ box_libvirt_disk_snapshot (BoxLibvirtPlugin *self, BoxLibvirtOp *op, virDomainPt
     g_unlink (frozen);
     return FALSE;
   }
+  if (swap == SWAP_UNKNOWN) {
+    /* left as it is until QEMU says, or is gone
+     * (box_libvirt_disk_snapshot_recover()) */
+    g_prefix_error (error, "the disk snapshot's outcome is unknown until QEMU answers: ");
+    return FALSE;
+  }
   box_libvirt_test_delay ("disk-snapshot", op);
-  /* QEMU may write to the new overlay: it is the VM's disk from now on,
-   * whatever else fails */
-  if (!finish (vm_dir, frozen, next, swap == SWAP_DONE ? error : NULL) ||
-      !box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid,
-                                swap == SWAP_DONE ? error : NULL) ||
-      swap == SWAP_UNKNOWN)
+  /* QEMU writes to the new overlay: it is the VM's disk from now on */
+  if (!finish (vm_dir, frozen, next, error) ||
+      !box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error))
     return FALSE;
   if (node_read_only (dom, old_top) != 1) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
@@ -381,8 +403,10 @@ box_libvirt_disk_snapshot_recover (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, vir
   gboolean keep;
 
   if (!g_file_test (next, G_FILE_TEST_EXISTS)) {
-    /* a layer linked before a cut that left no new overlay */
-    box_libvirt_layers_trim (vm_dir, box_libvirt_layer_height (disk));
+    /* a layer linked before a cut that left no new overlay (the disk's
+     * header read: else nothing is known of its height) */
+    if (box_libvirt_qcow2_size (disk) > 0)
+      unlink_frozen_link (vm_dir, box_libvirt_layer_height (disk) + 1);
     return TRUE;
   }
   if (n > 0) {
@@ -396,22 +420,26 @@ box_libvirt_disk_snapshot_recover (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, vir
     g_autoptr(GError) local_error = NULL;
     g_autofree char *prefix = g_strdup_printf (NODE_PREFIX, n);
 
-    /* no answer: finished (the new overlay is the newest disk either way) */
     top = top_node (dom, &local_error);
-    if (top == NULL)
-      g_message ("libvirt: sandbox %s: %s", vm->id, local_error->message);
-    keep = top == NULL || g_str_has_prefix (top, prefix);
+    if (top == NULL) {
+      /* QEMU runs but does not say: nothing is touched until it does
+       * (a wrong guess would have it reopen the other file by its path) */
+      g_set_error (error, BOX_ERROR, BOX_ERROR_SANDBOX_UNAVAILABLE,
+                   "a disk snapshot of sandbox %s is unsettled until its QEMU answers: %s",
+                   vm->id, local_error->message);
+      return FALSE;
+    }
+    keep = g_str_has_prefix (top, prefix);
   }
   if (!keep) {
     g_message ("libvirt: sandbox %s: removed %s, left by a disk-only checkpoint cut before "
                "its snapshot", vm->id, next);
     g_unlink (next);
-    box_libvirt_layers_trim (vm_dir, box_libvirt_layer_height (disk));
+    unlink_frozen_link (vm_dir, n);
     return TRUE;
   }
   g_message ("libvirt: sandbox %s: finished the disk snapshot of a disk-only checkpoint cut "
-             "midway (%s)", vm->id, dom == NULL ? "no QEMU runs" : top != NULL ?
-             "its QEMU writes to it" : "its QEMU does not answer");
+             "midway (%s)", vm->id, dom != NULL ? "its QEMU writes to it" : "no QEMU runs");
   return finish (vm_dir, frozen, next, error) &&
          box_libvirt_layers_sync (self->config.vm_dir, self->config.qemu_uid, error);
 }

@@ -141,8 +141,13 @@ box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op, gboolea
 
   if (conn == NULL)
     return FALSE;
-  /* whatever is left of an earlier QEMU of this VM */
+  /* whatever is left of an earlier QEMU of this VM, and of a disk
+   * snapshot it did not finish (the new QEMU opens disk.qcow2) */
   box_libvirt_domain_destroy (conn, op->domain, NULL);
+  if (op->vm != NULL && !box_libvirt_disk_snapshot_recover (self, op->vm, NULL, error)) {
+    virConnectClose (conn);
+    return FALSE;
+  }
   if (!boot && start_from_ram (self, conn, op)) {
     virConnectClose (conn);
     box_libvirt_vm_drop_ram_state (op, TRUE);

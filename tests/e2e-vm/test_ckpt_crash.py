@@ -489,6 +489,7 @@ def test_disk_snapshot_cut(t):
     t.eq((r.status, r.out), (200, 'ok\n'), 'a file written before the checkpoint')
     # killed before the switch: the new overlay goes, QEMU writes on to its disk
     layers = vm_files('layer-')
+    t.ok(layers is not None, 'kc\'s VM directory is known', layers)
     before = len(delays('disk-snapshot-made'))
     call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'memory': False, 'comment': 'cut early'})
     t.ok(wait_delay('disk-snapshot-made', before) is not None,
