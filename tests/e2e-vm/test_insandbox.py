@@ -24,8 +24,12 @@ t = Tap()
 clock = vmtest.Clock(t)
 vmtest.prepare(t)
 # [boxd] http_stream_unwritten_max: small, so that a stalled fs/watch reader
-# is dropped soon (test_watch_slow_reader)
-SLOW_CAP = 65536
+# is dropped soon (test_watch_slow_reader), but above what boxd may queue at
+# once for a reader that reads: the agent reads up to 64 KiB of inotify
+# events at a time, ~75 KiB of frames for this test's 240-byte names, all
+# sent before boxd's next write (a 64 KiB cap dropped the reading watch too
+# once, on a quiet machine whose guest created the files fast)
+SLOW_CAP = 256 << 10
 d = VmBoxd(t, config={'boxd': {'http_stream_unwritten_max': str(SLOW_CAP)}})
 with clock('boxd start'):
     vmtest.setup_or_bail(d, d.start)
@@ -113,7 +117,8 @@ def test_watch(t):
 def test_watch_slow_reader(t):
     """A watch whose reader stopped reading is closed at the cap (1008
     slow_reader); a watch that reads goes on and sees every change."""
-    n = 3000
+    # ~300-byte frames: 1.2 MB, well past the cap and the stalled socket's buffers
+    n = 4000
     name = 'f' * 240
     sh('rm -rf /tmp/slow; mkdir -p /tmp/slow')
     fast = fs.watch('/tmp/slow')
@@ -140,7 +145,6 @@ def test_watch_slow_reader(t):
 
     reader = threading.Thread(target=read_fast, daemon=True)
     reader.start()
-    # ~300-byte frames: a few hundred KiB past the cap and both sockets' buffers
     sh('cd /tmp/slow && i=1; while [ $i -le %d ]; do : > %s$i; i=$((i+1)); done' % (n, name), timeout=600)
     written.set()
     dropped = 'is more than %d bytes behind; dropped' % SLOW_CAP
