@@ -172,17 +172,29 @@ box_libvirt_layers_link (const char *from_dir, const char *to_dir, guint height,
 }
 
 gboolean
+box_libvirt_layers_new_overlay (const char *overlay, guint n, guint64 size, GError **error)
+{
+  g_autofree char *backing = g_strdup_printf (LAYER_PREFIX "%u" LAYER_SUFFIX, n);
+  g_autofree char *bytes = g_strdup_printf ("%" G_GUINT64_FORMAT, size);
+  /* -u: the backing name is resolved where the overlay will be (a
+   * restore's layers still have their temporary names) */
+  const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2",
+                         "-b", backing, overlay, bytes, NULL };
+
+  g_unlink (overlay);
+  return box_libvirt_run_command (argv, error);
+}
+
+gboolean
 box_libvirt_layers_overlay (const char *disk, const char *dir, const char *overlay,
                             const char *suffix, GError **error)
 {
   g_autofree char *from_dir = g_path_get_dirname (disk);
   guint height = box_libvirt_layer_height (disk);
-  guint8 header[32];
+  guint64 size = box_libvirt_qcow2_size (disk);
   g_autofree char *top = layer_path (dir, height + 1, suffix);
-  g_autofree char *backing = g_strdup_printf (LAYER_PREFIX "%u" LAYER_SUFFIX, height + 1);
-  g_autofree char *size = NULL;
 
-  if (!read_header (disk, header)) {
+  if (size == 0) {
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s is no qcow2 image", disk);
     return FALSE;
   }
@@ -192,18 +204,9 @@ box_libvirt_layers_overlay (const char *disk, const char *dir, const char *overl
                  BOX_LIBVIRT_LAYERS_MAX - 1);
     return FALSE;
   }
-  size = g_strdup_printf ("%" G_GUINT64_FORMAT, be (header + 24, 8));
-  if (!box_libvirt_layers_link (from_dir, dir, height, suffix, error) ||
-      !box_libvirt_link_file (disk, top, error))
-    return FALSE;
-  {
-    /* -u: the backing name is resolved where the overlay will be (a
-     * restore's layers still have their temporary names) */
-    const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2",
-                           "-b", backing, overlay, size, NULL };
-    g_unlink (overlay);
-    return box_libvirt_run_command (argv, error);
-  }
+  return box_libvirt_layers_link (from_dir, dir, height, suffix, error) &&
+         box_libvirt_link_file (disk, top, error) &&
+         box_libvirt_layers_new_overlay (overlay, height + 1, size, error);
 }
 
 void

@@ -652,6 +652,10 @@ gboolean  box_libvirt_layers_link            (const char *from_dir, const char *
 gboolean  box_libvirt_layers_overlay         (const char *disk, const char *dir,
                                               const char *overlay, const char *suffix,
                                               GError **error);
+/* @overlay: a new, empty qcow2 image of @size bytes backing onto
+ * "layer-@n.qcow2" (resolved where it is opened). */
+gboolean  box_libvirt_layers_new_overlay     (const char *overlay, guint n, guint64 size,
+                                              GError **error);
 /* Removes the layers of @dir above @height (and any temporary ones). */
 void      box_libvirt_layers_trim            (const char *dir, guint height);
 /* Grants read on every layer to exactly the uids of the VM directories

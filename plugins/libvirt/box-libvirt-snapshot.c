@@ -303,6 +303,16 @@ finish (const char *vm_dir, const char *frozen, const char *next, GError **error
   return TRUE;
 }
 
+/* Whether @a and @b are links of one file. */
+static gboolean
+same_file (const char *a, const char *b)
+{
+  GStatBuf a_st, b_st;
+
+  return g_lstat (a, &a_st) == 0 && g_lstat (b, &b_st) == 0 && a_st.st_ino == b_st.st_ino &&
+         a_st.st_dev == b_st.st_dev;
+}
+
 /* Removes layer-@n.qcow2 of @vm_dir when it is a link of its disk.qcow2:
  * step 1 of a snapshot that did not happen. */
 static void
@@ -311,10 +321,8 @@ unlink_frozen_link (const char *vm_dir, guint n)
   g_autofree char *disk = g_build_filename (vm_dir, "disk.qcow2", NULL);
   g_autofree char *name = layer_name (n);
   g_autofree char *frozen = g_build_filename (vm_dir, name, NULL);
-  GStatBuf disk_st, frozen_st;
 
-  if (n > 0 && g_lstat (disk, &disk_st) == 0 && g_lstat (frozen, &frozen_st) == 0 &&
-      disk_st.st_ino == frozen_st.st_ino && disk_st.st_dev == frozen_st.st_dev)
+  if (n > 0 && same_file (disk, frozen))
     g_unlink (frozen);
 }
 
@@ -328,7 +336,6 @@ box_libvirt_disk_snapshot (BoxLibvirtPlugin *self, BoxLibvirtOp *op, virDomainPt
   g_autofree char *next = g_build_filename (vm_dir, NEXT_NAME, NULL);
   g_autofree char *backing = NULL;
   g_autofree char *frozen = NULL;
-  g_autofree char *size = NULL;
   g_autofree char *old_top = NULL;
   guint64 bytes;
   guint n;
@@ -345,17 +352,11 @@ box_libvirt_disk_snapshot (BoxLibvirtPlugin *self, BoxLibvirtOp *op, virDomainPt
     g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "%s is no qcow2 image", disk);
     return FALSE;
   }
-  size = g_strdup_printf ("%" G_GUINT64_FORMAT, bytes);
-  g_unlink (new_path);
-  {
-    const char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-u", "-F", "qcow2",
-                           "-b", backing, new_path, size, NULL };
-    ok = box_libvirt_link_file (disk, frozen, error) &&
-         box_libvirt_run_command (argv, error) &&
-         box_libvirt_give_to_qemu (self, new_path, box_libvirt_vm_uid (self, vm_dir), error) &&
-         box_libvirt_fsync_file (new_path, error) &&
-         box_libvirt_rename_file (new_path, next, error);
-  }
+  ok = box_libvirt_link_file (disk, frozen, error) &&
+       box_libvirt_layers_new_overlay (new_path, n, bytes, error) &&
+       box_libvirt_give_to_qemu (self, new_path, box_libvirt_vm_uid (self, vm_dir), error) &&
+       box_libvirt_fsync_file (new_path, error) &&
+       box_libvirt_rename_file (new_path, next, error);
   if (ok) {
     box_libvirt_fsync_dir (vm_dir);
     box_libvirt_test_delay ("disk-snapshot-made", op);
@@ -399,7 +400,6 @@ box_libvirt_disk_snapshot_recover (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, vir
   g_autofree char *frozen = NULL;
   g_autofree char *top = NULL;
   guint n = box_libvirt_layer_height (next);
-  GStatBuf disk_st, frozen_st;
   gboolean keep;
 
   if (!g_file_test (next, G_FILE_TEST_EXISTS)) {
@@ -414,8 +414,7 @@ box_libvirt_disk_snapshot_recover (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, vir
     frozen = g_build_filename (vm_dir, name, NULL);
   }
   /* the snapshot's layer is still the VM's disk (step 4 never began) */
-  keep = frozen != NULL && g_lstat (frozen, &frozen_st) == 0 && g_lstat (disk, &disk_st) == 0 &&
-         frozen_st.st_ino == disk_st.st_ino && frozen_st.st_dev == disk_st.st_dev;
+  keep = frozen != NULL && same_file (frozen, disk);
   if (keep && dom != NULL) {
     g_autoptr(GError) local_error = NULL;
     g_autofree char *prefix = g_strdup_printf (NODE_PREFIX, n);

@@ -320,16 +320,7 @@ test_ram (void)
   g_assert_true (box_libvirt_remove_tree (root, &error));
 }
 
-static guint64
-inode_of (const char *file)
-{
-  GStatBuf st;
-
-  return g_lstat (file, &st) == 0 ? (guint64) st.st_ino : 0;
-}
-
-/* An overlay at @file backing onto @backing (relative), as a disk
- * snapshot makes one. */
+/* A qcow2 image at @file backing onto @backing, not opened. */
 static void
 make_overlay (const char *file, const char *backing)
 {
@@ -338,6 +329,16 @@ make_overlay (const char *file, const char *backing)
                          "-b", backing, file, "64M", NULL };
 
   g_assert_true (box_libvirt_run_command (argv, &error));
+  g_assert_no_error (error);
+}
+
+/* disk.qcow2.next on layer-@n, as a disk snapshot makes it. */
+static void
+make_next (const char *next, guint n)
+{
+  g_autoptr(GError) error = NULL;
+
+  g_assert_true (box_libvirt_layers_new_overlay (next, n, 64 << 20, &error));
   g_assert_no_error (error);
 }
 
@@ -394,13 +395,13 @@ test_snapshot_recover (void)
   g_assert_cmpint (link (disk, layer1), ==, 0);
   g_assert_cmpint (chown (disk, 4321, 4321), ==, 0);
   g_assert_cmpint (g_chmod (disk, 0644), ==, 0);
-  make_overlay (next, "layer-1.qcow2");
-  old_disk = inode_of (disk);
-  new_disk = inode_of (next);
+  make_next (next, 1);
+  old_disk = inode (disk);
+  new_disk = inode (next);
   g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
   g_assert_no_error (error);
-  g_assert_cmpuint (inode_of (disk), ==, new_disk);
-  g_assert_cmpuint (inode_of (layer1), ==, old_disk);
+  g_assert_cmpuint (inode (disk), ==, new_disk);
+  g_assert_cmpuint (inode (layer1), ==, old_disk);
   g_assert_false (g_file_test (next, G_FILE_TEST_EXISTS));
   g_assert_cmpuint (box_libvirt_layer_height (disk), ==, 1);
   g_assert_cmpint (g_lstat (layer1, &st), ==, 0);
@@ -410,34 +411,34 @@ test_snapshot_recover (void)
   /* a new overlay over a layer that is not the VM's disk: removed; that
    * layer is no link of the disk, so it is not the snapshot's and stays */
   g_assert_true (box_libvirt_copy_sparse (disk, layer2, &error));
-  make_overlay (next, "layer-2.qcow2");
+  make_next (next, 2);
   g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
   g_assert_no_error (error);
   g_assert_false (g_file_test (next, G_FILE_TEST_EXISTS));
   g_assert_true (g_file_test (layer2, G_FILE_TEST_EXISTS));
-  g_assert_cmpuint (inode_of (disk), ==, new_disk);
-  g_assert_cmpuint (inode_of (layer1), ==, old_disk);
+  g_assert_cmpuint (inode (disk), ==, new_disk);
+  g_assert_cmpuint (inode (layer1), ==, old_disk);
   g_assert_cmpint (g_unlink (layer2), ==, 0);
 
   /* with no new overlay, the chain's own layers stay: only a link of the
    * disk above its height goes */
   g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
   g_assert_no_error (error);
-  g_assert_cmpuint (inode_of (layer1), ==, old_disk);
+  g_assert_cmpuint (inode (layer1), ==, old_disk);
   g_assert_cmpint (link (disk, layer2), ==, 0);
   g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
   g_assert_no_error (error);
   g_assert_false (g_file_test (layer2, G_FILE_TEST_EXISTS));
-  g_assert_cmpuint (inode_of (layer1), ==, old_disk);
-  g_assert_cmpuint (inode_of (disk), ==, new_disk);
+  g_assert_cmpuint (inode (layer1), ==, old_disk);
+  g_assert_cmpuint (inode (disk), ==, new_disk);
 
   /* an unreadable disk says nothing of its height: nothing goes */
   g_assert_cmpint (g_rename (disk, next), ==, 0);
   g_assert_cmpint (g_rename (next, layer2), ==, 0);
   g_assert_true (box_libvirt_disk_snapshot_recover (plugin, vm, NULL, &error));
   g_assert_no_error (error);
-  g_assert_cmpuint (inode_of (layer1), ==, old_disk);
-  g_assert_cmpuint (inode_of (layer2), ==, new_disk);
+  g_assert_cmpuint (inode (layer1), ==, old_disk);
+  g_assert_cmpuint (inode (layer2), ==, new_disk);
 
   box_libvirt_vm_free (vm);
   g_assert_true (box_libvirt_remove_tree (root, &error));

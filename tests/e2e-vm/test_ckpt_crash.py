@@ -173,6 +173,23 @@ def vm_files(prefix):
     return sorted(n for n in os.listdir(vm_dir) if n.startswith(prefix)) if vm_dir else None
 
 
+def disk_checkpoint_cut(t, point, comment, under_way, desc, before_ids, at_delay=None):
+    """A disk-only checkpoint of kc held at the test delay @point (@at_delay
+    runs there), boxd killed and restarted: not acknowledged, not listed, no
+    file left, kc running."""
+    before = len(delays(point))
+    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'memory': False, 'comment': comment})
+    t.ok(wait_delay(point, before) is not None, under_way)
+    if at_delay is not None:
+        at_delay()
+    d.kill9()
+    t.ok(call.status() != 201, 'the checkpoint cut by the kill was not acknowledged', call.result[:1])
+    restart(desc)
+    t.eq(ids(), before_ids, 'after the restart: the cut checkpoint is not listed')
+    files_match(t, desc)
+    t.eq(settled(t, desc), 'running', 'the sandbox runs on')
+
+
 def restart_delayed(at, why, desc, cold=False):
     """boxd stopped and started again with the libvirt plugin's test delay
     at @at (BOX_LIBVIRT_TEST_DELAY_AT), and hot_pause_s=0 when @cold (a
@@ -490,16 +507,9 @@ def test_disk_snapshot_cut(t):
     # killed before the switch: the new overlay goes, QEMU writes on to its disk
     layers = vm_files('layer-')
     t.ok(layers is not None, 'kc\'s VM directory is known', layers)
-    before = len(delays('disk-snapshot-made'))
-    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'memory': False, 'comment': 'cut early'})
-    t.ok(wait_delay('disk-snapshot-made', before) is not None,
-         'a new overlay made, QEMU not yet switched to it (test delay)')
-    d.kill9()
-    t.ok(call.status() != 201, 'the checkpoint cut by the kill was not acknowledged', call.result[:1])
-    restart('boxd killed before a disk snapshot')
-    t.eq(ids(), before_ids, 'after the restart: the cut checkpoint is not listed')
-    files_match(t, 'boxd killed before a disk snapshot')
-    t.eq(settled(t, 'boxd killed before a disk snapshot'), 'running', 'the sandbox runs on')
+    disk_checkpoint_cut(t, 'disk-snapshot-made', 'cut early',
+                        'a new overlay made, QEMU not yet switched to it (test delay)',
+                        'boxd killed before a disk snapshot', before_ids)
     nxt = d.vm_path(SID, 'disk.qcow2.next')
     t.ok(d.log_lines('left by a disk-only checkpoint cut before its snapshot') != [] and
          nxt is not None and not os.path.exists(nxt),
@@ -508,17 +518,11 @@ def test_disk_snapshot_cut(t):
     r = sh(d, KEY, 'kc', 'cat /var/tmp/before')
     t.eq((r.status, r.out), (200, 'before\n'), 'the guest reads its file')
     # killed after the switch: the restart finishes it
-    before = len(delays('disk-snapshot'))
-    call = Call('POST', '/v1/sandboxes/kc/checkpoints', {'memory': False, 'comment': 'cut'})
-    t.ok(wait_delay('disk-snapshot', before) is not None, 'the disk snapshot is under way (test delay)')
-    t.ok(nxt is not None and os.path.exists(nxt),
-         'QEMU writes to the new overlay, not yet named disk.qcow2', nxt)
-    d.kill9()
-    t.ok(call.status() != 201, 'the checkpoint cut by the kill was not acknowledged', call.result[:1])
-    restart('boxd killed in a disk snapshot')
-    t.eq(ids(), before_ids, 'after the restart: the cut checkpoint is not listed')
-    files_match(t, 'boxd killed in a disk snapshot')
-    t.eq(settled(t, 'boxd killed in a disk snapshot'), 'running', 'the sandbox runs on')
+    disk_checkpoint_cut(t, 'disk-snapshot', 'cut', 'the disk snapshot is under way (test delay)',
+                        'boxd killed in a disk snapshot', before_ids,
+                        at_delay=lambda: t.ok(nxt is not None and os.path.exists(nxt),
+                                              'QEMU writes to the new overlay, not yet named '
+                                              'disk.qcow2', nxt))
     t.ok(d.log_lines('cut midway (its QEMU writes to it)') != [],
          'the restart finished the swap (QEMU wrote to the new overlay)')
     t.ok(nxt is not None and not os.path.exists(nxt), 'the new overlay has its name')
