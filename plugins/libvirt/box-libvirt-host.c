@@ -175,6 +175,9 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!box_plugin_context_get_bool (box_plugin_get_context (plugin), "checkpoint_ready",
                                     TRUE, &config->checkpoint_ready, error))
     return FALSE;
+  if (!config_uint_positive (plugin, "checkpoint_ready_max", "10", 64, &value, error))
+    return FALSE;
+  config->checkpoint_ready_max = value;
   return TRUE;
 }
 

@@ -765,7 +765,7 @@ box_libvirt_plugin_init (BoxLibvirtPlugin *self)
                                            (GDestroyNotify) box_libvirt_template_free);
   /* (entries are stolen when taken; what is left at finalize was only wanted) */
   self->readies = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
-                                         (GDestroyNotify) box_libvirt_ready_free);
+                                         (GDestroyNotify) box_libvirt_ready_set_free);
   self->cancellable = g_cancellable_new ();
   self->workers = g_thread_pool_new (work_thread, NULL, BOX_LIBVIRT_WORKERS, FALSE, NULL);
 }

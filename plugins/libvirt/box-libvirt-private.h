@@ -76,8 +76,9 @@ typedef struct {
   guint    hot_pause_s;         /* 60 */
   guint64  disk_reserve_mib;    /* 256: left free on vm_dir by checkpoints, restores, forks */
   gboolean checkpoint_materialise; /* TRUE: memory checkpoints materialised in the background */
-  gboolean checkpoint_ready;     /* TRUE: a fork of each sandbox's newest materialised memory
+  gboolean checkpoint_ready;     /* TRUE: forks of each sandbox's newest materialised memory
                                   * checkpoint made ready in advance (box-libvirt-ready.c) */
+  guint    checkpoint_ready_max; /* 10: at most so many of them per sandbox */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
   guint64  max_cpus;            /* 0: CPUs times cpu_overcommit */
   guint    cpu_overcommit;      /* 64 */
@@ -328,8 +329,8 @@ struct _BoxLibvirtPlugin {
    * restores under way; a materialisation yields to them */
   gint               heavy_ops;
   /* forks made ready in advance (box-libvirt-ready.c): sandbox ID -> its
-   * newest materialised memory checkpoint's BoxLibvirtReady (keys owned by
-   * the values), the one being made, a ready fork's measured cost */
+   * newest materialised memory checkpoint's BoxLibvirtReadySet (keys owned
+   * by the values), the one fork being made, a ready fork's measured cost */
   GHashTable        *readies;
   struct _BoxLibvirtReady *ready_making;
   guint64            ready_mib;
@@ -599,12 +600,14 @@ void      box_libvirt_materialise_queue (BoxLibvirtPlugin *self, const char *san
 void      box_libvirt_materialise_kick  (BoxLibvirtPlugin *self);
 void      box_libvirt_materialise_stop  (BoxLibvirtPlugin *self);
 /* Forks made ready in advance (box-libvirt-ready.c).  _want: @checkpoint_id
- * (just materialised) is now @sandbox_id's newest, its fork is made when
+ * (just materialised) is now @sandbox_id's newest, its forks are made when
  * nothing else runs (_kick: operations ended); _forget: the checkpoint
  * (NULL: any of the sandbox's) is gone; _drain at stop; _mib what they
- * hold; _count made and being made; _vm_id the made one's VM (tests). */
-typedef struct _BoxLibvirtReady BoxLibvirtReady;
-void        box_libvirt_ready_free    (BoxLibvirtReady *ready);
+ * hold; _count made and being made; _vm_id the @nth made of the
+ * checkpoint (0: the next one taken) and _sizes how many of the sandbox's
+ * are made and wanted (tests). */
+typedef struct _BoxLibvirtReadySet BoxLibvirtReadySet;
+void        box_libvirt_ready_set_free (BoxLibvirtReadySet *set);
 void        box_libvirt_ready_want    (BoxLibvirtPlugin *self, const char *sandbox_id,
                                        const char *checkpoint_id);
 void        box_libvirt_ready_kick    (BoxLibvirtPlugin *self);
@@ -614,7 +617,9 @@ void        box_libvirt_readies_drain (BoxLibvirtPlugin *self);
 guint64     box_libvirt_readies_mib   (BoxLibvirtPlugin *self);
 void        box_libvirt_readies_count (BoxLibvirtPlugin *self, guint *ready, guint *making);
 const char *box_libvirt_ready_vm_id   (BoxLibvirtPlugin *self, const char *sandbox_id,
-                                       const char *checkpoint_id);
+                                       const char *checkpoint_id, guint nth);
+void        box_libvirt_ready_sizes   (BoxLibvirtPlugin *self, const char *sandbox_id,
+                                       guint *made, guint *target);
 
 /* The VM ID of the helper domain while @checkpoint_id of @sandbox_id is
  * materialised, else NULL (tests). */

@@ -4,49 +4,67 @@
  * libvirt domain start (300-500 ms on a quiet host, seconds on a busy one)
  * and the load of the device state before its guest runs.  As the warm
  * pool does for creates (box-libvirt-pool.c), the newest materialised
- * memory checkpoint of each sandbox gets one fork made in advance: the
+ * memory checkpoint of each sandbox gets forks made in advance: each a
  * fork's own steps up to its resume (a VM directory and uid of its own, its
  * disk an overlay on the checkpoint's, the RAM file linked and mapped
  * privately, the device state loaded), attached to the network under a
- * pool ID and recorded as a pool domain (a restart removes it).  It is left
- * paused and never resumed: the guest is the user's, and its processes must
- * not run before somebody forks it.  So there is no warm-up either: the
- * fork's guest set-up runs its code for the first time (under TCG, the
- * translator's first pass).
+ * pool ID and recorded as a pool domain (a restart removes it).  Each is
+ * left paused and never resumed: the guest is the user's, and its
+ * processes must not run before somebody forks it.  So there is no warm-up
+ * either: the fork's guest set-up runs its code for the first time (under
+ * TCG, the translator's first pass).
  *
- * A fork of that checkpoint takes it: the attachment is rebound to the
- * fork, the domain becomes the sandbox's, resumes, and its guest gets its
- * identity as any fork's.  Another is made for the next fork of the same
- * checkpoint.  Ready forks are made one at a time, only while no create,
- * fork, wake, checkpoint or restore is under way (box_libvirt_ready_kick()
- * when they end), within pool_memory_mib together with the warm pools
- * (each counted at its QEMU's measured private memory).  Deleting the
- * checkpoint or destroying its sandbox ends its ready fork; a newer
- * materialised checkpoint replaces it.  [plugin.libvirt]
- * checkpoint_ready=false makes none.  A start wants one for each of its
- * sandboxes' newest materialised checkpoints again.
+ * A fork of that checkpoint takes the oldest: the attachment is rebound to
+ * the fork, the domain becomes the sandbox's, resumes, and its guest gets
+ * its identity as any fork's.  How many are kept follows the forks of the
+ * checkpoint as the warm pool follows creates (box-libvirt-pool-policy.h):
+ * one at least, grown at once to the forks of the last minute and by one
+ * for each fork that found none, up to [plugin.libvirt]
+ * checkpoint_ready_max (10: an agent branching ten times from one state),
+ * and back down one at a time once no fork came for pool_idle_s.  They are
+ * made one at a time, only while no create, fork, wake, checkpoint or
+ * restore is under way (box_libvirt_ready_kick() when they end), within
+ * pool_memory_mib together with the warm pools (each counted at a ready
+ * fork's measured private memory).  Deleting the checkpoint or destroying
+ * its sandbox ends its ready forks; a newer materialised checkpoint
+ * replaces them (and keeps the sandbox's demand).  checkpoint_ready=false
+ * makes none.  A start wants them for each of its sandboxes' newest
+ * materialised checkpoints again.
  */
 #include "config.h"
 
 #include <string.h>
 
 #include "box-libvirt-op.h"
+#include "box-libvirt-pool-policy.h"
 
 /* before the first is measured: a pool domain's, roughly, under TCG */
 #define BOX_LIBVIRT_READY_COST_MIB 96
 
+typedef struct _BoxLibvirtReady BoxLibvirtReady;
+
+/* One fork made ready, or being made. */
 struct _BoxLibvirtReady {
-  BoxLibvirtPlugin *self;           /* not a reference: the stop ends all */
-  char             *sandbox_id;
-  char             *checkpoint_id;
-  gint64            created_at;     /* the checkpoint's */
-  GTask            *task;           /* the fork's (its op: the VM, attachment, domain) */
-  gboolean          made;           /* loaded and paused: can be taken */
-  gboolean          dropped;        /* replaced or forgotten while it was made */
+  BoxLibvirtReadySet *set;          /* NULL once its set is gone */
+  GTask              *task;         /* the fork's (its op: the VM, attachment, domain) */
+  gboolean            made;         /* loaded and paused: can be taken */
 };
 
-void
-box_libvirt_ready_free (BoxLibvirtReady *ready)
+/* A sandbox's newest materialised memory checkpoint and its ready forks. */
+struct _BoxLibvirtReadySet {
+  BoxLibvirtPlugin     *self;       /* not a reference: the stop ends all */
+  char                 *sandbox_id;
+  char                 *checkpoint_id;
+  gint64                created_at; /* the checkpoint's */
+  GQueue                made;       /* BoxLibvirtReady, oldest (the next taken) first */
+  BoxLibvirtReady      *making;     /* also self->ready_making */
+  gboolean              failed;     /* the last one failed: none made until a fork or a want */
+  BoxLibvirtPoolDemand  demand;     /* the forks of the checkpoint */
+  guint                 shrink_source;
+};
+
+static void
+ready_free (BoxLibvirtReady *ready)
 {
   if (ready->task != NULL) {
     BoxLibvirtOp *op = box_libvirt_task_op (ready->task);
@@ -54,8 +72,6 @@ box_libvirt_ready_free (BoxLibvirtReady *ready)
     box_libvirt_vm_free (g_steal_pointer (&op->vm));
     g_object_unref (ready->task);
   }
-  g_free (ready->sandbox_id);
-  g_free (ready->checkpoint_id);
   g_free (ready);
 }
 
@@ -89,30 +105,61 @@ discarded (GObject *source, GAsyncResult *result, gpointer user_data)
 static void
 discard (BoxLibvirtPlugin *self, BoxLibvirtReady *ready)
 {
-  g_debug ("libvirt: ending the ready fork of checkpoint %s of %s", ready->checkpoint_id,
-           ready->sandbox_id);
-  box_libvirt_run_in_thread (self, discard_work, ready,
-                             (GDestroyNotify) box_libvirt_ready_free, NULL, discarded, NULL);
+  g_debug ("libvirt: ending the ready fork %s",
+           box_libvirt_task_op (ready->task)->vm->vm_id);
+  ready->set = NULL;
+  box_libvirt_run_in_thread (self, discard_work, ready, (GDestroyNotify) ready_free, NULL,
+                             discarded, NULL);
 }
 
-/* Out of the table: ended now when made, when its fork returns while it
- * is made, or freed when it was only wanted. */
+/* Out of the table: its made forks end (at once when @now: the stop), the
+ * one being made ends when its fork returns. */
 static void
-drop (BoxLibvirtPlugin *self, BoxLibvirtReady *ready)
+set_free (BoxLibvirtReadySet *set, gboolean now)
 {
-  g_hash_table_steal (self->readies, ready->sandbox_id);
-  if (ready->made)
-    discard (self, ready);
-  else if (self->ready_making == ready)
-    ready->dropped = TRUE;
-  else
-    box_libvirt_ready_free (ready);
+  BoxLibvirtReady *ready;
+
+  g_clear_handle_id (&set->shrink_source, g_source_remove);
+  while ((ready = g_queue_pop_head (&set->made)) != NULL) {
+    if (now) {
+      discard_work (set->self, ready, NULL);
+      ready_free (ready);
+    } else {
+      discard (set->self, ready);
+    }
+  }
+  if (set->making != NULL)
+    set->making->set = NULL;
+  g_free (set->sandbox_id);
+  g_free (set->checkpoint_id);
+  g_free (set);
+}
+
+void
+box_libvirt_ready_set_free (BoxLibvirtReadySet *set)
+{
+  set_free (set, FALSE);
+}
+
+static void
+drop (BoxLibvirtPlugin *self, BoxLibvirtReadySet *set)
+{
+  g_debug ("libvirt: ending the ready forks of checkpoint %s of %s", set->checkpoint_id,
+           set->sandbox_id);
+  g_hash_table_steal (self->readies, set->sandbox_id);
+  set_free (set, FALSE);
 }
 
 static guint64
 ready_cost_mib (BoxLibvirtPlugin *self)
 {
   return self->ready_mib != 0 ? self->ready_mib : BOX_LIBVIRT_READY_COST_MIB;
+}
+
+static guint
+set_count (BoxLibvirtReadySet *set)
+{
+  return g_queue_get_length (&set->made) + (set->making != NULL ? 1 : 0);
 }
 
 /* What the ready forks made, and the one being made, hold. */
@@ -131,41 +178,43 @@ static void
 made (GObject *source, GAsyncResult *result, gpointer user_data)
 {
   BoxLibvirtReady *ready = user_data;
-  BoxLibvirtPlugin *self = ready->self;
+  BoxLibvirtReadySet *set = ready->set;
+  BoxLibvirtPlugin *self = BOX_LIBVIRT_PLUGIN (source);
   GTask *task = G_TASK (result);
   BoxLibvirtOp *op = box_libvirt_task_op (task);
   g_autoptr(GError) error = NULL;
 
   self->ready_making = NULL;
+  if (set != NULL)
+    set->making = NULL;
   if (!g_task_propagate_boolean (task, &error)) {
     /* the fork's own undo removed what it made; a checkpoint deleted (or a
      * stop) meanwhile is expected */
-    if (ready->dropped || !self->started)
-      g_message ("libvirt: no ready fork of checkpoint %s of %s: %s", ready->checkpoint_id,
-                 ready->sandbox_id, error->message);
-    else
-      g_warning ("libvirt: no ready fork of checkpoint %s of %s: %s", ready->checkpoint_id,
-                 ready->sandbox_id, error->message);
-    if (!ready->dropped)
-      g_hash_table_steal (self->readies, ready->sandbox_id);
-    box_libvirt_ready_free (ready);
+    if (set == NULL || !self->started) {
+      g_message ("libvirt: no ready fork of checkpoint %s of %s: %s", op->from_checkpoint_id,
+                 op->from_sandbox_id, error->message);
+    } else {
+      g_warning ("libvirt: no ready fork of checkpoint %s of %s: %s", op->from_checkpoint_id,
+                 op->from_sandbox_id, error->message);
+      set->failed = TRUE;
+    }
+    ready_free (ready);
     ready_next (self);
     return;
   }
   ready->task = g_object_ref (task);
   ready->made = TRUE;
-  if (ready->dropped || !self->started) {
-    if (!ready->dropped)
-      g_hash_table_steal (self->readies, ready->sandbox_id);
+  if (set == NULL || !self->started) {
     if (self->started) {
       discard (self, ready);
       ready_next (self);
     } else {
       discard_work (self, ready, NULL);
-      box_libvirt_ready_free (ready);
+      ready_free (ready);
     }
     return;
   }
+  g_queue_push_tail (&set->made, ready);
   {
     g_autofree char *domain = box_libvirt_vm_domain_name (op->vm->vm_id);
     guint64 rss = box_libvirt_qemu_rss_mib (domain);
@@ -173,10 +222,33 @@ made (GObject *source, GAsyncResult *result, gpointer user_data)
     if (rss != 0)
       self->ready_mib = self->ready_mib == 0 ? rss : (3 * self->ready_mib + rss) / 4;
   }
-  g_message ("libvirt: sandbox %s: a fork of checkpoint %s is ready (VM %s) in %.0f ms",
-             ready->sandbox_id, ready->checkpoint_id, op->vm->vm_id,
+  g_message ("libvirt: sandbox %s: a fork of checkpoint %s is ready (VM %s, %u of %u) in %.0f ms",
+             set->sandbox_id, set->checkpoint_id, op->vm->vm_id,
+             g_queue_get_length (&set->made), set->demand.target,
              (g_get_monotonic_time () - op->started) / 1e3);
   ready_next (self);
+}
+
+/* The limits of @set's size: the pools' budget and the node's room less
+ * what the pools and the other ready forks hold, a ready fork's cost. */
+static void
+set_limits (BoxLibvirtPlugin *self, BoxLibvirtReadySet *set, BoxLibvirtPoolLimits *limits)
+{
+  guint target, ready, filling;
+  guint64 all_mib, others_mib, held_mib;
+
+  /* (all_mib counts the ready forks) */
+  box_libvirt_templates_count (self, &target, &ready, &filling, &all_mib);
+  others_mib = all_mib - MIN (all_mib, set_count (set) * ready_cost_mib (self));
+  held_mib = box_libvirt_memory_held_mib (self) + others_mib;
+  *limits = (BoxLibvirtPoolLimits) {
+    .floor = 1,
+    .ceiling = MAX (self->config.checkpoint_ready_max, 1),
+    .budget_mib = self->pool_budget_mib > others_mib ? self->pool_budget_mib - others_mib : 0,
+    .room_mib = self->max_memory_mib > held_mib ? self->max_memory_mib - held_mib : 0,
+    .slot_mib = ready_cost_mib (self),
+    .idle_us = (gint64) self->config.pool_idle_s * G_USEC_PER_SEC,
+  };
 }
 
 /* Whether the pools' memory budget has room for one more. */
@@ -193,48 +265,97 @@ room_for_one (BoxLibvirtPlugin *self)
          box_libvirt_memory_held_mib (self) + pools_mib <= self->max_memory_mib;
 }
 
-/* Makes the next wanted ready fork, when nothing else runs. */
+static gboolean
+shrink_step (gpointer data)
+{
+  BoxLibvirtReadySet *set = data;
+
+  set->shrink_source = 0;
+  ready_next (set->self);
+  return G_SOURCE_REMOVE;
+}
+
+/* @set's target now; the forks beyond it end (idle, or memory short), the
+ * newest first, and the next shrink step is timed.  Returns how many more
+ * it wants. */
+static guint
+set_trim (BoxLibvirtPlugin *self, BoxLibvirtReadySet *set)
+{
+  BoxLibvirtPoolLimits limits;
+  gint64 now = g_get_monotonic_time (), next;
+  guint target, before = set->demand.target;
+
+  set_limits (self, set, &limits);
+  target = box_libvirt_pool_target (&set->demand, &limits, now);
+  if (target != before)
+    g_debug ("libvirt: ready forks of checkpoint %s of %s: target %u (was %u; %u ready)",
+             set->checkpoint_id, set->sandbox_id, target, before,
+             g_queue_get_length (&set->made));
+  while (set_count (set) > target && !g_queue_is_empty (&set->made))
+    discard (self, g_queue_pop_tail (&set->made));
+  g_clear_handle_id (&set->shrink_source, g_source_remove);
+  next = box_libvirt_pool_next_shrink (&set->demand, &limits);
+  if (next != 0)
+    set->shrink_source = g_timeout_add_full (G_PRIORITY_DEFAULT,
+                                             (guint) ((MAX (next - now, 0) + 999) / 1000),
+                                             shrink_step, set, NULL);
+  return target > set_count (set) ? target - set_count (set) : 0;
+}
+
+static void
+make_one (BoxLibvirtPlugin *self, BoxLibvirtReadySet *set)
+{
+  BoxLibvirtReady *ready = g_new0 (BoxLibvirtReady, 1);
+  g_autofree char *vm_id = box_libvirt_new_vm_id ();
+  g_autofree char *pool_id = g_strconcat (BOX_LIBVIRT_POOL_NET_PREFIX, vm_id, NULL);
+  BoxLibvirtOp *op = box_libvirt_op_new (self, BOX_LIBVIRT_JOB_ENGINE, BOX_VM_OP_CREATE, pool_id);
+  GTask *task;
+
+  op->ready_vm_id = g_steal_pointer (&vm_id);
+  op->hostname = g_strdup ("box");
+  op->from_sandbox_id = g_strdup (set->sandbox_id);
+  op->from_checkpoint_id = g_strdup (set->checkpoint_id);
+  ready->set = set;
+  task = g_task_new (self, NULL, made, ready);
+  g_task_set_task_data (task, op, (GDestroyNotify) box_libvirt_op_free);
+  set->making = ready;
+  self->ready_making = ready;
+  g_debug ("libvirt: making a fork of checkpoint %s of %s ready", set->checkpoint_id,
+           set->sandbox_id);
+  box_libvirt_fork_start (task);
+}
+
+/* Trims every set to its target, then makes the next wanted ready fork
+ * when nothing else runs. */
 static void
 ready_next (BoxLibvirtPlugin *self)
 {
+  BoxLibvirtReadySet *next = NULL;
   GHashTableIter iter;
   gpointer value;
 
-  if (!self->started || self->ready_making != NULL || box_libvirt_tcg_refused (self) ||
-      g_atomic_int_get (&self->heavy_ops) > 0)
+  if (!self->started)
     return;
   g_hash_table_iter_init (&iter, self->readies);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
-    BoxLibvirtReady *ready = value;
-    g_autofree char *vm_id = NULL;
-    g_autofree char *pool_id = NULL;
-    BoxLibvirtOp *op;
-    GTask *task;
+    BoxLibvirtReadySet *set = value;
 
-    if (ready->made)
-      continue;
-    /* no room: it stays wanted, tried again when operations end */
-    if (!room_for_one (self)) {
-      g_debug ("libvirt: no room in the pools' %" G_GUINT64_FORMAT " MiB for a ready fork of "
-               "checkpoint %s of %s", self->pool_budget_mib, ready->checkpoint_id,
-               ready->sandbox_id);
-      return;
-    }
-    vm_id = box_libvirt_new_vm_id ();
-    pool_id = g_strconcat (BOX_LIBVIRT_POOL_NET_PREFIX, vm_id, NULL);
-    op = box_libvirt_op_new (self, BOX_LIBVIRT_JOB_ENGINE, BOX_VM_OP_CREATE, pool_id);
-    op->ready_vm_id = g_steal_pointer (&vm_id);
-    op->hostname = g_strdup ("box");
-    op->from_sandbox_id = g_strdup (ready->sandbox_id);
-    op->from_checkpoint_id = g_strdup (ready->checkpoint_id);
-    task = g_task_new (self, NULL, made, ready);
-    g_task_set_task_data (task, op, (GDestroyNotify) box_libvirt_op_free);
-    self->ready_making = ready;
-    g_debug ("libvirt: making a fork of checkpoint %s of %s ready", ready->checkpoint_id,
-             ready->sandbox_id);
-    box_libvirt_fork_start (task);
+    /* the set that lacks the most of its target goes first */
+    if (set_trim (self, set) > 0 && !set->failed &&
+        (next == NULL || g_queue_get_length (&set->made) < g_queue_get_length (&next->made)))
+      next = set;
+  }
+  if (next == NULL || self->ready_making != NULL || box_libvirt_tcg_refused (self) ||
+      g_atomic_int_get (&self->heavy_ops) > 0)
+    return;
+  /* no room: it stays wanted, tried again when operations end */
+  if (!room_for_one (self)) {
+    g_debug ("libvirt: no room in the pools' %" G_GUINT64_FORMAT " MiB for a ready fork of "
+             "checkpoint %s of %s", self->pool_budget_mib, next->checkpoint_id,
+             next->sandbox_id);
     return;
   }
+  make_one (self, next);
 }
 
 void
@@ -242,7 +363,7 @@ box_libvirt_ready_want (BoxLibvirtPlugin *self, const char *sandbox_id,
                         const char *checkpoint_id)
 {
   BoxLibvirtCheckpointInfo info = { 0 };
-  BoxLibvirtReady *ready;
+  BoxLibvirtReadySet *set, *old;
   gint64 created_at;
 
   if (!self->config.checkpoint_ready ||
@@ -250,20 +371,24 @@ box_libvirt_ready_want (BoxLibvirtPlugin *self, const char *sandbox_id,
     return;
   created_at = info.created_at;
   box_libvirt_checkpoint_info_clear (&info);
-  ready = g_hash_table_lookup (self->readies, sandbox_id);
+  old = g_hash_table_lookup (self->readies, sandbox_id);
   /* the sandbox's newest materialised checkpoint (a start finds them in
    * any order) */
-  if (ready != NULL && (strcmp (ready->checkpoint_id, checkpoint_id) == 0 ||
-                        ready->created_at > created_at))
+  if (old != NULL && (strcmp (old->checkpoint_id, checkpoint_id) == 0 ||
+                      old->created_at > created_at))
     return;
-  if (ready != NULL)
-    drop (self, ready);
-  ready = g_new0 (BoxLibvirtReady, 1);
-  ready->self = self;
-  ready->sandbox_id = g_strdup (sandbox_id);
-  ready->checkpoint_id = g_strdup (checkpoint_id);
-  ready->created_at = created_at;
-  g_hash_table_insert (self->readies, ready->sandbox_id, ready);
+  set = g_new0 (BoxLibvirtReadySet, 1);
+  set->self = self;
+  set->sandbox_id = g_strdup (sandbox_id);
+  set->checkpoint_id = g_strdup (checkpoint_id);
+  set->created_at = created_at;
+  box_libvirt_pool_demand_init (&set->demand, 1);
+  /* the sandbox forks its newest checkpoint as it forked the one before */
+  if (old != NULL) {
+    set->demand = old->demand;
+    drop (self, old);
+  }
+  g_hash_table_insert (self->readies, set->sandbox_id, set);
   ready_next (self);
 }
 
@@ -277,40 +402,44 @@ void
 box_libvirt_ready_forget (BoxLibvirtPlugin *self, const char *sandbox_id,
                           const char *checkpoint_id)
 {
-  BoxLibvirtReady *ready = g_hash_table_lookup (self->readies, sandbox_id);
+  BoxLibvirtReadySet *set = g_hash_table_lookup (self->readies, sandbox_id);
 
-  if (ready != NULL && (checkpoint_id == NULL || strcmp (ready->checkpoint_id, checkpoint_id) == 0))
-    drop (self, ready);
+  if (set != NULL && (checkpoint_id == NULL || strcmp (set->checkpoint_id, checkpoint_id) == 0))
+    drop (self, set);
 }
 
 gboolean
 box_libvirt_ready_take (BoxLibvirtPlugin *self, BoxLibvirtOp *op)
 {
-  BoxLibvirtReady *ready = g_hash_table_lookup (self->readies, op->from_sandbox_id);
+  BoxLibvirtReadySet *set = g_hash_table_lookup (self->readies, op->from_sandbox_id);
   BoxNetwork *network = box_libvirt_get_network (self);
+  BoxLibvirtReady *ready;
   BoxLibvirtOp *made_op;
   g_autoptr(GError) error = NULL;
 
-  if (ready == NULL || !ready->made ||
-      strcmp (ready->checkpoint_id, op->from_checkpoint_id) != 0)
+  if (set == NULL || strcmp (set->checkpoint_id, op->from_checkpoint_id) != 0)
     return FALSE;
-  g_hash_table_steal (self->readies, ready->sandbox_id);
+  /* the demand the set's size follows: a fork that finds none says it is
+   * too small; the next is made once this fork is done (ready_kick) */
+  box_libvirt_pool_demand_note (&set->demand, g_get_monotonic_time (),
+                                g_queue_is_empty (&set->made));
+  set->failed = FALSE;
+  ready = g_queue_pop_head (&set->made);
+  if (ready == NULL)
+    return FALSE;
   made_op = box_libvirt_task_op (ready->task);
   if (made_op->net != NULL && !box_network_rebind (network, made_op->id, op->id, &error)) {
     g_warning ("libvirt: fork %s: cannot take the ready fork %s: %s", op->id,
                made_op->vm->vm_id, error->message);
-    box_libvirt_ready_want (self, ready->sandbox_id, ready->checkpoint_id);
     discard (self, ready);
     return FALSE;
   }
   op->vm->vm_id = g_strdup (made_op->vm->vm_id);
   op->net = g_steal_pointer (&made_op->net);
   op->set_owner = TRUE;
-  g_debug ("libvirt: fork %s: takes the ready fork %s of checkpoint %s of %s", op->id,
-           op->vm->vm_id, ready->checkpoint_id, ready->sandbox_id);
-  /* the next fork of it gets one too, once this one is done */
-  box_libvirt_ready_want (self, ready->sandbox_id, ready->checkpoint_id);
-  box_libvirt_ready_free (ready);
+  g_debug ("libvirt: fork %s: takes the ready fork %s of checkpoint %s of %s (%u left)", op->id,
+           op->vm->vm_id, set->checkpoint_id, set->sandbox_id, g_queue_get_length (&set->made));
+  ready_free (ready);
   return TRUE;
 }
 
@@ -322,18 +451,9 @@ box_libvirt_readies_drain (BoxLibvirtPlugin *self)
 
   g_hash_table_iter_init (&iter, self->readies);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
-    BoxLibvirtReady *ready = value;
-
     g_hash_table_iter_steal (&iter);
-    if (ready->made) {
-      discard_work (self, ready, NULL);
-      box_libvirt_ready_free (ready);
-    } else if (self->ready_making == ready) {
-      /* its fork is under way: made() ends it (the stop waits for it) */
-      ready->dropped = TRUE;
-    } else {
-      box_libvirt_ready_free (ready);
-    }
+    /* a fork under way: made() ends it (the stop waits for it) */
+    set_free (value, TRUE);
   }
 }
 
@@ -343,25 +463,32 @@ box_libvirt_readies_count (BoxLibvirtPlugin *self, guint *ready, guint *making)
   GHashTableIter iter;
   gpointer value;
 
-  *ready = *making = 0;
+  *ready = 0;
+  *making = self->ready_making != NULL ? 1 : 0;
   g_hash_table_iter_init (&iter, self->readies);
-  while (g_hash_table_iter_next (&iter, NULL, &value)) {
-    BoxLibvirtReady *r = value;
-
-    if (r->made)
-      (*ready)++;
-    else if (self->ready_making == r)
-      (*making)++;
-  }
+  while (g_hash_table_iter_next (&iter, NULL, &value))
+    *ready += g_queue_get_length (&((BoxLibvirtReadySet *) value)->made);
 }
 
 const char *
 box_libvirt_ready_vm_id (BoxLibvirtPlugin *self, const char *sandbox_id,
-                         const char *checkpoint_id)
+                         const char *checkpoint_id, guint nth)
 {
-  BoxLibvirtReady *ready = g_hash_table_lookup (self->readies, sandbox_id);
+  BoxLibvirtReadySet *set = g_hash_table_lookup (self->readies, sandbox_id);
+  BoxLibvirtReady *ready;
 
-  if (ready == NULL || !ready->made || strcmp (ready->checkpoint_id, checkpoint_id) != 0)
+  if (set == NULL || strcmp (set->checkpoint_id, checkpoint_id) != 0)
     return NULL;
-  return box_libvirt_task_op (ready->task)->vm->vm_id;
+  ready = g_queue_peek_nth (&set->made, nth);
+  return ready != NULL ? box_libvirt_task_op (ready->task)->vm->vm_id : NULL;
+}
+
+void
+box_libvirt_ready_sizes (BoxLibvirtPlugin *self, const char *sandbox_id, guint *made,
+                         guint *target)
+{
+  BoxLibvirtReadySet *set = g_hash_table_lookup (self->readies, sandbox_id);
+
+  *made = set != NULL ? g_queue_get_length (&set->made) : 0;
+  *target = set != NULL ? set->demand.target : 0;
 }

@@ -170,13 +170,32 @@ wait_ready_fork (const char *id, const char *checkpoint, const char *not_vm)
   const char *vm_id;
 
   while ((vm_id = box_libvirt_ready_vm_id (BOX_LIBVIRT_PLUGIN (suite.hv), id,
-                                           checkpoint)) == NULL ||
+                                           checkpoint, 0)) == NULL ||
          g_strcmp0 (vm_id, not_vm) == 0) {
     g_main_context_iteration (NULL, FALSE);
     g_usleep (20000);
   }
   g_source_remove (timeout);
   return g_strdup (vm_id);
+}
+
+/* Waits until @id has at least @made ready forks, and a target of @target
+ * (0: any); how many it has. */
+static guint
+wait_ready_sizes (const char *id, guint made, guint target)
+{
+  guint timeout = g_timeout_add_seconds (300, timeout_cb, "the ready forks' sizes");
+  guint m, t;
+
+  for (;;) {
+    box_libvirt_ready_sizes (BOX_LIBVIRT_PLUGIN (suite.hv), id, &m, &t);
+    if (m >= made && (target == 0 || t == target))
+      break;
+    g_main_context_iteration (NULL, FALSE);
+    g_usleep (20000);
+  }
+  g_source_remove (timeout);
+  return m;
 }
 
 /* Whether @file of @id's VM is a link of @file2 in checkpoint @checkpoint of @from. */
@@ -566,9 +585,28 @@ test_fork_materialised (void)
                   " MiB", waited, (g_get_monotonic_time () - start) / 1e3,
                   box_libvirt_file_allocated (ram) >> 20);
   vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_D);
-  /* D is the ready fork; the next fork of v3 gets another */
+  /* D is the ready fork */
   g_assert_cmpstr (vm->vm_id, ==, ready_vm);
-  next_vm = wait_ready_fork (SANDBOX_A, "v3", ready_vm);
+  /* F right after finds none (the next is made once no fork runs): two
+   * forks of v3 in the demand's window, so two are kept ready from now */
+  if (!fork_op (SANDBOX_F, "vm-test-f", SANDBOX_A, "v3", &error))
+    g_error ("fork: %s", error->message);
+  vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_F);
+  g_assert_cmpstr (vm->vm_id, !=, ready_vm);
+  g_free (sh (suite.hv, SANDBOX_F, "test \"$(hostname)\" = vm-test-f"));
+  run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_F);
+  wait_ready_sizes (SANDBOX_A, 2, 0);
+  next_vm = g_strdup (box_libvirt_ready_vm_id (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_A, "v3", 0));
+  {
+    const char *second = box_libvirt_ready_vm_id (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_A,
+                                                  "v3", 1);
+    g_autofree char *second_domain = box_libvirt_vm_domain_name (second);
+
+    g_assert_cmpstr (second, !=, next_vm);
+    g_assert_cmpint (domain_state (second_domain), ==, VIR_DOMAIN_PAUSED);
+  }
+  vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_D);
+  /* the next fork of v3 takes the oldest */
   g_free (ready_domain);
   ready_domain = box_libvirt_vm_domain_name (next_vm);
   g_assert_cmpint (domain_state (ready_domain), ==, VIR_DOMAIN_PAUSED);
@@ -639,6 +677,33 @@ test_fork_materialised (void)
   g_assert_cmpstr (d_sees, ==, "changed\nd");
 }
 
+/* No fork of v3 for pool_idle_s (BOX_VM_TEST_POOL_IDLE_S): its ready forks
+ * shrink back to one, the newest ending first (domain and directory). */
+static void
+test_ready_shrink (void)
+{
+  BoxLibvirtPlugin *plugin = BOX_LIBVIRT_PLUGIN (suite.hv);
+  g_autofree char *oldest = NULL;
+  g_autofree char *newest = NULL;
+  g_autofree char *newest_domain = NULL;
+  g_autofree char *newest_dir = NULL;
+  guint made, timeout;
+
+  /* three forks of v3 in the window: D, F and E (test_fork_materialised) */
+  made = wait_ready_sizes (SANDBOX_A, 2, 0);
+  oldest = g_strdup (box_libvirt_ready_vm_id (plugin, SANDBOX_A, "v3", 0));
+  newest = g_strdup (box_libvirt_ready_vm_id (plugin, SANDBOX_A, "v3", made - 1));
+  newest_domain = box_libvirt_vm_domain_name (newest);
+  newest_dir = box_libvirt_vm_path (suite.vm_dir, newest, NULL);
+  wait_ready_sizes (SANDBOX_A, 1, 1);
+  g_assert_cmpstr (box_libvirt_ready_vm_id (plugin, SANDBOX_A, "v3", 0), ==, oldest);
+  timeout = g_timeout_add_seconds (120, timeout_cb, "the ready fork's end");
+  while (g_file_test (newest_dir, G_FILE_TEST_EXISTS))
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
+  g_assert_cmpint (domain_state (newest_domain), ==, -1);
+}
+
 /* A pause of @id turned cold (its QEMU gone, its RAM in cold.mig), then a wake. */
 static void
 cold_pause_and_wake (const char *id)
@@ -680,7 +745,7 @@ test_delete_source (void)
   ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "v3", FALSE);   /* idempotent */
   g_assert_false (g_file_test (v3, G_FILE_TEST_EXISTS));
   /* its ready fork ends with it: domain, directory, record */
-  g_assert_null (box_libvirt_ready_vm_id (plugin, SANDBOX_A, "v3"));
+  g_assert_null (box_libvirt_ready_vm_id (plugin, SANDBOX_A, "v3", 0));
   timeout = g_timeout_add_seconds (120, timeout_cb, "the ready fork's end");
   while (g_file_test (ready_dir, G_FILE_TEST_EXISTS) ||
          g_file_test (ready_record, G_FILE_TEST_EXISTS))
@@ -970,6 +1035,8 @@ main (int argc, char **argv)
   int status;
 
   g_test_init (&argc, &argv, NULL);
+  /* ready forks shrink after this long without a fork (test_ready_shrink) */
+  g_setenv ("BOX_VM_TEST_POOL_IDLE_S", "30", TRUE);
   suite_init ("test-ckpt-data-");
   for (guint i = 0; i < G_N_ELEMENTS (ids); i++)
     run_op (suite.hv, BOX_VM_OP_DESTROY, ids[i], 20, NULL);
@@ -981,6 +1048,7 @@ main (int argc, char **argv)
   g_test_add_func ("/libvirt-ckpt-vm/fork-memory", test_fork_memory);
   g_test_add_func ("/libvirt-ckpt-vm/fork-disk", test_fork_disk);
   g_test_add_func ("/libvirt-ckpt-vm/fork-materialised", test_fork_materialised);
+  g_test_add_func ("/libvirt-ckpt-vm/ready-shrink", test_ready_shrink);
   g_test_add_func ("/libvirt-ckpt-vm/delete-source", test_delete_source);
   g_test_add_func ("/libvirt-ckpt-vm/paused", test_paused);
   g_test_add_func ("/libvirt-ckpt-vm/kill-during-checkpoint", test_kill_during_checkpoint);

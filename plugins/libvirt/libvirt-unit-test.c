@@ -639,6 +639,8 @@ test_pool_config (void)
     { "pool_memory_mib", "lots" },
     { "checkpoint_materialise", "maybe" },
     { "checkpoint_ready", "2" },
+    { "checkpoint_ready_max", "0" },
+    { "checkpoint_ready_max", "65" },
   };
   BoxLibvirtConfig config = { 0 };
   g_autoptr(GError) error = NULL;
@@ -660,6 +662,9 @@ test_pool_config (void)
   g_assert_true (config.checkpoint_ready);
   g_assert_true (load_config (&config, &error, "checkpoint_ready", "false", NULL));
   g_assert_false (config.checkpoint_ready);
+  g_assert_cmpuint (config.checkpoint_ready_max, ==, 10);
+  g_assert_true (load_config (&config, &error, "checkpoint_ready_max", "3", NULL));
+  g_assert_cmpuint (config.checkpoint_ready_max, ==, 3);
   /* a floor above the default ceiling raises it */
   g_assert_true (load_config (&config, &error, "pool_size", "40", NULL));
   g_assert_cmpuint (config.pool_max_size, ==, 40);

@@ -27,6 +27,8 @@ new_engine (const char *data_dir)
   engine = box_engine_new (config);
   set_config (engine, "vm_dir", suite.vm_dir);
   set_config (engine, "pool_size", "2");
+  if (g_getenv ("BOX_VM_TEST_POOL_IDLE_S") != NULL)
+    set_config (engine, "pool_idle_s", g_getenv ("BOX_VM_TEST_POOL_IDLE_S"));
   if (g_getenv ("BOX_VM_TEST_DISK_CACHE") != NULL)
     set_config (engine, "disk_cache", g_getenv ("BOX_VM_TEST_DISK_CACHE"));
   return engine;

@@ -382,7 +382,7 @@ def test_materialise_boxd_killed(t):
     while time.time() < end and not d.log_lines(line):
         time.sleep(0.2)
     lines = d.log_lines(line)
-    m = re.search(r'is ready \(VM (\S+)\)', lines[-1]) if lines else None
+    m = re.search(r'is ready \(VM ([^,)\s]+)', lines[-1]) if lines else None
     if t.ok(m is not None, 'a fork of %s was made ready in advance' % cp):
         ready_dom, ready_dir = 'box-' + m.group(1), os.path.join(vmtest.VM_DIR, 'vms', m.group(1))
         _rc, dom_state = vmtest.virsh('domstate', ready_dom)
