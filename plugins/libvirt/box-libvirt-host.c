@@ -68,7 +68,6 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   struct passwd *pw;
   struct group *gr;
   guint64 value = 0;
-  char fallback[16];
   g_autofree char *uid_range = NULL;
   g_autoptr(GError) local_error = NULL;
 
@@ -129,11 +128,10 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!config_uint (plugin, "pool_size", "2", 64, &value, error))
     return FALSE;
   config->pool_size = value;
-  /* the pool grows with demand up to pool_max_size (default: 32, or
-   * pool_size when larger) within pool_memory_mib (0: an eighth of the
+  /* the pool grows with demand up to pool_max_size (default: 64, the
+   * most pool_size may be) within pool_memory_mib (0: an eighth of the
    * node's memory capacity), and shrinks after pool_idle_s without creates */
-  g_snprintf (fallback, sizeof fallback, "%u", MAX (config->pool_size, 32));
-  if (!config_uint (plugin, "pool_max_size", fallback, 256, &value, error))
+  if (!config_uint (plugin, "pool_max_size", "64", 256, &value, error))
     return FALSE;
   config->pool_max_size = value;
   if (config->pool_max_size < config->pool_size) {

@@ -12,6 +12,11 @@
  * the node's memory capacity.  Fills run pool_fill_jobs (2) at a time:
  * each costs a libvirt domain start, a restore and a TCG warm-up, and
  * shares the host's CPUs with the creates being served (doc/PERFORMANCE.md).
+ * So while creates come back to back (one in the last
+ * BOX_LIBVIRT_POOL_FILL_QUIET_MS) and the pool still holds more than a
+ * quarter of its target (and more than pool_fill_jobs), fills wait: a
+ * burst the pool was grown for is served from it alone, and the pool
+ * refills once the burst is over, or as soon as it runs low.
  */
 #include "config.h"
 
@@ -19,6 +24,9 @@
 #include <string.h>
 
 #include "box-libvirt-private.h"
+
+/* a create within this long: the burst goes on, fills wait */
+#define BOX_LIBVIRT_POOL_FILL_QUIET_MS 500
 
 /* ---- a pool slot: a restored, warmed up, paused fork ----
  *
@@ -464,14 +472,28 @@ slot_discarded (GObject *source, GAsyncResult *result, gpointer user_data)
   box_libvirt_run_finish (result, NULL);
 }
 
+/* the next shrink step, or the end of a burst that fills waited for */
 static gboolean
-shrink_step (gpointer data)
+refill_step (gpointer data)
 {
   BoxLibvirtTemplate *tmpl = data;
 
-  tmpl->shrink_source = 0;
+  tmpl->refill_source = 0;
   box_libvirt_template_refill (tmpl->plugin, tmpl);
   return G_SOURCE_REMOVE;
+}
+
+/* How long fills still wait for the creates of a burst (µs), 0: not. */
+static gint64
+fill_wait_us (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, guint target, gint64 now)
+{
+  gint64 quiet_at = tmpl->demand.last_create + BOX_LIBVIRT_POOL_FILL_QUIET_MS * 1000;
+  guint low = MAX (self->config.pool_fill_jobs, target / 4);
+
+  if (tmpl->demand.last_create == 0 || now >= quiet_at ||
+      g_queue_get_length (&tmpl->slots) <= low)
+    return 0;
+  return quiet_at - now;
 }
 
 void
@@ -479,7 +501,7 @@ box_libvirt_template_refill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
 {
   BoxLibvirtPoolLimits limits;
   guint target, before = tmpl->demand.target;
-  gint64 now = g_get_monotonic_time (), next;
+  gint64 now = g_get_monotonic_time (), next, wait_us;
 
   if (!self->started || !tmpl->ready)
     return;
@@ -505,16 +527,20 @@ box_libvirt_template_refill (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl)
                                (GDestroyNotify) box_libvirt_slot_free, NULL, slot_discarded,
                                NULL);
   }
-  while (tmpl->filling < self->config.pool_fill_jobs &&
+  /* fills wait while a burst is served from a pool that holds enough */
+  wait_us = fill_wait_us (self, tmpl, target, now);
+  while (wait_us == 0 && tmpl->filling < self->config.pool_fill_jobs &&
          g_queue_get_length (&tmpl->slots) + tmpl->filling < target)
     box_libvirt_pool_fill (self, tmpl, NULL, 0);
-  /* the next shrink step */
-  g_clear_handle_id (&tmpl->shrink_source, g_source_remove);
+  /* the next shrink step, or the end of the burst */
+  g_clear_handle_id (&tmpl->refill_source, g_source_remove);
   next = box_libvirt_pool_next_shrink (&tmpl->demand, &limits);
+  if (wait_us > 0 && g_queue_get_length (&tmpl->slots) + tmpl->filling < target)
+    next = next == 0 ? now + wait_us : MIN (next, now + wait_us);
   if (next != 0)
-    tmpl->shrink_source = g_timeout_add_full (G_PRIORITY_DEFAULT,
+    tmpl->refill_source = g_timeout_add_full (G_PRIORITY_DEFAULT,
                                               (guint) ((MAX (next - now, 0) + 999) / 1000),
-                                              shrink_step, tmpl, NULL);
+                                              refill_step, tmpl, NULL);
 }
 
 void
@@ -576,7 +602,7 @@ box_libvirt_templates_drain (BoxLibvirtPlugin *self)
     BoxLibvirtTemplate *tmpl = value;
     BoxLibvirtSlot *slot;
 
-    g_clear_handle_id (&tmpl->shrink_source, g_source_remove);
+    g_clear_handle_id (&tmpl->refill_source, g_source_remove);
     while ((slot = g_queue_pop_head (&tmpl->slots)) != NULL) {
       slot_discard (self, slot);
       box_libvirt_slot_free (slot);

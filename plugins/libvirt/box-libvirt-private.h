@@ -69,7 +69,7 @@ typedef struct {
   guint    uid_last;
   gboolean allow_tcg;           /* TRUE: VMs may run without KVM */
   guint    pool_size;           /* 2: the pool's floor */
-  guint    pool_max_size;       /* 32: its ceiling (box-libvirt-pool-policy.h) */
+  guint    pool_max_size;       /* 64: its ceiling (box-libvirt-pool-policy.h) */
   guint64  pool_memory_mib;     /* 0: an eighth of max_memory_mib, for all pools */
   guint    pool_idle_s;         /* 120: no create for this long, and pools shrink */
   guint    pool_fill_jobs;      /* 2: pool fills at once, per template */
@@ -449,7 +449,8 @@ struct _BoxLibvirtTemplate {
   GList         *in_flight;      /* every fill under way (Fill*, box-libvirt-pool.c) */
   BoxLibvirtPoolDemand demand;   /* recent creates and the pool's target */
   guint64        slot_mib;       /* a pool domain's private memory, measured (0: not yet) */
-  guint          shrink_source;  /* the next shrink step, or 0 */
+  guint          refill_source;  /* the next shrink step, or the end of a burst that
+                                  * fills wait for (box-libvirt-pool.c), or 0 */
   int            hold_fd;        /* manifest.json under a shared flock while ready, or -1 */
 };
 

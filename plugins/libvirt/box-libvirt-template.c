@@ -124,7 +124,7 @@ box_libvirt_template_free (BoxLibvirtTemplate *tmpl)
   g_assert (tmpl->in_flight == NULL);
   g_ptr_array_unref (tmpl->waiters);
   g_queue_clear_full (&tmpl->slots, (GDestroyNotify) box_libvirt_slot_free);
-  g_clear_handle_id (&tmpl->shrink_source, g_source_remove);
+  g_clear_handle_id (&tmpl->refill_source, g_source_remove);
   if (tmpl->hold_fd >= 0)
     close (tmpl->hold_fd);
   g_free (tmpl->key);

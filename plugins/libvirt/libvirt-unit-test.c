@@ -652,7 +652,7 @@ test_pool_config (void)
   g_assert_true (load_config (&config, &error, NULL));
   g_assert_no_error (error);
   g_assert_cmpuint (config.pool_size, ==, 2);
-  g_assert_cmpuint (config.pool_max_size, ==, 32);
+  g_assert_cmpuint (config.pool_max_size, ==, 64);
   g_assert_cmpuint (config.pool_memory_mib, ==, 0);
   g_assert_cmpuint (config.pool_idle_s, ==, 120);
   g_assert_cmpuint (config.pool_fill_jobs, ==, 2);
@@ -665,9 +665,9 @@ test_pool_config (void)
   g_assert_cmpuint (config.checkpoint_ready_max, ==, 10);
   g_assert_true (load_config (&config, &error, "checkpoint_ready_max", "3", NULL));
   g_assert_cmpuint (config.checkpoint_ready_max, ==, 3);
-  /* a floor above the default ceiling raises it */
-  g_assert_true (load_config (&config, &error, "pool_size", "40", NULL));
-  g_assert_cmpuint (config.pool_max_size, ==, 40);
+  /* the default ceiling is the highest floor */
+  g_assert_true (load_config (&config, &error, "pool_size", "64", NULL));
+  g_assert_cmpuint (config.pool_max_size, ==, 64);
   g_assert_true (load_config (&config, &error, "pool_size", "0", "pool_max_size", "0",
                               "pool_memory_mib", "512", "pool_idle_s", "2",
                               "pool_fill_jobs", "1", NULL));

@@ -403,8 +403,10 @@ status_uint (BoxHypervisor *hv, const char *key)
 }
 
 /* A burst drains the pool: its target grows (within pool_max_size) and it
- * fills up to it; after pool_idle_s without a create it shrinks back to
- * pool_size, a domain per step. */
+ * fills up to it; a create that leaves it more than a quarter of its
+ * target (and more than pool_fill_jobs) starts no fill until 500 ms
+ * without a create; after pool_idle_s without a create it shrinks back
+ * to pool_size, a domain per step. */
 static void
 test_pool_adaptive (void)
 {
@@ -416,7 +418,7 @@ test_pool_adaptive (void)
   BoxLibvirtPlugin *self;
   BoxLibvirtTemplate *tmpl;
   guint timeout, most = 0, len;
-  gint64 burst_at, shrunk_at = 0;
+  gint64 burst_at, shrunk_at = 0, took_at;
 
   g_assert_no_error (error);
   /* the suite's plugin makes the template snapshot (when run alone): two
@@ -430,6 +432,7 @@ test_pool_adaptive (void)
   set_config (engine, "pool_size", "1");
   set_config (engine, "pool_max_size", "3");
   set_config (engine, "pool_idle_s", "40");       /* shrink steps of 4 s */
+  set_config (engine, "pool_fill_jobs", "1");
   set_config (engine, "accel", box_hypervisor_get_accel (suite.hv));
   hv = new_plugin (engine);
   self = BOX_LIBVIRT_PLUGIN (hv);
@@ -458,6 +461,24 @@ test_pool_adaptive (void)
   g_assert_cmpuint (status_uint (hv, "pool-ready"), ==, 3);
   g_assert_cmpuint (status_uint (hv, "pool-target"), ==, 3);
   g_assert_cmpuint (status_uint (hv, "pool-memory-mib"), ==, 3 * tmpl->slot_mib);
+
+  /* one more create: 2 left, more than pool_fill_jobs (1), so the fill
+   * waits for the burst's end, 500 ms after the create */
+  took_at = g_get_monotonic_time ();
+  box_libvirt_template_take_slot_async (self, tmpl, 20ull << 30, NULL, take_slot_cb, taken);
+  while (taken->len < 5)
+    g_main_context_iteration (NULL, TRUE);
+  g_assert_cmpuint (g_queue_get_length (&tmpl->slots), ==, 2);
+  g_assert_cmpuint (tmpl->filling, ==, 0);
+  timeout = g_timeout_add_seconds (300, timeout_cb, "the pool refilled after the burst");
+  while (tmpl->filling == 0 && g_queue_get_length (&tmpl->slots) < 3)
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
+  g_assert_cmpint (g_get_monotonic_time () - took_at, >=, 450 * 1000);
+  timeout = g_timeout_add_seconds (300, timeout_cb, "the pool back at 3");
+  while (g_queue_get_length (&tmpl->slots) < 3)
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
   for (guint i = 0; i < taken->len; i++) {
     box_libvirt_template_slot_discard (self, g_ptr_array_index (taken, i));
     box_libvirt_slot_free (g_ptr_array_index (taken, i));
