@@ -572,6 +572,7 @@ checkpoint_done (GObject *source, GAsyncResult *result, gpointer user_data)
     vm->cold = TRUE;
     box_libvirt_vm_ended (op->self, vm);
     box_libvirt_save_vm (op->self, vm);
+    box_libvirt_standby_want (op->self, vm);
   } else {
     vm->expect_stop = FALSE;
   }

@@ -30,6 +30,9 @@ op_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   case BOX_LIBVIRT_JOB_LOST:
     box_libvirt_lost_start (task);
     return;
+  case BOX_LIBVIRT_JOB_STANDBY:
+    box_libvirt_standby_start (task);
+    return;
   case BOX_LIBVIRT_JOB_ENGINE:
   default:
     break;
@@ -76,14 +79,15 @@ box_libvirt_op_new (BoxLibvirtPlugin *self, BoxLibvirtJobKind kind, BoxVmOp vm_o
   return op;
 }
 
-/* An internal job on @vm, with nobody waiting for its result. */
-static void
-run_job (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, BoxLibvirtJobKind kind)
+/* An internal job on @vm; @callback (or NULL: nobody waits) gets its end. */
+void
+box_libvirt_run_job (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, BoxLibvirtJobKind kind,
+                     GAsyncReadyCallback callback, gpointer user_data)
 {
   BoxLibvirtOp *op = box_libvirt_op_new (self, kind, BOX_VM_OP_LAST, vm->id);
-  GTask *task = g_task_new (self, NULL, NULL, NULL);
+  GTask *task = g_task_new (self, NULL, callback, user_data);
 
-  g_task_set_source_tag (task, run_job);
+  g_task_set_source_tag (task, box_libvirt_run_job);
   g_task_set_task_data (task, op, (GDestroyNotify) box_libvirt_op_free);
   op->vm = vm;
   op->domain = box_libvirt_vm_domain_name (vm->vm_id);
@@ -94,13 +98,13 @@ run_job (BoxLibvirtPlugin *self, BoxLibvirtVm *vm, BoxLibvirtJobKind kind)
 void
 box_libvirt_vm_make_cold (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
 {
-  run_job (self, vm, BOX_LIBVIRT_JOB_COLD);
+  box_libvirt_run_job (self, vm, BOX_LIBVIRT_JOB_COLD, NULL, NULL);
 }
 
 void
 box_libvirt_vm_stopped (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
 {
-  run_job (self, vm, BOX_LIBVIRT_JOB_LOST);
+  box_libvirt_run_job (self, vm, BOX_LIBVIRT_JOB_LOST, NULL, NULL);
 }
 
 typedef struct {

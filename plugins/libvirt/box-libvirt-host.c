@@ -176,6 +176,9 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!config_uint_positive (plugin, "checkpoint_ready_max", "10", 64, &value, error))
     return FALSE;
   config->checkpoint_ready_max = value;
+  if (!box_plugin_context_get_bool (box_plugin_get_context (plugin), "cold_standby",
+                                    TRUE, &config->cold_standby, error))
+    return FALSE;
   return TRUE;
 }
 

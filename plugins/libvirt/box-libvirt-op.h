@@ -14,6 +14,7 @@ typedef enum {
   BOX_LIBVIRT_JOB_ENGINE,        /* an operation of the engine */
   BOX_LIBVIRT_JOB_COLD,          /* a hot pause turns cold */
   BOX_LIBVIRT_JOB_LOST,          /* the domain stopped on its own */
+  BOX_LIBVIRT_JOB_STANDBY,       /* a cold VM's domain started for its wake */
 } BoxLibvirtJobKind;
 
 typedef struct {
@@ -59,6 +60,12 @@ void          box_libvirt_op_fail          (GTask *task, BoxErrorCode code, cons
 /* <vm_dir>/vms/<vm id>/@file of the operation's VM */
 char         *box_libvirt_op_file          (BoxLibvirtOp *op, const char *file);
 void          box_libvirt_detach_network   (BoxLibvirtPlugin *self, const char *id);
+/* op->net: the VM's network attachment (none without a network or NIC). */
+gboolean      box_libvirt_op_attach_network (BoxLibvirtOp *op, GError **error);
+/* A job of @kind on @vm under its lock; @callback (or NULL) when it ended. */
+void          box_libvirt_run_job          (BoxLibvirtPlugin *self, BoxLibvirtVm *vm,
+                                            BoxLibvirtJobKind kind, GAsyncReadyCallback callback,
+                                            gpointer user_data);
 /* Worker threads: grow the disk when op->resize, resume; end the domain and
  * remove the VM's files. */
 gboolean      box_libvirt_resume_work      (BoxLibvirtPlugin *self, gpointer data, GError **error);
@@ -134,6 +141,13 @@ gboolean      box_libvirt_link_ram_state   (const char *ckpt_dir, const char *vm
  * its attachment (rebound to op->id), op->set_owner is set, and the fork
  * only resumes it; FALSE: there is none, make the fork. */
 gboolean      box_libvirt_ready_take       (BoxLibvirtPlugin *self, BoxLibvirtOp *op);
+
+/* Standby domains for cold wakes (box-libvirt-standby.c): the job, and a
+ * wake's load of cold.mig into the standby (worker, VM lock held; FALSE:
+ * none used, no domain left, start one). */
+void          box_libvirt_standby_start    (GTask *task);
+gboolean      box_libvirt_standby_load     (BoxLibvirtPlugin *self, virConnectPtr conn,
+                                            BoxLibvirtOp *op);
 
 /* Worker threads, tests only: waits BOX_LIBVIRT_TEST_DELAY_MS at the points
  * BOX_LIBVIRT_TEST_DELAY_AT names (a point is @what up to its first

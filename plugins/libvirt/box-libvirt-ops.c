@@ -78,6 +78,7 @@ box_libvirt_op_return (GTask *task, GError *error)
     if (g_atomic_int_dec_and_test (&op->self->heavy_ops)) {
       box_libvirt_materialise_kick (op->self);
       box_libvirt_ready_kick (op->self);
+      box_libvirt_standby_kick (op->self);
     }
   }
   if (error != NULL)
@@ -105,8 +106,8 @@ box_libvirt_op_file (BoxLibvirtOp *op, const char *file)
   return box_libvirt_vm_path (op->self->config.vm_dir, op->vm->vm_id, file);
 }
 
-static gboolean
-attach_network (BoxLibvirtOp *op, GError **error)
+gboolean
+box_libvirt_op_attach_network (BoxLibvirtOp *op, GError **error)
 {
   BoxNetwork *network = box_libvirt_get_network (op->self);
   g_autoptr(GError) local_error = NULL;
@@ -142,6 +143,7 @@ static void
 vm_ended (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
 {
   box_libvirt_set_agent (self, vm, NULL);
+  vm->standby = FALSE;
   if (vm->cold_source != 0) {
     g_source_remove (vm->cold_source);
     vm->cold_source = 0;
@@ -399,6 +401,8 @@ cold_done (GObject *source, GAsyncResult *result, gpointer user_data)
   save_vm (op);
   g_message ("libvirt: sandbox %s: cold snapshot in %.0f ms, QEMU ended", op->id,
              (g_get_monotonic_time () - op->started) / 1e3);
+  /* its wake's domain, started in advance (it waits for this lock) */
+  box_libvirt_standby_want (op->self, op->vm);
   box_libvirt_op_return (task, NULL);
 }
 
@@ -529,7 +533,7 @@ start_domain (GTask *task)
   BoxLibvirtOp *op = box_libvirt_task_op (task);
   GError *error = NULL;
 
-  if (!attach_network (op, &error)) {
+  if (!box_libvirt_op_attach_network (op, &error)) {
     box_libvirt_op_return (task, error);
     return;
   }

@@ -586,6 +586,7 @@ box_libvirt_plugin_start (BoxPlugin *plugin, GCancellable *cancellable, GError *
   self->started = TRUE;
   box_libvirt_materialise_kick (self);
   box_libvirt_ready_kick (self);
+  box_libvirt_standby_kick (self);
 
   tmpl = box_libvirt_template_get (self, self->image->resources.cpus,
                                    self->image->resources.memory_mib);
@@ -667,6 +668,7 @@ box_libvirt_plugin_stop (BoxPlugin *plugin)
    * are adopted at the next start */
   box_libvirt_templates_drain (self);
   box_libvirt_readies_drain (self);
+  box_libvirt_standbys_drain (self);
   box_libvirt_materialise_stop (self);
   g_hash_table_iter_init (&iter, self->vms);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
@@ -718,6 +720,8 @@ box_libvirt_plugin_add_status (BoxPlugin *plugin, GVariantBuilder *dict)
   g_variant_builder_add (dict, "{sv}", "pool-memory-mib", g_variant_new_uint64 (pool_mib));
   g_variant_builder_add (dict, "{sv}", "forks-ready", g_variant_new_uint32 (ready));
   g_variant_builder_add (dict, "{sv}", "forks-making-ready", g_variant_new_uint32 (ready_making));
+  g_variant_builder_add (dict, "{sv}", "cold-standbys",
+                         g_variant_new_uint32 (box_libvirt_standbys_count (self)));
   g_variant_builder_add (dict, "{sv}", "pool-budget-mib",
                          g_variant_new_uint64 (self->pool_budget_mib));
 }
@@ -732,6 +736,7 @@ box_libvirt_plugin_finalize (GObject *object)
   g_hash_table_unref (self->readies);
   g_clear_pointer (&self->guest_ca, g_bytes_unref);
   g_queue_clear_full (&self->materialise_queue, g_free);
+  g_queue_clear_full (&self->standby_queue, g_free);
   box_libvirt_conn_free (self->conn);
   box_libvirt_image_free (self->image);
   box_libvirt_config_clear (&self->config);

@@ -436,8 +436,20 @@ box_libvirt_templates_count (BoxLibvirtPlugin *self, guint *target, guint *ready
     *filling += tmpl->filling;
     *memory_mib += pool_mib (tmpl);
   }
-  /* forks made ready in advance share the pools' budget */
-  *memory_mib += box_libvirt_readies_mib (self);
+  /* forks made ready in advance and standby domains share the pools' budget */
+  *memory_mib += box_libvirt_readies_mib (self) + box_libvirt_standbys_mib (self);
+}
+
+gboolean
+box_libvirt_pools_room_for (BoxLibvirtPlugin *self, guint64 mib)
+{
+  guint target, ready, filling;
+  guint64 pools_mib;
+
+  box_libvirt_templates_count (self, &target, &ready, &filling, &pools_mib);
+  pools_mib += mib;
+  return pools_mib <= self->pool_budget_mib &&
+         box_libvirt_memory_held_mib (self) + pools_mib <= self->max_memory_mib;
 }
 
 static void

@@ -79,6 +79,8 @@ typedef struct {
   gboolean checkpoint_ready;     /* TRUE: forks of each sandbox's newest materialised memory
                                   * checkpoint made ready in advance (box-libvirt-ready.c) */
   guint    checkpoint_ready_max; /* 10: at most so many of them per sandbox */
+  gboolean cold_standby;        /* TRUE: a cold VM's domain started in advance for its wake
+                                 * (box-libvirt-standby.c) */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
   guint64  max_cpus;            /* 0: CPUs times cpu_overcommit */
   guint    cpu_overcommit;      /* 64 */
@@ -281,6 +283,7 @@ typedef struct {
   GQueue          waiting;       /* GTask* waiting for busy to clear */
   guint           cold_source;
   gboolean        expect_stop;   /* our own operation ends the domain */
+  gboolean        standby;       /* cold: its domain waits for cold.mig (box-libvirt-standby.c) */
   gboolean        gone;          /* destroyed; freed once nobody waits for it */
 } BoxLibvirtVm;
 
@@ -334,6 +337,11 @@ struct _BoxLibvirtPlugin {
   GHashTable        *readies;
   struct _BoxLibvirtReady *ready_making;
   guint64            ready_mib;
+  /* standby domains for cold wakes (box-libvirt-standby.c): sandbox IDs
+   * that want one, whether one is being made, a standby's measured cost */
+  GQueue             standby_queue;
+  gboolean           standby_making;
+  guint64            standby_mib;
   /* the CA every guest trusts (box_hypervisor_set_guest_ca()): pool
    * domains take it as they warm up; main thread */
   GBytes            *guest_ca;
@@ -484,8 +492,13 @@ void      box_libvirt_template_slot_discard (BoxLibvirtPlugin *self, BoxLibvirtS
 /* Makes the snapshot in the background when it is missing. */
 void      box_libvirt_template_prepare (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
 /* Brings the pool to its target (box-libvirt-pool-policy.h): fills in the
- * background, ends paused domains beyond it, arms the next shrink step. */
+ * background (waiting while a burst is served from the pool), ends paused
+ * domains beyond it, arms the next shrink step or the burst's end. */
 void      box_libvirt_template_refill  (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
+/* Whether the pools' memory budget (warm pools, ready forks, standby
+ * domains: box_libvirt_templates_count()) and the node's memory capacity
+ * have room for @mib more. */
+gboolean  box_libvirt_pools_room_for   (BoxLibvirtPlugin *self, guint64 mib);
 /* The pools' state for the status: targets, domains, their memory (MiB). */
 void      box_libvirt_templates_count  (BoxLibvirtPlugin *self, guint *target, guint *ready,
                                         guint *filling, guint64 *memory_mib);
@@ -621,6 +634,16 @@ const char *box_libvirt_ready_vm_id   (BoxLibvirtPlugin *self, const char *sandb
                                        const char *checkpoint_id, guint nth);
 void        box_libvirt_ready_sizes   (BoxLibvirtPlugin *self, const char *sandbox_id,
                                        guint *made, guint *target);
+
+/* Standby domains for cold wakes (box-libvirt-standby.c).  _want: @vm
+ * turned cold (or was found cold at start), its standby is made when
+ * nothing else runs (_kick: operations ended); _drain at stop; _count and
+ * _mib: those made and being made. */
+void        box_libvirt_standby_want   (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+void        box_libvirt_standby_kick   (BoxLibvirtPlugin *self);
+void        box_libvirt_standbys_drain (BoxLibvirtPlugin *self);
+guint       box_libvirt_standbys_count (BoxLibvirtPlugin *self);
+guint64     box_libvirt_standbys_mib   (BoxLibvirtPlugin *self);
 
 /* The VM ID of the helper domain while @checkpoint_id of @sandbox_id is
  * materialised, else NULL (tests). */

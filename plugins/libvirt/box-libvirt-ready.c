@@ -251,20 +251,6 @@ set_limits (BoxLibvirtPlugin *self, BoxLibvirtReadySet *set, BoxLibvirtPoolLimit
   };
 }
 
-/* Whether the pools' memory budget has room for one more. */
-static gboolean
-room_for_one (BoxLibvirtPlugin *self)
-{
-  guint target, ready, filling;
-  guint64 pools_mib;
-
-  /* (pools_mib counts the ready forks made) */
-  box_libvirt_templates_count (self, &target, &ready, &filling, &pools_mib);
-  pools_mib += ready_cost_mib (self);
-  return pools_mib <= self->pool_budget_mib &&
-         box_libvirt_memory_held_mib (self) + pools_mib <= self->max_memory_mib;
-}
-
 static gboolean
 shrink_step (gpointer data)
 {
@@ -349,7 +335,7 @@ ready_next (BoxLibvirtPlugin *self)
       g_atomic_int_get (&self->heavy_ops) > 0)
     return;
   /* no room: it stays wanted, tried again when operations end */
-  if (!room_for_one (self)) {
+  if (!box_libvirt_pools_room_for (self, ready_cost_mib (self))) {
     g_debug ("libvirt: no room in the pools' %" G_GUINT64_FORMAT " MiB for a ready fork of "
              "checkpoint %s of %s", self->pool_budget_mib, next->checkpoint_id,
              next->sandbox_id);

@@ -18,6 +18,8 @@
  * when that fails.  cold.dev is used once: it goes after any start, and
  * `ram` goes with it when the start did not map it (its QEMU's mapping
  * keeps the file otherwise; a later cold pause writes a full cold.mig).
+ * A cold wake loads cold.mig into the domain started for it in advance
+ * when there is one (box-libvirt-standby.c).
  */
 #include "config.h"
 
@@ -141,6 +143,12 @@ box_libvirt_start_domain_work (BoxLibvirtPlugin *self, BoxLibvirtOp *op, gboolea
 
   if (conn == NULL)
     return FALSE;
+  /* a cold wake into the domain started for it (box-libvirt-standby.c) */
+  if (!boot && op->vm != NULL && box_libvirt_standby_load (self, conn, op)) {
+    virConnectClose (conn);
+    box_libvirt_vm_drop_ram_state (op, FALSE);
+    return TRUE;
+  }
   /* whatever is left of an earlier QEMU of this VM, and of a disk
    * snapshot it did not finish (the new QEMU opens disk.qcow2) */
   box_libvirt_domain_destroy (conn, op->domain, NULL);

@@ -641,6 +641,7 @@ test_pool_config (void)
     { "checkpoint_ready", "2" },
     { "checkpoint_ready_max", "0" },
     { "checkpoint_ready_max", "65" },
+    { "cold_standby", "often" },
   };
   BoxLibvirtConfig config = { 0 };
   g_autoptr(GError) error = NULL;
@@ -665,6 +666,9 @@ test_pool_config (void)
   g_assert_cmpuint (config.checkpoint_ready_max, ==, 10);
   g_assert_true (load_config (&config, &error, "checkpoint_ready_max", "3", NULL));
   g_assert_cmpuint (config.checkpoint_ready_max, ==, 3);
+  g_assert_true (config.cold_standby);
+  g_assert_true (load_config (&config, &error, "cold_standby", "false", NULL));
+  g_assert_false (config.cold_standby);
   /* the default ceiling is the highest floor */
   g_assert_true (load_config (&config, &error, "pool_size", "64", NULL));
   g_assert_cmpuint (config.pool_max_size, ==, 64);

@@ -148,6 +148,64 @@ test_pause_wake (void)
   g_test_message ("hot pause %.1f ms, wake %.1f ms", pause_ms, wake_ms);
 }
 
+static gboolean timeout_cb (gpointer user_data);
+
+/* The pid of @domain's QEMU, 0 when it has none. */
+static pid_t
+qemu_pid (const char *domain)
+{
+  g_autofree char *path = g_strdup_printf ("/run/libvirt/qemu/%s.pid", domain);
+  g_autofree char *text = NULL;
+
+  if (!g_file_get_contents (path, &text, NULL, NULL))
+    return 0;
+  return (pid_t) g_ascii_strtoll (text, NULL, 10);
+}
+
+/* A pause of SANDBOX_A turned cold: its QEMU @running ended, and a standby
+ * domain (box-libvirt-standby.c) waits for its wake; the standby's QEMU. */
+static pid_t
+pause_cold (pid_t running)
+{
+  BoxLibvirtPlugin *plugin = BOX_LIBVIRT_PLUGIN (suite.hv);
+  BoxLibvirtVm *vm = box_libvirt_lookup_vm (plugin, SANDBOX_A);
+  g_autofree char *domain = box_libvirt_vm_domain_name (vm->vm_id);
+  g_autofree char *cold = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, "cold.mig");
+  gint64 start;
+  guint timeout;
+  pid_t standby;
+  guint64 rss;
+
+  run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_A);
+  /* what hot_pause_s or memory pressure does */
+  start = g_get_monotonic_time ();
+  box_libvirt_vm_make_cold (plugin, vm);
+  while (!vm->cold)
+    g_main_context_iteration (NULL, TRUE);
+  g_test_message ("hot to cold: %.0f ms", (g_get_monotonic_time () - start) / 1e3);
+  g_assert_true (g_file_test (cold, G_FILE_TEST_IS_REGULAR));
+  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, NULL), ==,
+                   BOX_VM_STATE_SUSPENDED);
+  timeout = g_timeout_add_seconds (300, timeout_cb, "the standby domain");
+  while (!vm->standby || vm->busy)
+    g_main_context_iteration (NULL, TRUE);
+  g_source_remove (timeout);
+  /* the QEMU that ran is gone; the standby holds QEMU's own memory, not
+   * the guest's */
+  g_assert_cmpint (kill (running, 0), ==, -1);
+  standby = qemu_pid (domain);
+  g_assert_cmpint (standby, >, 0);
+  g_assert_cmpint (standby, !=, running);
+  rss = box_libvirt_qemu_rss_mib (domain);
+  g_test_message ("standby QEMU: %" G_GUINT64_FORMAT " MiB", rss);
+  g_assert_cmpuint (rss, >, 0);
+  g_assert_cmpuint (rss, <, 100);
+  return standby;
+}
+
+/* A cold pause: the wake loads cold.mig into the standby (the same QEMU
+ * runs on); after a restart a new standby is made; one whose QEMU died is
+ * not used, the wake starts a domain. */
 static void
 test_pause_cold (void)
 {
@@ -156,35 +214,51 @@ test_pause_cold (void)
   g_autofree char *pid = NULL;
   g_autofree char *check = NULL;
   g_autofree char *script = NULL;
-  g_autofree char *domain = NULL;
-  g_autofree char *cold = NULL;
-  gint64 start;
+  g_autofree char *domain = box_libvirt_vm_domain_name (vm->vm_id);
+  pid_t standby, again;
   gdouble wake_ms;
 
   pid = sh (suite.hv, SANDBOX_A,
             "setsid sleep 1000 </dev/null >/dev/null 2>&1 & echo $!; "
             "echo cold > /tmp/cold-file");
-  run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_A);
-  /* what hot_pause_s or memory pressure does */
-  start = g_get_monotonic_time ();
-  box_libvirt_vm_make_cold (plugin, vm);
-  while (!vm->cold)
-    g_main_context_iteration (NULL, TRUE);
-  while (vm->busy)
-    g_main_context_iteration (NULL, TRUE);
-  g_test_message ("hot to cold: %.0f ms", (g_get_monotonic_time () - start) / 1e3);
-  cold = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, "cold.mig");
-  g_assert_true (g_file_test (cold, G_FILE_TEST_IS_REGULAR));
-  domain = box_libvirt_vm_domain_name (vm->vm_id);
-  g_assert_cmpuint (box_libvirt_qemu_rss_mib (domain), ==, 0);   /* QEMU ended */
-  g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_A, NULL), ==,
-                   BOX_VM_STATE_SUSPENDED);
-
-  wake_ms = run_ok (suite.hv, BOX_VM_OP_RESUME, SANDBOX_A);
   script = g_strdup_printf ("kill -0 %s && cat /tmp/cold-file && echo $BOX_TEST_VAR", pid);
+  standby = pause_cold (qemu_pid (domain));
+  wake_ms = run_ok (suite.hv, BOX_VM_OP_RESUME, SANDBOX_A);
+  g_assert_cmpint (qemu_pid (domain), ==, standby);
+  g_assert_false (vm->standby);
   check = sh (suite.hv, SANDBOX_A, script);
   g_assert_cmpstr (check, ==, "cold\nfrom-the-sandbox");
-  g_test_message ("wake from cold: %.0f ms", wake_ms);
+  g_test_message ("wake from cold into the standby: %.0f ms", wake_ms);
+
+  /* boxd goes away and comes back: the standby is ended and made again */
+  standby = pause_cold (standby);
+  stop_plugin (&suite.hv);
+  suite.hv = new_plugin (suite.engine);
+  plugin = BOX_LIBVIRT_PLUGIN (suite.hv);
+  vm = box_libvirt_lookup_vm (plugin, SANDBOX_A);
+  {
+    guint timeout = g_timeout_add_seconds (300, timeout_cb, "the standby after a restart");
+
+    while (!vm->standby || vm->busy)
+      g_main_context_iteration (NULL, TRUE);
+    g_source_remove (timeout);
+  }
+  again = qemu_pid (domain);
+  g_assert_cmpint (again, >, 0);
+  g_assert_cmpint (again, !=, standby);
+  g_assert_cmpint (kill (standby, 0), ==, -1);
+
+  /* a standby whose QEMU died: the wake starts a domain */
+  g_assert_cmpint (kill (again, SIGKILL), ==, 0);
+  for (guint i = 0; i < 3000 && kill (again, 0) == 0; i++)
+    g_usleep (10000);
+  wake_ms = run_ok (suite.hv, BOX_VM_OP_RESUME, SANDBOX_A);
+  g_assert_cmpint (qemu_pid (domain), >, 0);
+  g_assert_cmpint (qemu_pid (domain), !=, again);
+  g_free (check);
+  check = sh (suite.hv, SANDBOX_A, script);
+  g_assert_cmpstr (check, ==, "cold\nfrom-the-sandbox");
+  g_test_message ("wake from cold, its standby dead: %.0f ms", wake_ms);
 }
 
 static void

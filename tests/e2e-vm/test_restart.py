@@ -182,12 +182,24 @@ def test_cold(t):
     s = d.create_sandbox(KEY, {'name': 'coldie'})
     pid = seed('coldie', 'coldie')
     t.ok(pid is not None and pid.isdigit(), 'coldie runs a background process')
+    dom = d.domain_of(s['id'])
+    running = vmtest.qemu_pid(dom)
     with clock('pause (cold: snapshot file, QEMU ends)'):
         r = d.request('POST', '/v1/sandboxes/coldie/pause', token=KEY, timeout=300)
     t.status(r, 200, 'pause coldie')
-    dom = d.domain_of(s['id'])
-    t.ok(dom not in vmtest.running_domains(), 'no QEMU runs for a cold-paused sandbox', dom)
+    t.ok(running is not None and not os.path.exists('/proc/%d' % running),
+         'the QEMU that ran coldie ended', running)
     t.ok(os.path.exists(d.vm_path(s['id'], 'cold.mig')), 'its snapshot is a file')
+    # a standby domain waits for its wake (box-libvirt-standby.c): QEMU's
+    # own memory, not the guest's
+    end = time.time() + 120
+    while time.time() < end and not d.log_lines(s['id'], 'standby domain for its cold wake'):
+        time.sleep(0.2)
+    standby = vmtest.qemu_pid(dom)
+    t.ok(standby is not None and standby != running and dom in vmtest.running_domains(),
+         'a standby QEMU waits for the wake of coldie', standby)
+    rss = d.qemu_rss_mib(s['id'])
+    t.ok(rss is not None and rss < 100, 'the standby holds no guest RAM (RSS %s MiB)' % rss)
 
     lost = d.request('GET', '/v1/sandboxes/lost-run', token=KEY)[2]
     t.eq(lost.get('state'), 'running', 'lost-run is running')
@@ -197,9 +209,20 @@ def test_cold(t):
     with clock('boxd restart after SIGKILL'):
         d.start()
     t.eq(state(d, KEY, 'coldie'), 'paused', 'coldie still paused after the restart')
+    # the restart ended the standby and made another
+    end = time.time() + 120
+    while time.time() < end and vmtest.qemu_pid(dom) in (None, standby):
+        time.sleep(0.2)
+    again = vmtest.qemu_pid(dom)
+    t.ok(again is not None and again != standby and not os.path.exists('/proc/%d' % standby),
+         'the restart ended the standby of coldie and made another', again)
+    end = time.time() + 120
+    while time.time() < end and not d.log_lines(s['id'], 'standby domain for its cold wake'):
+        time.sleep(0.2)
     with clock('wake (cold)'):
         r = d.request('POST', '/v1/sandboxes/coldie/wake', token=KEY, timeout=300)
     t.ok(r[0] == 200 and (r[2] or {}).get('state') == 'running', 'wake coldie: 200 running', r[3][:300])
+    t.eq(vmtest.qemu_pid(dom), again, 'coldie woke in its standby QEMU')
     f = facts('coldie')
     t.eq(f, {'status': 200, 'pid': pid, 'tmp': 'coldie', 'disk': 'coldie'},
          'coldie wakes from its cold snapshot with its process and files')
