@@ -3,7 +3,7 @@
  * A checkpoint is a directory of its own, <vm_dir>/checkpoints/<sandbox>.<id>/,
  * that outlives nothing but itself:
  *   disk.qcow2     the VM's overlay as it was: a disk-only checkpoint of a
- *                  VM whose QEMU runs freezes it as a layer of the VM's
+ *                  running VM freezes it as a layer of the VM's
  *                  and links it (box-libvirt-snapshot.c); otherwise a
  *                  sparse copy, taken while the vCPUs are stopped and QEMU
  *                  has flushed it (it backs onto the template's disk like
