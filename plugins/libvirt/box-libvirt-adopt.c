@@ -3,9 +3,10 @@
  * At start the plugin reads its state files and asks libvirt about each
  * VM: a running domain is adopted (the agent connection is opened again,
  * its hello goes out at once), a paused one stays hot-paused and gets its
- * cold timer back, a cold snapshot must still be on disk (a domain of a
- * cold VM, its standby or a wake cut midway, is ended: the standby is made
- * again), and a domain that is gone leaves its disk (SHUTOFF).  A migration the previous run
+ * cold timer back, a cold snapshot must still be on disk (a paused domain
+ * of a cold VM, its standby or a wake cut before its resume, is ended:
+ * the standby is made again), and a domain that is gone leaves its disk
+ * (SHUTOFF).  A migration the previous run
  * left behind (a checkpoint or a cold pause cut midway) is ended first,
  * and a disk snapshot cut midway finished or undone.
  * The engine's reconciliation then compares its records with query().
@@ -86,12 +87,16 @@ box_libvirt_adopt (BoxLibvirtPlugin *self)
     box_libvirt_vm_sweep_temps (self, vm);
     domain = box_libvirt_vm_domain_name (vm->vm_id);
     dom = box_libvirt_domain_lookup (conn, domain);
-    if (dom != NULL && vm->state == BOX_VM_STATE_SUSPENDED && vm->cold) {
-      /* a standby for its wake (box-libvirt-standby.c): made again */
+    if (dom != NULL && vm->state == BOX_VM_STATE_SUSPENDED && vm->cold &&
+        virDomainGetState (dom, &state, &reason, 0) == 0 && state == VIR_DOMAIN_PAUSED) {
+      /* a standby for its wake (box-libvirt-standby.c), or a wake cut
+       * before its resume: ended (and its attachment); made again */
       box_libvirt_domain_destroy (conn, domain, NULL);
+      box_libvirt_detach_network (self, vm->id);
       virDomainFree (dom);
       dom = NULL;
     }
+    state = VIR_DOMAIN_NOSTATE;
     if (dom != NULL && (virDomainIsActive (dom) != 1 ||
                         virDomainGetState (dom, &state, &reason, 0) < 0))
       state = VIR_DOMAIN_NOSTATE;

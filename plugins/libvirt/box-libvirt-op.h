@@ -43,6 +43,7 @@ typedef struct {
   char             *from_sandbox_id;   /* CREATE as a fork */
   char             *from_checkpoint_id;
   gboolean          ended;             /* CHECKPOINT, RESTORE: this operation ended the QEMU */
+  gboolean          standby;           /* a cold wake: the VM had a standby (taken from vm) */
   /* a fork made ready in advance (box-libvirt-ready.c): its VM's ID; the
    * fork stops once its state is loaded, paused (op->id: its pool ID) */
   char             *ready_vm_id;
@@ -146,6 +147,9 @@ gboolean      box_libvirt_ready_take       (BoxLibvirtPlugin *self, BoxLibvirtOp
  * wake's load of cold.mig into the standby (worker, VM lock held; FALSE:
  * none used, no domain left, start one). */
 void          box_libvirt_standby_start    (GTask *task);
+/* The LOST job of a cold VM with a standby: forgotten (and the attachment
+ * gone) when its domain no longer runs. */
+void          box_libvirt_standby_lost_start (GTask *task);
 gboolean      box_libvirt_standby_load     (BoxLibvirtPlugin *self, virConnectPtr conn,
                                             BoxLibvirtOp *op);
 

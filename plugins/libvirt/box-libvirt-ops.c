@@ -538,6 +538,9 @@ start_domain (GTask *task)
     return;
   }
   op->xml = box_libvirt_vm_xml (op, op->op == BOX_VM_OP_BOOT);
+  /* the start uses it or ends it (box-libvirt-standby.c) */
+  op->standby = op->vm->standby;
+  op->vm->standby = FALSE;
   box_libvirt_run_in_thread (op->self, start_work, op, NULL, NULL, resume_done, task);
 }
 
@@ -748,6 +751,10 @@ box_libvirt_lost_start (GTask *task)
   gboolean has_qemu = op->vm->state == BOX_VM_STATE_RUNNING ||
                       (op->vm->state == BOX_VM_STATE_SUSPENDED && !op->vm->cold);
 
+  if (op->vm->state == BOX_VM_STATE_SUSPENDED && op->vm->cold && op->vm->standby) {
+    box_libvirt_standby_lost_start (task);   /* its standby, perhaps */
+    return;
+  }
   if (!has_qemu || op->vm->expect_stop) {
     box_libvirt_op_return (task, NULL);
     return;

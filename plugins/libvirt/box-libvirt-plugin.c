@@ -15,7 +15,7 @@
  *   uid_range=1879048192-1879113727   one uid per VM's QEMU (box-libvirt-uids.c)
  *   allow_tcg=true         false: without KVM no sandbox starts (TCG is no boundary)
  *   pool_size=2            warm (restored, paused) domains per template snapshot, at least
- *   pool_max_size=32       at most (the pool grows with the creates of the last minute)
+ *   pool_max_size=64       at most (the pool grows with the creates of the last minute)
  *   pool_memory_mib=0      every pool's domains together (0: max_memory_mib / 8)
  *   pool_idle_s=120        no create for this long: pools shrink, a domain at a time
  *   pool_fill_jobs=2       pool domains made at once, per template
@@ -29,8 +29,11 @@
  *                          vm_dir's file system (503 capacity otherwise)
  *   checkpoint_materialise=true   memory checkpoints made template-like in the
  *                          background (box-libvirt-materialise.c); false: never
- *   checkpoint_ready=true  a fork of each sandbox's newest materialised memory
+ *   checkpoint_ready=true  forks of each sandbox's newest materialised memory
  *                          checkpoint made in advance (box-libvirt-ready.c)
+ *   checkpoint_ready_max=10   at most so many per sandbox (they follow its forks)
+ *   cold_standby=true      a cold VM's domain started in advance, waiting for
+ *                          its state, for its wake (box-libvirt-standby.c)
  *   disk_cache=writeback   QEMU's disk cache: writeback, none, or unsafe (guest
  *                          flushes dropped: faster pauses, unsafe at a host crash)
  */
@@ -248,7 +251,8 @@ domain_stopped_cb (const char *domain_name, int detail, gpointer user_data)
   BoxLibvirtPlugin *self = user_data;
   BoxLibvirtVm *vm = box_libvirt_find_vm_by_domain (self, domain_name);
 
-  if (vm == NULL || vm->expect_stop || !self->started)
+  /* (a cold VM's standby ends unexpected too: box-libvirt-standby.c) */
+  if (vm == NULL || (vm->expect_stop && !(vm->cold && vm->standby)) || !self->started)
     return;
   g_debug ("libvirt: domain %s stopped (detail %d)", domain_name, detail);
   box_libvirt_vm_stopped (self, vm);

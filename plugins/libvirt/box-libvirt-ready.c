@@ -27,7 +27,7 @@
  * pool_memory_mib together with the warm pools (each counted at a ready
  * fork's measured private memory).  Deleting the checkpoint or destroying
  * its sandbox ends its ready forks; a newer materialised checkpoint
- * replaces them (and keeps the sandbox's demand).  checkpoint_ready=false
+ * replaces them (and keeps their number).  checkpoint_ready=false
  * makes none.  A start wants them for each of its sandboxes' newest
  * materialised checkpoints again.
  */
@@ -58,7 +58,7 @@ struct _BoxLibvirtReadySet {
   gint64                created_at; /* the checkpoint's */
   GQueue                made;       /* BoxLibvirtReady, oldest (the next taken) first */
   BoxLibvirtReady      *making;     /* also self->ready_making */
-  gboolean              failed;     /* the last one failed: none made until a fork or a want */
+  gboolean              failed;     /* the last one failed: none made until a fork of it */
   BoxLibvirtPoolDemand  demand;     /* the forks of the checkpoint */
   guint                 shrink_source;
 };
@@ -277,7 +277,8 @@ set_trim (BoxLibvirtPlugin *self, BoxLibvirtReadySet *set)
     g_debug ("libvirt: ready forks of checkpoint %s of %s: target %u (was %u; %u ready)",
              set->checkpoint_id, set->sandbox_id, target, before,
              g_queue_get_length (&set->made));
-  while (set_count (set) > target && !g_queue_is_empty (&set->made))
+  /* (one being made is trimmed once made, if it is still too many) */
+  while (g_queue_get_length (&set->made) > target)
     discard (self, g_queue_pop_tail (&set->made));
   g_clear_handle_id (&set->shrink_source, g_source_remove);
   next = box_libvirt_pool_next_shrink (&set->demand, &limits);
@@ -326,7 +327,7 @@ ready_next (BoxLibvirtPlugin *self)
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
     BoxLibvirtReadySet *set = value;
 
-    /* the set that lacks the most of its target goes first */
+    /* of the sets short of their target, the one with the fewest made first */
     if (set_trim (self, set) > 0 && !set->failed &&
         (next == NULL || g_queue_get_length (&set->made) < g_queue_get_length (&next->made)))
       next = set;
@@ -369,9 +370,13 @@ box_libvirt_ready_want (BoxLibvirtPlugin *self, const char *sandbox_id,
   set->checkpoint_id = g_strdup (checkpoint_id);
   set->created_at = created_at;
   box_libvirt_pool_demand_init (&set->demand, 1);
-  /* the sandbox forks its newest checkpoint as it forked the one before */
+  /* the sandbox forks its newest checkpoint as it forked the one before:
+   * the size goes on (shrinking when idle), the forks of the old one do
+   * not count as the new one's */
   if (old != NULL) {
-    set->demand = old->demand;
+    set->demand.target = old->demand.target;
+    set->demand.last_create = old->demand.last_create;
+    set->demand.last_shrink = old->demand.last_shrink;
     drop (self, old);
   }
   g_hash_table_insert (self->readies, set->sandbox_id, set);

@@ -18,10 +18,15 @@
  * Never for a VM whose next start maps a materialised RAM file (cold.dev:
  * its domain must map that file).  Made one at a time, only while no
  * create, fork, wake, checkpoint or restore runs (box_libvirt_standby_kick()
- * when they end), under the VM's lock: a wake asked for meanwhile waits for
- * it and then uses it.  [plugin.libvirt] cold_standby=false makes none.  A
- * restart ends them (adopt destroys a cold VM's domain) and makes them
- * again.
+ * when they end; a job that finds one begun while it waited for the lock
+ * goes back to the queue), under the VM's lock: a wake asked for meanwhile
+ * waits for it and then uses it.  Standbys last as long as their pause, so
+ * together they take at most a quarter of pool_memory_mib (the warm pools
+ * and ready forks need the rest); the VMs beyond wait in the queue.  A
+ * standby that ends on its own is forgotten (the LOST job) and its
+ * attachment detached.  [plugin.libvirt] cold_standby=false makes none.  A
+ * restart ends them (adopt destroys a paused domain of a cold VM, and
+ * detaches it) and makes them again.
  */
 #include "config.h"
 
@@ -131,12 +136,64 @@ box_libvirt_standby_start (GTask *task)
     box_libvirt_op_return (task, NULL);
     return;
   }
+  /* a foreground operation began while this job waited for the lock: it
+   * goes first, the standby is made when it ends */
+  if (g_atomic_int_get (&op->self->heavy_ops) > 0) {
+    if (g_queue_find_custom (&op->self->standby_queue, op->id, (GCompareFunc) g_strcmp0) == NULL)
+      g_queue_push_head (&op->self->standby_queue, g_strdup (op->id));
+    box_libvirt_op_return (task, NULL);
+    return;
+  }
   if (!box_libvirt_op_attach_network (op, &error)) {
     box_libvirt_op_return (task, error);
     return;
   }
   op->xml = box_libvirt_vm_xml (op, FALSE);
   box_libvirt_run_in_thread (op->self, standby_work, op, NULL, NULL, standby_done, task);
+}
+
+/* Worker: whether the domain is gone (FALSE: it runs). */
+static gboolean
+gone_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+{
+  BoxLibvirtOp *op = data;
+  virConnectPtr conn = box_libvirt_conn_get (self->conn, error);
+  virDomainPtr dom;
+  gboolean alive = FALSE;
+
+  if (conn == NULL)
+    return FALSE;
+  dom = box_libvirt_domain_lookup (conn, op->domain);
+  if (dom != NULL) {
+    alive = virDomainIsActive (dom) == 1;
+    virDomainFree (dom);
+  }
+  virConnectClose (conn);
+  if (alive)
+    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_CONFLICT, "the domain runs");
+  return !alive;
+}
+
+static void
+gone_checked (GObject *source, GAsyncResult *result, gpointer user_data)
+{
+  GTask *task = G_TASK (user_data);
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+
+  if (box_libvirt_run_finish (result, NULL) && op->vm->standby) {
+    g_message ("libvirt: sandbox %s: its standby domain ended; its wake starts one", op->id);
+    op->vm->standby = FALSE;
+    box_libvirt_detach_network (op->self, op->id);
+  }
+  box_libvirt_op_return (task, NULL);
+}
+
+void
+box_libvirt_standby_lost_start (GTask *task)
+{
+  BoxLibvirtOp *op = box_libvirt_task_op (task);
+
+  box_libvirt_run_in_thread (op->self, gone_work, op, NULL, NULL, gone_checked, task);
 }
 
 static void standby_next (BoxLibvirtPlugin *self);
@@ -169,8 +226,12 @@ standby_next (BoxLibvirtPlugin *self)
       g_free (id);
       continue;
     }
-    /* no room: it stays wanted, tried again when operations end */
-    if (!box_libvirt_pools_room_for (self, standby_cost_mib (self))) {
+    /* no room: it stays wanted, tried again when operations end; standbys
+     * take at most a quarter of the pools' budget (they last as long as
+     * their pause: the warm pools and ready forks need the rest) */
+    if (!box_libvirt_pools_room_for (self, standby_cost_mib (self)) ||
+        (box_libvirt_standbys_count (self) + 1) * standby_cost_mib (self) >
+        self->pool_budget_mib / 4) {
       g_debug ("libvirt: no room in the pools' %" G_GUINT64_FORMAT " MiB for a standby "
                "domain of %s", self->pool_budget_mib, id);
       g_queue_push_head (&self->standby_queue, id);
@@ -219,9 +280,9 @@ box_libvirt_standby_load (BoxLibvirtPlugin *self, virConnectPtr conn, BoxLibvirt
   gint64 t0 = g_get_monotonic_time ();
   gboolean ok;
 
-  if (!op->vm->standby)
+  if (!op->standby)
     return FALSE;
-  op->vm->standby = FALSE;
+  op->standby = FALSE;
   dom = box_libvirt_domain_lookup (conn, op->domain);
   /* paused and waiting, on the files it was started on */
   ok = dom != NULL && virDomainGetState (dom, &state, NULL, 0) == 0 &&

@@ -591,8 +591,12 @@ test_fork_materialised (void)
    * forks of v3 in the demand's window, so two are kept ready from now */
   if (!fork_op (SANDBOX_F, "vm-test-f", SANDBOX_A, "v3", &error))
     g_error ("fork: %s", error->message);
-  vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_F);
-  g_assert_cmpstr (vm->vm_id, !=, ready_vm);
+  {
+    guint made, target;
+
+    box_libvirt_ready_sizes (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_A, &made, &target);
+    g_assert_cmpuint (target, ==, 2);
+  }
   g_free (sh (suite.hv, SANDBOX_F, "test \"$(hostname)\" = vm-test-f"));
   run_ok (suite.hv, BOX_VM_OP_DESTROY, SANDBOX_F);
   wait_ready_sizes (SANDBOX_A, 2, 0);
@@ -801,8 +805,10 @@ test_paused (void)
   BoxLibvirtVm *vm = box_libvirt_lookup_vm (BOX_LIBVIRT_PLUGIN (suite.hv), SANDBOX_B);
   g_autofree char *domain = box_libvirt_vm_domain_name (vm->vm_id);
   g_autofree char *cold_tmp = box_libvirt_vm_path (suite.vm_dir, vm->vm_id, "cold.mig.tmp");
+  g_autofree char *pid_path = g_strdup_printf ("/run/libvirt/qemu/%s.pid", domain);
   g_autofree char *check = NULL;
   g_autoptr(GError) error = NULL;
+  pid_t hot_qemu = 0;
 
   g_free (sh (suite.hv, SANDBOX_B, "echo paused > /tmp/paused-file"));
   run_ok (suite.hv, BOX_VM_OP_SUSPEND, SANDBOX_B);
@@ -825,14 +831,18 @@ test_paused (void)
     g_assert_cmpuint (inode_of (disk), ==, inode);
     g_assert_cmpuint (inode_of (p0_disk), !=, inode);
   }
+  g_assert_true (is_qemu (pid_path, &hot_qemu));
   ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p1", TRUE);
   g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_SUSPENDED);
   g_assert_true (vm->cold);
-  g_assert_cmpuint (box_libvirt_qemu_rss_mib (domain), ==, 0);
+  /* the hot pause's QEMU ended (a standby for the wake may follow: it
+   * holds no guest RAM, box-libvirt-standby.c) */
+  g_assert_cmpint (kill (hot_qemu, 0), ==, -1);
   ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p2", TRUE);
   ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_B, "p3", FALSE);
   g_assert_cmpint (box_hypervisor_query (suite.hv, SANDBOX_B, NULL), ==, BOX_VM_STATE_SUSPENDED);
-  g_assert_cmpuint (box_libvirt_qemu_rss_mib (domain), ==, 0);
+  g_assert_true (vm->cold);
+  g_assert_cmpuint (box_libvirt_qemu_rss_mib (domain), <, 100);
 
   run_ok (suite.hv, BOX_VM_OP_RESUME, SANDBOX_B);
   g_free (sh (suite.hv, SANDBOX_B, "rm /tmp/paused-file"));
@@ -1036,7 +1046,7 @@ main (int argc, char **argv)
 
   g_test_init (&argc, &argv, NULL);
   /* ready forks shrink after this long without a fork (test_ready_shrink) */
-  g_setenv ("BOX_VM_TEST_POOL_IDLE_S", "30", TRUE);
+  g_setenv ("BOX_VM_TEST_POOL_IDLE_S", "45", TRUE);
   suite_init ("test-ckpt-data-");
   for (guint i = 0; i < G_N_ELEMENTS (ids); i++)
     run_op (suite.hv, BOX_VM_OP_DESTROY, ids[i], 20, NULL);

@@ -201,6 +201,7 @@ def test_cold(t):
     rss = d.qemu_rss_mib(s['id'])
     t.ok(rss is not None and rss < 100, 'the standby holds no guest RAM (RSS %s MiB)' % rss)
 
+    standbys = len(d.log_lines(s['id'], 'standby domain for its cold wake'))
     lost = d.request('GET', '/v1/sandboxes/lost-run', token=KEY)[2]
     t.eq(lost.get('state'), 'running', 'lost-run is running')
     d.kill9()
@@ -217,7 +218,7 @@ def test_cold(t):
     t.ok(again is not None and again != standby and not os.path.exists('/proc/%d' % standby),
          'the restart ended the standby of coldie and made another', again)
     end = time.time() + 120
-    while time.time() < end and not d.log_lines(s['id'], 'standby domain for its cold wake'):
+    while time.time() < end and len(d.log_lines(s['id'], 'standby domain for its cold wake')) <= standbys:
         time.sleep(0.2)
     with clock('wake (cold)'):
         r = d.request('POST', '/v1/sandboxes/coldie/wake', token=KEY, timeout=300)
