@@ -71,6 +71,9 @@ void          box_libvirt_run_job          (BoxLibvirtPlugin *self, BoxLibvirtVm
  * remove the VM's files. */
 gboolean      box_libvirt_resume_work      (BoxLibvirtPlugin *self, gpointer data, GError **error);
 gboolean      box_libvirt_destroy_work     (BoxLibvirtPlugin *self, gpointer data, GError **error);
+/* Worker threads: whether the operation's domain no longer runs (FALSE,
+ * BOX_ERROR_CONFLICT: it runs). */
+gboolean      box_libvirt_domain_gone_work (BoxLibvirtPlugin *self, gpointer data, GError **error);
 /* Worker threads: starts the VM's domain, a boot (@boot) or a restore of
  * its cold.dev + ram or cold.mig (then resumed); what is left of an
  * earlier QEMU goes first (box-libvirt-start.c). */

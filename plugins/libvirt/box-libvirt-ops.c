@@ -700,8 +700,8 @@ box_libvirt_destroy_start (GTask *task)
 
 /* ---- a VM that died on its own ---- */
 
-static gboolean
-lost_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
+gboolean
+box_libvirt_domain_gone_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
 {
   BoxLibvirtOp *op = data;
   virConnectPtr conn = box_libvirt_conn_get (self->conn, error);
@@ -759,6 +759,7 @@ box_libvirt_lost_start (GTask *task)
     box_libvirt_op_return (task, NULL);
     return;
   }
-  box_libvirt_run_in_thread (op->self, lost_work, op, NULL, NULL, lost_checked, task);
+  box_libvirt_run_in_thread (op->self, box_libvirt_domain_gone_work, op, NULL, NULL,
+                             lost_checked, task);
 }
 

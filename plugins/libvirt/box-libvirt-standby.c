@@ -152,28 +152,6 @@ box_libvirt_standby_start (GTask *task)
   box_libvirt_run_in_thread (op->self, standby_work, op, NULL, NULL, standby_done, task);
 }
 
-/* Worker: whether the domain is gone (FALSE: it runs). */
-static gboolean
-gone_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
-{
-  BoxLibvirtOp *op = data;
-  virConnectPtr conn = box_libvirt_conn_get (self->conn, error);
-  virDomainPtr dom;
-  gboolean alive = FALSE;
-
-  if (conn == NULL)
-    return FALSE;
-  dom = box_libvirt_domain_lookup (conn, op->domain);
-  if (dom != NULL) {
-    alive = virDomainIsActive (dom) == 1;
-    virDomainFree (dom);
-  }
-  virConnectClose (conn);
-  if (alive)
-    g_set_error_literal (error, BOX_ERROR, BOX_ERROR_CONFLICT, "the domain runs");
-  return !alive;
-}
-
 static void
 gone_checked (GObject *source, GAsyncResult *result, gpointer user_data)
 {
@@ -193,7 +171,8 @@ box_libvirt_standby_lost_start (GTask *task)
 {
   BoxLibvirtOp *op = box_libvirt_task_op (task);
 
-  box_libvirt_run_in_thread (op->self, gone_work, op, NULL, NULL, gone_checked, task);
+  box_libvirt_run_in_thread (op->self, box_libvirt_domain_gone_work, op, NULL, NULL,
+                             gone_checked, task);
 }
 
 static void standby_next (BoxLibvirtPlugin *self);
