@@ -483,10 +483,10 @@ status_uint (BoxHypervisor *hv, const char *key)
 }
 
 /* A burst drains the pool: its target grows (within pool_max_size) and it
- * fills up to it; a create that leaves it more than a quarter of its
- * target (and more than pool_fill_jobs) starts no fill until 500 ms
- * without a create; after pool_idle_s without a create it shrinks back
- * to pool_size, a domain per step. */
+ * fills up to it; a create that leaves it more than pool_fill_jobs
+ * domains starts no fill until 500 ms without a create; after
+ * pool_idle_s without a create it shrinks back to pool_size, a domain
+ * per step. */
 static void
 test_pool_adaptive (void)
 {
