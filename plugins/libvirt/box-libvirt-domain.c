@@ -162,6 +162,15 @@ box_libvirt_qemu_rss_mib (const char *domain_name)
   return kib / 1024;
 }
 
+void
+box_libvirt_qemu_rss_average (const char *domain_name, guint64 *average_mib)
+{
+  guint64 rss = box_libvirt_qemu_rss_mib (domain_name);
+
+  if (rss != 0)
+    *average_mib = *average_mib == 0 ? rss : (3 * *average_mib + rss) / 4;
+}
+
 gboolean
 box_libvirt_domain_destroy (virConnectPtr conn, const char *name, GError **error)
 {

@@ -215,11 +215,9 @@ fill_done (Fill *fill)
     slot_discard (self, fill->slot);
   } else {
     g_autofree char *domain = box_libvirt_vm_domain_name (fill->slot->vm_id);
-    guint64 rss = box_libvirt_qemu_rss_mib (domain);
 
     /* what the budget counts a pool domain at: its QEMU's private memory */
-    if (rss != 0)
-      tmpl->slot_mib = tmpl->slot_mib == 0 ? rss : (3 * tmpl->slot_mib + rss) / 4;
+    box_libvirt_qemu_rss_average (domain, &tmpl->slot_mib);
     g_queue_push_tail (&tmpl->slots, g_steal_pointer (&fill->slot));
     box_libvirt_template_refill (self, tmpl);
   }
@@ -442,35 +440,40 @@ box_libvirt_templates_count (BoxLibvirtPlugin *self, guint *target, guint *ready
   *memory_mib += box_libvirt_readies_mib (self) + box_libvirt_standbys_mib (self);
 }
 
-gboolean
-box_libvirt_pools_room_for (BoxLibvirtPlugin *self, guint64 mib)
-{
-  guint target, ready, filling;
-  guint64 pools_mib;
-
-  box_libvirt_templates_count (self, &target, &ready, &filling, &pools_mib);
-  pools_mib += mib;
-  return pools_mib <= self->pool_budget_mib &&
-         box_libvirt_memory_held_mib (self) + pools_mib <= self->max_memory_mib;
-}
-
-static void
-pool_limits (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, BoxLibvirtPoolLimits *limits)
+void
+box_libvirt_pools_limits (BoxLibvirtPlugin *self, guint64 own_mib, guint floor, guint ceiling,
+                          guint64 slot_mib, BoxLibvirtPoolLimits *limits)
 {
   guint target, ready, filling;
   guint64 all_mib, others_mib, held_mib;
 
   box_libvirt_templates_count (self, &target, &ready, &filling, &all_mib);
-  others_mib = all_mib - (tmpl->ready ? pool_mib (tmpl) : 0);
+  others_mib = all_mib - MIN (all_mib, own_mib);
   held_mib = box_libvirt_memory_held_mib (self) + others_mib;
   *limits = (BoxLibvirtPoolLimits) {
-    .floor = self->config.pool_size,
-    .ceiling = self->config.pool_max_size,
+    .floor = floor,
+    .ceiling = ceiling,
     .budget_mib = self->pool_budget_mib > others_mib ? self->pool_budget_mib - others_mib : 0,
     .room_mib = self->max_memory_mib > held_mib ? self->max_memory_mib - held_mib : 0,
-    .slot_mib = slot_cost_mib (tmpl),
+    .slot_mib = slot_mib,
     .idle_us = (gint64) self->config.pool_idle_s * G_USEC_PER_SEC,
   };
+}
+
+gboolean
+box_libvirt_pools_room_for (BoxLibvirtPlugin *self, guint64 mib)
+{
+  BoxLibvirtPoolLimits limits;
+
+  box_libvirt_pools_limits (self, 0, 0, 0, 0, &limits);
+  return mib <= limits.budget_mib && mib <= limits.room_mib;
+}
+
+static void
+pool_limits (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl, BoxLibvirtPoolLimits *limits)
+{
+  box_libvirt_pools_limits (self, tmpl->ready ? pool_mib (tmpl) : 0, self->config.pool_size,
+                            self->config.pool_max_size, slot_cost_mib (tmpl), limits);
 }
 
 static gboolean

@@ -128,6 +128,10 @@ char    *box_libvirt_console_file_tail (const char *path, gsize max);
 guint64  box_libvirt_memory_held_mib  (BoxLibvirtPlugin *self);
 /* Memory a QEMU really holds (private RSS, MiB), 0 when unknown. */
 guint64  box_libvirt_qemu_rss_mib     (const char *domain_name);
+/* Folds the domain's QEMU's private memory (when known) into
+ * *@average_mib, a running average (0: none yet): what a budget counts a
+ * pool domain, ready fork or standby at. */
+void     box_libvirt_qemu_rss_average (const char *domain_name, guint64 *average_mib);
 
 /* ---- domain XML ------------------------------------------------------- */
 
@@ -495,6 +499,12 @@ void      box_libvirt_template_prepare (BoxLibvirtPlugin *self, BoxLibvirtTempla
  * background (waiting while a burst is served from the pool), ends paused
  * domains beyond it, arms the next shrink step or the burst's end. */
 void      box_libvirt_template_refill  (BoxLibvirtPlugin *self, BoxLibvirtTemplate *tmpl);
+/* The limits (box-libvirt-pool-policy.h) of what holds @own_mib of the
+ * pools' memory budget now: the budget and the node's room less what all
+ * else in the pools (warm pools, ready forks, standbys) and the VMs hold. */
+void      box_libvirt_pools_limits     (BoxLibvirtPlugin *self, guint64 own_mib, guint floor,
+                                        guint ceiling, guint64 slot_mib,
+                                        BoxLibvirtPoolLimits *limits);
 /* Whether the pools' memory budget (warm pools, ready forks, standby
  * domains: box_libvirt_templates_count()) and the node's memory capacity
  * have room for @mib more. */

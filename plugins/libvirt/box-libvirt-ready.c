@@ -36,7 +36,6 @@
 #include <string.h>
 
 #include "box-libvirt-op.h"
-#include "box-libvirt-pool-policy.h"
 
 /* before the first is measured: a pool domain's, roughly, under TCG */
 #define BOX_LIBVIRT_READY_COST_MIB 96
@@ -217,10 +216,8 @@ made (GObject *source, GAsyncResult *result, gpointer user_data)
   g_queue_push_tail (&set->made, ready);
   {
     g_autofree char *domain = box_libvirt_vm_domain_name (op->vm->vm_id);
-    guint64 rss = box_libvirt_qemu_rss_mib (domain);
 
-    if (rss != 0)
-      self->ready_mib = self->ready_mib == 0 ? rss : (3 * self->ready_mib + rss) / 4;
+    box_libvirt_qemu_rss_average (domain, &self->ready_mib);
   }
   g_message ("libvirt: sandbox %s: a fork of checkpoint %s is ready (VM %s, %u of %u) in %.0f ms",
              set->sandbox_id, set->checkpoint_id, op->vm->vm_id,
@@ -234,21 +231,9 @@ made (GObject *source, GAsyncResult *result, gpointer user_data)
 static void
 set_limits (BoxLibvirtPlugin *self, BoxLibvirtReadySet *set, BoxLibvirtPoolLimits *limits)
 {
-  guint target, ready, filling;
-  guint64 all_mib, others_mib, held_mib;
-
-  /* (all_mib counts the ready forks) */
-  box_libvirt_templates_count (self, &target, &ready, &filling, &all_mib);
-  others_mib = all_mib - MIN (all_mib, set_count (set) * ready_cost_mib (self));
-  held_mib = box_libvirt_memory_held_mib (self) + others_mib;
-  *limits = (BoxLibvirtPoolLimits) {
-    .floor = 1,
-    .ceiling = MAX (self->config.checkpoint_ready_max, 1),
-    .budget_mib = self->pool_budget_mib > others_mib ? self->pool_budget_mib - others_mib : 0,
-    .room_mib = self->max_memory_mib > held_mib ? self->max_memory_mib - held_mib : 0,
-    .slot_mib = ready_cost_mib (self),
-    .idle_us = (gint64) self->config.pool_idle_s * G_USEC_PER_SEC,
-  };
+  box_libvirt_pools_limits (self, set_count (set) * ready_cost_mib (self), 1,
+                            MAX (self->config.checkpoint_ready_max, 1), ready_cost_mib (self),
+                            limits);
 }
 
 static gboolean

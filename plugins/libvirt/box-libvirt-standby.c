@@ -114,12 +114,7 @@ standby_done (GObject *source, GAsyncResult *result, gpointer user_data)
     return;
   }
   op->vm->standby = TRUE;
-  {
-    guint64 rss = box_libvirt_qemu_rss_mib (op->domain);
-
-    if (rss != 0)
-      self->standby_mib = self->standby_mib == 0 ? rss : (3 * self->standby_mib + rss) / 4;
-  }
+  box_libvirt_qemu_rss_average (op->domain, &self->standby_mib);
   g_message ("libvirt: sandbox %s: standby domain for its cold wake in %.0f ms", op->id,
              (g_get_monotonic_time () - op->started) / 1e3);
   box_libvirt_op_return (task, NULL);
