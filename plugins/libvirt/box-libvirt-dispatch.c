@@ -33,6 +33,9 @@ op_locked (GObject *source, GAsyncResult *result, gpointer user_data)
   case BOX_LIBVIRT_JOB_STANDBY:
     box_libvirt_standby_start (task);
     return;
+  case BOX_LIBVIRT_JOB_FAULT_IN:
+    box_libvirt_fault_in_start (task);
+    return;
   case BOX_LIBVIRT_JOB_ENGINE:
   default:
     break;
@@ -201,6 +204,8 @@ box_libvirt_op_async (BoxLibvirtPlugin *self, BoxVmOp vm_op, const BoxVmRequest 
               vm_op == BOX_VM_OP_RESTORE;
   if (op->heavy)
     g_atomic_int_inc (&self->heavy_ops);
+  op->counted = TRUE;
+  g_atomic_int_inc (&self->engine_ops);
 
   if (!self->started) {
     box_libvirt_op_fail (task, BOX_ERROR_SANDBOX_UNAVAILABLE,

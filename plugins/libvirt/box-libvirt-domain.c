@@ -84,10 +84,10 @@ box_libvirt_domain_lookup (virConnectPtr conn, const char *name)
   return dom;
 }
 
-/* The pid of a domain's QEMU, checked against its command line so that a
- * stale pid file never names another process; 0 when unknown. */
-static pid_t
-domain_pid (const char *name)
+/* Checked against its command line so that a stale pid file never names
+ * another process. */
+pid_t
+box_libvirt_domain_qemu_pid (const char *name)
 {
   g_autofree char *pid_path = g_strdup_printf ("/run/libvirt/qemu/%s.pid", name);
   g_autofree char *contents = NULL;
@@ -117,7 +117,7 @@ box_libvirt_domain_background (const char *name)
   /* <linux/ioprio.h>: class in the top bits, data 0 */
   const int ioprio_idle = 3 << 13, ioprio_who_process = 1;
   const struct sched_param param = { 0 };
-  pid_t pid = domain_pid (name);
+  pid_t pid = box_libvirt_domain_qemu_pid (name);
   g_autofree char *tasks_path = NULL;
   g_autoptr(GDir) tasks = NULL;
   const char *entry;
@@ -141,7 +141,7 @@ box_libvirt_domain_background (const char *name)
 guint64
 box_libvirt_qemu_rss_mib (const char *domain_name)
 {
-  pid_t pid = domain_pid (domain_name);
+  pid_t pid = box_libvirt_domain_qemu_pid (domain_name);
   g_autofree char *path = NULL;
   g_autofree char *status = NULL;
   g_auto(GStrv) lines = NULL;
@@ -182,7 +182,7 @@ box_libvirt_domain_destroy (virConnectPtr conn, const char *name, GError **error
     return TRUE;
   /* libvirt's destroy sends SIGTERM and then always sleeps 200 ms before
    * it looks again; a QEMU that is gone already is noticed at once. */
-  pid = domain_pid (name);
+  pid = box_libvirt_domain_qemu_pid (name);
   if (pid != 0 && kill (pid, SIGKILL) == 0) {
     for (guint i = 0; i < 200 && kill (pid, 0) == 0; i++)
       g_usleep (1000);
@@ -455,6 +455,61 @@ box_libvirt_migrate_save (virDomainPtr dom, const char *path, gboolean ignore_sh
       !box_libvirt_fsync_file (path, error))
     return FALSE;
   return !ignore_shared || set_ignore_shared (dom, FALSE, error);
+}
+
+/* Until the migration left its set-up (and its first sync of the dirty
+ * bitmap): active, or over. */
+static gboolean
+wait_setup (virDomainPtr dom, GError **error)
+{
+  gint64 deadline = g_get_monotonic_time () + END_MIGRATION_TIMEOUT_US;
+
+  for (;;) {
+    g_autofree char *status = qmp_status (dom, "{\"execute\":\"query-migrate\"}", error);
+
+    if (status == NULL)
+      return FALSE;
+    if (!g_str_equal (status, "setup"))
+      return TRUE;
+    if (g_get_monotonic_time () > deadline) {
+      g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL,
+                   "the migration's set-up did not end within %d s",
+                   (int) (END_MIGRATION_TIMEOUT_US / G_USEC_PER_SEC));
+      return FALSE;
+    }
+    g_usleep (2000);
+  }
+}
+
+gboolean
+box_libvirt_migrate_settle (virDomainPtr dom, GError **error)
+{
+  gboolean resumed = FALSE, ok;
+  int fd;
+
+  /* a byte a second: the bulk pass after the set-up sends next to nothing
+   * (every save sets max-bandwidth again, box_libvirt_migrate_save()) */
+  if (!set_ignore_shared (dom, FALSE, error) ||
+      !box_libvirt_qmp_ok (dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":"
+               "{\"max-bandwidth\":1}}", -1, error))
+    return FALSE;
+  fd = open ("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int saved_errno = errno;
+    g_set_error (error, BOX_ERROR, BOX_ERROR_INTERNAL, "cannot open /dev/null: %s",
+                 g_strerror (saved_errno));
+    return FALSE;
+  }
+  if (!pass_fd (dom, fd, error) ||
+      !box_libvirt_qmp_ok (dom, "{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:"
+               BOX_LIBVIRT_FD_NAME "\"}}", -1, error))
+    return FALSE;
+  ok = wait_setup (dom, error);
+  /* cancelled either way (or, had it ended, the vCPUs run again); the
+   * first error counts */
+  if (!box_libvirt_domain_end_migration (dom, &resumed, ok ? error : NULL))
+    return FALSE;
+  return ok;
 }
 
 gboolean

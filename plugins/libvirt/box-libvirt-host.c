@@ -179,6 +179,9 @@ box_libvirt_config_load (BoxPlugin *plugin, BoxLibvirtConfig *config, GError **e
   if (!box_plugin_context_get_bool (box_plugin_get_context (plugin), "cold_standby",
                                     TRUE, &config->cold_standby, error))
     return FALSE;
+  if (!box_plugin_context_get_bool (box_plugin_get_context (plugin), "ram_fault_in",
+                                    TRUE, &config->ram_fault_in, error))
+    return FALSE;
   return TRUE;
 }
 

@@ -15,6 +15,7 @@ typedef enum {
   BOX_LIBVIRT_JOB_COLD,          /* a hot pause turns cold */
   BOX_LIBVIRT_JOB_LOST,          /* the domain stopped on its own */
   BOX_LIBVIRT_JOB_STANDBY,       /* a cold VM's domain started for its wake */
+  BOX_LIBVIRT_JOB_FAULT_IN,      /* a VM's RAM mapping faulted in ahead of a save */
 } BoxLibvirtJobKind;
 
 typedef struct {
@@ -35,6 +36,7 @@ typedef struct {
   gboolean          set_owner;   /* resume_work makes the domain the sandbox's */
   gboolean          locked;
   gboolean          heavy;       /* counted in self->heavy_ops until it returns */
+  gboolean          counted;     /* counted in self->engine_ops until it returns */
   gint64            started;
   /* checkpoints (box-libvirt-checkpoint.c) and forks (box-libvirt-fork.c) */
   char             *checkpoint_id;     /* CHECKPOINT, RESTORE, DELETE_CHECKPOINT */
@@ -118,6 +120,7 @@ void          box_libvirt_boot_start       (GTask *task);
 void          box_libvirt_shutdown_start   (GTask *task);
 void          box_libvirt_destroy_start    (GTask *task);
 void          box_libvirt_lost_start       (GTask *task);
+void          box_libvirt_fault_in_start   (GTask *task);
 void          box_libvirt_checkpoint_start (GTask *task);
 void          box_libvirt_restore_start    (GTask *task);
 /* no VM lock: the checkpoint may outlive its VM */

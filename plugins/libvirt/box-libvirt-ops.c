@@ -73,6 +73,17 @@ box_libvirt_op_return (GTask *task, GError *error)
     op->locked = FALSE;
     box_libvirt_vm_unlock (op->self, op->vm);
   }
+  /* a VM likely to be saved soon (a restore saves it first): its RAM
+   * mapping faulted in ahead of that save, once nothing else runs
+   * (box-libvirt-fault-in.c) */
+  if (error == NULL && op->kind == BOX_LIBVIRT_JOB_ENGINE && op->vm != NULL &&
+      (op->op == BOX_VM_OP_RESTORE || (op->op == BOX_VM_OP_CHECKPOINT && !op->memory)))
+    box_libvirt_fault_in_want (op->self, op->vm);
+  if (op->counted) {
+    op->counted = FALSE;
+    if (g_atomic_int_dec_and_test (&op->self->engine_ops))
+      box_libvirt_fault_in_kick (op->self);
+  }
   if (op->heavy) {
     op->heavy = FALSE;
     if (g_atomic_int_dec_and_test (&op->self->heavy_ops)) {

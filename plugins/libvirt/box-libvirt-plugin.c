@@ -34,6 +34,9 @@
  *   checkpoint_ready_max=10   at most so many per sandbox (they follow its forks)
  *   cold_standby=true      a cold VM's domain started in advance, waiting for
  *                          its state, for its wake (box-libvirt-standby.c)
+ *   ram_fault_in=true      a restored VM's RAM mapping faulted in,
+ *                          in the background, ahead of its next save
+ *                          (box-libvirt-fault-in.c)
  *   disk_cache=writeback   QEMU's disk cache: writeback, none, or unsafe (guest
  *                          flushes dropped: faster pauses, unsafe at a host crash)
  */
@@ -673,6 +676,7 @@ box_libvirt_plugin_stop (BoxPlugin *plugin)
   box_libvirt_templates_drain (self);
   box_libvirt_readies_drain (self);
   box_libvirt_standbys_drain (self);
+  box_libvirt_fault_ins_drain (self);
   box_libvirt_materialise_stop (self);
   g_hash_table_iter_init (&iter, self->vms);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
@@ -741,6 +745,7 @@ box_libvirt_plugin_finalize (GObject *object)
   g_clear_pointer (&self->guest_ca, g_bytes_unref);
   g_queue_clear_full (&self->materialise_queue, g_free);
   g_queue_clear_full (&self->standby_queue, g_free);
+  g_queue_clear_full (&self->fault_in_queue, g_free);
   box_libvirt_conn_free (self->conn);
   box_libvirt_image_free (self->image);
   box_libvirt_config_clear (&self->config);

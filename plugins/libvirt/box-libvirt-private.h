@@ -81,6 +81,8 @@ typedef struct {
   guint    checkpoint_ready_max; /* 10: at most so many of them per sandbox */
   gboolean cold_standby;        /* TRUE: a cold VM's domain started in advance for its wake
                                  * (box-libvirt-standby.c) */
+  gboolean ram_fault_in;        /* TRUE: a restored VM's RAM mapping faulted in ahead of
+                                 * its next save (box-libvirt-fault-in.c) */
   guint64  max_memory_mib;      /* 0: MemTotal minus a reserve */
   guint64  max_cpus;            /* 0: CPUs times cpu_overcommit */
   guint    cpu_overcommit;      /* 64 */
@@ -126,6 +128,8 @@ char    *box_libvirt_console_file_tail (const char *path, gsize max);
 /* Memory the sandboxes' VMs hold and will not let go of (hot pauses
  * excepted: they turn cold when memory is short), MiB. */
 guint64  box_libvirt_memory_held_mib  (BoxLibvirtPlugin *self);
+/* The pid of the domain's QEMU, 0 when it has none. */
+pid_t    box_libvirt_domain_qemu_pid  (const char *domain_name);
 /* Memory a QEMU really holds (private RSS, MiB), 0 when unknown. */
 guint64  box_libvirt_qemu_rss_mib     (const char *domain_name);
 /* Folds the domain's QEMU's private memory (when known) into
@@ -247,6 +251,14 @@ gboolean     box_libvirt_domain_end_migration (virDomainPtr dom, gboolean *resum
  * @path: QEMU migrates to an fd: it may not spawn (seccomp). */
 gboolean     box_libvirt_migrate_save   (virDomainPtr dom, const char *path,
                                          gboolean ignore_shared, GError **error);
+/* A migration to /dev/null cancelled once its set-up is over: under TCG,
+ * QEMU's first sync of the migration dirty bitmap of a RAM block that is
+ * no multiple of 256 KiB resets the vCPUs' TLB entries page by page,
+ * ~1 s for 2 GiB of pages all dirty (as they are in a QEMU just started),
+ * with the big lock held.  After this the next save's first sync only
+ * finds what the guest wrote since (box-libvirt-fault-in.c).  The vCPUs
+ * never stop. */
+gboolean     box_libvirt_migrate_settle (virDomainPtr dom, GError **error);
 /* The reverse into a domain started paused with -incoming defer. */
 gboolean     box_libvirt_migrate_load   (virDomainPtr dom, const char *path,
                                          gboolean ignore_shared, GError **error);
@@ -346,6 +358,13 @@ struct _BoxLibvirtPlugin {
   GQueue             standby_queue;
   gboolean           standby_making;
   guint64            standby_mib;
+  /* RAM mappings faulted in ahead of a save (box-libvirt-fault-in.c):
+   * sandbox IDs that want it, whether one runs (since when), how many ended */
+  GQueue             fault_in_queue;
+  gboolean           fault_in_running;
+  guint              fault_ins_done;
+  /* atomic: the engine's operations under way (a fault-in yields to any) */
+  gint               engine_ops;
   /* the CA every guest trusts (box_hypervisor_set_guest_ca()): pool
    * domains take it as they warm up; main thread */
   GBytes            *guest_ca;
@@ -654,6 +673,16 @@ void        box_libvirt_standby_kick   (BoxLibvirtPlugin *self);
 void        box_libvirt_standbys_drain (BoxLibvirtPlugin *self);
 guint       box_libvirt_standbys_count (BoxLibvirtPlugin *self);
 guint64     box_libvirt_standbys_mib   (BoxLibvirtPlugin *self);
+
+/* A VM's RAM mapping faulted in ahead of its next save
+ * (box-libvirt-fault-in.c).  _want: @vm was restored or
+ * disk-checkpointed, and runs; it is done when nothing else runs (_kick:
+ * operations ended); _drain at stop.  _done: how many ended (a VM whose
+ * QEMU has no RAM file counts), *@busy whether one runs or waits (tests). */
+void        box_libvirt_fault_in_want  (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
+void        box_libvirt_fault_in_kick  (BoxLibvirtPlugin *self);
+void        box_libvirt_fault_ins_drain (BoxLibvirtPlugin *self);
+guint       box_libvirt_fault_ins_done (BoxLibvirtPlugin *self, gboolean *busy);
 
 /* The VM ID of the helper domain while @checkpoint_id of @sandbox_id is
  * materialised, else NULL (tests). */

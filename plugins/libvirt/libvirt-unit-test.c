@@ -642,6 +642,7 @@ test_pool_config (void)
     { "checkpoint_ready_max", "0" },
     { "checkpoint_ready_max", "65" },
     { "cold_standby", "often" },
+    { "ram_fault_in", "yes please" },
   };
   BoxLibvirtConfig config = { 0 };
   g_autoptr(GError) error = NULL;
@@ -669,6 +670,9 @@ test_pool_config (void)
   g_assert_true (config.cold_standby);
   g_assert_true (load_config (&config, &error, "cold_standby", "false", NULL));
   g_assert_false (config.cold_standby);
+  g_assert_true (config.ram_fault_in);
+  g_assert_true (load_config (&config, &error, "ram_fault_in", "false", NULL));
+  g_assert_false (config.ram_fault_in);
   /* the default ceiling is the highest floor */
   g_assert_true (load_config (&config, &error, "pool_size", "64", NULL));
   g_assert_cmpuint (config.pool_max_size, ==, 64);
