@@ -179,18 +179,18 @@ class Vm:
         for p in (self.qmp_path, self.agent_path):
             if os.path.exists(p):
                 os.unlink(p)
-        mem = floor.memory_mib
+        mem = '%dK' % (floor.memory_mib * 1024 + floor.ram_pad_kib)
         if ram_path is not None:
-            ram = 'memory-backend-file,id=box-ram,size=%dM,mem-path=%s,share=%s' % (
+            ram = 'memory-backend-file,id=box-ram,size=%s,mem-path=%s,share=%s' % (
                 mem, ram_path, 'on' if share else 'off')
         else:
-            ram = 'memory-backend-ram,id=box-ram,size=%dM' % mem
+            ram = 'memory-backend-ram,id=box-ram,size=%s' % mem
         img = floor.image
         self.argv = [
             'qemu-system-x86_64', '-name', 'box-floor-' + name,
             '-machine', 'q35,usb=off,dump-guest-core=off,memory-backend=box-ram',
             '-accel', 'tcg,tb-size=%d' % floor.tb_cache_mib, '-cpu', 'qemu64',
-            '-m', str(mem), '-object', ram, '-smp', str(floor.cpus),
+            '-m', 'size=' + mem, '-object', ram, '-smp', str(floor.cpus),
             '-display', 'none', '-no-user-config', '-nodefaults', '-no-reboot',
             '-rtc', 'base=utc',
             '-kernel', os.path.join(img, 'vmlinuz'), '-initrd', os.path.join(img, 'initrd.img'),
@@ -316,8 +316,12 @@ def disk_snapshot(qmp, disk, new):
 
 
 class Floor:
-    def __init__(self, work, image=None, cpus=2, memory_mib=2048, disk_gib=20, tb_cache_mib=128):
+    def __init__(self, work, image=None, cpus=2, memory_mib=2048, disk_gib=20, tb_cache_mib=128,
+                 ram_pad_kib=0):
         self.work = os.path.join(work, 'floor')
+        # the libvirt plugin's RAM block under TCG is 8 KiB more than
+        # memory_mib (box-libvirt-ram.c); 0: exactly memory_mib
+        self.ram_pad_kib = ram_pad_kib
         self.image = image or os.path.realpath(os.path.join(IMAGE_CACHE, 'base'))
         self.cpus = cpus
         self.memory_mib = memory_mib
