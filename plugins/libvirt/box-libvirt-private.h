@@ -353,6 +353,8 @@ struct _BoxLibvirtPlugin {
   GHashTable        *readies;
   struct _BoxLibvirtReady *ready_making;
   guint64            ready_mib;
+  gint64             ready_last_fork;    /* monotonic: the last fork of a memory checkpoint */
+  guint              ready_quiet_source; /* ready_next() once forks stopped coming */
   /* standby domains for cold wakes (box-libvirt-standby.c): sandbox IDs
    * that want one, whether one is being made, a standby's measured cost */
   GQueue             standby_queue;

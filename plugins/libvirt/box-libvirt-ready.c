@@ -23,7 +23,10 @@
  * checkpoint_ready_max (10: an agent branching ten times from one state),
  * and back down one at a time once no fork came for pool_idle_s.  They are
  * made one at a time, only while no create, fork, wake, checkpoint or
- * restore is under way (box_libvirt_ready_kick() when they end), within
+ * restore is under way (box_libvirt_ready_kick() when they end) and no
+ * fork came in the last BOX_LIBVIRT_READY_QUIET_MS (forks back to back
+ * take the ones made; making more meanwhile, a domain start each, would
+ * take the CPUs the next fork's resume and guest set-up need), within
  * pool_memory_mib together with the warm pools (each counted at a ready
  * fork's measured private memory).  Deleting the checkpoint or destroying
  * its sandbox ends its ready forks; a newer materialised checkpoint
@@ -39,6 +42,9 @@
 
 /* before the first is measured: a pool domain's, roughly, under TCG */
 #define BOX_LIBVIRT_READY_COST_MIB 96
+/* no ready fork is made within this of a fork (as the warm pool's fills
+ * wait for a burst of creates, box-libvirt-pool.c) */
+#define BOX_LIBVIRT_READY_QUIET_MS 500
 
 typedef struct _BoxLibvirtReady BoxLibvirtReady;
 
@@ -297,6 +303,16 @@ make_one (BoxLibvirtPlugin *self, BoxLibvirtReadySet *set)
   box_libvirt_fork_start (task);
 }
 
+static gboolean
+quiet_cb (gpointer data)
+{
+  BoxLibvirtPlugin *self = data;
+
+  self->ready_quiet_source = 0;
+  ready_next (self);
+  return G_SOURCE_REMOVE;
+}
+
 /* Trims every set to its target, then makes the next wanted ready fork
  * when nothing else runs. */
 static void
@@ -305,6 +321,7 @@ ready_next (BoxLibvirtPlugin *self)
   BoxLibvirtReadySet *next = NULL;
   GHashTableIter iter;
   gpointer value;
+  gint64 now = g_get_monotonic_time (), quiet_at;
 
   if (!self->started)
     return;
@@ -320,6 +337,15 @@ ready_next (BoxLibvirtPlugin *self)
   if (next == NULL || self->ready_making != NULL || box_libvirt_tcg_refused (self) ||
       g_atomic_int_get (&self->heavy_ops) > 0)
     return;
+  /* forks coming back to back: the next make waits until they stop */
+  quiet_at = self->ready_last_fork + BOX_LIBVIRT_READY_QUIET_MS * 1000;
+  if (self->ready_last_fork != 0 && now < quiet_at) {
+    if (self->ready_quiet_source == 0)
+      self->ready_quiet_source = g_timeout_add_full (G_PRIORITY_DEFAULT,
+                                                     (guint) ((quiet_at - now + 999) / 1000),
+                                                     quiet_cb, self, NULL);
+    return;
+  }
   /* no room: it stays wanted, tried again when operations end */
   if (!box_libvirt_pools_room_for (self, ready_cost_mib (self))) {
     g_debug ("libvirt: no room in the pools' %" G_GUINT64_FORMAT " MiB for a ready fork of "
@@ -393,6 +419,7 @@ box_libvirt_ready_take (BoxLibvirtPlugin *self, BoxLibvirtOp *op)
   BoxLibvirtOp *made_op;
   g_autoptr(GError) error = NULL;
 
+  self->ready_last_fork = g_get_monotonic_time ();
   if (set == NULL || strcmp (set->checkpoint_id, op->from_checkpoint_id) != 0)
     return FALSE;
   /* the demand the set's size follows: a fork that finds none says it is
@@ -425,6 +452,7 @@ box_libvirt_readies_drain (BoxLibvirtPlugin *self)
   GHashTableIter iter;
   gpointer value;
 
+  g_clear_handle_id (&self->ready_quiet_source, g_source_remove);
   g_hash_table_iter_init (&iter, self->readies);
   while (g_hash_table_iter_next (&iter, NULL, &value)) {
     g_hash_table_iter_steal (&iter);
