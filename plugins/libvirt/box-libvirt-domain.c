@@ -487,11 +487,13 @@ box_libvirt_migrate_settle (virDomainPtr dom, GError **error)
   gboolean resumed = FALSE, ok;
   int fd;
 
-  /* a byte a second: the bulk pass after the set-up sends next to nothing
-   * (every save sets max-bandwidth again, box_libvirt_migrate_save()) */
+  /* 1000 bytes a second: the bulk pass after the set-up sends next to
+   * nothing (QEMU 7.2 allows a tenth of it per 100 ms; below 10 that is 0,
+   * which it takes for no limit).  Every save sets max-bandwidth again
+   * (box_libvirt_migrate_save()) */
   if (!set_ignore_shared (dom, FALSE, error) ||
       !box_libvirt_qmp_ok (dom, "{\"execute\":\"migrate-set-parameters\",\"arguments\":"
-               "{\"max-bandwidth\":1}}", -1, error))
+               "{\"max-bandwidth\":1000}}", -1, error))
     return FALSE;
   fd = open ("/dev/null", O_WRONLY | O_CLOEXEC);
   if (fd < 0) {

@@ -1,4 +1,5 @@
-/* box-libvirt-fault-in.c: a VM's RAM mapping faulted in ahead of its next save.
+/* box-libvirt-fault-in.c: a restored VM readied for its next save (its RAM
+ * mapping faulted in, its dirty bitmap settled).
  *
  * A VM created from the template, forked from a materialised checkpoint or
  * restored to one maps a sparse RAM file privately (box-libvirt-start.c):
@@ -17,7 +18,10 @@
  * Nothing in the guest changes: an untouched page stays the page cache's
  * until the guest writes it (copy-on-write as before).  The pages are the
  * shared page cache of the RAM file, not QEMU's private memory (what the
- * budgets count, box_libvirt_qemu_rss_mib()).
+ * budgets count, box_libvirt_qemu_rss_mib()).  This needs boxd to see and
+ * read the QEMU (root, CAP_SYS_PTRACE); under boxd.service, which hides
+ * other users' processes (ProtectProc=invisible) and grants no ptrace, it
+ * is skipped and the settle below runs alone.
  *
  * Under TCG a second cost comes first in such a save: QEMU's first sync
  * of the migration dirty bitmap.  A VM's RAM block is 8 KiB more than a
@@ -25,21 +29,23 @@
  * by page, resetting every vCPU's TLB entries for each dirty page, and in
  * a QEMU just started every page is dirty: ~1 s for 2 GiB, with QEMU's big
  * lock held (the guest stalls).  So once the pages are mapped and the
- * guest is idle (its QEMU under IDLE_CPU_PERCENT of a CPU), the job also
- * settles the bitmap: a migration to /dev/null, cancelled once its set-up
- * (that first sync) is over (box_libvirt_migrate_settle()); the next
- * save's first sync finds only what the guest wrote since.  An idle guest
- * does not notice the stall; a busy one makes the job wait (IDLE_WAIT_S
- * at most, then no settle).
+ * guest is idle (its domain under IDLE_CPU_PERCENT of a CPU, libvirt's
+ * CPU time), the job also settles the bitmap: a migration to /dev/null,
+ * cancelled once its set-up (that first sync) is over
+ * (box_libvirt_migrate_settle()); the next save's first sync then finds
+ * only the pages written since dirty, a fraction for an idle guest.  An
+ * idle guest does not notice the stall; a busy one makes the job wait
+ * (IDLE_WAIT_S at most, then no settle).  Anything that needs QEMU's big
+ * lock meanwhile (an operation, the agent's traffic) waits for the set-up.
  *
- * One VM at a time, a job under the VM's lock on a worker at SCHED_IDLE
- * and nice 19, only while no operation of the engine runs: it stops when
- * one starts (the VM goes back to the head of the queue; pages already
- * mapped cost next to nothing the second time), when the QEMU ends, and
- * at stop; a settle under way ends (cancelled) before the operation goes
- * on.  A memory checkpoint of a running VM needs none after it: its save
- * read every page and synced the bitmap.  [plugin.libvirt]
- * ram_fault_in=false: never.
+ * One VM at a time, a job under the VM's lock, only while no operation of
+ * the engine runs: it stops when one starts (within YIELD_CHECK_MS; the
+ * VM goes back to the head of the queue, and pages already mapped cost
+ * next to nothing the second time), when the QEMU ends, and at stop.  The
+ * pages are read on a thread of its own at SCHED_IDLE and nice 19.  A
+ * memory checkpoint of a running VM needs none after it: its save read
+ * every page and synced the bitmap.  VMs adopted at a start are not
+ * queued.  [plugin.libvirt] ram_fault_in=false: never.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* SCHED_IDLE, process_vm_readv() */
@@ -62,38 +68,42 @@
 /* remote pages per process_vm_readv() (IOV_MAX) */
 #define BATCH_PAGES 1024
 
-/* the guest counts as idle while its QEMU takes less than this much of a
+/* the guest counts as idle while its domain takes less than this much of a
  * CPU (an idle TCG guest: ~1 %), sampled over IDLE_SAMPLE_MS */
 #define IDLE_CPU_PERCENT 10
 #define IDLE_SAMPLE_MS   500
+/* how often a wait looks for an operation to yield to */
+#define YIELD_CHECK_MS   20
 /* a settle waits this long at most for an idle guest, then gives up */
 #define IDLE_WAIT_S      30
 
 typedef struct {
   BoxLibvirtOp *op;
+  pid_t    pid;         /* the QEMU (0: not visible to boxd) */
+  int      pidfd;
+  GArray  *ranges;
   guint64  pages;       /* faulted in */
-  guint    mappings;    /* RAM mappings found (0: RAM not from a file) */
   gboolean complete;    /* every page of every RAM mapping read */
   gboolean yielded;     /* stopped for an operation, to go again */
   gboolean settled;     /* the dirty bitmap settled (box_libvirt_migrate_settle()) */
+  const char *no_settle; /* why not, for the log */
   gint64   settle_us;
 } FaultIn;
 
 /* The private, writable, file-backed mappings of @pid at least @min_bytes
  * long (QEMU's RAM block over the RAM file), as address pairs; NULL when
- * it is gone. */
+ * they cannot be read (gone, or hidden from boxd). */
 static GArray *
 ram_mappings (int pid, guint64 min_bytes)
 {
   g_autofree char *path = g_strdup_printf ("/proc/%d/maps", pid);
   g_autofree char *maps = NULL;
   g_auto(GStrv) lines = NULL;
-  GArray *ranges = g_array_new (FALSE, FALSE, sizeof (guint64));
+  GArray *ranges;
 
-  if (!g_file_get_contents (path, &maps, NULL, NULL)) {
-    g_array_unref (ranges);
+  if (!g_file_get_contents (path, &maps, NULL, NULL))
     return NULL;
-  }
+  ranges = g_array_new (FALSE, FALSE, sizeof (guint64));
   lines = g_strsplit (maps, "\n", -1);
   for (guint i = 0; lines[i] != NULL; i++) {
     guint64 lo, hi, inode;
@@ -121,148 +131,164 @@ should_yield (BoxLibvirtPlugin *self)
          g_cancellable_is_cancelled (self->cancellable);
 }
 
-/* Reads a byte of each page of @ranges in @pid until done, an operation
- * starts (job->yielded) or the QEMU ends (@pidfd). */
-static void
-read_pages (BoxLibvirtPlugin *self, FaultIn *job, pid_t pid, int pidfd, GArray *ranges)
+/* Sleeps @ms, looking for an operation to yield to; FALSE (job->yielded)
+ * when one came. */
+static gboolean
+nap (BoxLibvirtPlugin *self, FaultIn *job, guint ms)
 {
+  for (guint slept = 0; slept < ms; slept += YIELD_CHECK_MS) {
+    if (should_yield (self)) {
+      job->yielded = TRUE;
+      return FALSE;
+    }
+    g_usleep (YIELD_CHECK_MS * 1000);
+  }
+  return !(job->yielded = should_yield (self));
+}
+
+/* A thread of its own at SCHED_IDLE and nice 19 (they end with it; a
+ * pool thread could not always get its priority back): reads a byte of
+ * each page of job->ranges until done, an operation starts
+ * (job->yielded) or the QEMU ends. */
+static gpointer
+read_pages (gpointer data)
+{
+  FaultIn *job = data;
+  BoxLibvirtPlugin *self = job->op->self;
+  const struct sched_param idle = { 0 };
+  const pid_t tid = (pid_t) syscall (SYS_gettid);
   char sink[BATCH_PAGES];
   struct iovec local[BATCH_PAGES], remote[BATCH_PAGES];
 
+  /* (refused under boxd.service's system call filter: it runs at the
+   * pool's priority then) */
+  sched_setscheduler (tid, SCHED_IDLE, &idle);
+  setpriority (PRIO_PROCESS, (id_t) tid, 19);
   for (guint i = 0; i < BATCH_PAGES; i++) {
     local[i].iov_base = sink + i;
     local[i].iov_len = 1;
     remote[i].iov_len = 1;
   }
-  for (guint r = 0; r + 1 < ranges->len; r += 2) {
-    guint64 addr = g_array_index (ranges, guint64, r);
-    guint64 hi = g_array_index (ranges, guint64, r + 1);
+  for (guint r = 0; r + 1 < job->ranges->len; r += 2) {
+    guint64 addr = g_array_index (job->ranges, guint64, r);
+    guint64 hi = g_array_index (job->ranges, guint64, r + 1);
 
     while (addr < hi) {
-      struct pollfd exited = { .fd = pidfd, .events = POLLIN };
+      struct pollfd exited = { .fd = job->pidfd, .events = POLLIN };
       guint n = (guint) MIN ((hi - addr) / PAGE_BYTES, BATCH_PAGES);
       ssize_t got;
 
       if (should_yield (self)) {
         job->yielded = TRUE;
-        return;
+        return NULL;
       }
       if (n == 0)
         break;
-      /* gone, or unmapped: it ends */
+      /* gone, or not ours to read: it ends */
       if (poll (&exited, 1, 0) != 0)
-        return;
+        return NULL;
       for (guint i = 0; i < n; i++)
         remote[i].iov_base = GSIZE_TO_POINTER (addr + (guint64) i * PAGE_BYTES);
-      got = process_vm_readv (pid, local, n, remote, n, 0);
+      got = process_vm_readv (job->pid, local, n, remote, n, 0);
       if (got <= 0)
-        return;
+        return NULL;
       job->pages += (guint64) got;
       addr += (guint64) got * PAGE_BYTES;
     }
   }
   job->complete = TRUE;
+  return NULL;
 }
 
-/* The CPU time @pid used so far, in clock ticks; -1 when it is gone. */
+/* The CPU time the domain used so far (libvirt's figure: boxd may not see
+ * QEMU's /proc), ns; -1 when unknown. */
 static gint64
-cpu_ticks (pid_t pid)
+cpu_ns (virDomainPtr dom)
 {
-  g_autofree char *path = g_strdup_printf ("/proc/%d/stat", (int) pid);
-  g_autofree char *stat = NULL;
-  g_auto(GStrv) fields = NULL;
-  const char *after;
+  virDomainInfo info;
 
-  if (!g_file_get_contents (path, &stat, NULL, NULL) || (after = strrchr (stat, ')')) == NULL)
-    return -1;
-  /* after the command: state (3) ... utime (14), stime (15) */
-  fields = g_strsplit (after + 2, " ", 16);
-  if (g_strv_length (fields) < 14)
-    return -1;
-  return g_ascii_strtoll (fields[11], NULL, 10) + g_ascii_strtoll (fields[12], NULL, 10);
+  return virDomainGetInfo (dom, &info) == 0 ? (gint64) info.cpuTime : -1;
 }
 
 /* Until the guest is idle (TRUE), an operation starts (job->yielded), the
- * QEMU ends or IDLE_WAIT_S pass. */
+ * domain ends or IDLE_WAIT_S pass. */
 static gboolean
-wait_idle (BoxLibvirtPlugin *self, FaultIn *job, pid_t pid)
+wait_idle (BoxLibvirtPlugin *self, FaultIn *job, virDomainPtr dom)
 {
-  gint64 ticks_per_s = sysconf (_SC_CLK_TCK);
-  gint64 before = cpu_ticks (pid);
+  gint64 deadline = g_get_monotonic_time () + IDLE_WAIT_S * G_USEC_PER_SEC;
+  gint64 before = cpu_ns (dom), at = g_get_monotonic_time ();
 
-  for (guint i = 0; i < IDLE_WAIT_S * 1000 / IDLE_SAMPLE_MS && before >= 0; i++) {
-    gint64 after;
+  while (before >= 0 && g_get_monotonic_time () < deadline) {
+    gint64 after, now;
 
-    g_usleep (IDLE_SAMPLE_MS * 1000);
-    if (should_yield (self)) {
-      job->yielded = TRUE;
+    if (!nap (self, job, IDLE_SAMPLE_MS))
       return FALSE;
-    }
-    after = cpu_ticks (pid);
+    after = cpu_ns (dom);
+    now = g_get_monotonic_time ();
     if (after < 0)
       return FALSE;
-    if ((after - before) * 1000 * 100 < IDLE_CPU_PERCENT * ticks_per_s * IDLE_SAMPLE_MS)
+    /* used / elapsed (ns / us) under IDLE_CPU_PERCENT % */
+    if ((after - before) * 100 < IDLE_CPU_PERCENT * (now - at) * 1000)
       return TRUE;
     before = after;
+    at = now;
   }
+  job->no_settle = "the guest was not idle";
   return FALSE;
 }
 
-/* Worker, under the VM's lock: the fault-in, then (TCG, a RAM block
- * pre-copied) the settle of the dirty bitmap once the guest is idle. */
+/* Worker, under the VM's lock: the fault-in (when boxd may read the
+ * QEMU's memory), then (TCG, a RAM block pre-copied) the settle of the
+ * dirty bitmap once the guest is idle. */
 static gboolean
 fault_in_work (BoxLibvirtPlugin *self, gpointer data, GError **error)
 {
   FaultIn *job = data;
   BoxLibvirtOp *op = job->op;
-  const struct sched_param idle = { 0 };
-  const pid_t tid = (pid_t) syscall (SYS_gettid);
-  int policy = sched_getscheduler (tid);
-  struct sched_param param = { 0 };
-  int nice_was = getpriority (PRIO_PROCESS, (id_t) tid);
-  g_autoptr(GArray) ranges = NULL;
-  pid_t pid = box_libvirt_domain_qemu_pid (op->domain);
   virConnectPtr conn;
   virDomainPtr dom;
   gboolean ok = TRUE;
-  int pidfd;
 
-  if (pid == 0)
-    return TRUE;                        /* no QEMU any more: nothing to do */
-  pidfd = pidfd_open (pid, 0);
-  if (pidfd < 0)
-    return TRUE;
+  job->pid = box_libvirt_domain_qemu_pid (op->domain);
+  job->pidfd = job->pid != 0 ? pidfd_open (job->pid, 0) : -1;
   /* its pid is this QEMU's for as long as pidfd says it runs */
-  ranges = ram_mappings (pid, (guint64) op->resources.memory_mib << 20);
-  if (ranges == NULL) {
-    close (pidfd);
-    return TRUE;                        /* gone meanwhile */
-  }
-  job->mappings = ranges->len / 2;
-  sched_getparam (tid, &param);
-  sched_setscheduler (tid, SCHED_IDLE, &idle);
-  setpriority (PRIO_PROCESS, (id_t) tid, 19);
-  read_pages (self, job, pid, pidfd, ranges);
-  if (!job->yielded && g_strcmp0 (self->accel, "tcg") == 0 && wait_idle (self, job, pid)) {
-    conn = box_libvirt_conn_get (self->conn, error);
-    dom = conn != NULL ? box_libvirt_domain_lookup (conn, op->domain) : NULL;
-    if (dom != NULL && box_libvirt_live_ram_copy (self, dom)) {
-      gint64 t0 = g_get_monotonic_time ();
+  if (job->pidfd >= 0)
+    job->ranges = ram_mappings (job->pid, (guint64) op->resources.memory_mib << 20);
+  if (job->ranges != NULL) {
+    GThread *reader = g_thread_try_new ("box-fault-in", read_pages, job, error);
 
-      ok = box_libvirt_migrate_settle (dom, error);
-      job->settled = ok;
-      job->settle_us = g_get_monotonic_time () - t0;
-    }
-    if (dom != NULL)
-      virDomainFree (dom);
-    if (conn != NULL)
-      virConnectClose (conn);
-    else
+    if (reader == NULL)
       ok = FALSE;
+    else
+      g_thread_join (reader);
   }
-  sched_setscheduler (tid, policy, &param);
-  setpriority (PRIO_PROCESS, (id_t) tid, nice_was);
-  close (pidfd);
+  if (job->pidfd >= 0)
+    close (job->pidfd);
+  g_clear_pointer (&job->ranges, g_array_unref);
+  if (!ok || job->yielded)
+    return ok;
+  if (g_strcmp0 (self->accel, "tcg") != 0) {
+    job->no_settle = "not TCG";
+    return TRUE;
+  }
+  conn = box_libvirt_conn_get (self->conn, error);
+  if (conn == NULL)
+    return FALSE;
+  dom = box_libvirt_domain_lookup (conn, op->domain);
+  if (dom == NULL)
+    job->no_settle = "the domain is gone";
+  else if (!box_libvirt_live_ram_copy (self, dom))
+    job->no_settle = "its RAM block is copied with the guest stopped";
+  else if (wait_idle (self, job, dom)) {
+    gint64 t0 = g_get_monotonic_time ();
+
+    ok = box_libvirt_migrate_settle (dom, error);
+    job->settled = ok;
+    job->settle_us = g_get_monotonic_time () - t0;
+  }
+  if (dom != NULL)
+    virDomainFree (dom);
+  virConnectClose (conn);
   return ok;
 }
 
@@ -276,21 +302,24 @@ faulted_in (GObject *source, GAsyncResult *result, gpointer user_data)
   BoxLibvirtOp *op = job->op;
   BoxLibvirtPlugin *self = op->self;
   g_autoptr(GError) error = NULL;
+  g_autofree char *settle = NULL;
 
   /* (a QEMU that ended meanwhile, say: nothing to act on, hence no warning) */
-  if (!box_libvirt_run_finish (result, &error))
+  if (!box_libvirt_run_finish (result, &error)) {
     g_message ("libvirt: sandbox %s: RAM fault-in or settle failed: %s", op->id,
                error->message);
-  else if (job->yielded && self->started)
-    g_queue_push_head (&self->fault_in_queue, g_strdup (op->id));
-  else if (job->complete && job->mappings > 0)
-    g_debug ("libvirt: sandbox %s: RAM faulted in: %" G_GUINT64_FORMAT " MiB in %.1f ms%s",
-             op->id, job->pages * PAGE_BYTES >> 20,
-             (g_get_monotonic_time () - op->started) / 1e3,
-             job->settled ? ", dirty bitmap settled" : "");
-  if (job->settled)
-    g_debug ("libvirt: sandbox %s: dirty bitmap settled in %.1f ms", op->id,
-             job->settle_us / 1e3);
+  } else if (job->yielded) {
+    self->fault_in_yields++;
+    if (self->started)
+      g_queue_push_head (&self->fault_in_queue, g_strdup (op->id));
+  } else {
+    settle = job->settled ? g_strdup_printf ("settled in %.0f ms", job->settle_us / 1e3) :
+             g_strdup_printf ("not settled (%s)", job->no_settle);
+    g_debug ("libvirt: sandbox %s: RAM faulted in: %" G_GUINT64_FORMAT " MiB%s in %.1f ms, "
+             "dirty bitmap %s", op->id, job->pages * PAGE_BYTES >> 20,
+             job->pid == 0 ? " (QEMU not visible to boxd)" : "",
+             (g_get_monotonic_time () - op->started) / 1e3, settle);
+  }
   box_libvirt_op_return (task, NULL);
 }
 
@@ -309,6 +338,7 @@ box_libvirt_fault_in_start (GTask *task)
   /* a foreground operation began while this job waited for the lock: it
    * goes first, the fault-in follows when it ends */
   if (g_atomic_int_get (&self->engine_ops) > 0) {
+    self->fault_in_yields++;
     if (g_queue_find_custom (&self->fault_in_queue, op->id, (GCompareFunc) g_strcmp0) == NULL)
       g_queue_push_head (&self->fault_in_queue, g_strdup (op->id));
     box_libvirt_op_return (task, NULL);
@@ -316,6 +346,8 @@ box_libvirt_fault_in_start (GTask *task)
   }
   job = g_new0 (FaultIn, 1);
   job->op = op;
+  job->pidfd = -1;
+  job->no_settle = "";
   g_object_set_data_full (G_OBJECT (task), "box-fault-in", job, g_free);
   box_libvirt_run_in_thread (self, fault_in_work, job, NULL, NULL, faulted_in, task);
 }
@@ -351,7 +383,7 @@ fault_in_next (BoxLibvirtPlugin *self)
 void
 box_libvirt_fault_in_want (BoxLibvirtPlugin *self, BoxLibvirtVm *vm)
 {
-  if (!self->config.ram_fault_in ||
+  if (!self->started || !self->config.ram_fault_in ||
       g_queue_find_custom (&self->fault_in_queue, vm->id, (GCompareFunc) g_strcmp0) != NULL)
     return;
   g_queue_push_tail (&self->fault_in_queue, g_strdup (vm->id));
@@ -371,9 +403,11 @@ box_libvirt_fault_ins_drain (BoxLibvirtPlugin *self)
 }
 
 guint
-box_libvirt_fault_ins_done (BoxLibvirtPlugin *self, gboolean *busy)
+box_libvirt_fault_ins_done (BoxLibvirtPlugin *self, gboolean *busy, guint *yields)
 {
   if (busy != NULL)
     *busy = self->fault_in_running || !g_queue_is_empty (&self->fault_in_queue);
+  if (yields != NULL)
+    *yields = self->fault_in_yields;
   return self->fault_ins_done;
 }

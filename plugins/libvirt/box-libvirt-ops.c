@@ -39,6 +39,8 @@ box_libvirt_op_free (BoxLibvirtOp *op)
   /* (box_libvirt_op_return() uncounts it, on the main thread) */
   if (op->heavy)
     g_atomic_int_add (&op->self->heavy_ops, -1);
+  if (op->counted)
+    g_atomic_int_add (&op->self->engine_ops, -1);
   box_libvirt_release (op->self);
   g_free (op->id);
   g_free (op->hostname);
@@ -69,16 +71,16 @@ box_libvirt_op_return (GTask *task, GError *error)
   if (error == NULL)
     g_debug ("libvirt: %s %s done in %.1f ms", box_vm_op_to_string (op->op), op->id,
              (g_get_monotonic_time () - op->started) / 1e3);
-  if (op->locked) {
-    op->locked = FALSE;
-    box_libvirt_vm_unlock (op->self, op->vm);
-  }
   /* a VM likely to be saved soon (a restore saves it first): its RAM
    * mapping faulted in ahead of that save, once nothing else runs
    * (box-libvirt-fault-in.c) */
   if (error == NULL && op->kind == BOX_LIBVIRT_JOB_ENGINE && op->vm != NULL &&
       (op->op == BOX_VM_OP_RESTORE || (op->op == BOX_VM_OP_CHECKPOINT && !op->memory)))
     box_libvirt_fault_in_want (op->self, op->vm);
+  if (op->locked) {
+    op->locked = FALSE;
+    box_libvirt_vm_unlock (op->self, op->vm);
+  }
   if (op->counted) {
     op->counted = FALSE;
     if (g_atomic_int_dec_and_test (&op->self->engine_ops))

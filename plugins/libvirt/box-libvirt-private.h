@@ -255,9 +255,9 @@ gboolean     box_libvirt_migrate_save   (virDomainPtr dom, const char *path,
  * QEMU's first sync of the migration dirty bitmap of a RAM block that is
  * no multiple of 256 KiB resets the vCPUs' TLB entries page by page,
  * ~1 s for 2 GiB of pages all dirty (as they are in a QEMU just started),
- * with the big lock held.  After this the next save's first sync only
- * finds what the guest wrote since (box-libvirt-fault-in.c).  The vCPUs
- * never stop. */
+ * with the big lock held.  After it, that work is done for the pages the
+ * guest does not write again (box-libvirt-fault-in.c).  The vCPUs are not
+ * stopped (a migration that ended before its cancel is resumed). */
 gboolean     box_libvirt_migrate_settle (virDomainPtr dom, GError **error);
 /* The reverse into a domain started paused with -incoming defer. */
 gboolean     box_libvirt_migrate_load   (virDomainPtr dom, const char *path,
@@ -365,6 +365,7 @@ struct _BoxLibvirtPlugin {
   GQueue             fault_in_queue;
   gboolean           fault_in_running;
   guint              fault_ins_done;
+  guint              fault_in_yields;    /* jobs that gave way to an operation */
   /* atomic: the engine's operations under way (a fault-in yields to any) */
   gint               engine_ops;
   /* the CA every guest trusts (box_hypervisor_set_guest_ca()): pool
@@ -679,12 +680,14 @@ guint64     box_libvirt_standbys_mib   (BoxLibvirtPlugin *self);
 /* A VM's RAM mapping faulted in ahead of its next save
  * (box-libvirt-fault-in.c).  _want: @vm was restored or
  * disk-checkpointed, and runs; it is done when nothing else runs (_kick:
- * operations ended); _drain at stop.  _done: how many ended (a VM whose
- * QEMU has no RAM file counts), *@busy whether one runs or waits (tests). */
+ * operations ended); _drain at stop.  _done: how many jobs ended (also
+ * those that gave way to an operation, counted in *@yields), *@busy
+ * whether one runs or waits (tests). */
 void        box_libvirt_fault_in_want  (BoxLibvirtPlugin *self, BoxLibvirtVm *vm);
 void        box_libvirt_fault_in_kick  (BoxLibvirtPlugin *self);
 void        box_libvirt_fault_ins_drain (BoxLibvirtPlugin *self);
-guint       box_libvirt_fault_ins_done (BoxLibvirtPlugin *self, gboolean *busy);
+guint       box_libvirt_fault_ins_done (BoxLibvirtPlugin *self, gboolean *busy,
+                                        guint *yields);
 
 /* The VM ID of the helper domain while @checkpoint_id of @sandbox_id is
  * materialised, else NULL (tests). */

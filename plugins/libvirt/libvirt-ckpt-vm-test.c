@@ -281,7 +281,7 @@ assert_faulted_in (const char *id)
   guint64 size = 0, rss = 0;
   gboolean busy = TRUE;
 
-  while (box_libvirt_fault_ins_done (plugin, &busy), busy) {
+  while (box_libvirt_fault_ins_done (plugin, &busy, NULL), busy) {
     g_main_context_iteration (NULL, FALSE);
     g_usleep (20000);
   }
@@ -747,7 +747,7 @@ test_fork_materialised (void)
   g_assert_cmpstr (d_sees, ==, "0");
 
   /* a restore of it maps the same file */
-  fault_ins = box_libvirt_fault_ins_done (BOX_LIBVIRT_PLUGIN (suite.hv), NULL);
+  fault_ins = box_libvirt_fault_ins_done (BOX_LIBVIRT_PLUGIN (suite.hv), NULL, NULL);
   start = g_get_monotonic_time ();
   ckpt_ok (BOX_VM_OP_RESTORE, SANDBOX_A, "v3", FALSE);
   g_test_message ("restore of the materialised checkpoint %.0f ms",
@@ -760,12 +760,29 @@ test_fork_materialised (void)
     guint64 size = 0, rss = 0;
 
     assert_faulted_in (SANDBOX_A);
-    g_assert_cmpuint (box_libvirt_fault_ins_done (BOX_LIBVIRT_PLUGIN (suite.hv), NULL), >,
+    g_assert_cmpuint (box_libvirt_fault_ins_done (BOX_LIBVIRT_PLUGIN (suite.hv), NULL, NULL), >,
                       fault_ins);
     g_assert_true (ram_mapping_kib (SANDBOX_D, &size, &rss));
     g_test_message ("%s: %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " MiB mapped", SANDBOX_D,
                     rss >> 10, size >> 10);
     g_assert_cmpuint (rss, <, size / 2);
+  }
+  /* a disk-only checkpoint of a running VM wants one too; an operation
+   * that comes while it runs (the next checkpoint, at once) makes it give
+   * way, and it is done after that operation */
+  {
+    guint yields_before = 0, yields = 0, done_before;
+
+    done_before = box_libvirt_fault_ins_done (BOX_LIBVIRT_PLUGIN (suite.hv), NULL,
+                                              &yields_before);
+    ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "fi1", FALSE);
+    ckpt_ok (BOX_VM_OP_CHECKPOINT, SANDBOX_A, "fi2", FALSE);
+    assert_faulted_in (SANDBOX_A);
+    g_assert_cmpuint (box_libvirt_fault_ins_done (BOX_LIBVIRT_PLUGIN (suite.hv), NULL, &yields),
+                      >=, done_before + 2);
+    g_assert_cmpuint (yields, >, yields_before);
+    ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "fi1", FALSE);
+    ckpt_ok (BOX_VM_OP_DELETE_CHECKPOINT, SANDBOX_A, "fi2", FALSE);
   }
   g_free (check);
   check = sh (suite.hv, SANDBOX_A, "pgrep -x sleep >/dev/null && cat /tmp/src-file && "
