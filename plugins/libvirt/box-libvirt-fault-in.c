@@ -143,7 +143,8 @@ nap (BoxLibvirtPlugin *self, FaultIn *job, guint ms)
     }
     g_usleep (YIELD_CHECK_MS * 1000);
   }
-  return !(job->yielded = should_yield (self));
+  job->yielded = should_yield (self);
+  return !job->yielded;
 }
 
 /* A thread of its own at SCHED_IDLE and nice 19 (they end with it; a
@@ -218,6 +219,7 @@ wait_idle (BoxLibvirtPlugin *self, FaultIn *job, virDomainPtr dom)
   gint64 deadline = g_get_monotonic_time () + IDLE_WAIT_S * G_USEC_PER_SEC;
   gint64 before = cpu_ns (dom), at = g_get_monotonic_time ();
 
+  job->no_settle = "the domain's CPU time is unknown (gone?)";
   while (before >= 0 && g_get_monotonic_time () < deadline) {
     gint64 after, now;
 
@@ -233,7 +235,8 @@ wait_idle (BoxLibvirtPlugin *self, FaultIn *job, virDomainPtr dom)
     before = after;
     at = now;
   }
-  job->no_settle = "the guest was not idle";
+  if (before >= 0)
+    job->no_settle = "the guest was not idle";
   return FALSE;
 }
 
@@ -317,7 +320,8 @@ faulted_in (GObject *source, GAsyncResult *result, gpointer user_data)
              g_strdup_printf ("not settled (%s)", job->no_settle);
     g_debug ("libvirt: sandbox %s: RAM faulted in: %" G_GUINT64_FORMAT " MiB%s in %.1f ms, "
              "dirty bitmap %s", op->id, job->pages * PAGE_BYTES >> 20,
-             job->pid == 0 ? " (QEMU not visible to boxd)" : "",
+             job->pid == 0 ? " (QEMU not visible to boxd)" :
+             !job->complete ? " (not all: the QEMU ended or may not be read)" : "",
              (g_get_monotonic_time () - op->started) / 1e3, settle);
   }
   box_libvirt_op_return (task, NULL);

@@ -15,7 +15,7 @@ typedef enum {
   BOX_LIBVIRT_JOB_COLD,          /* a hot pause turns cold */
   BOX_LIBVIRT_JOB_LOST,          /* the domain stopped on its own */
   BOX_LIBVIRT_JOB_STANDBY,       /* a cold VM's domain started for its wake */
-  BOX_LIBVIRT_JOB_FAULT_IN,      /* a VM's RAM mapping faulted in ahead of a save */
+  BOX_LIBVIRT_JOB_FAULT_IN,      /* a restored VM readied for a save (box-libvirt-fault-in.c) */
 } BoxLibvirtJobKind;
 
 typedef struct {
